@@ -1,0 +1,116 @@
+/**
+ * Storage ports. Services depend on these interfaces only; the composition root picks the adapters
+ * (embedded LevelDB or MongoDB/PostgreSQL for documents, memory or Redis for key-value, filesystem or
+ * database for blobs). Every adapter passes the same contract suite (test/store/).
+ */
+
+/** A stored document. `_id` is the primary key; every other field is JSON-serializable data. */
+export interface Doc {
+  _id: string;
+  [field: string]: unknown;
+}
+
+/** Comparison operators a filter may use on one field. */
+export interface FieldRange {
+  $gt?: string | number;
+  $gte?: string | number;
+  $lt?: string | number;
+  $lte?: string | number;
+  $in?: readonly (string | number | boolean)[];
+}
+
+/** Conjunction of per-field conditions: equality with a scalar, or a range. */
+export type Filter = Record<string, string | number | boolean | null | FieldRange>;
+
+export interface FindOptions {
+  /** Sort by one field; ties broken by `_id` in the same direction. Default: `_id` ascending. */
+  sort?: { field: string; direction: 1 | -1 };
+  skip?: number;
+  limit?: number;
+}
+
+export interface IndexSpec {
+  /** Index name (stable across adapters; MongoDB uses it verbatim). */
+  name: string;
+  field: string;
+  unique?: boolean;
+}
+
+/** Documents expire `seconds` after the Date/ISO-string/epoch-ms value of `field`. */
+export interface TtlSpec {
+  name: string;
+  field: string;
+  seconds: number;
+}
+
+export interface CollectionSpec {
+  indexes?: readonly IndexSpec[];
+  ttl?: TtlSpec;
+}
+
+/** Thrown by `insert` when `_id` (or a unique index value) already exists. */
+export class DuplicateKeyError extends Error {
+  readonly code = "DUPLICATE_KEY";
+  constructor(readonly collection: string, readonly key: string) {
+    super(`Duplicate key in ${collection}: ${key}`);
+  }
+}
+
+export interface Collection<T extends Doc = Doc> {
+  readonly name: string;
+  /** Inserts a new document; DuplicateKeyError when `_id` exists. Durable when the promise resolves. */
+  insert(doc: T): Promise<void>;
+  /** Inserts or replaces the whole document. Durable when the promise resolves. */
+  put(doc: T): Promise<void>;
+  get(id: string): Promise<T | null>;
+  /** Removes a document; true when it existed. */
+  delete(id: string): Promise<boolean>;
+  find(filter?: Filter, options?: FindOptions): Promise<T[]>;
+  count(filter?: Filter): Promise<number>;
+  /** Removes every matching document; returns how many. */
+  deleteMany(filter?: Filter): Promise<number>;
+}
+
+export interface DocumentStore {
+  /** Opens (creating indexes and TTL on first use) a collection. Idempotent per name. */
+  collection<T extends Doc = Doc>(name: string, spec?: CollectionSpec): Collection<T>;
+  /** Round-trips to the backing database; throws when it is unreachable. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Shared key-value store: leases, tickets, session registry, event bridge. */
+export interface KvStore {
+  get(key: string): Promise<string | null>;
+  /** Sets a value, optionally with expiry. */
+  set(key: string, value: string, options?: { ttlMs?: number }): Promise<void>;
+  /** Sets only when absent (with optional expiry); true when written. */
+  setIfAbsent(key: string, value: string, options?: { ttlMs?: number }): Promise<boolean>;
+  /** Replaces the value only if it currently equals `expected`; true when written. */
+  compareAndSet(key: string, expected: string, value: string, options?: { ttlMs?: number }): Promise<boolean>;
+  /** Deletes only if the value equals `expected`; true when deleted. */
+  compareAndDelete(key: string, expected: string): Promise<boolean>;
+  delete(key: string): Promise<boolean>;
+  /** Atomically increments an integer counter, returning the new value. */
+  increment(key: string): Promise<number>;
+  /** Reads and deletes in one step (single-use tickets). */
+  take(key: string): Promise<string | null>;
+  /** Remaining time to live in ms, or null when the key is absent or has no expiry. */
+  ttlMs(key: string): Promise<number | null>;
+  keys(prefix: string): Promise<string[]>;
+  publish(channel: string, message: string): Promise<void>;
+  /** Subscribes to a channel; the returned function unsubscribes. */
+  subscribe(channel: string, handler: (message: string) => void): Promise<() => Promise<void>>;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Content-addressed blob store: blobs are named by the hex sha256 of their bytes. */
+export interface BlobStore {
+  has(hash: string): Promise<boolean>;
+  /** Stores bytes and returns their sha256; storing an existing blob is a no-op. */
+  put(data: Uint8Array): Promise<string>;
+  get(hash: string): Promise<Uint8Array | null>;
+  delete(hash: string): Promise<boolean>;
+  list(): Promise<string[]>;
+}
