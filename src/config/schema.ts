@@ -1,0 +1,74 @@
+/**
+ * controller.yml schema (typebox). Every key of spec document 2's configuration table plus the
+ * controller's own listener, storage, auth and rate-limit settings. Defaults here are the documented
+ * ones; `load.ts` applies the fallbacks and clamps, and rejects unknown or removed keys.
+ */
+import { Type, type Static } from "@sinclair/typebox";
+
+const obj = <T extends Parameters<typeof Type.Object>[0]>(props: T) => Type.Object(props, { additionalProperties: false });
+
+export const ControllerConfigSchema = obj({
+  runtime: obj({ profile: Type.Union([Type.Literal("development"), Type.Literal("production")], { default: "development" }) }),
+  kvstore: obj({ uri: Type.Optional(Type.String({ default: "redis://localhost:6379" })) }),
+  database: obj({ uri: Type.Optional(Type.String()) }),
+  cluster: obj({ id: Type.Optional(Type.String()) }),
+  raft: obj({
+    host: Type.String({ default: "0.0.0.0" }),
+    port: Type.Integer({ minimum: 0, maximum: 65535, default: 9190 }),
+    dataDir: Type.String({ default: "data/raft" }),
+    joinAddrs: Type.Array(Type.String(), { default: [] }),
+  }),
+  scheduler: obj({
+    evaluationIntervalSeconds: Type.Number({ exclusiveMinimum: 0, default: 15 }),
+    auditRetentionDays: Type.Integer({ minimum: 1, default: 90 }),
+  }),
+  logging: obj({
+    level: Type.String({ default: "INFO" }),
+    format: Type.String({ default: "HUMAN" }),
+  }),
+  metrics: obj({
+    enabled: Type.Boolean({ default: true }),
+    retentionHours: Type.Number({ default: 168 }),
+    collectionIntervalSeconds: Type.Number({ default: 30 }),
+  }),
+  crashes: obj({
+    crashLoopThreshold: Type.Integer({ minimum: 1, default: 3 }),
+    crashLoopWindowSeconds: Type.Integer({ minimum: 1, default: 300 }),
+  }),
+  backup: obj({ retentionCount: Type.Integer({ minimum: 1, default: 10 }) }),
+  share: obj({ enabled: Type.Boolean({ default: false }), defaultPrivate: Type.Boolean({ default: true }) }),
+  modules: obj({
+    registries: Type.Array(Type.String(), { default: [] }),
+    signing: obj({ required: Type.Boolean({ default: true }) }),
+  }),
+  telemetry: obj({
+    enabled: Type.Boolean({ default: false }),
+    otlpEndpoint: Type.String({ default: "" }),
+    samplerRatio: Type.Number({ minimum: 0, maximum: 1, default: 1 }),
+    traceUiTemplate: Type.String({ default: "" }),
+  }),
+  http: obj({
+    port: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
+    host: Type.String({ default: "0.0.0.0" }),
+    /** CIDRs allowed to reach /api; empty means allow all. */
+    allowedCidrs: Type.Array(Type.String(), { default: [] }),
+    corsOrigins: Type.Array(Type.String(), { default: ["*"] }),
+  }),
+  grpc: obj({ port: Type.Integer({ minimum: 0, maximum: 65535, default: 9090 }) }),
+  data: obj({ dir: Type.String({ default: "data" }) }),
+  auth: obj({
+    adminUsername: Type.String({ default: "admin", minLength: 1 }),
+    /** Initial admin password; CLOUD_ADMIN_PASSWORD overrides; generated and logged once when empty. */
+    adminPassword: Type.String({ default: "" }),
+    tokenTtlSeconds: Type.Integer({ minimum: 60, default: 43200 }),
+  }),
+  rateLimit: obj({
+    perIpPerMinute: Type.Integer({ minimum: 1, default: 6000 }),
+    perUserPerMinute: Type.Integer({ minimum: 1, default: 3000 }),
+  }),
+});
+
+export type ControllerConfig = Static<typeof ControllerConfigSchema>;
+
+/** Keys removed from the schema in earlier releases: present in controller.yml, they block startup. */
+export const REMOVED_CONFIG_KEYS: readonly string[] = ["raft.bindHost", "scheduler.leaseTtlSeconds", "logging.file"];
