@@ -1,0 +1,132 @@
+import { after, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { ConfState, Entry } from "../../raft/types.js";
+import { LevelStorage } from "../../src/cluster/level-storage.js";
+import { StorageCompactedError, StorageSnapshotOutOfDateError, StorageUnavailableError } from "../../src/cluster/storage-errors.js";
+
+const root = mkdtempSync(join(tmpdir(), "level-storage-"));
+after(() => rmSync(root, { recursive: true, force: true }));
+let dirCount = 0;
+const freshDir = () => join(root, `db-${dirCount++}`);
+const confState: ConfState = { voters: ["a", "b", "c"], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
+
+function entry(index: number, term: number, text = `e${index}`): Entry {
+  return { index, term, type: "normal", data: new TextEncoder().encode(text) };
+}
+
+async function withStorage(fn: (s: LevelStorage, dir: string) => Promise<void>): Promise<void> {
+  const dir = freshDir();
+  const storage = await LevelStorage.open(dir);
+  try {
+    await fn(storage, dir);
+  } finally {
+    await storage.close();
+  }
+}
+
+test("a fresh storage is empty and bootstrap sets the first configuration", async () => {
+  await withStorage(async (s) => {
+    assert.equal(s.firstIndex(), 1);
+    assert.equal(s.lastIndex(), 0);
+    assert.equal(s.term(0), 0);
+    assert.deepEqual(s.initialState().hardState, { term: 0, vote: null, commit: 0 });
+    await s.bootstrap(confState);
+    assert.deepEqual(s.initialState().confState, confState);
+  });
+});
+
+test("persist writes hard state and entries in one batch and survives a reopen", async () => {
+  const dir = freshDir();
+  const s = await LevelStorage.open(dir);
+  await s.bootstrap(confState);
+  await s.persist({ hardState: { term: 2, vote: "a", commit: 2 }, entries: [entry(1, 1), entry(2, 2), entry(3, 2)], snapshot: null });
+  await s.close();
+  const reopened = await LevelStorage.open(dir);
+  try {
+    assert.deepEqual(reopened.initialState(), { hardState: { term: 2, vote: "a", commit: 2 }, confState });
+    assert.equal(reopened.lastIndex(), 3);
+    assert.deepEqual(reopened.entries(1, 4, Infinity).map((e) => [e.index, e.term, new TextDecoder().decode(e.data)]), [
+      [1, 1, "e1"],
+      [2, 2, "e2"],
+      [3, 2, "e3"],
+    ]);
+  } finally {
+    await reopened.close();
+  }
+});
+
+test("an append that conflicts truncates the old tail, also on disk", async () => {
+  const dir = freshDir();
+  const s = await LevelStorage.open(dir);
+  await s.append([entry(1, 1), entry(2, 1), entry(3, 1), entry(4, 1)]);
+  await s.append([entry(3, 2, "new3")]);
+  assert.equal(s.lastIndex(), 3);
+  assert.equal(s.term(3), 2);
+  await s.close();
+  const reopened = await LevelStorage.open(dir);
+  try {
+    assert.equal(reopened.lastIndex(), 3);
+    assert.equal(new TextDecoder().decode(reopened.entries(3, 4, Infinity)[0]!.data), "new3");
+    await assert.rejects(reopened.append([entry(6, 2)]), /gap/);
+  } finally {
+    await reopened.close();
+  }
+});
+
+test("entries honours the size limit but always returns one entry; out-of-range reads are typed errors", async () => {
+  await withStorage(async (s) => {
+    await s.append([entry(1, 1, "x".repeat(100)), entry(2, 1, "x".repeat(100)), entry(3, 1)]);
+    assert.equal(s.entries(1, 4, 1).length, 1);
+    assert.equal(s.entries(1, 4, 250).length, 2);
+    assert.throws(() => s.entries(1, 5, Infinity), StorageUnavailableError);
+    assert.throws(() => s.term(4), StorageUnavailableError);
+  });
+});
+
+test("snapshot, compaction and restart from snapshot plus log tail", async () => {
+  const dir = freshDir();
+  const s = await LevelStorage.open(dir);
+  await s.bootstrap(confState);
+  await s.append([1, 2, 3, 4, 5, 6].map((i) => entry(i, i < 4 ? 1 : 2)));
+  const snap = await s.createSnapshot(4, confState, new TextEncoder().encode("state@4"));
+  assert.deepEqual(snap.metadata, { index: 4, term: 2, confState });
+  await assert.rejects(s.createSnapshot(3, confState, new Uint8Array()), StorageSnapshotOutOfDateError);
+  await s.compact(3);
+  assert.equal(s.firstIndex(), 4);
+  assert.equal(s.term(3), 1);
+  assert.throws(() => s.term(2), StorageCompactedError);
+  assert.throws(() => s.entries(3, 5, Infinity), StorageCompactedError);
+  await s.close();
+  const reopened = await LevelStorage.open(dir);
+  try {
+    assert.equal(reopened.firstIndex(), 4);
+    assert.equal(reopened.lastIndex(), 6);
+    assert.equal(reopened.term(3), 1);
+    assert.equal(new TextDecoder().decode(reopened.snapshot().data), "state@4");
+  } finally {
+    await reopened.close();
+  }
+});
+
+test("applying a snapshot from the leader replaces the log atomically", async () => {
+  const dir = freshDir();
+  const s = await LevelStorage.open(dir);
+  await s.append([entry(1, 1), entry(2, 1)]);
+  const snapshot = { metadata: { index: 10, term: 3, confState }, data: new TextEncoder().encode("leader") };
+  await s.persist({ hardState: { term: 3, vote: null, commit: 10 }, entries: [entry(11, 3)], snapshot });
+  assert.equal(s.firstIndex(), 11);
+  assert.equal(s.lastIndex(), 11);
+  await assert.rejects(s.applySnapshot({ ...snapshot, metadata: { ...snapshot.metadata, index: 9 } }), StorageSnapshotOutOfDateError);
+  await s.close();
+  const reopened = await LevelStorage.open(dir);
+  try {
+    assert.equal(reopened.firstIndex(), 11);
+    assert.equal(reopened.term(10), 3);
+    assert.deepEqual(reopened.initialState(), { hardState: { term: 3, vote: null, commit: 10 }, confState });
+  } finally {
+    await reopened.close();
+  }
+});
