@@ -1,0 +1,148 @@
+/**
+ * Group record schemas (spec document 1, "Group record"): the full form, the list form, the create
+ * body and the PATCH body. The domain types are derived from them, so the REST contract and the
+ * service speak the same shape.
+ */
+import { Type, type Static } from "@sinclair/typebox";
+
+/** Group names: a letter or digit, then letters, digits, `_` or `-`; 64 characters at most. */
+export const GROUP_NAME_PATTERN = "^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$";
+/** Template names as enforced on template import (spec document 1). */
+export const TEMPLATE_NAME_PATTERN = "^[a-z0-9_][a-z0-9_-]{0,31}$";
+
+export const SCALING_MODES = ["STATIC", "DYNAMIC", "MANUAL"] as const;
+export const ROUTING_STRATEGIES = ["LOWEST_PLAYERS", "HIGHEST_PLAYERS", "RANDOM", "ROUND_ROBIN"] as const;
+export const UPDATE_STRATEGY_TYPES = ["ROLLING", "RECREATE"] as const;
+
+export const portMin = 1;
+export const portMax = 65535;
+/** A group names at most this many template layers. */
+export const templatesPerGroupMax = 32;
+/** Upper bound of minInstances/maxInstances: far beyond any real network, low enough to stay an int. */
+export const instancesPerGroupMax = 10_000;
+export const memoryMbMax = 1_048_576;
+
+const literals = <T extends readonly string[]>(values: T) => Type.Union(values.map((v) => Type.Literal(v)));
+
+export const ScalingModeSchema = literals(SCALING_MODES);
+export const RoutingSchema = literals(ROUTING_STRATEGIES);
+
+export const PortRangeSchema = Type.Object(
+  {
+    start: Type.Integer({ minimum: portMin, maximum: portMax }),
+    end: Type.Integer({ minimum: portMin, maximum: portMax }),
+  },
+  { additionalProperties: false },
+);
+
+/** Rollout defaults of a group; the deployments feature reads them. */
+export const UpdateStrategySchema = Type.Object(
+  {
+    type: literals(UPDATE_STRATEGY_TYPES),
+    /** Extra instances a rolling update may start above the target count. */
+    maxSurge: Type.Integer({ minimum: 0, maximum: instancesPerGroupMax }),
+    /** Instances a rolling update may take down at once. */
+    maxUnavailable: Type.Integer({ minimum: 0, maximum: instancesPerGroupMax }),
+  },
+  { additionalProperties: false },
+);
+
+/** The full group document as returned by GET /api/v1/groups/{name}. */
+export const GroupSchema = Type.Object({
+  name: Type.String(),
+  platform: Type.String(),
+  platformVersion: Type.Union([Type.String(), Type.Null()]),
+  jarFile: Type.String(),
+  templates: Type.Array(Type.String()),
+  scalingMode: ScalingModeSchema,
+  minInstances: Type.Integer(),
+  maxInstances: Type.Integer(),
+  maxPlayers: Type.Integer(),
+  memoryMb: Type.Integer(),
+  routing: RoutingSchema,
+  portRange: PortRangeSchema,
+  priority: Type.Integer(),
+  maintenance: Type.Boolean(),
+  static: Type.Boolean(),
+  updateStrategy: UpdateStrategySchema,
+  parent: Type.Union([Type.String(), Type.Null()]),
+  runningInstances: Type.Integer(),
+  totalPlayers: Type.Integer(),
+  createdAt: Type.String({ format: "date-time" }),
+  updatedAt: Type.String({ format: "date-time" }),
+});
+export type Group = Static<typeof GroupSchema>;
+
+/** The list form (GET /api/v1/groups). */
+export const GroupListItemSchema = Type.Pick(GroupSchema, [
+  "name",
+  "platform",
+  "platformVersion",
+  "scalingMode",
+  "minInstances",
+  "maxInstances",
+  "maxPlayers",
+  "runningInstances",
+  "totalPlayers",
+  "maintenance",
+  "static",
+]);
+export type GroupListItem = Static<typeof GroupListItemSchema>;
+
+const nonBlank = { minLength: 1, maxLength: 256, pattern: "\\S" };
+
+/** POST /api/v1/groups body. Unknown keys are rejected; read-only aggregates are not accepted. */
+export const GroupCreateSchema = Type.Object(
+  {
+    name: Type.String({ pattern: GROUP_NAME_PATTERN }),
+    platform: Type.String(nonBlank),
+    platformVersion: Type.Optional(Type.Union([Type.String({ maxLength: 64 }), Type.Null()])),
+    jarFile: Type.Optional(Type.String(nonBlank)),
+    templates: Type.Optional(Type.Array(Type.String({ pattern: TEMPLATE_NAME_PATTERN }), { maxItems: templatesPerGroupMax })),
+    scalingMode: Type.Optional(ScalingModeSchema),
+    minInstances: Type.Optional(Type.Integer({ minimum: 0, maximum: instancesPerGroupMax })),
+    maxInstances: Type.Optional(Type.Integer({ minimum: 0, maximum: instancesPerGroupMax })),
+    maxPlayers: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
+    memoryMb: Type.Optional(Type.Integer({ minimum: 1, maximum: memoryMbMax })),
+    routing: Type.Optional(RoutingSchema),
+    portRange: Type.Optional(PortRangeSchema),
+    priority: Type.Optional(Type.Integer({ minimum: -1_000_000, maximum: 1_000_000 })),
+    maintenance: Type.Optional(Type.Boolean()),
+    updateStrategy: Type.Optional(UpdateStrategySchema),
+    parent: Type.Optional(Type.Union([Type.String({ pattern: GROUP_NAME_PATTERN }), Type.Null()])),
+  },
+  { additionalProperties: false },
+);
+export type GroupCreate = Static<typeof GroupCreateSchema>;
+
+/** PATCH /api/v1/groups/{name} body: only these keys; omitted keys stay unchanged. */
+export const GroupPatchSchema = Type.Object(
+  {
+    minInstances: Type.Optional(Type.Integer({ minimum: 0, maximum: instancesPerGroupMax })),
+    maxInstances: Type.Optional(Type.Integer({ minimum: 0, maximum: instancesPerGroupMax })),
+    memoryMb: Type.Optional(Type.Integer({ minimum: 1, maximum: memoryMbMax })),
+    routing: Type.Optional(RoutingSchema),
+    scalingMode: Type.Optional(ScalingModeSchema),
+    maintenance: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+export type GroupPatch = Static<typeof GroupPatchSchema>;
+
+/** Defaults applied on create: the command-line client's defaults where it has one. */
+export const GROUP_DEFAULTS = {
+  platformVersion: null,
+  jarFile: "server.jar",
+  templates: [] as string[],
+  scalingMode: "DYNAMIC",
+  minInstances: 1,
+  maxInstances: 10,
+  maxPlayers: 100,
+  memoryMb: 1024,
+  routing: "LOWEST_PLAYERS",
+  portRange: { start: 30000, end: 30100 },
+  priority: 0,
+  maintenance: false,
+  updateStrategy: { type: "ROLLING", maxSurge: 1, maxUnavailable: 0 },
+  parent: null,
+} as const;

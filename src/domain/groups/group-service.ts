@@ -1,0 +1,206 @@
+/**
+ * Groups: the scheduling unit (spec document 1, "Group record"). The service owns the `groups`
+ * collection; the read-only aggregates runningInstances and totalPlayers are computed from the
+ * instances at read time, never stored.
+ */
+import type { Clock } from "../../shared/clock.js";
+import { conflict, notFound, validationError } from "../../shared/errors.js";
+import type { EventBus } from "../../events/types.js";
+import { DuplicateKeyError, type Collection, type Doc, type DocumentStore } from "../../store/ports.js";
+import { KeyedMutex } from "../shared/keyed-mutex.js";
+import { isoFromMs } from "../shared/time.js";
+import { checkSchema } from "../shared/validate.js";
+import {
+  GROUP_DEFAULTS,
+  GroupCreateSchema,
+  GroupPatchSchema,
+  type Group,
+  type GroupCreate,
+  type GroupListItem,
+  type GroupPatch,
+} from "./group-schemas.js";
+import { validateGroupInvariants } from "./group-validation.js";
+
+export const GROUPS_COLLECTION = "groups";
+
+/** The stored document: the group without its computed aggregates, keyed by name. */
+export type StoredGroup = Omit<Group, "runningInstances" | "totalPlayers"> & Doc;
+
+/** Per-group aggregates computed from the instances. */
+export interface GroupAggregates {
+  runningInstances: number;
+  totalPlayers: number;
+}
+
+/** Where the aggregates come from (the instance service). */
+export interface GroupAggregateSource {
+  aggregatesForGroup(group: string): Promise<GroupAggregates>;
+  aggregatesByGroup(): Promise<Map<string, GroupAggregates>>;
+}
+
+/** Result of an update: the snapshots the audit log records. */
+export interface GroupUpdateResult {
+  before: Group;
+  after: Group;
+}
+
+const noAggregates: GroupAggregates = { runningInstances: 0, totalPlayers: 0 };
+
+/** Creates, reads, updates and deletes groups, publishing the GROUP_* events. */
+export class GroupService {
+  private readonly groups: Collection<StoredGroup>;
+  private readonly writes = new KeyedMutex();
+
+  constructor(
+    store: DocumentStore,
+    private readonly events: EventBus,
+    private readonly clock: Clock,
+    private readonly aggregates: GroupAggregateSource,
+  ) {
+    this.groups = store.collection<StoredGroup>(GROUPS_COLLECTION);
+  }
+
+  /** Every group in list form, ordered by name. */
+  async list(): Promise<GroupListItem[]> {
+    const [docs, byGroup] = await Promise.all([this.groups.find(), this.aggregates.aggregatesByGroup()]);
+    return docs.map((doc) => {
+      const agg = byGroup.get(doc.name) ?? noAggregates;
+      return {
+        name: doc.name,
+        platform: doc.platform,
+        platformVersion: doc.platformVersion,
+        scalingMode: doc.scalingMode,
+        minInstances: doc.minInstances,
+        maxInstances: doc.maxInstances,
+        maxPlayers: doc.maxPlayers,
+        runningInstances: agg.runningInstances,
+        totalPlayers: agg.totalPlayers,
+        maintenance: doc.maintenance,
+        static: doc.static,
+      };
+    });
+  }
+
+  /** The full group; 404 `Group not found: <name>` when unknown. */
+  async get(name: string): Promise<Group> {
+    return this.withAggregates(await this.require(name));
+  }
+
+  /** Whether a group exists (for callers that must not throw). */
+  async exists(name: string): Promise<boolean> {
+    return (await this.groups.get(name)) !== null;
+  }
+
+  /** Validates and stores a new group; 409 CONFLICT when the name is taken. Publishes GROUP_CREATED. */
+  async create(input: GroupCreate): Promise<Group> {
+    checkSchema(GroupCreateSchema, input, "body");
+    const nowIso = isoFromMs(this.clock.nowMs());
+    const scalingMode = input.scalingMode ?? GROUP_DEFAULTS.scalingMode;
+    const doc: StoredGroup = {
+      _id: input.name,
+      name: input.name,
+      platform: input.platform,
+      platformVersion: input.platformVersion ?? GROUP_DEFAULTS.platformVersion,
+      jarFile: input.jarFile ?? GROUP_DEFAULTS.jarFile,
+      templates: [...(input.templates ?? GROUP_DEFAULTS.templates)],
+      scalingMode,
+      minInstances: input.minInstances ?? GROUP_DEFAULTS.minInstances,
+      maxInstances: input.maxInstances ?? GROUP_DEFAULTS.maxInstances,
+      maxPlayers: input.maxPlayers ?? GROUP_DEFAULTS.maxPlayers,
+      memoryMb: input.memoryMb ?? GROUP_DEFAULTS.memoryMb,
+      routing: input.routing ?? GROUP_DEFAULTS.routing,
+      portRange: { ...(input.portRange ?? GROUP_DEFAULTS.portRange) },
+      priority: input.priority ?? GROUP_DEFAULTS.priority,
+      maintenance: input.maintenance ?? GROUP_DEFAULTS.maintenance,
+      static: scalingMode === "STATIC",
+      updateStrategy: { ...(input.updateStrategy ?? GROUP_DEFAULTS.updateStrategy) },
+      parent: input.parent ?? GROUP_DEFAULTS.parent,
+      createdAt: nowIso,
+      updatedAt: nowIso,
+    };
+    validateGroupInvariants(doc);
+    if (doc.parent !== null && !(await this.exists(doc.parent))) {
+      throw validationError(`parent: unknown group ${doc.parent}`);
+    }
+    try {
+      await this.groups.insert(doc);
+    } catch (err) {
+      if (err instanceof DuplicateKeyError) throw conflict(`Group already exists: ${doc.name}`);
+      throw err;
+    }
+    this.events.publish("GROUP_CREATED", { groupName: doc.name });
+    return this.withAggregates(doc);
+  }
+
+  /**
+   * Applies a partial update of the PATCH keys, re-checks the cross-field rules on the merged
+   * record, and publishes GROUP_UPDATED (and GROUP_MAINTENANCE_CHANGED when maintenance flips).
+   */
+  async update(name: string, patch: GroupPatch): Promise<GroupUpdateResult> {
+    checkSchema(GroupPatchSchema, patch, "body");
+    const { before, after, changed } = await this.writes.run(name, async () => {
+      const current = await this.require(name);
+      const merged: StoredGroup = { ...current, portRange: { ...current.portRange } };
+      let changed = false;
+      for (const key of Object.keys(patch) as (keyof GroupPatch)[]) {
+        const value = patch[key];
+        if (value === undefined || merged[key] === value) continue;
+        (merged as Record<string, unknown>)[key] = value;
+        changed = true;
+      }
+      merged.static = merged.scalingMode === "STATIC";
+      validateGroupInvariants(merged);
+      if (changed) {
+        merged.updatedAt = isoFromMs(this.clock.nowMs());
+        await this.groups.put(merged);
+      }
+      return { before: current, after: merged, changed };
+    });
+    if (changed) {
+      this.events.publish("GROUP_UPDATED", { groupName: name });
+      if (before.maintenance !== after.maintenance) {
+        this.events.publish("GROUP_MAINTENANCE_CHANGED", {
+          groupName: name,
+          maintenance: after.maintenance,
+          message: after.maintenance ? `Group ${name} entered maintenance` : `Group ${name} left maintenance`,
+        });
+      }
+    }
+    const aggregates = await this.aggregates.aggregatesForGroup(name);
+    return { before: toGroup(before, aggregates), after: toGroup(after, aggregates) };
+  }
+
+  /**
+   * Deletes a group and publishes GROUP_DELETED; returns the record as it was. Stopping the
+   * group's instances is the scheduler's reaction to the event.
+   */
+  async delete(name: string): Promise<Group> {
+    return this.writes.run(name, async () => {
+      const before = await this.get(name);
+      if (!(await this.groups.delete(name))) throw notFound(`Group not found: ${name}`);
+      this.events.publish("GROUP_DELETED", { groupName: name });
+      return before;
+    });
+  }
+
+  /** How many groups exist. */
+  count(): Promise<number> {
+    return this.groups.count();
+  }
+
+  private async require(name: string): Promise<StoredGroup> {
+    const doc = await this.groups.get(name);
+    if (!doc) throw notFound(`Group not found: ${name}`);
+    return doc;
+  }
+
+  private async withAggregates(doc: StoredGroup): Promise<Group> {
+    const aggregates = await this.aggregates.aggregatesForGroup(doc.name);
+    return toGroup(doc, aggregates);
+  }
+}
+
+function toGroup(doc: StoredGroup, aggregates: GroupAggregates): Group {
+  const { _id: _ignored, ...rest } = doc;
+  return { ...(rest as Omit<Group, "runningInstances" | "totalPlayers">), ...aggregates };
+}

@@ -1,0 +1,15 @@
+/** Cross-field rules of a group, checked on create and again after a PATCH is merged. */
+import { validationError } from "../../shared/errors.js";
+import type { StoredGroup } from "./group-service.js";
+
+/** Throws 422 VALIDATION_ERROR naming the first field that breaks a rule. */
+export function validateGroupInvariants(group: StoredGroup): void {
+  if (group.minInstances > group.maxInstances) {
+    throw validationError(`minInstances: must not exceed maxInstances (${group.minInstances} > ${group.maxInstances})`);
+  }
+  if (group.portRange.start > group.portRange.end) {
+    throw validationError(`portRange.start: must not exceed portRange.end (${group.portRange.start} > ${group.portRange.end})`);
+  }
+  if (group.memoryMb <= 0) throw validationError("memoryMb: must be greater than 0");
+  if (group.parent !== null && group.parent === group.name) throw validationError("parent: a group cannot be its own parent");
+}

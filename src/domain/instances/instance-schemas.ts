@@ -1,0 +1,32 @@
+/** Instance record schemas (spec document 1, "Instance record"). */
+import { Type, type Static } from "@sinclair/typebox";
+
+export const INSTANCE_STATES = ["SCHEDULED", "PREPARING", "STARTING", "RUNNING", "STOPPING", "STOPPED", "CRASHED", "DRAINING"] as const;
+export type InstanceState = (typeof INSTANCE_STATES)[number];
+
+/** States whose process serves players: they count towards runningInstances and totalPlayers. */
+export const SERVING_STATES: ReadonlySet<string> = new Set<InstanceState>(["RUNNING", "DRAINING"]);
+/** States with no process and none coming: excluded from the overview's instance count. */
+export const FINISHED_STATES: ReadonlySet<string> = new Set<InstanceState>(["STOPPED", "CRASHED"]);
+
+export const InstanceStateSchema = Type.Union(INSTANCE_STATES.map((s) => Type.Literal(s)));
+
+/** The single-instance form (GET /api/v1/services/{id}). */
+export const InstanceSchema = Type.Object({
+  id: Type.String(),
+  group: Type.String(),
+  node: Type.String(),
+  state: InstanceStateSchema,
+  port: Type.Integer(),
+  playerCount: Type.Integer(),
+  memoryMb: Type.Integer(),
+  /** Milliseconds since startedAt (until stoppedAt once stopped); 0 before the process started. */
+  uptimeMs: Type.Integer(),
+  startedAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
+  deploymentRevision: Type.Integer(),
+});
+export type Instance = Static<typeof InstanceSchema>;
+
+/** The list form (GET /api/v1/services): the single form without memoryMb. */
+export const InstanceListItemSchema = Type.Omit(InstanceSchema, ["memoryMb"]);
+export type InstanceListItem = Static<typeof InstanceListItemSchema>;

@@ -1,0 +1,180 @@
+/**
+ * Instances: server processes scheduled into groups, served under /api/v1/services. The service owns
+ * the `instances` collection (indexes on group, node and state). Writes come from the scheduler and
+ * the daemon gateway through {@link InstanceService.save}; the REST surface here is read-only.
+ */
+import type { Clock } from "../../shared/clock.js";
+import { notFound } from "../../shared/errors.js";
+import type { Collection, Doc, DocumentStore, Filter } from "../../store/ports.js";
+import type { GroupAggregateSource, GroupAggregates } from "../groups/group-service.js";
+import { SingleFlight } from "../shared/single-flight.js";
+import { FINISHED_STATES, SERVING_STATES, type Instance, type InstanceListItem, type InstanceState } from "./instance-schemas.js";
+
+export const INSTANCES_COLLECTION = "instances";
+
+/** The fields of an instance document. */
+export interface InstanceFields {
+  id: string;
+  group: string;
+  node: string;
+  state: InstanceState;
+  port: number;
+  playerCount: number;
+  memoryMb: number;
+  /** ISO 8601; null until the process started. */
+  startedAt: string | null;
+  /** ISO 8601; set once the process ended, freezing uptimeMs. */
+  stoppedAt?: string | null;
+  deploymentRevision: number;
+}
+
+/** The stored instance document, keyed by instance id. */
+export type StoredInstance = InstanceFields & Doc;
+
+/** List filters; undefined or empty values are ignored. */
+export interface InstanceFilter {
+  group?: string;
+  node?: string;
+  state?: InstanceState;
+}
+
+/** Totals over the instances that are not finished, for the overview. */
+export interface InstanceTotals {
+  instanceCount: number;
+  playerCount: number;
+}
+
+/** Reads instances, and computes the per-group and per-node aggregates other services show. */
+export class InstanceService implements GroupAggregateSource {
+  private readonly instances: Collection<StoredInstance>;
+  private readonly listFlights = new SingleFlight<StoredInstance[]>();
+
+  constructor(
+    store: DocumentStore,
+    private readonly clock: Clock,
+  ) {
+    this.instances = store.collection<StoredInstance>(INSTANCES_COLLECTION, {
+      indexes: [
+        { name: "instances_group", field: "group" },
+        { name: "instances_node", field: "node" },
+        { name: "instances_state", field: "state" },
+      ],
+    });
+  }
+
+  /** Instances matching every given filter, in list form, ordered by id. */
+  async list(filter: InstanceFilter = {}): Promise<InstanceListItem[]> {
+    const docs = await this.findShared(toStoreFilter(filter));
+    const nowMs = this.clock.nowMs();
+    return docs.map((doc) => ({
+      id: doc.id,
+      group: doc.group,
+      node: doc.node,
+      state: doc.state,
+      port: doc.port,
+      playerCount: doc.playerCount,
+      uptimeMs: uptimeMs(doc, nowMs),
+      startedAt: doc.startedAt,
+      deploymentRevision: doc.deploymentRevision,
+    }));
+  }
+
+  /** One instance; 404 `Instance not found: <id>` when unknown. */
+  async get(id: string): Promise<Instance> {
+    const doc = await this.instances.get(id);
+    if (!doc) throw notFound(`Instance not found: ${id}`);
+    return {
+      id: doc.id,
+      group: doc.group,
+      node: doc.node,
+      state: doc.state,
+      port: doc.port,
+      playerCount: doc.playerCount,
+      memoryMb: doc.memoryMb,
+      uptimeMs: uptimeMs(doc, this.clock.nowMs()),
+      startedAt: doc.startedAt,
+      deploymentRevision: doc.deploymentRevision,
+    };
+  }
+
+  /** Inserts or replaces an instance document (scheduler and daemon gateway). */
+  async save(instance: InstanceFields): Promise<void> {
+    await this.instances.put({ ...instance, _id: instance.id });
+  }
+
+  /** Removes an instance document; true when it existed. */
+  remove(id: string): Promise<boolean> {
+    return this.instances.delete(id);
+  }
+
+  async aggregatesForGroup(group: string): Promise<GroupAggregates> {
+    return aggregate(await this.instances.find({ group }));
+  }
+
+  async aggregatesByGroup(): Promise<Map<string, GroupAggregates>> {
+    const byGroup = new Map<string, StoredInstance[]>();
+    for (const doc of await this.findShared({})) {
+      const list = byGroup.get(doc.group);
+      if (list) list.push(doc);
+      else byGroup.set(doc.group, [doc]);
+    }
+    return new Map([...byGroup].map(([group, docs]) => [group, aggregate(docs)]));
+  }
+
+  /** Number of instances placed on each node (every state but STOPPED and CRASHED). */
+  async liveCountByNode(): Promise<Map<string, number>> {
+    const counts = new Map<string, number>();
+    for (const doc of await this.findShared({})) {
+      if (!FINISHED_STATES.has(doc.state)) counts.set(doc.node, (counts.get(doc.node) ?? 0) + 1);
+    }
+    return counts;
+  }
+
+  /** Number of live instances on one node. */
+  async liveCountForNode(node: string): Promise<number> {
+    const docs = await this.instances.find({ node });
+    return docs.filter((doc) => !FINISHED_STATES.has(doc.state)).length;
+  }
+
+  /** Instances that are not STOPPED or CRASHED, and the players on them. */
+  async liveTotals(): Promise<InstanceTotals> {
+    let instanceCount = 0;
+    let playerCount = 0;
+    for (const doc of await this.findShared({})) {
+      if (FINISHED_STATES.has(doc.state)) continue;
+      instanceCount += 1;
+      playerCount += doc.playerCount;
+    }
+    return { instanceCount, playerCount };
+  }
+
+  /** Concurrent identical reads share one store query. */
+  private findShared(filter: Filter): Promise<StoredInstance[]> {
+    return this.listFlights.run(JSON.stringify(filter), () => this.instances.find(filter));
+  }
+}
+
+function toStoreFilter(filter: InstanceFilter): Filter {
+  const out: Filter = {};
+  if (filter.group) out.group = filter.group;
+  if (filter.node) out.node = filter.node;
+  if (filter.state) out.state = filter.state;
+  return out;
+}
+
+function aggregate(docs: readonly StoredInstance[]): GroupAggregates {
+  let runningInstances = 0;
+  let totalPlayers = 0;
+  for (const doc of docs) {
+    if (!SERVING_STATES.has(doc.state)) continue;
+    runningInstances += 1;
+    totalPlayers += doc.playerCount;
+  }
+  return { runningInstances, totalPlayers };
+}
+
+function uptimeMs(doc: StoredInstance, nowMs: number): number {
+  if (!doc.startedAt) return 0;
+  const endMs = doc.stoppedAt ? Date.parse(doc.stoppedAt) : nowMs;
+  return Math.max(0, endMs - Date.parse(doc.startedAt));
+}

@@ -1,0 +1,167 @@
+/**
+ * Node join tokens: single-use credentials a daemon presents once to join (spec document 1, "Node
+ * join tokens"). The value is `cnt_` + 32 random bytes in base64url, returned only by `create`;
+ * the store keeps its sha256 (collection `node_tokens`). A join claims the token by inserting its id
+ * into `node_token_claims`, whose primary key makes a second claim fail on every adapter, so a
+ * token admits one daemon even when several controllers race.
+ */
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
+import type { Clock } from "../../shared/clock.js";
+import { notFound } from "../../shared/errors.js";
+import { DuplicateKeyError, type Collection, type Doc, type DocumentStore } from "../../store/ports.js";
+import { isoFromMs } from "../shared/time.js";
+import { checkSchema } from "../shared/validate.js";
+import { NodeTokenCreateSchema, type CreatedNodeToken, type NodeToken, type NodeTokenCreate, type TokenStatus } from "./node-token-schemas.js";
+import { resolveTtlSeconds } from "./token-ttl.js";
+
+export const NODE_TOKENS_COLLECTION = "node_tokens";
+export const NODE_TOKEN_CLAIMS_COLLECTION = "node_token_claims";
+export const NODE_TOKEN_PREFIX = "cnt_";
+const tokenSecretBytes = 32;
+/** Tokens past their expiry by this long are deleted when the next token is created. */
+export const tokenRetentionAfterExpiryMs = 7 * 24 * 3600 * 1000;
+/** The list answers at most this many tokens, newest first. */
+export const tokenListMax = 1000;
+
+/** The stored token: metadata and the sha256 (hex) of the value. */
+export interface StoredNodeToken extends Doc {
+  hash: string;
+  nodeId: string | null;
+  createdAt: string;
+  createdBy: string;
+  expiresAt: string;
+  usedAt: string | null;
+  usedByNodeId: string | null;
+  revokedAt: string | null;
+}
+
+/** Why a join token was refused. */
+export type TokenRejection = "UNKNOWN" | "EXPIRED" | "REVOKED" | "USED" | "NODE_MISMATCH";
+
+/** Outcome of {@link NodeTokenService.consume}: an expected failure is a value, not an exception. */
+export type TokenConsumeResult =
+  | { ok: true; tokenId: string; nodeId: string }
+  | { ok: false; reason: TokenRejection };
+
+/** Issues, lists, revokes and consumes node join tokens. */
+export class NodeTokenService {
+  private readonly tokens: Collection<StoredNodeToken>;
+  private readonly claims: Collection<Doc>;
+
+  constructor(
+    store: DocumentStore,
+    private readonly clock: Clock,
+  ) {
+    this.tokens = store.collection<StoredNodeToken>(NODE_TOKENS_COLLECTION, {
+      indexes: [
+        { name: "node_tokens_hash", field: "hash", unique: true },
+        { name: "node_tokens_created", field: "createdAt" },
+        { name: "node_tokens_expires", field: "expiresAt" },
+      ],
+    });
+    this.claims = store.collection<Doc>(NODE_TOKEN_CLAIMS_COLLECTION);
+  }
+
+  /** Issues a token; the returned `token` value is never available again. */
+  async create(input: NodeTokenCreate, createdBy: string): Promise<CreatedNodeToken> {
+    checkSchema(NodeTokenCreateSchema, input, "body");
+    const ttlSeconds = resolveTtlSeconds(input);
+    const nowMs = this.clock.nowMs();
+    await this.pruneExpired(nowMs);
+    const token = NODE_TOKEN_PREFIX + randomBytes(tokenSecretBytes).toString("base64url");
+    const doc: StoredNodeToken = {
+      _id: randomUUID(),
+      hash: hashToken(token),
+      nodeId: input.nodeId ?? null,
+      createdAt: isoFromMs(nowMs),
+      createdBy,
+      expiresAt: isoFromMs(nowMs + ttlSeconds * 1000),
+      usedAt: null,
+      usedByNodeId: null,
+      revokedAt: null,
+    };
+    await this.tokens.insert(doc);
+    return { ...this.toRecord(doc, nowMs), token };
+  }
+
+  /** Tokens, newest first, without values or hashes. */
+  async list(): Promise<NodeToken[]> {
+    const nowMs = this.clock.nowMs();
+    const docs = await this.tokens.find({}, { sort: { field: "createdAt", direction: -1 }, limit: tokenListMax });
+    return docs.map((doc) => this.toRecord(doc, nowMs));
+  }
+
+  /** One token; 404 `Token not found: <id>`. */
+  async get(id: string): Promise<NodeToken> {
+    return this.toRecord(await this.require(id), this.clock.nowMs());
+  }
+
+  /** Revokes a token (idempotent) and returns it as it was before. */
+  async revoke(id: string): Promise<NodeToken> {
+    const doc = await this.require(id);
+    const nowMs = this.clock.nowMs();
+    if (doc.revokedAt === null) await this.tokens.put({ ...doc, revokedAt: isoFromMs(nowMs) });
+    return this.toRecord(doc, nowMs);
+  }
+
+  /**
+   * Checks a presented token and claims it for `nodeId`: at most one call ever succeeds per token.
+   * A token bound to a node id admits only that node.
+   */
+  async consume(token: string, nodeId: string): Promise<TokenConsumeResult> {
+    if (!token.startsWith(NODE_TOKEN_PREFIX)) return { ok: false, reason: "UNKNOWN" };
+    const presented = Buffer.from(hashToken(token), "hex");
+    const [doc] = await this.tokens.find({ hash: presented.toString("hex") }, { limit: 1 });
+    if (!doc) return { ok: false, reason: "UNKNOWN" };
+    const stored = Buffer.from(doc.hash, "hex");
+    if (stored.length !== presented.length || !timingSafeEqual(stored, presented)) return { ok: false, reason: "UNKNOWN" };
+    const nowMs = this.clock.nowMs();
+    const status = statusOf(doc, nowMs);
+    if (status !== "ACTIVE") return { ok: false, reason: status };
+    if (doc.nodeId !== null && doc.nodeId !== nodeId) return { ok: false, reason: "NODE_MISMATCH" };
+    try {
+      await this.claims.insert({ _id: doc._id, nodeId, claimedAt: isoFromMs(nowMs) });
+    } catch (err) {
+      if (err instanceof DuplicateKeyError) return { ok: false, reason: "USED" };
+      throw err;
+    }
+    await this.tokens.put({ ...doc, usedAt: isoFromMs(nowMs), usedByNodeId: nodeId });
+    return { ok: true, tokenId: doc._id, nodeId };
+  }
+
+  private async pruneExpired(nowMs: number): Promise<void> {
+    await this.tokens.deleteMany({ expiresAt: { $lt: isoFromMs(nowMs - tokenRetentionAfterExpiryMs) } });
+  }
+
+  private async require(id: string): Promise<StoredNodeToken> {
+    const doc = await this.tokens.get(id);
+    if (!doc) throw notFound(`Token not found: ${id}`);
+    return doc;
+  }
+
+  private toRecord(doc: StoredNodeToken, nowMs: number): NodeToken {
+    return {
+      id: doc._id,
+      nodeId: doc.nodeId,
+      status: statusOf(doc, nowMs),
+      createdAt: doc.createdAt,
+      createdBy: doc.createdBy,
+      expiresAt: doc.expiresAt,
+      usedAt: doc.usedAt,
+      usedByNodeId: doc.usedByNodeId,
+      revokedAt: doc.revokedAt,
+    };
+  }
+}
+
+/** sha256 of a token value, hex. */
+export function hashToken(token: string): string {
+  return createHash("sha256").update(token, "utf8").digest("hex");
+}
+
+function statusOf(doc: StoredNodeToken, nowMs: number): TokenStatus {
+  if (doc.revokedAt !== null) return "REVOKED";
+  if (doc.usedAt !== null) return "USED";
+  if (Date.parse(doc.expiresAt) <= nowMs) return "EXPIRED";
+  return "ACTIVE";
+}

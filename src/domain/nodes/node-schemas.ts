@@ -1,0 +1,33 @@
+/**
+ * Node record schema. The spec fixes only the id and the state (ONLINE, DRAINING, UNREACHABLE,
+ * OFFLINE); the other fields are decided in docs/decisions/domain.md.
+ */
+import { Type, type Static } from "@sinclair/typebox";
+
+export const NODE_STATES = ["ONLINE", "DRAINING", "UNREACHABLE", "OFFLINE"] as const;
+export type NodeState = (typeof NODE_STATES)[number];
+export const NodeStateSchema = Type.Union(NODE_STATES.map((s) => Type.Literal(s)));
+
+export const NodeSchema = Type.Object({
+  id: Type.String(),
+  state: NodeStateSchema,
+  /** Address the daemon reported; instances of this node are reached there. */
+  host: Type.String(),
+  labels: Type.Record(Type.String(), Type.String()),
+  /** Daemon software version, null before the first handshake. */
+  version: Type.Union([Type.String(), Type.Null()]),
+  totalMemoryMb: Type.Integer(),
+  usedMemoryMb: Type.Integer(),
+  /** Host CPU usage in [0, 1]. */
+  cpuUsage: Type.Number(),
+  /** Instances on the node that are neither STOPPED nor CRASHED (computed). */
+  instanceCount: Type.Integer(),
+  /** Excluded from placement by an operator (cordon); independent of draining. */
+  cordoned: Type.Boolean(),
+  registeredAt: Type.String({ format: "date-time" }),
+  connectedAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
+  lastHeartbeatAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
+  /** When the current drain was requested; null unless DRAINING. */
+  drainRequestedAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
+});
+export type NodeRecord = Static<typeof NodeSchema>;

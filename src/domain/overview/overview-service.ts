@@ -1,0 +1,30 @@
+/** The overview record (spec document 1): counts across nodes, instances, players and groups. */
+import { Type, type Static } from "@sinclair/typebox";
+import type { GroupService } from "../groups/group-service.js";
+import type { InstanceService } from "../instances/instance-service.js";
+import type { NodeService } from "../nodes/node-service.js";
+
+export const OverviewSchema = Type.Object({
+  /** Registered nodes, whatever their state. */
+  nodeCount: Type.Integer(),
+  /** Instances neither STOPPED nor CRASHED. */
+  instanceCount: Type.Integer(),
+  /** Players on those instances. */
+  playerCount: Type.Integer(),
+  groupCount: Type.Integer(),
+});
+export type Overview = Static<typeof OverviewSchema>;
+
+/** Computes the overview from the other services. */
+export class OverviewService {
+  constructor(
+    private readonly groups: Pick<GroupService, "count">,
+    private readonly instances: Pick<InstanceService, "liveTotals">,
+    private readonly nodes: Pick<NodeService, "count">,
+  ) {}
+
+  async get(): Promise<Overview> {
+    const [nodeCount, totals, groupCount] = await Promise.all([this.nodes.count(), this.instances.liveTotals(), this.groups.count()]);
+    return { nodeCount, instanceCount: totals.instanceCount, playerCount: totals.playerCount, groupCount };
+  }
+}

@@ -1,0 +1,24 @@
+/**
+ * Serializes read-modify-write sequences per key inside one controller: two PATCHes of one group,
+ * or two drains of one node, never interleave their read and their write. Keys with no waiter are
+ * forgotten, so the map holds at most one entry per key currently in use.
+ */
+export class KeyedMutex {
+  private readonly tails = new Map<string, Promise<void>>();
+
+  /** Runs `fn` after every earlier `run` with the same key has settled. */
+  async run<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.tails.get(key) ?? Promise.resolve();
+    let release!: () => void;
+    const current = new Promise<void>((resolve) => (release = resolve));
+    const tail = previous.then(() => current);
+    this.tails.set(key, tail);
+    try {
+      await previous;
+      return await fn();
+    } finally {
+      release();
+      if (this.tails.get(key) === tail) this.tails.delete(key);
+    }
+  }
+}
