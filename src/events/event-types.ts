@@ -1,0 +1,226 @@
+/**
+ * Built-in event types of spec document 3 ("Built-in event types and fields") with their payloads.
+ * Timestamps in payloads are ISO-8601 UTC strings; `timestampMs` is epoch milliseconds.
+ */
+
+/** Instance states of spec document 1. */
+export type InstanceState = "SCHEDULED" | "PREPARING" | "STARTING" | "RUNNING" | "DRAINING" | "STOPPING" | "STOPPED" | "CRASHED";
+
+export const EventTypes = {
+  NODE_CONNECTED: "NODE_CONNECTED",
+  NODE_DISCONNECTED: "NODE_DISCONNECTED",
+  NODE_STATUS: "NODE_STATUS",
+  NODE_HEARTBEAT_STALE: "NODE_HEARTBEAT_STALE",
+  NODE_HEARTBEAT_RESUMED: "NODE_HEARTBEAT_RESUMED",
+  NODE_DRAIN_REQUESTED: "NODE_DRAIN_REQUESTED",
+  NODE_DRAIN_COMPLETED: "NODE_DRAIN_COMPLETED",
+  NODE_CACHE_STATUS: "NODE_CACHE_STATUS",
+  INSTANCE_STATE_CHANGED: "INSTANCE_STATE_CHANGED",
+  INSTANCE_CRASHED: "INSTANCE_CRASHED",
+  INSTANCE_DRAINING: "INSTANCE_DRAINING",
+  INSTANCE_CONSOLE_OUTPUT: "INSTANCE_CONSOLE_OUTPUT",
+  INSTANCE_METRICS: "INSTANCE_METRICS",
+  GROUP_CREATED: "GROUP_CREATED",
+  GROUP_UPDATED: "GROUP_UPDATED",
+  GROUP_DELETED: "GROUP_DELETED",
+  GROUP_AGGREGATES_UPDATED: "GROUP_AGGREGATES_UPDATED",
+  GROUP_MAINTENANCE_CHANGED: "GROUP_MAINTENANCE_CHANGED",
+  GROUP_CRASH_LOOP: "GROUP_CRASH_LOOP",
+  DEPLOYMENT_CREATED: "DEPLOYMENT_CREATED",
+  DEPLOYMENT_COMPLETED: "DEPLOYMENT_COMPLETED",
+  PLAYER_CONNECTED: "PLAYER_CONNECTED",
+  PLAYER_DISCONNECTED: "PLAYER_DISCONNECTED",
+  PLAYER_TRANSFER: "PLAYER_TRANSFER",
+  PLAYER_JOURNEY: "PLAYER_JOURNEY",
+  TEMPLATE_UPDATED: "TEMPLATE_UPDATED",
+  MAINTENANCE_UPDATED: "MAINTENANCE_UPDATED",
+  MODULE_LOADED: "MODULE_LOADED",
+  MODULE_UNLOADED: "MODULE_UNLOADED",
+  MODULE_FRONTEND_RELOADED: "MODULE_FRONTEND_RELOADED",
+  CAPABILITY_REGISTERED: "CAPABILITY_REGISTERED",
+  CAPABILITY_UNREGISTERED: "CAPABILITY_UNREGISTERED",
+  CAPABILITY_PROVIDER_CHANGED: "CAPABILITY_PROVIDER_CHANGED",
+  CLUSTER_CONFIG_CHANGED: "CLUSTER_CONFIG_CHANGED",
+  CHOREOGRAPHY_OVERLAY_ACTIVATED: "CHOREOGRAPHY_OVERLAY_ACTIVATED",
+  CHOREOGRAPHY_OVERLAY_DEACTIVATED: "CHOREOGRAPHY_OVERLAY_DEACTIVATED",
+} as const;
+
+export type BuiltInEventType = (typeof EventTypes)[keyof typeof EventTypes];
+
+/** Every built-in type; any other type string is a custom (MODULE:ACTION) event. */
+export const BUILT_IN_EVENT_TYPES: ReadonlySet<string> = new Set<string>(Object.values(EventTypes));
+
+export const isBuiltInEventType = (type: string): type is BuiltInEventType => BUILT_IN_EVENT_TYPES.has(type);
+
+/** Custom event types look like `MODULE:ACTION`. */
+export const CUSTOM_EVENT_TYPE_PATTERN = /^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+$/;
+
+/** Events the SSE stream never forwards (spec document 3, "Delivery paths"). */
+export const SSE_EXCLUDED_EVENT_TYPES: ReadonlySet<string> = new Set([EventTypes.INSTANCE_CONSOLE_OUTPUT]);
+
+/** Events a key-value bridge republishes to peer controllers (spec document 3, "Delivery paths"). */
+export const BRIDGED_EVENT_TYPES: ReadonlySet<string> = new Set([
+  EventTypes.NODE_CONNECTED,
+  EventTypes.NODE_DISCONNECTED,
+  EventTypes.NODE_STATUS,
+  EventTypes.INSTANCE_STATE_CHANGED,
+  EventTypes.PLAYER_CONNECTED,
+  EventTypes.PLAYER_DISCONNECTED,
+  EventTypes.GROUP_CREATED,
+  EventTypes.GROUP_UPDATED,
+  EventTypes.GROUP_DELETED,
+]);
+
+// Payloads are type aliases (not interfaces) so they stay assignable to Record<string, unknown>.
+
+export type NodeConnectedPayload = { nodeId: string; sessionId: string; timestamp: string };
+export type NodeDisconnectedPayload = { nodeId: string; reason: string; timestamp: string };
+export type NodeStatusPayload = { nodeId: string; cpuUsage: number; usedMemoryMb: number; totalMemoryMb: number; lastHeartbeatAt: string };
+export type NodeHeartbeatStalePayload = { nodeId: string; missedPongs: number; lastHeartbeatAt: string };
+export type NodeHeartbeatResumedPayload = { nodeId: string; lastHeartbeatAt: string };
+export type NodeDrainRequestedPayload = {
+  nodeId: string;
+  shutdownAfterDrain: boolean;
+  drainTimeoutSeconds: number;
+  kickMessage: string | null;
+  timestamp: string;
+};
+export type NodeDrainCompletedPayload = { nodeId: string; timestamp: string };
+export type NodeCacheStatusPayload = { nodeId: string; totalSizeBytes: number; timestamp: string };
+export type InstanceStateChangedPayload = { instanceId: string; group: string; nodeId: string | null; oldState: InstanceState | null; newState: InstanceState };
+export type InstanceCrashedPayload = {
+  instanceId: string;
+  group: string;
+  nodeId: string | null;
+  exitCode: number | null;
+  classification: string;
+  logTail: string[];
+  uptimeMs: number;
+};
+export type InstanceDrainingPayload = { instanceId: string; group: string; nodeId: string | null };
+export type InstanceConsoleOutputPayload = { instanceId: string; line: string; timestampMs: number };
+export type WorldMetrics = { name: string; environment: string; entityCount: number; chunkCount: number; playerCount: number };
+export type InstanceMetricsPayload = {
+  instanceId: string;
+  group: string;
+  tps1m: number;
+  tps5m: number;
+  tps15m: number;
+  msptAvg: number;
+  heapUsedMb: number;
+  heapMaxMb: number;
+  gcCollections: number;
+  gcTimeMs: number;
+  threadCount: number;
+  playerCount: number;
+  maxPlayers: number;
+  worldCount: number;
+  totalEntities: number;
+  totalChunks: number;
+  worlds: WorldMetrics[];
+  serverVersion: string;
+  pluginCount: number;
+};
+export type GroupChangedPayload = { groupName: string };
+export type GroupAggregatesUpdatedPayload = { groupName: string; runningInstances: number; totalPlayers: number };
+export type GroupMaintenanceChangedPayload = { groupName: string; maintenance: boolean; message: string | null };
+export type GroupCrashLoopPayload = { group: string; crashCount: number; windowStart: string };
+export type DeploymentCreatedPayload = { groupName: string; revision: number; strategy: string };
+export type DeploymentCompletedPayload = { groupName: string; revision: number; outcome: string };
+export type PlayerPayload = { uuid: string; name: string; instanceId: string; group: string };
+export type PlayerTransferPayload = { uuid: string; name: string; fromInstanceId: string; toInstanceId: string };
+export type PlayerJourneyPayload = { entry: Record<string, unknown> };
+export type TemplateUpdatedPayload = { templateName: string; oldHash: string | null; newHash: string };
+export type MaintenanceUpdatedPayload = { globalEnabled: boolean; message: string | null };
+export type ModuleLoadedPayload = { moduleName: string; hasFrontend: boolean };
+export type ModuleUnloadedPayload = { moduleName: string };
+export type ModuleFrontendReloadedPayload = { moduleName: string; contentHash: string };
+export type CapabilityRegisteredPayload = { capabilityId: string; version: string; moduleId: string };
+export type CapabilityUnregisteredPayload = { capabilityId: string; moduleId: string };
+export type CapabilityProviderChangedPayload = { capabilityId: string; moduleId: string; fromVersion: string | null; toVersion: string | null };
+export type ClusterConfigChangedPayload = { version: number; parentVersion: number | null; mutator: string; action: string };
+export type ChoreographyOverlayActivatedPayload = { eventName: string; group: string; activeUntil: string };
+export type ChoreographyOverlayDeactivatedPayload = { eventName: string; group: string; reason: string };
+
+/** Payload type of every built-in event type. */
+export interface EventPayloads {
+  NODE_CONNECTED: NodeConnectedPayload;
+  NODE_DISCONNECTED: NodeDisconnectedPayload;
+  NODE_STATUS: NodeStatusPayload;
+  NODE_HEARTBEAT_STALE: NodeHeartbeatStalePayload;
+  NODE_HEARTBEAT_RESUMED: NodeHeartbeatResumedPayload;
+  NODE_DRAIN_REQUESTED: NodeDrainRequestedPayload;
+  NODE_DRAIN_COMPLETED: NodeDrainCompletedPayload;
+  NODE_CACHE_STATUS: NodeCacheStatusPayload;
+  INSTANCE_STATE_CHANGED: InstanceStateChangedPayload;
+  INSTANCE_CRASHED: InstanceCrashedPayload;
+  INSTANCE_DRAINING: InstanceDrainingPayload;
+  INSTANCE_CONSOLE_OUTPUT: InstanceConsoleOutputPayload;
+  INSTANCE_METRICS: InstanceMetricsPayload;
+  GROUP_CREATED: GroupChangedPayload;
+  GROUP_UPDATED: GroupChangedPayload;
+  GROUP_DELETED: GroupChangedPayload;
+  GROUP_AGGREGATES_UPDATED: GroupAggregatesUpdatedPayload;
+  GROUP_MAINTENANCE_CHANGED: GroupMaintenanceChangedPayload;
+  GROUP_CRASH_LOOP: GroupCrashLoopPayload;
+  DEPLOYMENT_CREATED: DeploymentCreatedPayload;
+  DEPLOYMENT_COMPLETED: DeploymentCompletedPayload;
+  PLAYER_CONNECTED: PlayerPayload;
+  PLAYER_DISCONNECTED: PlayerPayload;
+  PLAYER_TRANSFER: PlayerTransferPayload;
+  PLAYER_JOURNEY: PlayerJourneyPayload;
+  TEMPLATE_UPDATED: TemplateUpdatedPayload;
+  MAINTENANCE_UPDATED: MaintenanceUpdatedPayload;
+  MODULE_LOADED: ModuleLoadedPayload;
+  MODULE_UNLOADED: ModuleUnloadedPayload;
+  MODULE_FRONTEND_RELOADED: ModuleFrontendReloadedPayload;
+  CAPABILITY_REGISTERED: CapabilityRegisteredPayload;
+  CAPABILITY_UNREGISTERED: CapabilityUnregisteredPayload;
+  CAPABILITY_PROVIDER_CHANGED: CapabilityProviderChangedPayload;
+  CLUSTER_CONFIG_CHANGED: ClusterConfigChangedPayload;
+  CHOREOGRAPHY_OVERLAY_ACTIVATED: ChoreographyOverlayActivatedPayload;
+  CHOREOGRAPHY_OVERLAY_DEACTIVATED: ChoreographyOverlayDeactivatedPayload;
+}
+
+/** Field names of every built-in type, as listed in the spec (used by tests and the SSE schema). */
+export const EVENT_FIELDS: { readonly [K in BuiltInEventType]: readonly (keyof EventPayloads[K])[] } = {
+  NODE_CONNECTED: ["nodeId", "sessionId", "timestamp"],
+  NODE_DISCONNECTED: ["nodeId", "reason", "timestamp"],
+  NODE_STATUS: ["nodeId", "cpuUsage", "usedMemoryMb", "totalMemoryMb", "lastHeartbeatAt"],
+  NODE_HEARTBEAT_STALE: ["nodeId", "missedPongs", "lastHeartbeatAt"],
+  NODE_HEARTBEAT_RESUMED: ["nodeId", "lastHeartbeatAt"],
+  NODE_DRAIN_REQUESTED: ["nodeId", "shutdownAfterDrain", "drainTimeoutSeconds", "kickMessage", "timestamp"],
+  NODE_DRAIN_COMPLETED: ["nodeId", "timestamp"],
+  NODE_CACHE_STATUS: ["nodeId", "totalSizeBytes", "timestamp"],
+  INSTANCE_STATE_CHANGED: ["instanceId", "group", "nodeId", "oldState", "newState"],
+  INSTANCE_CRASHED: ["instanceId", "group", "nodeId", "exitCode", "classification", "logTail", "uptimeMs"],
+  INSTANCE_DRAINING: ["instanceId", "group", "nodeId"],
+  INSTANCE_CONSOLE_OUTPUT: ["instanceId", "line", "timestampMs"],
+  INSTANCE_METRICS: [
+    "instanceId", "group", "tps1m", "tps5m", "tps15m", "msptAvg", "heapUsedMb", "heapMaxMb", "gcCollections", "gcTimeMs",
+    "threadCount", "playerCount", "maxPlayers", "worldCount", "totalEntities", "totalChunks", "worlds", "serverVersion", "pluginCount",
+  ],
+  GROUP_CREATED: ["groupName"],
+  GROUP_UPDATED: ["groupName"],
+  GROUP_DELETED: ["groupName"],
+  GROUP_AGGREGATES_UPDATED: ["groupName", "runningInstances", "totalPlayers"],
+  GROUP_MAINTENANCE_CHANGED: ["groupName", "maintenance", "message"],
+  GROUP_CRASH_LOOP: ["group", "crashCount", "windowStart"],
+  DEPLOYMENT_CREATED: ["groupName", "revision", "strategy"],
+  DEPLOYMENT_COMPLETED: ["groupName", "revision", "outcome"],
+  PLAYER_CONNECTED: ["uuid", "name", "instanceId", "group"],
+  PLAYER_DISCONNECTED: ["uuid", "name", "instanceId", "group"],
+  PLAYER_TRANSFER: ["uuid", "name", "fromInstanceId", "toInstanceId"],
+  PLAYER_JOURNEY: ["entry"],
+  TEMPLATE_UPDATED: ["templateName", "oldHash", "newHash"],
+  MAINTENANCE_UPDATED: ["globalEnabled", "message"],
+  MODULE_LOADED: ["moduleName", "hasFrontend"],
+  MODULE_UNLOADED: ["moduleName"],
+  MODULE_FRONTEND_RELOADED: ["moduleName", "contentHash"],
+  CAPABILITY_REGISTERED: ["capabilityId", "version", "moduleId"],
+  CAPABILITY_UNREGISTERED: ["capabilityId", "moduleId"],
+  CAPABILITY_PROVIDER_CHANGED: ["capabilityId", "moduleId", "fromVersion", "toVersion"],
+  CLUSTER_CONFIG_CHANGED: ["version", "parentVersion", "mutator", "action"],
+  CHOREOGRAPHY_OVERLAY_ACTIVATED: ["eventName", "group", "activeUntil"],
+  CHOREOGRAPHY_OVERLAY_DEACTIVATED: ["eventName", "group", "reason"],
+};
