@@ -1,0 +1,426 @@
+/**
+ * Embedded document store on one LevelDB (via `level`): the development profile's database.
+ *
+ * Layout and ordering are described in key-codec.ts. Each write puts the document, its secondary
+ * index entries and its TTL entry in one atomic batch written with `sync: true`, so an
+ * acknowledged write survives kill -9 and a crash never leaves an index pointing at a different
+ * version of a document. Writes to one collection are serialized by a mutex, which makes the
+ * read-modify-write of index entries and the unique checks race-free within this process (the
+ * directory is locked by LevelDB, so no other process can open it).
+ */
+import { Level } from "level";
+import type { Clock } from "../../shared/clock.js";
+import { systemClock } from "../../shared/clock.js";
+import { assert } from "../../shared/errors.js";
+import type { Collection, CollectionSpec, Doc, DocumentStore, Filter, FindOptions, IndexSpec } from "../ports.js";
+import { DuplicateKeyError } from "../ports.js";
+import {
+  assertFieldPath,
+  assertValidFilter,
+  assertValidFindOptions,
+  documentComparator,
+  getPath,
+  matchesFilter,
+  toJsonDocument,
+  ttlBaseMs,
+} from "../document-query.js";
+import { AsyncMutex } from "./async-mutex.js";
+import { CollectionKeys, idFromDocKey, idFromEntryKey } from "./key-codec.js";
+import { planQuery, type KeyRange, type QueryPlan } from "./query-plan.js";
+
+/** Options of {@link openLevelDocumentStore}. */
+export interface LevelDocumentStoreOptions {
+  /** Directory of the LevelDB database (created when missing). */
+  directory: string;
+  /** Time source for TTL expiry (reads and sweeps). */
+  clock?: Clock;
+  /** How often expired documents are deleted; 0 disables the timer (reads still hide them). */
+  ttlSweepIntervalMs?: number;
+  /** Documents deleted per collection and sweep, so one sweep never blocks writers for long. */
+  ttlSweepBatchMax?: number;
+}
+
+const defaultTtlSweepIntervalMs = 60_000;
+const defaultTtlSweepBatchMax = 500;
+/** Ids fetched per getMany round trip while reading through an index. */
+const indexFetchBatchMax = 256;
+/** Operations per atomic batch when deleting many documents or rebuilding an index. */
+const writeBatchOpsMax = 2_000;
+const collectionNamePattern = /^[A-Za-z][A-Za-z0-9_-]{0,62}$/;
+const indexNamePattern = /^[A-Za-z0-9_.-]{1,63}$/;
+
+type Db = Level<string, string>;
+type BatchOp = { type: "put"; key: string; value: string } | { type: "del"; key: string };
+
+/** Opens (creating when missing) the embedded store in `options.directory`. */
+export async function openLevelDocumentStore(options: LevelDocumentStoreOptions): Promise<LevelDocumentStore> {
+  const db: Db = new Level<string, string>(options.directory, { keyEncoding: "utf8", valueEncoding: "utf8" });
+  await db.open();
+  return new LevelDocumentStore(db, options);
+}
+
+/** The embedded {@link DocumentStore}; create it with {@link openLevelDocumentStore}. */
+export class LevelDocumentStore implements DocumentStore {
+  private readonly collections = new Map<string, LevelCollection<Doc>>();
+  private readonly clock: Clock;
+  private readonly ttlSweepBatchMax: number;
+  private readonly sweepTimer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<unknown> = Promise.resolve();
+  private closed = false;
+
+  constructor(
+    private readonly db: Db,
+    options: LevelDocumentStoreOptions,
+  ) {
+    this.clock = options.clock ?? systemClock;
+    this.ttlSweepBatchMax = options.ttlSweepBatchMax ?? defaultTtlSweepBatchMax;
+    assert(this.ttlSweepBatchMax > 0, "ttlSweepBatchMax must be positive");
+    const intervalMs = options.ttlSweepIntervalMs ?? defaultTtlSweepIntervalMs;
+    if (intervalMs > 0) {
+      this.sweepTimer = setInterval(() => {
+        this.sweeping = this.sweepExpired().catch(() => undefined);
+      }, intervalMs);
+      this.sweepTimer.unref();
+    }
+  }
+
+  collection<T extends Doc = Doc>(name: string, spec?: CollectionSpec): Collection<T> {
+    assert(!this.closed, "document store is closed");
+    const existing = this.collections.get(name);
+    if (existing) {
+      assert(spec === undefined || sameSpec(existing.spec, spec), `collection ${name} reopened with a different spec`);
+      return existing as unknown as Collection<T>;
+    }
+    const created = new LevelCollection<Doc>(this.db, name, spec ?? {}, this.clock);
+    this.collections.set(name, created);
+    return created as unknown as Collection<T>;
+  }
+
+  /** Deletes up to `ttlSweepBatchMax` expired documents per TTL collection; returns how many. */
+  async sweepExpired(): Promise<number> {
+    let removed = 0;
+    for (const collection of this.collections.values()) {
+      if (this.closed) break;
+      removed += await collection.sweepExpired(this.ttlSweepBatchMax);
+    }
+    return removed;
+  }
+
+  async ping(): Promise<void> {
+    assert(!this.closed && this.db.status === "open", "document store is not open");
+    await this.db.get("M\x00ping");
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    await this.sweeping;
+    for (const collection of this.collections.values()) await collection.quiesce();
+    await this.db.close();
+  }
+}
+
+function sameSpec(a: CollectionSpec, b: CollectionSpec): boolean {
+  return JSON.stringify(normalizeSpec(a)) === JSON.stringify(normalizeSpec(b));
+}
+
+function normalizeSpec(spec: CollectionSpec): CollectionSpec {
+  const indexes = [...(spec.indexes ?? [])]
+    .map((i) => ({ name: i.name, field: i.field, unique: i.unique === true }))
+    .sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
+  return { indexes, ...(spec.ttl ? { ttl: { name: spec.ttl.name, field: spec.ttl.field, seconds: spec.ttl.seconds } } : {}) };
+}
+
+class LevelCollection<T extends Doc> implements Collection<T> {
+  private readonly keys: CollectionKeys;
+  private readonly mutex = new AsyncMutex();
+  private readonly indexes: readonly IndexSpec[];
+  private ready: Promise<void> | undefined;
+
+  constructor(
+    private readonly db: Db,
+    readonly name: string,
+    readonly spec: CollectionSpec,
+    private readonly clock: Clock,
+  ) {
+    assert(collectionNamePattern.test(name), `invalid collection name ${JSON.stringify(name)}`);
+    this.indexes = spec.indexes ?? [];
+    for (const index of this.indexes) {
+      assert(indexNamePattern.test(index.name), `invalid index name ${index.name}`);
+      assertFieldPath(index.field);
+    }
+    assert(new Set(this.indexes.map((i) => i.name)).size === this.indexes.length, `duplicate index names in ${name}`);
+    if (spec.ttl) {
+      assertFieldPath(spec.ttl.field);
+      assert(spec.ttl.seconds > 0, "ttl seconds must be positive");
+    }
+    this.keys = new CollectionKeys(name);
+  }
+
+  async insert(doc: T): Promise<void> {
+    const stored = toJsonDocument(doc);
+    await this.write(async () => {
+      const previous = await this.readLive(stored._id);
+      if (previous.doc) throw new DuplicateKeyError(this.name, stored._id);
+      await this.writeDocument(stored, previous.raw);
+    });
+  }
+
+  async put(doc: T): Promise<void> {
+    const stored = toJsonDocument(doc);
+    await this.write(async () => {
+      const previous = await this.readLive(stored._id);
+      await this.writeDocument(stored, previous.raw);
+    });
+  }
+
+  async get(id: string): Promise<T | null> {
+    await this.init();
+    return (await this.readLive(id)).doc;
+  }
+
+  async delete(id: string): Promise<boolean> {
+    return this.write(async () => {
+      const previous = await this.readLive(id);
+      if (!previous.raw) return false;
+      await this.db.batch(this.removalOps(previous.raw), { sync: true });
+      return previous.doc !== null;
+    });
+  }
+
+  async find(filter: Filter = {}, options: FindOptions = {}): Promise<T[]> {
+    assertValidFilter(filter);
+    assertValidFindOptions(options);
+    await this.init();
+    const skip = options.skip ?? 0;
+    const limit = options.limit ?? Number.POSITIVE_INFINITY;
+    if (limit === 0) return [];
+    const plan = planQuery(this.keys, this.indexes, filter, options);
+    const planOrdered = plan.kind === "point" || plan.ordered;
+    const matches: T[] = [];
+    for await (const doc of this.candidates(plan)) {
+      if (!matchesFilter(doc, filter)) continue;
+      matches.push(doc);
+      if (planOrdered && matches.length >= skip + limit) break;
+    }
+    if (!planOrdered) matches.sort(documentComparator(options.sort));
+    return matches.slice(skip, skip + limit);
+  }
+
+  async count(filter: Filter = {}): Promise<number> {
+    assertValidFilter(filter);
+    await this.init();
+    let total = 0;
+    for await (const doc of this.candidates(planQuery(this.keys, this.indexes, filter, {}))) {
+      if (matchesFilter(doc, filter)) total++;
+    }
+    return total;
+  }
+
+  async deleteMany(filter: Filter = {}): Promise<number> {
+    assertValidFilter(filter);
+    return this.write(async () => {
+      let removed = 0;
+      let ops: BatchOp[] = [];
+      for await (const doc of this.candidates(planQuery(this.keys, this.indexes, filter, {}))) {
+        if (!matchesFilter(doc, filter)) continue;
+        ops.push(...this.removalOps(doc));
+        removed++;
+        if (ops.length >= writeBatchOpsMax) {
+          await this.db.batch(ops, { sync: true });
+          ops = [];
+        }
+      }
+      if (ops.length > 0) await this.db.batch(ops, { sync: true });
+      return removed;
+    });
+  }
+
+  /** Deletes up to `batchMax` documents whose TTL has passed; returns how many. */
+  async sweepExpired(batchMax: number): Promise<number> {
+    if (!this.spec.ttl) return 0;
+    return this.write(async () => {
+      const due: string[] = [];
+      for await (const key of this.db.keys({ gte: this.keys.ttlPrefix, lt: this.keys.ttlDueEnd(this.clock.nowMs()), limit: batchMax })) {
+        due.push(idFromEntryKey(key));
+      }
+      const ops: BatchOp[] = [];
+      let removed = 0;
+      for (const id of due) {
+        const raw = await this.readRaw(id);
+        if (raw && this.isExpired(raw)) {
+          ops.push(...this.removalOps(raw));
+          removed++;
+        }
+      }
+      if (ops.length > 0) await this.db.batch(ops, { sync: true });
+      return removed;
+    });
+  }
+
+  /** Waits for queued writes (used before closing the database). */
+  quiesce(): Promise<void> {
+    return this.mutex.idle();
+  }
+
+  private async write<R>(section: () => Promise<R>): Promise<R> {
+    await this.init();
+    return this.mutex.run(section);
+  }
+
+  /** Brings stored index and TTL entries in line with the declared spec (once per process). */
+  private init(): Promise<void> {
+    this.ready ??= this.mutex.run(() => this.reconcileSpec());
+    return this.ready;
+  }
+
+  private async reconcileSpec(): Promise<void> {
+    const declared = JSON.stringify(normalizeSpec(this.spec));
+    const stored = await this.db.get(this.keys.meta);
+    if (stored === declared) return;
+    const previous = stored ? (JSON.parse(stored) as CollectionSpec) : { indexes: [] };
+    // Drop every index and TTL entry written under the previous spec, then rebuild from documents.
+    // The metadata is written last, so a crash midway leads to a fresh rebuild on the next open.
+    for (const index of previous.indexes ?? []) await this.clearRange({ gte: this.keys.indexPrefix(index.name), lt: this.keys.indexPrefix(index.name).slice(0, -1) + "\x01" });
+    for (const index of this.indexes) await this.clearRange({ gte: this.keys.indexPrefix(index.name), lt: this.keys.indexPrefix(index.name).slice(0, -1) + "\x01" });
+    await this.clearRange({ gte: this.keys.ttlPrefix, lt: this.keys.ttlEnd });
+    const seen = this.indexes.filter((i) => i.unique).map(() => new Map<string, string>());
+    let ops: BatchOp[] = [];
+    for await (const [key, value] of this.db.iterator({ gte: this.keys.docPrefix, lt: this.keys.docEnd })) {
+      const doc = JSON.parse(value) as Doc;
+      assert(doc._id === idFromDocKey(this.keys, key), `document key and _id disagree in ${this.name}`);
+      this.indexes.filter((i) => i.unique).forEach((index, n) => {
+        const fieldValue = getPath(doc, index.field);
+        if (fieldValue === undefined) return;
+        const valueKey = JSON.stringify(fieldValue);
+        const other = seen[n].get(valueKey);
+        if (other !== undefined && !this.isExpired(doc)) throw new DuplicateKeyError(this.name, `${index.name}: ${valueKey}`);
+        seen[n].set(valueKey, doc._id);
+      });
+      ops.push(...this.entryOps(doc).map((k): BatchOp => ({ type: "put", key: k, value: "" })));
+      if (ops.length >= writeBatchOpsMax) {
+        await this.db.batch(ops, { sync: true });
+        ops = [];
+      }
+    }
+    ops.push({ type: "put", key: this.keys.meta, value: declared });
+    await this.db.batch(ops, { sync: true });
+  }
+
+  private async clearRange(range: KeyRange): Promise<void> {
+    let ops: BatchOp[] = [];
+    for await (const key of this.db.keys(range)) {
+      ops.push({ type: "del", key });
+      if (ops.length >= writeBatchOpsMax) {
+        await this.db.batch(ops, { sync: true });
+        ops = [];
+      }
+    }
+    if (ops.length > 0) await this.db.batch(ops, { sync: true });
+  }
+
+  /** Index and TTL entry keys of one document version. */
+  private entryOps(doc: Doc): string[] {
+    const keys = this.indexes.map((index) => this.keys.indexEntry(index.name, getPath(doc, index.field), doc._id));
+    const expiresAtMs = this.expiresAtMs(doc);
+    if (expiresAtMs !== null) keys.push(this.keys.ttlEntry(expiresAtMs, doc._id));
+    return keys;
+  }
+
+  private removalOps(doc: Doc): BatchOp[] {
+    return [{ type: "del", key: this.keys.doc(doc._id) }, ...this.entryOps(doc).map((key): BatchOp => ({ type: "del", key }))];
+  }
+
+  private async writeDocument(doc: T, previous: Doc | null): Promise<void> {
+    await this.assertUnique(doc);
+    const ops: BatchOp[] = previous ? this.removalOps(previous) : [];
+    ops.push({ type: "put", key: this.keys.doc(doc._id), value: JSON.stringify(doc) });
+    for (const key of this.entryOps(doc)) ops.push({ type: "put", key, value: "" });
+    // A key both deleted and re-put keeps the last operation: LevelDB applies a batch in order.
+    await this.db.batch(ops, { sync: true });
+  }
+
+  /** Throws DuplicateKeyError when another live document holds a unique value of `doc`. */
+  private async assertUnique(doc: Doc): Promise<void> {
+    for (const index of this.indexes) {
+      if (!index.unique) continue;
+      const value = getPath(doc, index.field);
+      if (value === undefined) continue;
+      const entryPrefix = this.keys.indexEntry(index.name, value, "");
+      for await (const key of this.db.keys({ gte: entryPrefix, lt: entryPrefix.slice(0, -1) + "\x01" })) {
+        const otherId = idFromEntryKey(key);
+        if (otherId === doc._id) continue;
+        const other = await this.readRaw(otherId);
+        if (other && !this.isExpired(other)) throw new DuplicateKeyError(this.name, `${index.name}: ${JSON.stringify(value)}`);
+      }
+    }
+  }
+
+  private async readRaw(id: string): Promise<T | null> {
+    const value = await this.db.get(this.keys.doc(id));
+    if (value === undefined) return null;
+    const doc = JSON.parse(value) as T;
+    assert(doc._id === id, `stored document ${id} has _id ${doc._id}`);
+    return doc;
+  }
+
+  /** The stored version (even when expired, so its entries can be removed) and the live view. */
+  private async readLive(id: string): Promise<{ raw: T | null; doc: T | null }> {
+    const raw = await this.readRaw(id);
+    return { raw, doc: raw && !this.isExpired(raw) ? raw : null };
+  }
+
+  private expiresAtMs(doc: Doc): number | null {
+    const ttl = this.spec.ttl;
+    if (!ttl) return null;
+    const baseMs = ttlBaseMs(getPath(doc, ttl.field));
+    return baseMs === null ? null : baseMs + ttl.seconds * 1000;
+  }
+
+  private isExpired(doc: Doc): boolean {
+    const expiresAtMs = this.expiresAtMs(doc);
+    return expiresAtMs !== null && expiresAtMs <= this.clock.nowMs();
+  }
+
+  /** Live documents the plan yields, in the plan's order. */
+  private async *candidates(plan: QueryPlan): AsyncGenerator<T> {
+    if (plan.kind === "point") {
+      const found = await this.readLive(plan.id);
+      if (found.doc) yield found.doc;
+      return;
+    }
+    if (plan.kind === "documents") {
+      for await (const [, value] of this.db.iterator({ ...plan.range, reverse: plan.reverse })) {
+        const doc = JSON.parse(value) as T;
+        if (!this.isExpired(doc)) yield doc;
+      }
+      return;
+    }
+    const ranges = plan.reverse ? [...plan.ranges].reverse() : plan.ranges;
+    // A document rewritten during the scan can show up under its old and its new value.
+    const yielded = new Set<string>();
+    for (const range of ranges) {
+      let ids: string[] = [];
+      for await (const key of this.db.keys({ ...range, reverse: plan.reverse })) {
+        ids.push(idFromEntryKey(key));
+        if (ids.length >= indexFetchBatchMax) {
+          yield* this.fetchLive(ids, yielded);
+          ids = [];
+        }
+      }
+      if (ids.length > 0) yield* this.fetchLive(ids, yielded);
+    }
+  }
+
+  private async *fetchLive(ids: string[], yielded: Set<string>): AsyncGenerator<T> {
+    const values = await this.db.getMany(ids.map((id) => this.keys.doc(id)));
+    for (const value of values) {
+      if (value === undefined) continue; // deleted between reading the index and the document
+      const doc = JSON.parse(value) as T;
+      if (this.isExpired(doc) || yielded.has(doc._id)) continue;
+      yielded.add(doc._id);
+      yield doc;
+    }
+  }
+}
