@@ -1,0 +1,257 @@
+/** `cloudctl group list|info|create|update|delete|maintenance`. */
+import type { Command } from "commander";
+import { CliError } from "../exit-codes.js";
+import { listOf, segment, type HttpClient } from "../http-client.js";
+import { collect, parseCount } from "../options.js";
+import { display, formatDuration, groupStatus } from "../render.js";
+import type { Runtime, RuntimeFactory } from "../runtime.js";
+import type { InstanceRecord } from "./instance.js";
+
+/** Fields of the list form of a group. */
+export interface GroupListItem {
+  name: string;
+  platform?: string;
+  platformVersion?: string;
+  scalingMode?: string;
+  minInstances?: number;
+  maxInstances?: number;
+  maxPlayers?: number;
+  runningInstances?: number;
+  totalPlayers?: number;
+  maintenance?: boolean;
+  static?: boolean;
+}
+
+/** Client defaults of `group create` (spec document 1, group record). */
+export const groupCreateDefaults = {
+  jarFile: "server.jar",
+  scalingMode: "DYNAMIC",
+  minInstances: 1,
+  maxInstances: 10,
+  memoryMb: 1024,
+  routing: "LOWEST_PLAYERS",
+  portStart: 30000,
+  portEnd: 30100,
+} as const;
+
+/** Refresh period of `group list --watch`. */
+export const watchIntervalMs = 2_000;
+
+const sortKeys = ["name", "players", "instances"] as const;
+type SortKey = (typeof sortKeys)[number];
+
+/** Applies `--filter` (case-insensitive substring of the name) and `--sort` (players and instances descending). */
+export function filterAndSortGroups(groups: GroupListItem[], filter: string | undefined, sort: SortKey): GroupListItem[] {
+  const needle = filter?.toLowerCase();
+  const kept = needle ? groups.filter((g) => g.name.toLowerCase().includes(needle)) : [...groups];
+  const byName = (a: GroupListItem, b: GroupListItem) => a.name.localeCompare(b.name);
+  if (sort === "players") return kept.sort((a, b) => (b.totalPlayers ?? 0) - (a.totalPlayers ?? 0) || byName(a, b));
+  if (sort === "instances") return kept.sort((a, b) => (b.runningInstances ?? 0) - (a.runningInstances ?? 0) || byName(a, b));
+  return kept.sort(byName);
+}
+
+function renderGroups(rt: Runtime, groups: GroupListItem[]): void {
+  const o = rt.out;
+  o.table(
+    ["NAME", "STATUS", "PLATFORM", "MODE", "INSTANCES", "PLAYERS"],
+    groups.map((g) => [
+      o.accent(g.name),
+      o.state(groupStatus(g)),
+      [g.platform, g.platformVersion].filter(Boolean).join(" "),
+      g.scalingMode ?? "",
+      `${g.runningInstances ?? 0} (${g.minInstances ?? 0}-${g.maxInstances ?? 0})`,
+      g.maxPlayers ? `${g.totalPlayers ?? 0}/${g.maxPlayers}` : (g.totalPlayers ?? 0),
+    ]),
+  );
+}
+
+async function watchGroups(rt: Runtime, client: HttpClient, filter: string | undefined, sort: SortKey): Promise<never> {
+  const clear = process.stdout.isTTY ? "\x1b[2J\x1b[H" : "";
+  process.on("SIGINT", () => process.exit(0));
+  while (true) {
+    try {
+      const response = await client.get("/api/v1/groups");
+      process.stdout.write(clear);
+      rt.out.line(rt.out.colors.dim(`every ${watchIntervalMs / 1000}s · ${new Date().toISOString()} · Ctrl-C to stop`));
+      renderGroups(rt, filterAndSortGroups(listOf<GroupListItem>(response.data), filter, sort));
+      if (!clear) rt.out.line();
+    } catch (error) {
+      rt.out.note(`error: ${(error as Error).message}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, watchIntervalMs));
+  }
+}
+
+function groupPath(name: string): string {
+  return `/api/v1/groups/${segment(name)}`;
+}
+
+interface CreateFlags {
+  name: string;
+  platform: string;
+  platformVersion?: string;
+  template: string[];
+  scalingMode: string;
+  min: number;
+  max: number;
+  memory: number;
+  routing: string;
+  portStart: number;
+  portEnd: number;
+}
+
+interface UpdateFlags {
+  min?: number;
+  max?: number;
+  memory?: number;
+  routing?: string;
+  scalingMode?: string;
+}
+
+/** `maintenance on|off`: on, true and 1 enable (any case); anything else disables. */
+export function maintenanceValue(word: string): boolean {
+  return ["on", "true", "1"].includes(word.trim().toLowerCase());
+}
+
+/** Registers the group commands. */
+export function registerGroupCommands(program: Command, runtime: RuntimeFactory): void {
+  const group = program.command("group").description("manage groups (the scheduling unit)");
+
+  group
+    .command("list")
+    .alias("ls")
+    .description("list groups with their derived status (UP, DOWN, DRAIN)")
+    .option("--filter <substr>", "only names containing <substr> (case-insensitive)")
+    .option("--sort <key>", "name (default), players or instances (the last two descending)", "name")
+    .option("--watch", `refresh every ${watchIntervalMs / 1000} s until Ctrl-C`)
+    .addHelpText("after", "\n--filter, --sort and --watch are ignored with --json.")
+    .action(async (opts: { filter?: string; sort: string; watch?: boolean }, cmd: Command) => {
+      const rt = runtime(cmd);
+      const sort = opts.sort.toLowerCase() as SortKey;
+      if (!sortKeys.includes(sort)) throw new CliError(`--sort must be one of ${sortKeys.join(", ")}`);
+      const client = rt.client();
+      if (opts.watch && !rt.json) await watchGroups(rt, client, opts.filter, sort);
+      const response = await client.get("/api/v1/groups");
+      if (rt.json) return rt.out.raw(response.raw);
+      renderGroups(rt, filterAndSortGroups(listOf<GroupListItem>(response.data), opts.filter, sort));
+    });
+
+  group
+    .command("info <name>")
+    .description("show a group and its instances")
+    .action(async (name: string, _opts, cmd: Command) => {
+      const rt = runtime(cmd);
+      const client = rt.client();
+      const response = await client.get<Record<string, unknown>>(groupPath(name));
+      if (rt.json) return rt.out.raw(response.raw);
+      const g = response.data ?? {};
+      const instances = await client.get("/api/v1/services", { group: name });
+      const o = rt.out;
+      const portRange = g.portRange as { start?: number; end?: number } | undefined;
+      o.fields([
+        ["Name", g.name],
+        ["Status", o.state(groupStatus(g as unknown as GroupListItem))],
+        ["Platform", [g.platform, g.platformVersion].filter(Boolean).join(" ")],
+        ["Scaling", `${display(g.scalingMode)} ${display(g.minInstances)}-${display(g.maxInstances)}`],
+        ["Running", g.runningInstances ?? 0],
+        ["Players", g.totalPlayers ?? 0],
+        ["Memory", g.memoryMb !== undefined ? `${display(g.memoryMb)} MB` : ""],
+        ["Routing", g.routing],
+        ["Ports", portRange ? `${display(portRange.start)}-${display(portRange.end)}` : ""],
+        ["Templates", g.templates],
+        ["Maintenance", g.maintenance ? "on" : "off"],
+      ]);
+      o.line();
+      o.table(
+        ["INSTANCE", "NODE", "STATE", "PORT", "PLAYERS", "UPTIME"],
+        listOf<InstanceRecord>(instances.data).map((i) => [i.id, i.node ?? "", o.state(i.state ?? ""), i.port ?? "", i.playerCount ?? 0, formatDuration(i.uptimeMs)]),
+      );
+    });
+
+  group
+    .command("create")
+    .description("create a group")
+    .requiredOption("--name <name>", "group name")
+    .requiredOption("--platform <platform>", "platform, e.g. paper")
+    .option("--platform-version <version>", "platform version")
+    .option("--template <name>", "template layer, in order (repeatable)", collect, [])
+    .option("--scaling-mode <mode>", "STATIC, DYNAMIC or MANUAL (not validated here)", groupCreateDefaults.scalingMode)
+    .option("--min <n>", "minimum instances", parseCount, groupCreateDefaults.minInstances)
+    .option("--max <n>", "maximum instances", parseCount, groupCreateDefaults.maxInstances)
+    .option("--memory <mb>", "memory per instance in MB", parseCount, groupCreateDefaults.memoryMb)
+    .option("--routing <strategy>", "player routing strategy", groupCreateDefaults.routing)
+    .option("--port-start <port>", "first port of the range", parseCount, groupCreateDefaults.portStart)
+    .option("--port-end <port>", "last port of the range", parseCount, groupCreateDefaults.portEnd)
+    .action(async (opts: CreateFlags, cmd: Command) => {
+      const rt = runtime(cmd);
+      const body: Record<string, unknown> = {
+        name: opts.name,
+        platform: opts.platform,
+        platformVersion: opts.platformVersion,
+        jarFile: groupCreateDefaults.jarFile,
+        templates: opts.template,
+        scalingMode: opts.scalingMode,
+        minInstances: opts.min,
+        maxInstances: opts.max,
+        memoryMb: opts.memory,
+        routing: opts.routing,
+        portRange: { start: opts.portStart, end: opts.portEnd },
+      };
+      const response = await rt.client().post("/api/v1/groups", body);
+      if (rt.json) return rt.out.raw(response.raw);
+      rt.out.success(`created group ${rt.out.accent(opts.name)}`);
+    });
+
+  group
+    .command("update <name>")
+    .description("change a group; only the flags given are sent")
+    .option("--min <n>", "minimum instances", parseCount)
+    .option("--max <n>", "maximum instances", parseCount)
+    .option("--memory <mb>", "memory per instance in MB", parseCount)
+    .option("--routing <strategy>", "player routing strategy")
+    .option("--scaling-mode <mode>", "STATIC, DYNAMIC or MANUAL")
+    .action(async (name: string, opts: UpdateFlags, cmd: Command) => {
+      const rt = runtime(cmd);
+      const body: Record<string, unknown> = {};
+      if (opts.min !== undefined) body.minInstances = opts.min;
+      if (opts.max !== undefined) body.maxInstances = opts.max;
+      if (opts.memory !== undefined) body.memoryMb = opts.memory;
+      if (opts.routing !== undefined) body.routing = opts.routing;
+      if (opts.scalingMode !== undefined) body.scalingMode = opts.scalingMode;
+      if (Object.keys(body).length === 0) throw new CliError("nothing to update: pass at least one of --min, --max, --memory, --routing, --scaling-mode");
+      const response = await rt.client().patch(groupPath(name), body);
+      if (rt.json) return rt.out.raw(response.raw);
+      rt.out.success(`updated group ${rt.out.accent(name)}`);
+    });
+
+  group
+    .command("delete <name>")
+    .alias("rm")
+    .description("delete a group and stop all its instances (irreversible; asks first)")
+    .option("-y, --yes", "do not ask for confirmation")
+    .action(async (name: string, opts: { yes?: boolean }, cmd: Command) => {
+      const rt = runtime(cmd);
+      const client = rt.client();
+      if (!opts.yes) {
+        const confirmed = await rt.prompter.confirm(`Delete group "${name}" and stop every running instance? This cannot be undone.`);
+        if (!confirmed) {
+          rt.out.note("cancelled");
+          return;
+        }
+      }
+      const response = await client.delete(groupPath(name));
+      if (rt.json) return rt.out.raw(response.raw || "{}");
+      rt.out.success(`deleted group ${rt.out.accent(name)}`);
+    });
+
+  group
+    .command("maintenance <name> <state>")
+    .description("maintenance on|off (on, true and 1 enable; anything else disables)")
+    .action(async (name: string, state: string, _opts, cmd: Command) => {
+      const rt = runtime(cmd);
+      const enabled = maintenanceValue(state);
+      const response = await rt.client().patch(groupPath(name), { maintenance: enabled });
+      if (rt.json) return rt.out.raw(response.raw);
+      rt.out.success(`maintenance ${enabled ? "on" : "off"} for group ${rt.out.accent(name)}`);
+    });
+}

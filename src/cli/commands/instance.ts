@@ -1,0 +1,111 @@
+/** `cloudctl instance` (alias `inst`): list, info, start, stop, exec, console. */
+import type { Command } from "commander";
+import { runConsole } from "../console-session.js";
+import { listOf, segment } from "../http-client.js";
+import { formatDuration } from "../render.js";
+import type { RuntimeFactory } from "../runtime.js";
+
+/** Fields of an instance record (document 1). */
+export interface InstanceRecord {
+  id: string;
+  group?: string;
+  node?: string;
+  state?: string;
+  port?: number;
+  playerCount?: number;
+  memoryMb?: number;
+  uptimeMs?: number;
+  startedAt?: string;
+  deploymentRevision?: number;
+}
+
+function servicePath(id: string): string {
+  return `/api/v1/services/${segment(id)}`;
+}
+
+/** Registers the instance commands. */
+export function registerInstanceCommands(program: Command, runtime: RuntimeFactory): void {
+  const instance = program.command("instance").alias("inst").description("inspect and control instances (server processes)");
+
+  instance
+    .command("list")
+    .alias("ls")
+    .description("list instances")
+    .option("--group <name>", "only this group")
+    .option("--node <id>", "only this node")
+    .option("--state <state>", "only this state, e.g. RUNNING")
+    .action(async (opts: { group?: string; node?: string; state?: string }, cmd: Command) => {
+      const rt = runtime(cmd);
+      const response = await rt.client().get("/api/v1/services", { group: opts.group, node: opts.node, state: opts.state });
+      if (rt.json) return rt.out.raw(response.raw);
+      const o = rt.out;
+      o.table(
+        ["ID", "GROUP", "NODE", "STATE", "PORT", "PLAYERS", "UPTIME"],
+        listOf<InstanceRecord>(response.data).map((i) => [o.accent(i.id), i.group ?? "", i.node ?? "", o.state(i.state ?? ""), i.port ?? "", i.playerCount ?? 0, formatDuration(i.uptimeMs)]),
+      );
+    });
+
+  instance
+    .command("info <id>")
+    .description("show one instance")
+    .action(async (id: string, _opts, cmd: Command) => {
+      const rt = runtime(cmd);
+      const response = await rt.client().get<InstanceRecord>(servicePath(id));
+      if (rt.json) return rt.out.raw(response.raw);
+      const i = response.data;
+      const o = rt.out;
+      o.fields([
+        ["ID", i.id],
+        ["Group", i.group],
+        ["Node", i.node],
+        ["State", o.state(i.state ?? "")],
+        ["Port", i.port],
+        ["Players", i.playerCount],
+        ["Memory", i.memoryMb !== undefined ? `${i.memoryMb} MB` : ""],
+        ["Uptime", formatDuration(i.uptimeMs)],
+        ["Started", i.startedAt],
+        ["Revision", i.deploymentRevision],
+      ]);
+    });
+
+  instance
+    .command("start <group>")
+    .description("ask the scheduler to start instances of a group")
+    .action(async (group: string, _opts, cmd: Command) => {
+      const rt = runtime(cmd);
+      const response = await rt.client().post<{ count?: number }>(`/api/v1/groups/${segment(group)}/start`);
+      if (rt.json) return rt.out.raw(response.raw);
+      const count = response.data?.count;
+      rt.out.success(count === undefined ? `start requested for group ${rt.out.accent(group)}` : `${count} instance(s) scheduled for group ${rt.out.accent(group)}`);
+    });
+
+  instance
+    .command("stop <id>")
+    .description("stop an instance gracefully (--force kills it)")
+    .option("--force", "kill immediately")
+    .action(async (id: string, opts: { force?: boolean }, cmd: Command) => {
+      const rt = runtime(cmd);
+      const response = await rt.client().post(`${servicePath(id)}/${opts.force ? "force-stop" : "stop"}`);
+      if (rt.json) return rt.out.raw(response.raw || "{}");
+      rt.out.success(`${opts.force ? "force-stopped" : "stopping"} ${rt.out.accent(id)}`);
+    });
+
+  instance
+    .command("exec <id> <words...>")
+    .description("send a console command (words joined with single spaces)")
+    .action(async (id: string, words: string[], _opts, cmd: Command) => {
+      const rt = runtime(cmd);
+      const command = words.join(" ");
+      const response = await rt.client().post(`${servicePath(id)}/command`, { command });
+      if (rt.json) return rt.out.raw(response.raw || "{}");
+      rt.out.success(`sent to ${rt.out.accent(id)}: ${command}`);
+    });
+
+  instance
+    .command("console <id>")
+    .description("attach to the console: output streams, typed lines are sent as commands, Ctrl-Q detaches")
+    .action(async (id: string, _opts, cmd: Command) => {
+      const rt = runtime(cmd);
+      await runConsole(rt.client(), rt.out, id);
+    });
+}
