@@ -14,7 +14,8 @@
 import { Level } from "level";
 import type { ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMetadata, Storage } from "../../raft/types.js";
 import { assert } from "../shared/errors.js";
-import { entrySizeBytes, StorageCompactedError, StorageSnapshotOutOfDateError, StorageUnavailableError } from "./storage-errors.js";
+import { ErrCompacted, ErrSnapOutOfDate, ErrUnavailable } from "../../raft/errors.js";
+import { limitSize } from "../../raft/util.js";
 
 const hardStateKey = "hard-state";
 const snapshotKey = "snapshot";
@@ -93,23 +94,15 @@ export class LevelStorage implements Storage {
 
   entries(lo: number, hi: number, maxSizeBytes: number): Entry[] {
     const offset = this.log[0]!.index;
-    if (lo <= offset) throw new StorageCompactedError(lo);
-    if (hi > this.lastIndex() + 1) throw new StorageUnavailableError(hi - 1);
-    const out: Entry[] = [];
-    let sizeBytes = 0;
-    for (let index = lo; index < hi; index++) {
-      const entry = this.log[index - offset]!;
-      sizeBytes += entrySizeBytes(entry);
-      if (out.length > 0 && sizeBytes > maxSizeBytes) break;
-      out.push(entry);
-    }
-    return out;
+    if (lo <= offset) throw new ErrCompacted(lo);
+    if (hi > this.lastIndex() + 1) throw new ErrUnavailable(hi - 1);
+    return limitSize(this.log.slice(lo - offset, hi - offset), maxSizeBytes);
   }
 
   term(index: number): number {
     const offset = this.log[0]!.index;
-    if (index < offset) throw new StorageCompactedError(index);
-    if (index - offset >= this.log.length) throw new StorageUnavailableError(index);
+    if (index < offset) throw new ErrCompacted(index);
+    if (index - offset >= this.log.length) throw new ErrUnavailable(index);
     return this.log[index - offset]!.term;
   }
 
@@ -162,7 +155,7 @@ export class LevelStorage implements Storage {
 
   /** Replaces the whole log with a snapshot received from the leader. */
   async applySnapshot(snapshot: Snapshot): Promise<void> {
-    if (snapshot.metadata.index <= this.latestSnapshot.metadata.index) throw new StorageSnapshotOutOfDateError(snapshot.metadata.index);
+    if (snapshot.metadata.index <= this.latestSnapshot.metadata.index) throw new ErrSnapOutOfDate(snapshot.metadata.index);
     await this.persist({ hardState: null, entries: [], snapshot });
   }
 
@@ -171,7 +164,7 @@ export class LevelStorage implements Storage {
    * the current snapshot). The log is not compacted; call {@link compact} for that.
    */
   async createSnapshot(index: number, confState: ConfState, data: Uint8Array): Promise<Snapshot> {
-    if (index <= this.latestSnapshot.metadata.index) throw new StorageSnapshotOutOfDateError(index);
+    if (index <= this.latestSnapshot.metadata.index) throw new ErrSnapOutOfDate(index);
     assert(index <= this.lastIndex(), `snapshot index ${index} beyond last index ${this.lastIndex()}`);
     const snapshot: Snapshot = { metadata: { index, term: this.term(index), confState }, data };
     await this.write([{ type: "put", key: snapshotKey, value: encodeSnapshot(snapshot) }]);
@@ -182,7 +175,7 @@ export class LevelStorage implements Storage {
   /** Discards entries up to and including `compactIndex` (which must not be beyond the last index). */
   async compact(compactIndex: number): Promise<void> {
     const offset = this.log[0]!.index;
-    if (compactIndex <= offset) throw new StorageCompactedError(compactIndex);
+    if (compactIndex <= offset) throw new ErrCompacted(compactIndex);
     assert(compactIndex <= this.lastIndex(), `compact ${compactIndex} beyond last index ${this.lastIndex()}`);
     const term = this.term(compactIndex);
     const ops: BatchOp[] = [{ type: "put", key: logStartKey, value: textEncoder.encode(JSON.stringify({ index: compactIndex, term })) }];

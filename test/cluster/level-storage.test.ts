@@ -5,13 +5,28 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ConfState, Entry } from "../../raft/types.js";
 import { LevelStorage } from "../../src/cluster/level-storage.js";
-import { StorageCompactedError, StorageSnapshotOutOfDateError, StorageUnavailableError } from "../../src/cluster/storage-errors.js";
+import { ErrCompacted, ErrSnapOutOfDate, ErrUnavailable } from "../../raft/errors.js";
+import { runStorageContract } from "../raft/storage-contract.js";
 
 const root = mkdtempSync(join(tmpdir(), "level-storage-"));
 after(() => rmSync(root, { recursive: true, force: true }));
 let dirCount = 0;
 const freshDir = () => join(root, `db-${dirCount++}`);
 const confState: ConfState = { voters: ["a", "b", "c"], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
+
+runStorageContract("LevelStorage", async () => {
+  const dir = freshDir();
+  let storage = await LevelStorage.open(dir);
+  return {
+    storage,
+    close: () => storage.close(),
+    reopen: async () => {
+      await storage.close();
+      storage = await LevelStorage.open(dir);
+      return storage;
+    },
+  };
+});
 
 function entry(index: number, term: number, text = `e${index}`): Entry {
   return { index, term, type: "normal", data: new TextEncoder().encode(text) };
@@ -81,8 +96,8 @@ test("entries honours the size limit but always returns one entry; out-of-range 
     await s.append([entry(1, 1, "x".repeat(100)), entry(2, 1, "x".repeat(100)), entry(3, 1)]);
     assert.equal(s.entries(1, 4, 1).length, 1);
     assert.equal(s.entries(1, 4, 250).length, 2);
-    assert.throws(() => s.entries(1, 5, Infinity), StorageUnavailableError);
-    assert.throws(() => s.term(4), StorageUnavailableError);
+    assert.throws(() => s.entries(1, 5, Infinity), ErrUnavailable);
+    assert.throws(() => s.term(4), ErrUnavailable);
   });
 });
 
@@ -93,12 +108,12 @@ test("snapshot, compaction and restart from snapshot plus log tail", async () =>
   await s.append([1, 2, 3, 4, 5, 6].map((i) => entry(i, i < 4 ? 1 : 2)));
   const snap = await s.createSnapshot(4, confState, new TextEncoder().encode("state@4"));
   assert.deepEqual(snap.metadata, { index: 4, term: 2, confState });
-  await assert.rejects(s.createSnapshot(3, confState, new Uint8Array()), StorageSnapshotOutOfDateError);
+  await assert.rejects(s.createSnapshot(3, confState, new Uint8Array()), ErrSnapOutOfDate);
   await s.compact(3);
   assert.equal(s.firstIndex(), 4);
   assert.equal(s.term(3), 1);
-  assert.throws(() => s.term(2), StorageCompactedError);
-  assert.throws(() => s.entries(3, 5, Infinity), StorageCompactedError);
+  assert.throws(() => s.term(2), ErrCompacted);
+  assert.throws(() => s.entries(3, 5, Infinity), ErrCompacted);
   await s.close();
   const reopened = await LevelStorage.open(dir);
   try {
@@ -119,7 +134,7 @@ test("applying a snapshot from the leader replaces the log atomically", async ()
   await s.persist({ hardState: { term: 3, vote: null, commit: 10 }, entries: [entry(11, 3)], snapshot });
   assert.equal(s.firstIndex(), 11);
   assert.equal(s.lastIndex(), 11);
-  await assert.rejects(s.applySnapshot({ ...snapshot, metadata: { ...snapshot.metadata, index: 9 } }), StorageSnapshotOutOfDateError);
+  await assert.rejects(s.applySnapshot({ ...snapshot, metadata: { ...snapshot.metadata, index: 9 } }), ErrSnapOutOfDate);
   await s.close();
   const reopened = await LevelStorage.open(dir);
   try {
