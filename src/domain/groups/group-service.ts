@@ -5,6 +5,7 @@
  */
 import type { Clock } from "../../shared/clock.js";
 import { conflict, notFound, validationError } from "../../shared/errors.js";
+import { EventTypes, type GroupMaintenanceChangedPayload } from "../../events/event-types.js";
 import type { EventBus } from "../../events/types.js";
 import { DuplicateKeyError, type Collection, type Doc, type DocumentStore } from "../../store/ports.js";
 import { KeyedMutex } from "../shared/keyed-mutex.js";
@@ -128,7 +129,7 @@ export class GroupService {
       if (err instanceof DuplicateKeyError) throw conflict(`Group already exists: ${doc.name}`);
       throw err;
     }
-    this.events.publish("GROUP_CREATED", { groupName: doc.name });
+    this.events.publish(EventTypes.GROUP_CREATED, { groupName: doc.name });
     return this.withAggregates(doc);
   }
 
@@ -149,7 +150,7 @@ export class GroupService {
         changed = true;
       }
       merged.static = merged.scalingMode === "STATIC";
-      validateGroupInvariants(merged);
+      validateGroupInvariants(merged, new Set(Object.keys(patch)));
       if (changed) {
         merged.updatedAt = isoFromMs(this.clock.nowMs());
         await this.groups.put(merged);
@@ -157,13 +158,13 @@ export class GroupService {
       return { before: current, after: merged, changed };
     });
     if (changed) {
-      this.events.publish("GROUP_UPDATED", { groupName: name });
+      this.events.publish(EventTypes.GROUP_UPDATED, { groupName: name });
       if (before.maintenance !== after.maintenance) {
-        this.events.publish("GROUP_MAINTENANCE_CHANGED", {
+        this.events.publish(EventTypes.GROUP_MAINTENANCE_CHANGED, {
           groupName: name,
           maintenance: after.maintenance,
           message: after.maintenance ? `Group ${name} entered maintenance` : `Group ${name} left maintenance`,
-        });
+        } satisfies GroupMaintenanceChangedPayload);
       }
     }
     const aggregates = await this.aggregates.aggregatesForGroup(name);
@@ -178,7 +179,7 @@ export class GroupService {
     return this.writes.run(name, async () => {
       const before = await this.get(name);
       if (!(await this.groups.delete(name))) throw notFound(`Group not found: ${name}`);
-      this.events.publish("GROUP_DELETED", { groupName: name });
+      this.events.publish(EventTypes.GROUP_DELETED, { groupName: name });
       return before;
     });
   }

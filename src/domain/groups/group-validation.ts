@@ -2,10 +2,17 @@
 import { validationError } from "../../shared/errors.js";
 import type { StoredGroup } from "./group-service.js";
 
-/** Throws 422 VALIDATION_ERROR naming the first field that breaks a rule. */
-export function validateGroupInvariants(group: StoredGroup): void {
+/**
+ * Throws 422 VALIDATION_ERROR naming the first field that breaks a rule. `changed` (the keys a
+ * PATCH set) picks which side of a cross-field rule to name: the one the caller touched.
+ */
+export function validateGroupInvariants(group: StoredGroup, changed?: ReadonlySet<string>): void {
   if (group.minInstances > group.maxInstances) {
-    throw validationError(`minInstances: must not exceed maxInstances (${group.minInstances} > ${group.maxInstances})`);
+    const bounds = `(${group.minInstances} > ${group.maxInstances})`;
+    if (changed?.has("maxInstances") && !changed.has("minInstances")) {
+      throw validationError(`maxInstances: must not be below minInstances ${bounds}`);
+    }
+    throw validationError(`minInstances: must not exceed maxInstances ${bounds}`);
   }
   if (group.portRange.start > group.portRange.end) {
     throw validationError(`portRange.start: must not exceed portRange.end (${group.portRange.start} > ${group.portRange.end})`);

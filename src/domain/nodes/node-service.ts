@@ -5,6 +5,7 @@
  */
 import type { Clock } from "../../shared/clock.js";
 import { conflict, notFound } from "../../shared/errors.js";
+import { EventTypes, type NodeDrainCompletedPayload, type NodeDrainRequestedPayload } from "../../events/event-types.js";
 import type { EventBus } from "../../events/types.js";
 import type { Collection, Doc, DocumentStore } from "../../store/ports.js";
 import { KeyedMutex } from "../shared/keyed-mutex.js";
@@ -87,13 +88,13 @@ export class NodeService {
   async drain(id: string): Promise<NodeTransition> {
     const transition = await this.transition(id, (doc) => (doc.state === "DRAINING" ? null : "DRAINING"));
     if (transition.changed) {
-      this.events.publish("NODE_DRAIN_REQUESTED", {
+      this.events.publish(EventTypes.NODE_DRAIN_REQUESTED, {
         nodeId: id,
         shutdownAfterDrain: false,
         drainTimeoutSeconds: this.drainOptions.drainTimeoutSeconds,
         kickMessage: this.drainOptions.kickMessage,
-        timestamp: transition.after.drainRequestedAt,
-      });
+        timestamp: transition.after.drainRequestedAt ?? isoFromMs(this.clock.nowMs()),
+      } satisfies NodeDrainRequestedPayload);
     }
     return transition;
   }
@@ -109,7 +110,7 @@ export class NodeService {
       }
       return "ONLINE";
     });
-    this.events.publish("NODE_DRAIN_COMPLETED", { nodeId: id, timestamp: isoFromMs(this.clock.nowMs()) });
+    this.events.publish(EventTypes.NODE_DRAIN_COMPLETED, { nodeId: id, timestamp: isoFromMs(this.clock.nowMs()) } satisfies NodeDrainCompletedPayload);
     return transition;
   }
 
