@@ -47,6 +47,12 @@ export interface RegisteredRoute {
   def: RouteDef;
 }
 
+/**
+ * A resource's routes: registers them (usually on a sub-app mounted with `app.route`) through
+ * {@link addRoute} so they are validated, authorized and listed in the registry.
+ */
+export type RouteModule = (app: Hono<AppEnv>, registry: RouteRegistry) => void;
+
 /** Collects route definitions for authorization tests and the OpenAPI document. */
 export class RouteRegistry {
   readonly routes: RegisteredRoute[] = [];
@@ -101,6 +107,8 @@ export function addRoute<P extends TSchema, Q extends TSchema, B extends TSchema
   registry.routes.push({ def: def as unknown as RouteDef });
   app.on(def.method.toUpperCase(), def.path, async (c) => {
     const principal = c.get("principal") ?? null;
+    const failure = c.get("authFailure");
+    if (!principal && failure && (def.auth ?? "user") !== "public") throw unauthorized(failure);
     authorize(def as unknown as RouteDef, principal);
     const params = checkInput(def.params, c.req.param(), "path", true);
     const query = checkInput(def.query, c.req.query(), "query", true);

@@ -17,6 +17,8 @@ export interface AppVariables {
   requestId: string;
   correlationId: string;
   clientIp: string;
+  /** Why a presented credential was refused; routes that need credentials answer 401 with it. */
+  authFailure?: string;
 }
 
 export type AppEnv = { Variables: AppVariables };

@@ -1,0 +1,120 @@
+/**
+ * The hono application: the middleware chain in the order of spec document 1 ("Authentication"),
+ * the central error handler, and every route module. `createHttpApp` is pure wiring; serving it on a
+ * port is the composition root's job (`@hono/node-server`).
+ *
+ * Chain, outermost first: HTTP metrics (every request, whatever answers) -> client address -> CORS ->
+ * subnet guard (only `/api/*`; `/metrics` skips it) -> request id + correlation -> per-IP rate limit
+ * -> JWT authentication -> per-user rate limit -> body size limit -> route (validation, authorization).
+ */
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { cors } from "hono/cors";
+import type { AuditService } from "../audit/audit-service.js";
+import type { AuthService } from "../auth/auth-service.js";
+import type { ControllerConfig } from "../config/schema.js";
+import type { EventBus } from "../events/types.js";
+import type { LogService } from "../logs/types.js";
+import { systemClock, type Clock } from "../shared/clock.js";
+import { ApiError } from "../shared/errors.js";
+import type { DocumentStore, KvStore } from "../store/ports.js";
+import { authenticate } from "./middleware/authenticate.js";
+import { clientAddress } from "./middleware/client-address.js";
+import { handleError, handleNotFound } from "./middleware/error-handler.js";
+import { httpMetrics, type HttpMetricsRecorder } from "./middleware/http-metrics.js";
+import { perIpRateLimit, perUserRateLimit } from "./middleware/rate-limit.js";
+import { requestId } from "./middleware/request-context.js";
+import { subnetGuard } from "./middleware/subnet-guard.js";
+import { RouteRegistry, type RouteModule } from "./route.js";
+import { auditRoutes } from "./routes/audit.js";
+import { authRoutes } from "./routes/auth.js";
+import { metricsRoutes } from "./routes/metrics.js";
+import { openApiRoutes } from "./routes/openapi.js";
+import { roleRoutes } from "./routes/roles.js";
+import { systemRoutes, type ReadinessProbe, type VersionInfo } from "./routes/system.js";
+import { userRoutes } from "./routes/users.js";
+import type { AppEnv } from "./types.js";
+
+/** The metrics service as the HTTP layer sees it: records requests and renders `/metrics`. */
+export interface HttpMetricsService extends HttpMetricsRecorder {
+  /** Prometheus text exposition (format 0.0.4). */
+  render(): Promise<string>;
+  /** Content type of {@link render}'s output; defaults to `text/plain; version=0.0.4; charset=utf-8`. */
+  readonly contentType?: string;
+}
+
+/** Request bodies above this many bytes are refused with 413 PAYLOAD_TOO_LARGE. */
+export const BODY_LIMIT_BYTES_DEFAULT = 1024 * 1024;
+
+/** Everything the HTTP layer needs; built by the composition root. */
+export interface HttpDeps {
+  config: ControllerConfig;
+  logs: LogService;
+  metrics: HttpMetricsService;
+  events: EventBus;
+  /** Only handed to route modules and readiness probes; routes themselves call services. */
+  documents: DocumentStore;
+  kv: KvStore;
+  auth: AuthService;
+  audit: AuditService;
+  readiness: ReadinessProbe;
+  version: VersionInfo;
+  /** Domain route modules, mounted after the core ones. */
+  routeModules: readonly RouteModule[];
+  /** Time source of the rate limiters; the system clock by default. */
+  clock?: Clock;
+  bodyLimitBytes?: number;
+}
+
+/** Builds the application and the registry of every route mounted on it. */
+export function createHttpApp(deps: HttpDeps): { app: Hono<AppEnv>; registry: RouteRegistry } {
+  const app = new Hono<AppEnv>();
+  const registry = new RouteRegistry();
+  const clock = deps.clock ?? systemClock;
+  const logger = deps.logs.logger("cloud.http");
+  const { http, rateLimit } = deps.config;
+  const bodyLimitBytes = deps.bodyLimitBytes ?? BODY_LIMIT_BYTES_DEFAULT;
+
+  app.onError(handleError({ logger }));
+  app.notFound(handleNotFound());
+
+  app.use("*", httpMetrics({ metrics: deps.metrics }));
+  app.use("*", clientAddress());
+  app.use(
+    "*",
+    cors({
+      origin: http.corsOrigins.includes("*") ? "*" : [...http.corsOrigins],
+      allowMethods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+      allowHeaders: ["Authorization", "Content-Type", "X-Correlation-Id"],
+      exposeHeaders: ["X-Request-Id", "X-Correlation-Id", "Retry-After"],
+      maxAge: 600,
+    }),
+  );
+  app.use("/api/*", subnetGuard({ allowedCidrs: http.allowedCidrs }));
+  app.use("*", requestId({ logs: deps.logs }));
+  app.use("*", perIpRateLimit({ perMinute: rateLimit.perIpPerMinute, clock }));
+  app.use("*", authenticate({ auth: deps.auth }));
+  app.use("*", perUserRateLimit({ perMinute: rateLimit.perUserPerMinute, clock }));
+  app.use(
+    "*",
+    bodyLimit({
+      maxSize: bodyLimitBytes,
+      onError: () => {
+        throw new ApiError(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${bodyLimitBytes} bytes`);
+      },
+    }),
+  );
+
+  const core: RouteModule[] = [
+    metricsRoutes({ metrics: deps.metrics }),
+    authRoutes({ auth: deps.auth }),
+    userRoutes({ auth: deps.auth, audit: deps.audit }),
+    roleRoutes({ auth: deps.auth, audit: deps.audit }),
+    auditRoutes({ audit: deps.audit }),
+    systemRoutes({ readiness: deps.readiness, version: deps.version, logger }),
+  ];
+  for (const mount of [...core, ...deps.routeModules]) mount(app, registry);
+  // Last, so the document lists every route, including the domain modules'.
+  openApiRoutes({ version: deps.version.version })(app, registry);
+  return { app, registry };
+}

@@ -1,0 +1,30 @@
+/** The central `onError` and `notFound` handlers: every failure leaves as the error envelope. */
+import type { ErrorHandler, NotFoundHandler } from "hono";
+import type { Logger } from "../../logs/types.js";
+import { errorEnvelope, renderThrown } from "../envelope.js";
+import type { AppEnv } from "../types.js";
+import { RateLimitedError } from "./rate-limit.js";
+
+export const handleError = (opts: { logger: Logger }): ErrorHandler<AppEnv> =>
+  function handleError(err, c) {
+    const rendered = renderThrown(err);
+    if (rendered.internal) {
+      opts.logger.error(`Unhandled error on ${c.req.method} ${truncate(c.req.path)}`, err);
+    } else if (rendered.status >= 500) {
+      opts.logger.warn(`${c.req.method} ${truncate(c.req.path)} failed: ${rendered.code} ${rendered.message}`);
+    }
+    if (err instanceof RateLimitedError) c.header("Retry-After", String(err.retryAfterSeconds));
+    return c.json(errorEnvelope(rendered.status, rendered.code, rendered.message), rendered.status as 500);
+  };
+
+/** Paths longer than this are cut in messages (a 1 MB path must not come back in the body). */
+const PATH_IN_MESSAGE_LENGTH_MAX = 200;
+
+function truncate(path: string): string {
+  return path.length > PATH_IN_MESSAGE_LENGTH_MAX ? `${path.slice(0, PATH_IN_MESSAGE_LENGTH_MAX)}...` : path;
+}
+
+export const handleNotFound = (): NotFoundHandler<AppEnv> =>
+  function handleNotFound(c) {
+    return c.json(errorEnvelope(404, "NOT_FOUND", `No route for ${c.req.method} ${truncate(c.req.path)}`), 404);
+  };

@@ -1,0 +1,77 @@
+/** Sign-in and the caller's own identity: `POST /api/v1/auth/login`, `GET /api/v1/auth/me`, `GET /api/v1/permissions`. */
+import { Hono } from "hono";
+import { Type } from "@sinclair/typebox";
+import type { AuthService } from "../../auth/auth-service.js";
+import { PERMISSION_CATALOG } from "../../auth/permissions.js";
+import { unauthorized } from "../../shared/errors.js";
+import { addRoute, type RouteModule } from "../route.js";
+import type { AppEnv } from "../types.js";
+
+/** Longest username or password accepted by login before any hashing happens. */
+const CREDENTIAL_LENGTH_MAX = 1024;
+
+export const LoginRequestSchema = Type.Object({
+  username: Type.String({ minLength: 1, maxLength: CREDENTIAL_LENGTH_MAX }),
+  password: Type.String({ minLength: 1, maxLength: CREDENTIAL_LENGTH_MAX }),
+});
+
+export const LoginResponseSchema = Type.Object({
+  token: Type.String({ description: "JWT to send as Authorization: Bearer <token>" }),
+  expiresAt: Type.String({ format: "date-time" }),
+});
+
+export const MeSchema = Type.Object({
+  username: Type.String(),
+  kind: Type.String(),
+  roles: Type.Array(Type.String()),
+  permissions: Type.Array(Type.String()),
+});
+
+export const PermissionSchema = Type.Object({ name: Type.String(), description: Type.String() });
+
+export const authRoutes =
+  (deps: { auth: AuthService }): RouteModule =>
+  (app, registry) => {
+    const sub = new Hono<AppEnv>();
+    addRoute(
+      sub,
+      registry,
+      {
+        method: "post",
+        path: "/api/v1/auth/login",
+        summary: "Sign in with username and password; returns a JWT (not audited)",
+        tag: "auth",
+        auth: "public",
+        body: LoginRequestSchema,
+        response: LoginResponseSchema,
+      },
+      async ({ body, c }) => {
+        if (body.username.trim() === "" || body.password === "") throw unauthorized("Invalid username or password");
+        return deps.auth.login(body.username, body.password, c.get("clientIp"));
+      },
+    );
+    addRoute(
+      sub,
+      registry,
+      { method: "get", path: "/api/v1/auth/me", summary: "The signed-in principal", tag: "auth", response: MeSchema },
+      ({ principal }) => ({
+        username: principal!.username,
+        kind: principal!.kind,
+        roles: [...principal!.roles],
+        permissions: [...principal!.permissions].sort(),
+      }),
+    );
+    addRoute(
+      sub,
+      registry,
+      {
+        method: "get",
+        path: "/api/v1/permissions",
+        summary: "The permission catalog",
+        tag: "auth",
+        response: Type.Array(PermissionSchema),
+      },
+      () => PERMISSION_CATALOG.map((perm) => ({ name: perm.name, description: perm.description })),
+    );
+    app.route("/", sub);
+  };

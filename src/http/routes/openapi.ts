@@ -1,0 +1,25 @@
+/** `GET /api/v1/openapi.json`: the OpenAPI 3.1 document of every registered route (public). */
+import { Hono } from "hono";
+import { buildOpenApiDocument } from "../openapi.js";
+import { addRoute, type RouteModule } from "../route.js";
+import type { AppEnv } from "../types.js";
+
+export const openApiRoutes =
+  (deps: { version: string }): RouteModule =>
+  (app, registry) => {
+    const sub = new Hono<AppEnv>();
+    let cached: { routeCount: number; document: object } | null = null;
+    addRoute(
+      sub,
+      registry,
+      { method: "get", path: "/api/v1/openapi.json", summary: "This API's OpenAPI 3.1 document", tag: "system", auth: "public" },
+      () => {
+        if (cached?.routeCount !== registry.routes.length) {
+          const document = buildOpenApiDocument(registry, { title: "Cloud controller API", version: deps.version });
+          cached = { routeCount: registry.routes.length, document };
+        }
+        return cached.document;
+      },
+    );
+    app.route("/", sub);
+  };
