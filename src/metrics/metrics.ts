@@ -1,0 +1,204 @@
+/**
+ * The controller's metrics (spec document 2, "Metrics"): one prom-client Registry per service (never
+ * the global default registry) with the default process metrics and every cloud_* metric the
+ * controller records. When disabled, every handle is a no-op and `render()` yields nothing, so
+ * nothing is recorded; the HTTP layer answers 404 on /metrics.
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+
+/** Latency buckets (seconds) for HTTP requests and scheduler ticks. */
+export const DURATION_BUCKETS_SECONDS: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export interface CounterHandle<L extends string = never> {
+  inc(...args: [L] extends [never] ? [value?: number] : [labels: Record<L, string>, value?: number]): void;
+}
+
+export interface GaugeHandle {
+  set(value: number): void;
+  inc(value?: number): void;
+  dec(value?: number): void;
+}
+
+export interface HistogramHandle {
+  observe(valueSeconds: number): void;
+  /** Starts a timer; calling the result observes the elapsed seconds. */
+  startTimer(): () => number;
+}
+
+/** Supplies a gauge's value at scrape time; the composition root passes these in. */
+export type GaugeSource = () => number | Promise<number>;
+
+/** Gauges read through callbacks at scrape time (spec: configured groups, connected nodes, ...). */
+export interface GaugeSources {
+  groupsTotal?: GaugeSource;
+  nodesTotal?: GaugeSource;
+  instancesTotal?: GaugeSource;
+  playersTotal?: GaugeSource;
+  crashesTotal?: GaugeSource;
+}
+
+export type PayloadCaseLabel = "payload_case";
+export type OutboundLabels = "payload_case" | "outcome";
+
+export interface MetricsService {
+  readonly enabled: boolean;
+  /** The service's own registry (never prom-client's global one). */
+  readonly registry: Registry;
+  /**
+   * Counts one finished HTTP request in cloud_http_requests_total and
+   * cloud_http_request_duration_seconds (method lower-cased, status as its class).
+   */
+  observeHttp(method: string, status: number, durationSeconds: number): void;
+  /** Installs (or replaces) the callbacks that feed the cloud_*_total gauges. */
+  setGaugeSources(sources: GaugeSources): void;
+  readonly schedulerTickDuration: HistogramHandle;
+  readonly schedulerTickFailures: CounterHandle;
+  readonly leaseAcquisitions: CounterHandle;
+  readonly leaseRenewals: CounterHandle;
+  readonly leaseContentions: CounterHandle;
+  readonly grpcDaemonSessionsActive: GaugeHandle;
+  readonly grpcDaemonMessagesIn: CounterHandle<PayloadCaseLabel>;
+  readonly grpcDaemonMessagesOut: CounterHandle<OutboundLabels>;
+  readonly sseClientsConnected: GaugeHandle;
+  /** Text exposition format 0.0.4; empty when metrics are disabled. */
+  render(): Promise<string>;
+  /** Content type of {@link render}'s output: `text/plain; version=0.0.4; charset=utf-8`. */
+  readonly contentType: string;
+}
+
+/** Exposition content type of text format 0.0.4. */
+export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
+
+/** `1xx`..`5xx` for valid statuses, `unknown` otherwise (spec label values). */
+export function statusClass(status: number): string {
+  return Number.isInteger(status) && status >= 100 && status <= 599 ? `${Math.floor(status / 100)}xx` : "unknown";
+}
+
+const noopCounter = { inc: () => {} } as CounterHandle<any>;
+const noopGauge: GaugeHandle = { set: () => {}, inc: () => {}, dec: () => {} };
+const noopHistogram: HistogramHandle = { observe: () => {}, startTimer: () => () => 0 };
+
+export interface MetricsOptions {
+  enabled: boolean;
+  /** Collect Node process metrics (default true); tests that only read cloud_* may turn it off. */
+  processMetrics?: boolean;
+}
+
+/** Creates the metrics service with its own registry. */
+export function createMetrics(options: MetricsOptions): MetricsService {
+  const registry = new Registry();
+  registry.setContentType(Registry.PROMETHEUS_CONTENT_TYPE);
+  let sources: GaugeSources = {};
+
+  if (!options.enabled) {
+    return {
+      enabled: false,
+      registry,
+      observeHttp: () => {},
+      setGaugeSources: (next) => {
+        sources = next;
+      },
+      schedulerTickDuration: noopHistogram,
+      schedulerTickFailures: noopCounter,
+      leaseAcquisitions: noopCounter,
+      leaseRenewals: noopCounter,
+      leaseContentions: noopCounter,
+      grpcDaemonSessionsActive: noopGauge,
+      grpcDaemonMessagesIn: noopCounter,
+      grpcDaemonMessagesOut: noopCounter,
+      sseClientsConnected: noopGauge,
+      render: async () => "",
+      contentType: METRICS_CONTENT_TYPE,
+    };
+  }
+
+  if (options.processMetrics !== false) collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+
+  const httpRequests = new Counter({
+    name: "cloud_http_requests_total",
+    help: "HTTP requests by method (lower case) and status class",
+    labelNames: ["method", "status_class"] as const,
+    registers,
+  });
+  const httpDuration = new Histogram({
+    name: "cloud_http_request_duration_seconds",
+    help: "HTTP request latency in seconds",
+    labelNames: ["method", "status_class"] as const,
+    buckets: [...DURATION_BUCKETS_SECONDS],
+    registers,
+  });
+
+  const sourcedGauge = (name: string, help: string, pick: (s: GaugeSources) => GaugeSource | undefined) =>
+    new Gauge({
+      name,
+      help,
+      registers,
+      async collect() {
+        const source = pick(sources);
+        if (!source) return;
+        try {
+          this.set(await source());
+        } catch {
+          // A failing source keeps the last value: a scrape must not fail because one store is down.
+        }
+      },
+    });
+  sourcedGauge("cloud_groups_total", "Configured groups", (s) => s.groupsTotal);
+  sourcedGauge("cloud_nodes_total", "Connected nodes", (s) => s.nodesTotal);
+  sourcedGauge("cloud_instances_total", "Running instances", (s) => s.instancesTotal);
+  sourcedGauge("cloud_players_total", "Online players", (s) => s.playersTotal);
+  sourcedGauge("cloud_crashes_total", "Crash records in the in-memory buffer (not a counter)", (s) => s.crashesTotal);
+
+  const counter = (name: string, help: string): CounterHandle => {
+    const c = new Counter({ name, help, registers });
+    return { inc: (value?: number) => c.inc(value ?? 1) } as CounterHandle;
+  };
+  const gauge = (name: string, help: string): GaugeHandle => {
+    const g = new Gauge({ name, help, registers });
+    return { set: (v) => g.set(v), inc: (v) => g.inc(v ?? 1), dec: (v) => g.dec(v ?? 1) };
+  };
+
+  const tickDuration = new Histogram({
+    name: "cloud_scheduler_tick_duration_seconds",
+    help: "Duration of one scheduler evaluation pass in seconds",
+    buckets: [...DURATION_BUCKETS_SECONDS],
+    registers,
+  });
+  const messagesIn = new Counter({
+    name: "cloud_grpc_daemon_messages_in_total",
+    help: "Inbound daemon stream messages by payload case",
+    labelNames: ["payload_case"] as const,
+    registers,
+  });
+  const messagesOut = new Counter({
+    name: "cloud_grpc_daemon_messages_out_total",
+    help: "Outbound daemon stream messages by payload case and outcome (delivered or dropped)",
+    labelNames: ["payload_case", "outcome"] as const,
+    registers,
+  });
+
+  return {
+    enabled: true,
+    registry,
+    observeHttp: (method, status, durationSeconds) => {
+      const labels = { method: method.toLowerCase(), status_class: statusClass(status) };
+      httpRequests.inc(labels);
+      httpDuration.observe(labels, durationSeconds);
+    },
+    setGaugeSources: (next) => {
+      sources = { ...next };
+    },
+    schedulerTickDuration: { observe: (v) => tickDuration.observe(v), startTimer: () => tickDuration.startTimer() },
+    schedulerTickFailures: counter("cloud_scheduler_tick_failures_total", "Scheduler passes that threw"),
+    leaseAcquisitions: counter("cloud_coordination_lease_acquisitions_total", "Leases acquired, excluding renewals"),
+    leaseRenewals: counter("cloud_coordination_lease_renewals_total", "Lease renewals by the holder"),
+    leaseContentions: counter("cloud_coordination_lease_contentions_total", "Lost lease acquisition races"),
+    grpcDaemonSessionsActive: gauge("cloud_grpc_daemon_sessions_active", "Active daemon streams"),
+    grpcDaemonMessagesIn: { inc: (labels: Record<PayloadCaseLabel, string>, value?: number) => messagesIn.inc(labels, value ?? 1) },
+    grpcDaemonMessagesOut: { inc: (labels: Record<OutboundLabels, string>, value?: number) => messagesOut.inc(labels, value ?? 1) },
+    sseClientsConnected: gauge("cloud_sse_clients_connected", "Connected event-stream clients"),
+    render: () => registry.metrics(),
+    contentType: registry.contentType,
+  };
+}
