@@ -8,7 +8,8 @@ import type { AuditRecorder } from "../../audit/types.js";
 import type { NodeTokenService } from "../../domain/node-tokens/node-token-service.js";
 import { CreatedNodeTokenSchema, NodeTokenCreateSchema, NodeTokenSchema } from "../../domain/node-tokens/node-token-schemas.js";
 import { addRoute, type RouteRegistry } from "../route.js";
-import type { AppContext, AppEnv, Principal } from "../types.js";
+import { audited } from "../audited.js";
+import type { AppEnv } from "../types.js";
 
 const tag = "Tokens";
 
@@ -29,13 +30,15 @@ export function adminTokenRoutes(tokens: NodeTokenService, audit: AuditRecorder)
         successStatus: 201,
       },
       async ({ body, principal, c }) => {
-        const actor = actorOf(principal, c);
-        const created = await tokens.create(body, actor.username);
+        const created = await tokens.create(body, principal?.username ?? "system");
         const { token: _secret, ...record } = created;
-        await audit.record(
-          { action: "token.create", resourceType: "token", resourceId: created.id, details: { nodeId: created.nodeId, expiresAt: created.expiresAt }, after: record },
-          actor,
-        );
+        await audited(audit, c, {
+          action: "token.create",
+          resourceType: "token",
+          resourceId: created.id,
+          details: { nodeId: created.nodeId, expiresAt: created.expiresAt },
+          after: record,
+        });
         return created;
       },
     );
@@ -66,15 +69,12 @@ export function adminTokenRoutes(tokens: NodeTokenService, audit: AuditRecorder)
         params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 256 }) }),
         successStatus: 204,
       },
-      async ({ params, principal, c }) => {
+      async ({ params, c }) => {
         const before = await tokens.revoke(params.id);
-        await audit.record({ action: "token.revoke", resourceType: "token", resourceId: params.id, before }, actorOf(principal, c));
+        await audited(audit, c, { action: "token.revoke", resourceType: "token", resourceId: params.id, before });
         return c.body(null, 204);
       },
     );
   };
 }
 
-function actorOf(principal: Principal | null, c: AppContext) {
-  return { username: principal?.username ?? "system", ipAddress: c.get("clientIp") ?? "" };
-}

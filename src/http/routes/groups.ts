@@ -5,7 +5,8 @@ import type { AuditRecorder } from "../../audit/types.js";
 import type { GroupService } from "../../domain/groups/group-service.js";
 import { GroupCreateSchema, GroupListItemSchema, GroupPatchSchema, GroupSchema } from "../../domain/groups/group-schemas.js";
 import { addRoute, type RouteRegistry } from "../route.js";
-import type { AppContext, AppEnv, Principal } from "../types.js";
+import { audited } from "../audited.js";
+import type { AppEnv } from "../types.js";
 
 const GroupParams = Type.Object({ name: Type.String({ minLength: 1, maxLength: 256 }) });
 const tag = "Groups";
@@ -55,9 +56,9 @@ export function groupRoutes(groups: GroupService, audit: AuditRecorder): (app: H
         response: GroupSchema,
         successStatus: 201,
       },
-      async ({ body, principal, c }) => {
+      async ({ body, c }) => {
         const created = await groups.create(body);
-        await audit.record({ action: "group.create", resourceType: "group", resourceId: created.name, after: created }, actorOf(principal, c));
+        await audited(audit, c, { action: "group.create", resourceType: "group", resourceId: created.name, after: created });
         return created;
       },
     );
@@ -75,12 +76,9 @@ export function groupRoutes(groups: GroupService, audit: AuditRecorder): (app: H
         body: GroupPatchSchema,
         response: GroupSchema,
       },
-      async ({ params, body, principal, c }) => {
+      async ({ params, body, c }) => {
         const { before, after } = await groups.update(params.name, body);
-        await audit.record(
-          { action: "group.update", resourceType: "group", resourceId: params.name, details: { changes: body }, before, after },
-          actorOf(principal, c),
-        );
+        await audited(audit, c, { action: "group.update", resourceType: "group", resourceId: params.name, details: { changes: body }, before, after });
         return after;
       },
     );
@@ -97,15 +95,12 @@ export function groupRoutes(groups: GroupService, audit: AuditRecorder): (app: H
         params: GroupParams,
         successStatus: 204,
       },
-      async ({ params, principal, c }) => {
+      async ({ params, c }) => {
         const before = await groups.delete(params.name);
-        await audit.record({ action: "group.delete", resourceType: "group", resourceId: params.name, before }, actorOf(principal, c));
+        await audited(audit, c, { action: "group.delete", resourceType: "group", resourceId: params.name, before });
         return c.body(null, 204);
       },
     );
   };
 }
 
-function actorOf(principal: Principal | null, c: AppContext) {
-  return { username: principal?.username ?? "system", ipAddress: c.get("clientIp") ?? "" };
-}

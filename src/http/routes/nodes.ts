@@ -5,7 +5,8 @@ import type { AuditRecorder } from "../../audit/types.js";
 import type { NodeService } from "../../domain/nodes/node-service.js";
 import { NodeSchema, NodeStateSchema } from "../../domain/nodes/node-schemas.js";
 import { addRoute, type RouteRegistry } from "../route.js";
-import type { AppContext, AppEnv, Principal } from "../types.js";
+import { audited } from "../audited.js";
+import type { AppEnv } from "../types.js";
 
 const tag = "Nodes";
 const NodeParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 256 }) });
@@ -56,9 +57,9 @@ export function nodeRoutes(nodes: NodeService, audit: AuditRecorder): (app: Hono
         params: NodeParams,
         response: NodeSchema,
       },
-      async ({ params, principal, c }) => {
+      async ({ params, c }) => {
         const { before, after } = await nodes.drain(params.id);
-        await audit.record({ action: "node.drain", resourceType: "node", resourceId: params.id, before, after }, actorOf(principal, c));
+        await audited(audit, c, { action: "node.drain", resourceType: "node", resourceId: params.id, before, after });
         return after;
       },
     );
@@ -75,15 +76,12 @@ export function nodeRoutes(nodes: NodeService, audit: AuditRecorder): (app: Hono
         params: NodeParams,
         response: NodeSchema,
       },
-      async ({ params, principal, c }) => {
+      async ({ params, c }) => {
         const { before, after } = await nodes.undrain(params.id);
-        await audit.record({ action: "node.undrain", resourceType: "node", resourceId: params.id, before, after }, actorOf(principal, c));
+        await audited(audit, c, { action: "node.undrain", resourceType: "node", resourceId: params.id, before, after });
         return after;
       },
     );
   };
 }
 
-function actorOf(principal: Principal | null, c: AppContext) {
-  return { username: principal?.username ?? "system", ipAddress: c.get("clientIp") ?? "" };
-}
