@@ -62,9 +62,25 @@ export interface ConfChangeSingle {
   readonly nodeId: NodeId;
 }
 
+/**
+ * How a conf change moves between configurations:
+ * - `auto` (default): a change of at most one voter is applied directly; more go through a joint
+ *   configuration that the leader leaves automatically;
+ * - `joint-implicit`: always joint, left automatically;
+ * - `joint-explicit`: always joint, left only by proposing an empty conf change.
+ */
+export const ConfChangeTransition = {
+  Auto: "auto",
+  JointImplicit: "joint-implicit",
+  JointExplicit: "joint-explicit",
+} as const;
+export type ConfChangeTransition = (typeof ConfChangeTransition)[keyof typeof ConfChangeTransition];
+
 /** A membership change: one or more single changes; an empty list leaves a joint configuration. */
 export interface ConfChange {
   readonly changes: readonly ConfChangeSingle[];
+  /** Defaults to `auto`. */
+  readonly transition?: ConfChangeTransition;
   /** Opaque context carried with the change (e.g. the member's addresses). */
   readonly context?: Uint8Array;
 }
@@ -175,6 +191,8 @@ export interface RaftConfig {
   readonly maxInflightMsgs?: number;
   readonly maxUncommittedEntriesSizeBytes?: number;
   readonly maxCommittedSizePerReadyBytes?: number;
+  /** Bound on reads waiting for leadership confirmation on the leader; more are dropped. */
+  readonly maxPendingReadRequests?: number;
 }
 
 export interface ProgressStatus {
