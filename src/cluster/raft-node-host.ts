@@ -1,0 +1,592 @@
+/**
+ * The Raft node host: drives one pure Raft node with time, disk and network. One loop, never
+ * re-entered: take a Ready → persist hard state, entries and snapshot in one fsynced batch →
+ * restore a received snapshot → send the messages → apply the committed entries → `advance()`.
+ * Nothing leaves the node before the state it depends on is durable. Proposals and inbound
+ * messages that arrive while a batch is being persisted are folded into the next Ready, so one
+ * fsync covers many proposals under load.
+ *
+ * Clients get promises: {@link RaftNodeHost.propose} resolves with the state machine's result once
+ * the entry is applied here; {@link RaftNodeHost.linearizableRead} resolves once this node's
+ * applied index has reached a read index confirmed by a quorum. Failures are {@link RaftHostError}s
+ * whose code says whether the outcome is known.
+ */
+import { randomBytes } from "node:crypto";
+import type { ConfChange, ConfState, Entry, Message, NodeId, RaftConfig, Ready, SoftState, Status } from "../../raft/types.js";
+import { assert } from "../shared/errors.js";
+import { HostErrorCode, notLeader, RaftHostError } from "./host-errors.js";
+import type { LevelStorage } from "./level-storage.js";
+import type { TransportHandler } from "./grpc-transport.js";
+
+/** The replicated state machine. `apply` sees every committed normal entry once, in log order. */
+export interface StateMachine {
+  apply(entry: Entry): Promise<unknown> | unknown;
+  /** The whole state, for a snapshot at the last applied index. */
+  snapshot(): Uint8Array;
+  /** Replaces the whole state with a snapshot's. */
+  restore(data: Uint8Array): void;
+}
+
+/** The subset of the library's RawNode the host drives. */
+export interface RawNodeLike {
+  tick(): void;
+  campaign(): void;
+  step(message: Message): void;
+  propose(data: Uint8Array): void;
+  proposeConfChange(change: ConfChange): void;
+  applyConfChange(change: ConfChange): ConfState;
+  transferLeadership(to: NodeId): void;
+  readIndex(context: Uint8Array): void;
+  hasReady(): boolean;
+  ready(): Ready;
+  advance(ready: Ready): void;
+  status(): Status;
+  reportUnreachable(id: NodeId): void;
+  reportSnapshot(id: NodeId, ok: boolean): void;
+}
+
+/** Encodes and decodes conf changes (the library's encodeConfChange/decodeConfChange). */
+export interface ConfChangeCodec {
+  encode(change: ConfChange): Uint8Array;
+  decode(bytes: Uint8Array): ConfChange;
+}
+
+/** Where outbound messages go. */
+export interface MessageSender {
+  send(messages: readonly Message[]): void;
+}
+
+/** Injected time: the host's only source of "now" and of timers. */
+export interface HostScheduler {
+  nowMs(): number;
+  setTimer(callback: () => void, delayMs: number): unknown;
+  clearTimer(handle: unknown): void;
+}
+
+export const systemScheduler: HostScheduler = {
+  nowMs: () => Date.now(),
+  setTimer: (callback, delayMs) => setTimeout(callback, delayMs),
+  clearTimer: (handle) => clearTimeout(handle as NodeJS.Timeout),
+};
+
+export interface RaftNodeHostOptions {
+  readonly id: NodeId;
+  readonly storage: LevelStorage;
+  readonly stateMachine: StateMachine;
+  readonly transport: MessageSender & { setHandler(handler: TransportHandler): void };
+  readonly createRawNode: (config: RaftConfig) => RawNodeLike;
+  readonly confChangeCodec: ConfChangeCodec;
+  readonly scheduler?: HostScheduler;
+  readonly tickIntervalMs: number;
+  readonly electionTicks: number;
+  readonly heartbeatTicks: number;
+  /** Randomness for election timeouts; defaults to Math.random. */
+  readonly random?: (n: number) => number;
+  readonly proposalTimeoutMs?: number;
+  readonly readTimeoutMs?: number;
+  /** Outstanding proposals and reads; beyond this new ones are refused. */
+  readonly pendingRequestsMax?: number;
+  /** Take a snapshot after this many applied entries, then compact the log. */
+  readonly snapshotIntervalEntries?: number;
+  /** Entries kept behind a snapshot so slightly lagging followers catch up without one. */
+  readonly compactionMarginEntries?: number;
+  /** Extra raft configuration (limits, pre-vote, check-quorum). */
+  readonly raftConfig?: Partial<Omit<RaftConfig, "id" | "storage" | "random" | "applied" | "electionTick" | "heartbeatTick">>;
+  /** Called after a conf change entry was applied, with the new configuration. */
+  readonly onConfChange?: (change: ConfChange, confState: ConfState) => void;
+  /** Called when the loop hits an error it cannot recover from (a failed fsync). Defaults to crashing. */
+  readonly onFatal?: (error: unknown) => void;
+}
+
+interface PendingProposal {
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: RaftHostError) => void;
+  readonly deadlineMs: number;
+  /** Known once the entry was appended to the local log. */
+  index: number | null;
+}
+
+interface ReadWaiter {
+  readonly resolve: () => void;
+  readonly reject: (error: RaftHostError) => void;
+  readonly deadlineMs: number;
+}
+
+interface ReadBatch {
+  readonly ctxKey: string;
+  readonly waiters: ReadWaiter[];
+  readonly deadlineMs: number;
+}
+
+const proposalTimeoutMsDefault = 5_000;
+const readTimeoutMsDefault = 5_000;
+const pendingRequestsDefault = 10_000;
+const snapshotIntervalEntriesDefault = 10_000;
+const compactionMarginEntriesDefault = 1_000;
+const transferTimeoutTicksFactor = 2;
+
+/** Framing of proposal data: a marker byte, a 16-byte request id (host nonce + counter), the payload. */
+const requestMarker = 0xc1;
+const requestHeaderBytes = 17;
+
+/** One Raft member's loop: ticking, persisting, sending, applying. */
+export class RaftNodeHost {
+  private readonly rawNode: RawNodeLike;
+  private readonly scheduler: HostScheduler;
+  private readonly nonce = randomBytes(8);
+  private requestCounter = 0;
+  private readonly proposals = new Map<number, PendingProposal>();
+  private readBatchNext: ReadWaiter[] = [];
+  private readBatchInFlight: ReadBatch | null = null;
+  private readsAwaitingApply: { index: number; waiter: ReadWaiter }[] = [];
+  private softState: SoftState = { leader: null, role: "follower" };
+  private confState: ConfState;
+  private appliedIndex: number;
+  private snapshotIndex: number;
+  private tickTimer: unknown = null;
+  private loopRunning = false;
+  private loopAgain = false;
+  private stopped = false;
+  private readonly options: Required<Pick<RaftNodeHostOptions, "proposalTimeoutMs" | "readTimeoutMs" | "pendingRequestsMax" | "snapshotIntervalEntries" | "compactionMarginEntries">>;
+
+  constructor(private readonly config: RaftNodeHostOptions) {
+    this.scheduler = config.scheduler ?? systemScheduler;
+    this.options = {
+      proposalTimeoutMs: config.proposalTimeoutMs ?? proposalTimeoutMsDefault,
+      readTimeoutMs: config.readTimeoutMs ?? readTimeoutMsDefault,
+      pendingRequestsMax: config.pendingRequestsMax ?? pendingRequestsDefault,
+      snapshotIntervalEntries: config.snapshotIntervalEntries ?? snapshotIntervalEntriesDefault,
+      compactionMarginEntries: config.compactionMarginEntries ?? compactionMarginEntriesDefault,
+    };
+    const snapshot = config.storage.snapshot();
+    this.snapshotIndex = snapshot.metadata.index;
+    this.appliedIndex = snapshot.metadata.index;
+    this.confState = snapshot.metadata.confState;
+    if (snapshot.metadata.index > 0) config.stateMachine.restore(snapshot.data);
+    const random = config.random ?? ((n: number) => Math.floor(Math.random() * n));
+    this.rawNode = config.createRawNode({
+      preVote: true,
+      checkQuorum: true,
+      ...config.raftConfig,
+      id: config.id,
+      electionTick: config.electionTicks,
+      heartbeatTick: config.heartbeatTicks,
+      storage: config.storage,
+      random,
+      applied: this.appliedIndex,
+    });
+    config.transport.setHandler({
+      receive: (message) => this.receive(message),
+      reportUnreachable: (peer) => {
+        if (this.stopped) return;
+        this.rawNode.reportUnreachable(peer);
+        this.kick();
+      },
+      reportSnapshot: (peer, ok) => {
+        if (this.stopped) return;
+        this.rawNode.reportSnapshot(peer, ok);
+        this.kick();
+      },
+    });
+  }
+
+  /** Starts ticking. */
+  start(): void {
+    assert(!this.stopped, "start after stop");
+    this.scheduleTick();
+    this.kick();
+  }
+
+  /** Stops ticking and fails every outstanding request with STOPPED; waits for the loop to settle. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.tickTimer !== null) this.scheduler.clearTimer(this.tickTimer);
+    this.failAll(HostErrorCode.Stopped, "the node host stopped");
+    while (this.loopRunning) await new Promise((resolve) => setImmediate(resolve));
+  }
+
+  get id(): NodeId {
+    return this.config.id;
+  }
+
+  /** The leader this node knows of, or null. */
+  leaderId(): NodeId | null {
+    return this.softState.leader;
+  }
+
+  isLeader(): boolean {
+    return this.softState.role === "leader";
+  }
+
+  applied(): number {
+    return this.appliedIndex;
+  }
+
+  status(): Status {
+    return this.rawNode.status();
+  }
+
+  /** Starts an election now (tests and operators; normally elections start on timeout). */
+  campaign(): void {
+    this.rawNode.campaign();
+    this.kick();
+  }
+
+  /**
+   * Proposes `payload` and resolves with what the state machine's `apply` returned for it. Only
+   * the leader accepts proposals; others reject with NOT_LEADER naming the leader.
+   */
+  propose(payload: Uint8Array): Promise<unknown> {
+    if (this.stopped) return Promise.reject(new RaftHostError(HostErrorCode.Stopped, "the node host stopped"));
+    if (!this.isLeader()) return Promise.reject(notLeader(this.softState.leader));
+    if (this.pendingRequests() >= this.options.pendingRequestsMax) {
+      return Promise.reject(new RaftHostError(HostErrorCode.ProposalDropped, `more than ${this.options.pendingRequestsMax} requests outstanding`));
+    }
+    const counter = this.nextRequestCounter();
+    const data = new Uint8Array(requestHeaderBytes + payload.byteLength);
+    this.writeRequestHeader(data, counter);
+    data.set(payload, requestHeaderBytes);
+    return new Promise((resolve, reject) => {
+      try {
+        this.rawNode.propose(data);
+      } catch (error) {
+        reject(this.proposalError(error));
+        return;
+      }
+      this.proposals.set(counter, { resolve, reject, deadlineMs: this.scheduler.nowMs() + this.options.proposalTimeoutMs, index: null });
+      this.kick();
+    });
+  }
+
+  /** Proposes a membership change; resolves with the new configuration once it is applied here. */
+  proposeConfChange(change: ConfChange): Promise<ConfState> {
+    if (this.stopped) return Promise.reject(new RaftHostError(HostErrorCode.Stopped, "the node host stopped"));
+    if (!this.isLeader()) return Promise.reject(notLeader(this.softState.leader));
+    const counter = this.nextRequestCounter();
+    const userContext = change.context ?? new Uint8Array(0);
+    const context = new Uint8Array(requestHeaderBytes + userContext.byteLength);
+    this.writeRequestHeader(context, counter);
+    context.set(userContext, requestHeaderBytes);
+    return new Promise<ConfState>((resolve, reject) => {
+      try {
+        this.rawNode.proposeConfChange({ ...change, context });
+      } catch (error) {
+        reject(this.proposalError(error));
+        return;
+      }
+      this.proposals.set(counter, {
+        resolve: (value) => resolve(value as ConfState),
+        reject,
+        deadlineMs: this.scheduler.nowMs() + this.options.proposalTimeoutMs,
+        index: null,
+      });
+      this.kick();
+    });
+  }
+
+  /**
+   * Resolves once this node may serve a linearizable read: a quorum confirmed this node is still
+   * leader after the call, and everything committed before the call has been applied here.
+   * Concurrent reads share one ReadIndex round.
+   */
+  linearizableRead(): Promise<void> {
+    if (this.stopped) return Promise.reject(new RaftHostError(HostErrorCode.Stopped, "the node host stopped"));
+    if (!this.isLeader()) return Promise.reject(notLeader(this.softState.leader));
+    if (this.pendingRequests() >= this.options.pendingRequestsMax) {
+      return Promise.reject(new RaftHostError(HostErrorCode.ProposalDropped, `more than ${this.options.pendingRequestsMax} requests outstanding`));
+    }
+    return new Promise<void>((resolve, reject) => {
+      this.readBatchNext.push({ resolve, reject, deadlineMs: this.scheduler.nowMs() + this.options.readTimeoutMs });
+      if (!this.readBatchInFlight) this.issueReadBatch();
+    });
+  }
+
+  /**
+   * Hands leadership to `to`; resolves true once `to` is known as leader, false if that did not
+   * happen within two election timeouts.
+   */
+  async transferLeadership(to: NodeId): Promise<boolean> {
+    if (!this.isLeader()) throw notLeader(this.softState.leader);
+    this.rawNode.transferLeadership(to);
+    this.kick();
+    const deadlineMs = this.scheduler.nowMs() + transferTimeoutTicksFactor * this.config.electionTicks * this.config.tickIntervalMs;
+    while (!this.stopped && this.softState.leader !== to && this.scheduler.nowMs() < deadlineMs) {
+      await new Promise<void>((resolve) => this.scheduler.setTimer(resolve, this.config.tickIntervalMs));
+    }
+    return this.softState.leader === to;
+  }
+
+  /** Feeds one inbound message to the node. */
+  receive(message: Message): void {
+    if (this.stopped) return;
+    try {
+      this.rawNode.step(message);
+    } catch (error) {
+      if (isRaftError(error)) return; // e.g. a message from a removed member: dropped like a lost one
+      throw error;
+    }
+    this.kick();
+  }
+
+  private pendingRequests(): number {
+    return this.proposals.size + this.readBatchNext.length + (this.readBatchInFlight?.waiters.length ?? 0) + this.readsAwaitingApply.length;
+  }
+
+  private nextRequestCounter(): number {
+    this.requestCounter += 1;
+    return this.requestCounter;
+  }
+
+  private writeRequestHeader(target: Uint8Array, counter: number): void {
+    target[0] = requestMarker;
+    target.set(this.nonce, 1);
+    new DataView(target.buffer, target.byteOffset, target.byteLength).setFloat64(9, counter);
+  }
+
+  /** The counter of a request id made by this host, or null (another host's, or no header). */
+  private ownRequestCounter(bytes: Uint8Array): number | null {
+    if (bytes.byteLength < requestHeaderBytes || bytes[0] !== requestMarker) return null;
+    for (let i = 0; i < 8; i++) if (bytes[1 + i] !== this.nonce[i]) return null;
+    return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getFloat64(9);
+  }
+
+  private proposalError(error: unknown): RaftHostError {
+    if (isRaftError(error)) {
+      if (error.code === "NOT_LEADER") return notLeader(this.softState.leader);
+      return new RaftHostError(HostErrorCode.ProposalDropped, error.message);
+    }
+    throw error;
+  }
+
+  private scheduleTick(): void {
+    this.tickTimer = this.scheduler.setTimer(() => {
+      if (this.stopped) return;
+      this.rawNode.tick();
+      this.expireRequests();
+      this.scheduleTick();
+      this.kick();
+    }, this.config.tickIntervalMs);
+  }
+
+  /** Runs the loop unless it is running; if it is, makes it look again before it rests. */
+  private kick(): void {
+    if (this.loopRunning) {
+      this.loopAgain = true;
+      return;
+    }
+    this.loopRunning = true;
+    // Defer so that messages and proposals arriving in the same turn share one Ready.
+    setImmediate(() => {
+      this.runLoop().catch((error: unknown) => this.fatal(error));
+    });
+  }
+
+  private async runLoop(): Promise<void> {
+    try {
+      do {
+        this.loopAgain = false;
+        while (!this.stopped && this.rawNode.hasReady()) await this.handleReady(this.rawNode.ready());
+      } while (this.loopAgain && !this.stopped);
+    } finally {
+      this.loopRunning = false;
+    }
+  }
+
+  private async handleReady(ready: Ready): Promise<void> {
+    if (ready.softState) this.onSoftState(ready.softState);
+    for (const readState of ready.readStates) this.onReadState(readState.requestCtx, readState.index);
+    for (const entry of ready.entries) this.noteProposalIndex(entry);
+
+    if (ready.hardState || ready.entries.length > 0 || ready.snapshot) {
+      await this.config.storage.persist(ready);
+    }
+    if (ready.snapshot && ready.snapshot.metadata.index > this.appliedIndex) {
+      this.config.stateMachine.restore(ready.snapshot.data);
+      this.appliedIndex = ready.snapshot.metadata.index;
+      this.snapshotIndex = ready.snapshot.metadata.index;
+      this.confState = ready.snapshot.metadata.confState;
+      this.failOverwrittenProposals();
+    }
+    if (ready.messages.length > 0) this.config.transport.send(ready.messages);
+    for (const entry of ready.committedEntries) {
+      if (entry.index <= this.appliedIndex) continue;
+      await this.applyEntry(entry);
+    }
+    this.rawNode.advance(ready);
+    this.failOverwrittenProposals();
+    this.serveReads();
+    await this.maybeSnapshot();
+  }
+
+  private async applyEntry(entry: Entry): Promise<void> {
+    assert(entry.index === this.appliedIndex + 1, `applying ${entry.index} after ${this.appliedIndex}`);
+    if (entry.type === "conf-change") {
+      const change = this.config.confChangeCodec.decode(entry.data);
+      const counter = change.context ? this.ownRequestCounter(change.context) : null;
+      const userChange: ConfChange =
+        change.context && change.context[0] === requestMarker && change.context.byteLength >= requestHeaderBytes
+          ? { ...change, context: change.context.subarray(requestHeaderBytes) }
+          : change;
+      this.confState = this.rawNode.applyConfChange(change);
+      this.appliedIndex = entry.index;
+      this.config.onConfChange?.(userChange, this.confState);
+      this.settleProposal(counter, this.confState);
+      return;
+    }
+    if (entry.data.byteLength === 0) {
+      this.appliedIndex = entry.index;
+      return;
+    }
+    const counter = this.ownRequestCounter(entry.data);
+    const payload = entry.data[0] === requestMarker && entry.data.byteLength >= requestHeaderBytes ? entry.data.subarray(requestHeaderBytes) : entry.data;
+    let result = this.config.stateMachine.apply({ ...entry, data: payload });
+    if (result instanceof Promise) result = await result;
+    this.appliedIndex = entry.index;
+    this.settleProposal(counter, result);
+  }
+
+  private settleProposal(counter: number | null, result: unknown): void {
+    if (counter === null) return;
+    const pending = this.proposals.get(counter);
+    if (!pending) return;
+    this.proposals.delete(counter);
+    pending.resolve(result);
+  }
+
+  private noteProposalIndex(entry: Entry): void {
+    const bytes = entry.type === "conf-change" ? this.config.confChangeCodec.decode(entry.data).context : entry.data;
+    if (!bytes) return;
+    const counter = this.ownRequestCounter(bytes);
+    if (counter === null) return;
+    const pending = this.proposals.get(counter);
+    if (pending) pending.index = entry.index;
+  }
+
+  /** A proposal whose log slot was applied with another entry was overwritten by a new leader. */
+  private failOverwrittenProposals(): void {
+    for (const [counter, pending] of this.proposals) {
+      if (pending.index !== null && pending.index <= this.appliedIndex) {
+        this.proposals.delete(counter);
+        pending.reject(new RaftHostError(HostErrorCode.ProposalDropped, `log index ${pending.index} was taken by another leader's entry`));
+      }
+    }
+  }
+
+  private onSoftState(softState: SoftState): void {
+    const wasLeader = this.softState.role === "leader";
+    this.softState = softState;
+    if (wasLeader && softState.role !== "leader") {
+      // Entries already in the log may still commit under the next leader: outcome unknown.
+      for (const pending of this.proposals.values()) {
+        pending.reject(new RaftHostError(HostErrorCode.LeadershipLost, "leadership lost before the entry was applied", softState.leader));
+      }
+      this.proposals.clear();
+      this.failReads(HostErrorCode.LeadershipLost, "leadership lost before the read was confirmed");
+    }
+  }
+
+  private issueReadBatch(): void {
+    if (this.readBatchNext.length === 0) return;
+    const counter = this.nextRequestCounter();
+    const ctx = new Uint8Array(requestHeaderBytes);
+    this.writeRequestHeader(ctx, counter);
+    const batch: ReadBatch = { ctxKey: String(counter), waiters: this.readBatchNext, deadlineMs: this.scheduler.nowMs() + this.options.readTimeoutMs };
+    this.readBatchNext = [];
+    this.readBatchInFlight = batch;
+    try {
+      this.rawNode.readIndex(ctx);
+    } catch (error) {
+      this.readBatchInFlight = null;
+      const hostError = this.proposalError(error);
+      for (const waiter of batch.waiters) waiter.reject(hostError);
+      return;
+    }
+    this.kick();
+  }
+
+  private onReadState(ctx: Uint8Array, index: number): void {
+    const counter = this.ownRequestCounter(ctx);
+    const batch = this.readBatchInFlight;
+    if (counter === null || !batch || batch.ctxKey !== String(counter)) return;
+    this.readBatchInFlight = null;
+    for (const waiter of batch.waiters) this.readsAwaitingApply.push({ index, waiter });
+    this.serveReads();
+    this.issueReadBatch();
+  }
+
+  private serveReads(): void {
+    if (this.readsAwaitingApply.length === 0) return;
+    const still: { index: number; waiter: ReadWaiter }[] = [];
+    for (const read of this.readsAwaitingApply) {
+      if (read.index <= this.appliedIndex) read.waiter.resolve();
+      else still.push(read);
+    }
+    this.readsAwaitingApply = still;
+  }
+
+  private failReads(code: HostErrorCode, message: string): void {
+    const error = new RaftHostError(code, message, this.softState.leader);
+    for (const waiter of this.readBatchNext) waiter.reject(error);
+    for (const waiter of this.readBatchInFlight?.waiters ?? []) waiter.reject(error);
+    this.readBatchNext = [];
+    this.readBatchInFlight = null;
+  }
+
+  private expireRequests(): void {
+    const nowMs = this.scheduler.nowMs();
+    for (const [counter, pending] of this.proposals) {
+      if (pending.deadlineMs <= nowMs) {
+        this.proposals.delete(counter);
+        pending.reject(new RaftHostError(HostErrorCode.Timeout, "no outcome before the proposal deadline", this.softState.leader));
+      }
+    }
+    if (this.readBatchInFlight && this.readBatchInFlight.deadlineMs <= nowMs) {
+      const error = new RaftHostError(HostErrorCode.Timeout, "read index not confirmed before the deadline", this.softState.leader);
+      for (const waiter of this.readBatchInFlight.waiters) waiter.reject(error);
+      this.readBatchInFlight = null;
+      this.issueReadBatch();
+    }
+    const waiting = this.readsAwaitingApply.filter((read) => read.waiter.deadlineMs <= nowMs);
+    if (waiting.length > 0) {
+      const error = new RaftHostError(HostErrorCode.Timeout, "not applied up to the read index before the deadline", this.softState.leader);
+      for (const read of waiting) read.waiter.reject(error);
+      this.readsAwaitingApply = this.readsAwaitingApply.filter((read) => read.waiter.deadlineMs > nowMs);
+    }
+  }
+
+  private async maybeSnapshot(): Promise<void> {
+    if (this.appliedIndex - this.snapshotIndex < this.options.snapshotIntervalEntries) return;
+    const storage = this.config.storage;
+    if (this.appliedIndex > storage.lastIndex()) return;
+    const data = this.config.stateMachine.snapshot();
+    await storage.createSnapshot(this.appliedIndex, this.confState, data);
+    this.snapshotIndex = this.appliedIndex;
+    const compactIndex = this.appliedIndex - this.options.compactionMarginEntries;
+    if (compactIndex >= storage.firstIndex()) await storage.compact(compactIndex);
+  }
+
+  private failAll(code: HostErrorCode, message: string): void {
+    const error = new RaftHostError(code, message, this.softState.leader);
+    for (const pending of this.proposals.values()) pending.reject(error);
+    this.proposals.clear();
+    this.failReads(code, message);
+    for (const read of this.readsAwaitingApply) read.waiter.reject(error);
+    this.readsAwaitingApply = [];
+  }
+
+  private fatal(error: unknown): void {
+    this.stopped = true;
+    if (this.tickTimer !== null) this.scheduler.clearTimer(this.tickTimer);
+    this.failAll(HostErrorCode.Stopped, "the node host failed");
+    if (this.config.onFatal) this.config.onFatal(error);
+    else
+      setImmediate(() => {
+        throw error;
+      });
+  }
+}
+
+function isRaftError(error: unknown): error is Error & { code: string } {
+  return error instanceof Error && error.name !== "RaftAssertionError" && typeof (error as { code?: unknown }).code === "string";
+}
