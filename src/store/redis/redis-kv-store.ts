@@ -1,0 +1,227 @@
+/**
+ * Redis {@link KvStore} (ioredis) for the production profile, shared by every controller.
+ *
+ * setIfAbsent is `SET NX PX`; compareAndSet, compareAndDelete and take are Lua scripts, so each
+ * check-and-write is one atomic step on the server; increment is INCR (it keeps the expiry);
+ * ttlMs is PTTL; keys walks SCAN (never KEYS, which blocks the server) with the prefix escaped
+ * for MATCH. Pub/sub needs a connection in subscriber mode, so it runs on a duplicate connection
+ * opened on the first subscribe.
+ */
+import { Redis, type RedisOptions } from "ioredis";
+import { assert } from "../../shared/errors.js";
+import type { KvStore } from "../ports.js";
+
+/** Options of {@link openRedisKvStore}. */
+export interface RedisKvStoreOptions {
+  /** redis:// or rediss:// URI. */
+  uri: string;
+  /** Attempts per command while reconnecting, after which the command fails instead of waiting. */
+  commandRetriesMax?: number;
+  connectTimeoutMs?: number;
+  /** Connection errors and throwing subscribers are reported here; the default ignores them. */
+  onError?: (error: unknown) => void;
+}
+
+/** Keys fetched per SCAN round trip. */
+const scanCountHint = 500;
+/** SCAN rounds per keys() call; bounds the work of one call on a huge keyspace. */
+const scanRoundsMax = 100_000;
+
+const compareAndSetScript = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  if ARGV[3] == '' then
+    redis.call('SET', KEYS[1], ARGV[2])
+  else
+    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  end
+  return 1
+end
+return 0`;
+
+const compareAndDeleteScript = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`;
+
+const takeScript = `
+local value = redis.call('GET', KEYS[1])
+if value then redis.call('DEL', KEYS[1]) end
+return value`;
+
+interface ScriptedRedis extends Redis {
+  kvCompareAndSet(key: string, expected: string, value: string, ttlMs: string): Promise<number>;
+  kvCompareAndDelete(key: string, expected: string): Promise<number>;
+  kvTake(key: string): Promise<string | null>;
+}
+
+/** Connects to Redis; fails when it is unreachable. */
+export async function openRedisKvStore(options: RedisKvStoreOptions): Promise<RedisKvStore> {
+  const redisOptions: RedisOptions = {
+    lazyConnect: true,
+    maxRetriesPerRequest: options.commandRetriesMax ?? 3,
+    connectTimeout: options.connectTimeoutMs ?? 5_000,
+  };
+  const client = new Redis(options.uri, redisOptions);
+  const onError = options.onError ?? (() => undefined);
+  client.on("error", onError);
+  try {
+    await client.connect();
+    await client.ping();
+  } catch (error) {
+    client.disconnect();
+    throw error;
+  }
+  return new RedisKvStore(client, onError);
+}
+
+function ttlArgument(ttlMs: number | undefined): string {
+  if (ttlMs === undefined) return "";
+  assert(Number.isFinite(ttlMs) && ttlMs > 0, "ttlMs must be a positive number");
+  return String(Math.ceil(ttlMs));
+}
+
+/** Escapes glob characters so a prefix matches literally in SCAN MATCH. */
+function escapeGlob(text: string): string {
+  return text.replace(/[\\*?[\]]/g, (ch) => `\\${ch}`);
+}
+
+/** The Redis key-value store; create it with {@link openRedisKvStore}. */
+export class RedisKvStore implements KvStore {
+  private readonly client: ScriptedRedis;
+  private subscriber: Redis | undefined;
+  private readonly handlers = new Map<string, Set<(message: string) => void>>();
+  private closed = false;
+
+  constructor(
+    client: Redis,
+    private readonly onError: (error: unknown) => void,
+  ) {
+    client.defineCommand("kvCompareAndSet", { numberOfKeys: 1, lua: compareAndSetScript });
+    client.defineCommand("kvCompareAndDelete", { numberOfKeys: 1, lua: compareAndDeleteScript });
+    client.defineCommand("kvTake", { numberOfKeys: 1, lua: takeScript });
+    this.client = client as ScriptedRedis;
+  }
+
+  async get(key: string): Promise<string | null> {
+    return this.client.get(key);
+  }
+
+  async set(key: string, value: string, options?: { ttlMs?: number }): Promise<void> {
+    const ttl = ttlArgument(options?.ttlMs);
+    if (ttl === "") await this.client.set(key, value);
+    else await this.client.set(key, value, "PX", ttl);
+  }
+
+  async setIfAbsent(key: string, value: string, options?: { ttlMs?: number }): Promise<boolean> {
+    const ttl = ttlArgument(options?.ttlMs);
+    const reply = ttl === "" ? await this.client.set(key, value, "NX") : await this.client.set(key, value, "PX", ttl, "NX");
+    return reply === "OK";
+  }
+
+  async compareAndSet(key: string, expected: string, value: string, options?: { ttlMs?: number }): Promise<boolean> {
+    return (await this.client.kvCompareAndSet(key, expected, value, ttlArgument(options?.ttlMs))) === 1;
+  }
+
+  async compareAndDelete(key: string, expected: string): Promise<boolean> {
+    return (await this.client.kvCompareAndDelete(key, expected)) === 1;
+  }
+
+  async delete(key: string): Promise<boolean> {
+    return (await this.client.del(key)) === 1;
+  }
+
+  async increment(key: string): Promise<number> {
+    return this.client.incr(key);
+  }
+
+  async take(key: string): Promise<string | null> {
+    return this.client.kvTake(key);
+  }
+
+  async ttlMs(key: string): Promise<number | null> {
+    const remaining = await this.client.pttl(key);
+    return remaining < 0 ? null : remaining; // -2: absent, -1: no expiry
+  }
+
+  async keys(prefix: string): Promise<string[]> {
+    const found = new Set<string>(); // SCAN may return a key more than once
+    let cursor = "0";
+    for (let round = 0; round < scanRoundsMax; round++) {
+      const [next, batch] = await this.client.scan(cursor, "MATCH", `${escapeGlob(prefix)}*`, "COUNT", scanCountHint);
+      for (const key of batch) found.add(key);
+      cursor = next;
+      if (cursor === "0") return [...found].sort();
+    }
+    throw new Error(`keys(${prefix}) did not finish within ${scanRoundsMax} SCAN rounds`);
+  }
+
+  async publish(channel: string, message: string): Promise<void> {
+    await this.client.publish(channel, message);
+  }
+
+  async subscribe(channel: string, handler: (message: string) => void): Promise<() => Promise<void>> {
+    assert(!this.closed, "key-value store is closed");
+    const subscriber = this.subscriberConnection();
+    const subscription = (message: string) => handler(message);
+    let set = this.handlers.get(channel);
+    if (!set) {
+      set = new Set();
+      this.handlers.set(channel, set);
+    }
+    set.add(subscription);
+    if (set.size === 1) {
+      try {
+        await subscriber.subscribe(channel);
+      } catch (error) {
+        set.delete(subscription);
+        if (set.size === 0) this.handlers.delete(channel);
+        throw error;
+      }
+    }
+    return async () => {
+      const current = this.handlers.get(channel);
+      if (!current?.delete(subscription)) return;
+      if (current.size === 0) {
+        this.handlers.delete(channel);
+        if (!this.closed) await subscriber.unsubscribe(channel);
+      }
+    };
+  }
+
+  async ping(): Promise<void> {
+    await this.client.ping();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.handlers.clear();
+    await Promise.all([quit(this.client), this.subscriber ? quit(this.subscriber) : undefined]);
+  }
+
+  private subscriberConnection(): Redis {
+    if (this.subscriber) return this.subscriber;
+    const subscriber = this.client.duplicate();
+    subscriber.on("error", this.onError);
+    subscriber.on("message", (channel: string, message: string) => {
+      for (const handler of [...(this.handlers.get(channel) ?? [])]) {
+        try {
+          handler(message);
+        } catch (error) {
+          this.onError(error);
+        }
+      }
+    });
+    this.subscriber = subscriber;
+    return subscriber;
+  }
+}
+
+async function quit(connection: Redis): Promise<void> {
+  try {
+    await connection.quit();
+  } catch {
+    connection.disconnect();
+  }
+}
