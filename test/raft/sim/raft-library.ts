@@ -1,0 +1,12 @@
+/**
+ * Binds the simulation to the Raft library under test.
+ */
+import { MemoryStorage, RaftErrorCode, RawNode, hasErrorCode } from "../../../raft/index.js";
+import type { RaftLibrary } from "./sim-node.js";
+
+export const raftLibrary: RaftLibrary = {
+  createStorage: (initialConfState) => new MemoryStorage(initialConfState),
+  createRawNode: (config) => new RawNode(config),
+  isProposalRefusal: (error) =>
+    hasErrorCode(error, RaftErrorCode.ProposalDropped) || hasErrorCode(error, RaftErrorCode.NotLeader),
+};

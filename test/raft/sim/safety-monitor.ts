@@ -1,0 +1,131 @@
+/**
+ * Watches every node's Ready and applied entries and throws a {@link SafetyViolation} the moment a
+ * Raft safety property breaks:
+ * - election safety: at most one leader per term;
+ * - state machine safety: an index, once applied anywhere, holds the same entry everywhere, and
+ *   replicas at the same applied index hold the same state (also across snapshot installs);
+ * - commit and applied indexes never decrease within a node's life, committed entries come in order;
+ * - leader completeness: a new leader's log holds every entry known to be applied anywhere;
+ * - the durability contract: a Ready that changes term, vote, entries or snapshot asks for a sync.
+ */
+import type { Entry, HardState, NodeId, Ready } from "../../../raft/types.js";
+
+export class SafetyViolation extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "SafetyViolation";
+  }
+}
+
+interface CommittedRecord {
+  readonly term: number;
+  readonly type: string;
+  readonly dataText: string;
+  readonly firstAppliedBy: NodeId;
+}
+
+const decoder = new TextDecoder();
+
+export class SafetyMonitor {
+  private readonly leaderByTerm = new Map<number, NodeId>();
+  private readonly committed = new Map<number, CommittedRecord>();
+  private readonly fingerprints = new Map<number, { fingerprint: string; node: NodeId }>();
+  private committedMaxIndex = 0;
+  leaderElections = 0;
+
+  /** The highest index known to be applied somewhere (so committed). */
+  get knownCommittedIndex(): number {
+    return this.committedMaxIndex;
+  }
+
+  committedEntry(index: number): { term: number } | undefined {
+    return this.committed.get(index);
+  }
+
+  onLeader(node: NodeId, term: number): void {
+    const other = this.leaderByTerm.get(term);
+    if (other !== undefined && other !== node) {
+      throw new SafetyViolation(`election safety: ${other} and ${node} are both leader in term ${term}`);
+    }
+    if (other === undefined) this.leaderElections++;
+    this.leaderByTerm.set(term, node);
+  }
+
+  onReady(node: NodeId, ready: Ready, previous: HardState): void {
+    const hs = ready.hardState;
+    if (hs !== null) {
+      if (hs.term < previous.term) {
+        throw new SafetyViolation(`${node}: term went back from ${previous.term} to ${hs.term}`);
+      }
+      if (hs.commit < previous.commit) {
+        throw new SafetyViolation(`${node}: commit index went back from ${previous.commit} to ${hs.commit}`);
+      }
+      if (hs.term === previous.term && previous.vote !== null && hs.vote !== previous.vote) {
+        throw new SafetyViolation(`${node}: changed its vote in term ${hs.term} from ${previous.vote} to ${String(hs.vote)}`);
+      }
+    }
+    const voteChanged = hs !== null && (hs.term !== previous.term || hs.vote !== previous.vote);
+    if (!ready.mustSync && (voteChanged || ready.entries.length > 0 || ready.snapshot !== null)) {
+      throw new SafetyViolation(`${node}: a Ready changing term/vote/entries/snapshot did not ask for a sync`);
+    }
+  }
+
+  onApplied(node: NodeId, entry: Entry, fingerprint: string): void {
+    const dataText = entry.data.byteLength === 0 ? "" : decoder.decode(entry.data);
+    const known = this.committed.get(entry.index);
+    if (known === undefined) {
+      this.committed.set(entry.index, { term: entry.term, type: entry.type, dataText, firstAppliedBy: node });
+      if (entry.index > this.committedMaxIndex) this.committedMaxIndex = entry.index;
+    } else if (known.term !== entry.term || known.type !== entry.type || known.dataText !== dataText) {
+      throw new SafetyViolation(
+        `state machine safety: ${node} applied index ${entry.index} as term ${entry.term} ${entry.type} ${JSON.stringify(dataText)}` +
+          ` but ${known.firstAppliedBy} applied term ${known.term} ${known.type} ${JSON.stringify(known.dataText)}`,
+      );
+    }
+    this.checkFingerprint(node, entry.index, fingerprint, "after applying");
+  }
+
+  onSnapshotRestored(node: NodeId, index: number, fingerprint: string): void {
+    this.checkFingerprint(node, index, fingerprint, "after restoring a snapshot at");
+  }
+
+  /**
+   * Leader completeness, checked once the new leader's log is durable: it must hold the entry at the
+   * highest index known to be committed when it won (by log matching, that vouches for all before).
+   */
+  checkLeaderLog(node: NodeId, term: number, knownCommittedIndex: number, log: LogView): void {
+    const record = this.committed.get(knownCommittedIndex);
+    if (record === undefined) return;
+    const lastIndex = log.lastIndex();
+    if (lastIndex < knownCommittedIndex) {
+      throw new SafetyViolation(
+        `leader completeness: ${node} became leader of term ${term} with last index ${lastIndex},` +
+          ` but index ${knownCommittedIndex} was already committed`,
+      );
+    }
+    if (knownCommittedIndex < log.firstIndex() - 1) return; // inside the node's snapshot
+    const held = log.term(knownCommittedIndex);
+    if (held !== record.term) {
+      throw new SafetyViolation(
+        `leader completeness: ${node} became leader of term ${term} with term ${held} at index ${knownCommittedIndex},` +
+          ` where the committed entry has term ${record.term}`,
+      );
+    }
+  }
+
+  private checkFingerprint(node: NodeId, index: number, fingerprint: string, what: string): void {
+    const known = this.fingerprints.get(index);
+    if (known === undefined) this.fingerprints.set(index, { fingerprint, node });
+    else if (known.fingerprint !== fingerprint) {
+      throw new SafetyViolation(
+        `state machine safety: ${node} ${what} index ${index} holds ${fingerprint}, ${known.node} held ${known.fingerprint}`,
+      );
+    }
+  }
+}
+
+export interface LogView {
+  firstIndex(): number;
+  lastIndex(): number;
+  term(index: number): number;
+}
