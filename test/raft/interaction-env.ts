@@ -71,7 +71,14 @@ export class InteractionEnv {
       }
     },
     "cut-link": (c) => this.cutLinks.add(`${argString(c, "from", "")}->${argString(c, "to", "")}`),
-    heal: () => this.cutLinks.clear(),
+    heal: (c) => {
+      const ids = positional(c);
+      if (ids.length === 0) this.cutLinks.clear();
+      for (const link of [...this.cutLinks]) {
+        const [a, b] = link.split("->");
+        if (ids.includes(a) || ids.includes(b)) this.cutLinks.delete(link);
+      }
+    },
     compact: (c, out) => {
       const [id, index] = positional(c);
       const n = this.get(id);
@@ -127,19 +134,27 @@ export class InteractionEnv {
       autoLeave: false,
     };
     const index = argNumber(c, "index", 0);
+    const jitters = argValues(c, "jitter") ?? [];
     for (let k = 0; k < count; k++) {
       const id = String(this.nodes.size + 1);
+      const jitter = Number(jitters[k] ?? 0);
       const storage = new MemoryStorage(confState);
       if (index > 0) {
         storage.applySnapshot({ metadata: { index, term: 1, confState }, data: encoder.encode(argString(c, "content", "")) });
       }
+      // A given log: one entry per listed term, after the snapshot.
+      const logTerms = argValues(c, "log-terms") ?? [];
+      storage.append(logTerms.map((t, i) => ({ term: Number(t), index: index + 1 + i, type: "normal" as const, data: new Uint8Array() })));
+      const term = argNumber(c, "term", 0);
+      if (term > 0) storage.setHardState({ term, vote: null, commit: argNumber(c, "commit", index) });
       const config: RaftConfig = {
         id,
         storage,
         electionTick: argNumber(c, "election-tick", 10),
         heartbeatTick: argNumber(c, "heartbeat-tick", 1),
-        // The scenario controls time exactly: the randomized part of the timeout is zero.
-        random: () => 0,
+        // The scenario controls time exactly: the randomized part of the election timeout is the
+        // node's fixed jitter (0 unless given), so `tick-election` times out a node with none.
+        random: (n) => Math.min(jitter, n - 1),
         preVote: argBool(c, "prevote", true),
         checkQuorum: argBool(c, "checkquorum", true),
         maxInflightMsgs: argNumber(c, "max-inflight", 256),
