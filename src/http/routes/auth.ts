@@ -10,9 +10,10 @@ import type { AppEnv } from "../types.js";
 /** Longest username or password accepted by login before any hashing happens. */
 const CREDENTIAL_LENGTH_MAX = 1024;
 
+/** Both fields optional in the schema: missing credentials are a 401, like wrong ones. */
 export const LoginRequestSchema = Type.Object({
-  username: Type.String({ minLength: 1, maxLength: CREDENTIAL_LENGTH_MAX }),
-  password: Type.String({ minLength: 1, maxLength: CREDENTIAL_LENGTH_MAX }),
+  username: Type.Optional(Type.String({ maxLength: CREDENTIAL_LENGTH_MAX })),
+  password: Type.Optional(Type.String({ maxLength: CREDENTIAL_LENGTH_MAX })),
 });
 
 export const LoginResponseSchema = Type.Object({
@@ -46,7 +47,7 @@ export const authRoutes =
         response: LoginResponseSchema,
       },
       async ({ body, c }) => {
-        if (body.username.trim() === "" || body.password === "") throw unauthorized("Invalid username or password");
+        if (!body.username?.trim() || !body.password) throw unauthorized("Invalid username or password");
         return deps.auth.login(body.username, body.password, c.get("clientIp"));
       },
     );
