@@ -1,0 +1,221 @@
+/**
+ * The composition root: the only place that knows every concrete service. It builds logging,
+ * metrics, the event bus, the stores, auth, audit and the domain services with explicit
+ * dependencies, mounts them on the HTTP app and serves it; `stop()` tears everything down in reverse.
+ */
+import type { AddressInfo } from "node:net";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { serve, type ServerType } from "@hono/node-server";
+import { AuditService } from "../audit/audit-service.js";
+import { AuthService } from "../auth/auth-service.js";
+import type { ControllerConfig } from "../config/schema.js";
+import { CrashService } from "../domain/crashes/crash-service.js";
+import { GroupService } from "../domain/groups/group-service.js";
+import { InstanceService } from "../domain/instances/instance-service.js";
+import { NodeTokenService } from "../domain/node-tokens/node-token-service.js";
+import { NodeService } from "../domain/nodes/node-service.js";
+import { OverviewService } from "../domain/overview/overview-service.js";
+import { createEventBus, type ControllerEventBus } from "../events/bus.js";
+import { createHttpApp } from "../http/app.js";
+import { createReadinessProbe } from "../http/readiness.js";
+import { adminTokenRoutes } from "../http/routes/admin-tokens.js";
+import { crashRoutes } from "../http/routes/crashes.js";
+import { groupRoutes } from "../http/routes/groups.js";
+import { nodeRoutes } from "../http/routes/nodes.js";
+import { overviewRoutes } from "../http/routes/overview.js";
+import { serviceRoutes } from "../http/routes/services.js";
+import { resolveVersionInfo } from "../http/version-info.js";
+import { createLogService, type ControllerLogService, type LogOutput } from "../logs/logger.js";
+import { createMetrics, type MetricsService } from "../metrics/metrics.js";
+import { systemClock, type Clock } from "../shared/clock.js";
+import { openControllerStores, type ControllerStores } from "./stores.js";
+
+/** How long `stop()` lets open HTTP connections finish before closing them. */
+export const HTTP_DRAIN_TIMEOUT_MS = 5_000;
+
+/** Prefix of the startup line that announces the HTTP URL; test helpers parse it. */
+export const LISTENING_MESSAGE_PREFIX = "Controller HTTP API listening on ";
+
+export interface StartControllerOptions {
+  /** Where log lines go; standard output by default. */
+  logOut?: LogOutput;
+  clock?: Clock;
+  /** Source of CLOUD_ADMIN_PASSWORD and CLOUD_GIT_COMMIT; process.env by default. */
+  env?: Readonly<Record<string, string | undefined>>;
+  /** Opens the stores; {@link openControllerStores} (the store factory) by default. */
+  openStores?: (config: ControllerConfig, logs: ControllerLogService) => Promise<ControllerStores>;
+}
+
+/** A running controller. */
+export interface RunningController {
+  /** Base URL of the HTTP API, e.g. `http://127.0.0.1:8080` (the real port when 0 was configured). */
+  httpUrl: string;
+  /**
+   * The configured gRPC port. The daemon gateway (gRPC server) arrives with the daemon issue; until
+   * then nothing listens on it.
+   */
+  grpcPort: number;
+  config: ControllerConfig;
+  logs: ControllerLogService;
+  metrics: MetricsService;
+  events: ControllerEventBus;
+  /** Stops serving and closes every component; safe to call more than once. */
+  stop(): Promise<void>;
+}
+
+/** The repository (or install) root: the nearest ancestor holding package.json. */
+function findRootDir(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let depth = 0; depth < 6; depth++) {
+    if (existsSync(join(dir, "package.json"))) return dir;
+    dir = dirname(dir);
+  }
+  return process.cwd();
+}
+
+/** The URL clients use for a bound address: wildcard binds are reached on loopback. */
+export function urlForAddress(address: AddressInfo): string {
+  const host = address.address === "0.0.0.0" ? "127.0.0.1" : address.address === "::" ? "::1" : address.address;
+  return `http://${host.includes(":") ? `[${host}]` : host}:${address.port}`;
+}
+
+/** Builds and starts every component of a controller for `config`. */
+export async function startController(config: ControllerConfig, opts: StartControllerOptions = {}): Promise<RunningController> {
+  const clock = opts.clock ?? systemClock;
+  const env = opts.env ?? process.env;
+  const logs = createLogService({ level: config.logging.level, format: config.logging.format, clock }, opts.logOut);
+  const log = logs.logger("cloud.controller");
+  log.info(`Starting controller: profile ${config.runtime.profile}, log level ${logs.level}`);
+
+  const metrics = createMetrics({ enabled: config.metrics.enabled });
+  const events = createEventBus({ logger: logs.logger("cloud.events"), clock });
+  const cleanups: { name: string; run(): Promise<void> | void }[] = [];
+  let running = true;
+
+  const runCleanups = async () => {
+    for (const cleanup of cleanups.reverse()) {
+      try {
+        await cleanup.run();
+      } catch (err) {
+        log.warn(`Stopping ${cleanup.name} failed`, err);
+      }
+    }
+    cleanups.length = 0;
+  };
+
+  try {
+    const stores: ControllerStores = await (opts.openStores ?? openControllerStores)(config, logs);
+    cleanups.push({ name: "stores", run: () => stores.close() });
+    const { documents, kv } = stores;
+
+    const auth = new AuthService({ documents, config: config.auth, clock, logger: logs.logger("cloud.auth"), env });
+    await auth.start();
+    const audit = new AuditService({ documents, clock });
+
+    const instances = new InstanceService(documents, clock);
+    const crashes = new CrashService(documents, clock);
+    const groups = new GroupService(documents, events, clock, instances);
+    const nodes = new NodeService(documents, events, clock, instances);
+    const nodeTokens = new NodeTokenService(documents, clock);
+    const overview = new OverviewService(groups, instances, nodes);
+
+    metrics.setGaugeSources({
+      groupsTotal: () => groups.count(),
+      nodesTotal: async () => (await nodes.list()).filter((n) => n.state === "ONLINE" || n.state === "DRAINING").length,
+      instancesTotal: async () => (await instances.list({ state: "RUNNING" })).length,
+      playersTotal: async () => (await instances.liveTotals()).playerCount,
+    });
+
+    const readiness = createReadinessProbe({
+      stateStore: () => documents.ping(),
+      coordinationStore: () => kv.ping(),
+      // The scheduler and the platform module manager arrive with later issues; until then these
+      // report whether this controller is up and not stopping.
+      scheduler: () => running,
+      platformModules: () => running,
+    });
+
+    const { app } = createHttpApp({
+      config,
+      logs,
+      metrics,
+      events,
+      documents,
+      kv,
+      auth,
+      audit,
+      readiness,
+      version: resolveVersionInfo({ rootDir: findRootDir(), env }),
+      routeModules: [
+        groupRoutes(groups, audit),
+        serviceRoutes(instances),
+        crashRoutes(crashes),
+        nodeRoutes(nodes, audit),
+        adminTokenRoutes(nodeTokens, audit),
+        overviewRoutes(overview),
+      ],
+      clock,
+    });
+
+    const server = await listen(app.fetch, config.http.host, config.http.port);
+    cleanups.push({ name: "HTTP server", run: () => closeServer(server, HTTP_DRAIN_TIMEOUT_MS) });
+    const httpUrl = urlForAddress(server.address() as AddressInfo);
+    log.info(`${LISTENING_MESSAGE_PREFIX}${httpUrl}`);
+    // A later issue starts the gRPC daemon gateway here, on config.grpc.port.
+
+    let stopping: Promise<void> | null = null;
+    return {
+      httpUrl,
+      grpcPort: config.grpc.port,
+      config,
+      logs,
+      metrics,
+      events,
+      stop: () => {
+        stopping ??= (async () => {
+          running = false;
+          log.info("Stopping controller");
+          await runCleanups();
+          await events.flush();
+          log.info("Controller stopped");
+        })();
+        return stopping;
+      },
+    };
+  } catch (err) {
+    running = false;
+    await runCleanups();
+    throw err;
+  }
+}
+
+type FetchHandler = Parameters<typeof serve>[0]["fetch"];
+
+/** Serves `fetch` on host:port and resolves once listening; rejects on a bind error. */
+function listen(fetch: FetchHandler, hostname: string, port: number): Promise<ServerType> {
+  return new Promise((resolvePromise, reject) => {
+    const server = serve({ fetch, hostname, port });
+    const onError = (err: Error) => reject(new Error(`Cannot listen on ${hostname}:${port}: ${err.message}`, { cause: err }));
+    server.once("error", onError);
+    server.once("listening", () => {
+      server.off("error", onError);
+      resolvePromise(server);
+    });
+  });
+}
+
+/** Stops accepting connections, lets in-flight requests finish, then closes what is left. */
+function closeServer(server: ServerType, drainTimeoutMs: number): Promise<void> {
+  return new Promise((resolvePromise) => {
+    const timer = setTimeout(() => {
+      if ("closeAllConnections" in server) server.closeAllConnections();
+    }, drainTimeoutMs);
+    server.close(() => {
+      clearTimeout(timer);
+      resolvePromise();
+    });
+    if ("closeIdleConnections" in server) server.closeIdleConnections();
+  });
+}
