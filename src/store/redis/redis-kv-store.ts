@@ -170,12 +170,12 @@ export class RedisKvStore implements KvStore {
       this.handlers.set(channel, set);
     }
     set.add(subscription);
-    if (set.size === 1) {
+    const firstOnChannel = set.size === 1;
+    if (firstOnChannel) {
       try {
         await subscriber.subscribe(channel);
       } catch (error) {
-        set.delete(subscription);
-        if (set.size === 0) this.handlers.delete(channel);
+        this.handlers.delete(channel);
         throw error;
       }
     }
