@@ -489,18 +489,18 @@ export class Raft {
 
   /** Installs a snapshot from the leader; false when it is stale or already covered by our log. */
   private restore(snapshot: Snapshot): boolean {
-    const { index, term, confState } = snapshot.metadata;
+    const { index, term } = snapshot.metadata;
     if (index <= this.log.committed) return false;
     assert(this.role === StateRole.Follower, `snapshot restored while ${this.role}`);
-    const members = [...confState.voters, ...confState.learners, ...confState.votersOutgoing];
-    if (!members.includes(this.id)) return false;
+    // A node added after the snapshot was taken is not in its configuration yet: it installs the
+    // snapshot anyway and becomes a member when it applies the conf change that follows it.
     if (this.log.matchTerm(index, term)) {
       // Our log already holds the snapshot's last entry: just fast-forward the commit.
       this.log.commitTo(index);
       return false;
     }
     this.log.restore(snapshot);
-    const restored = restoreConfig(confState, this.log.lastIndex(), this.tracker.inflightMsgsMax);
+    const restored = restoreConfig(snapshot.metadata.confState, this.log.lastIndex(), this.tracker.inflightMsgsMax);
     this.switchToConfig(restored.config, restored.progress);
     return true;
   }

@@ -37,6 +37,9 @@ export interface ScenarioParameters {
   readonly partitionRatePerTick: number;
   readonly downtimeMaxTicks: number;
   readonly partitionMaxTicks: number;
+  readonly pauseRatePerTick: number;
+  readonly pauseMaxTicks: number;
+  readonly transferRatePerTick: number;
   readonly node: NodeTuning;
   readonly clients: ClientTuning;
 }
@@ -48,6 +51,8 @@ export interface SimulationStats {
   crashes: number;
   lostWrites: number;
   partitions: number;
+  pauses: number;
+  transfers: number;
   snapshotsTaken: number;
   snapshotsInstalled: number;
   committedIndex: number;
@@ -81,6 +86,9 @@ export function drawScenario(prng: Prng): ScenarioParameters {
     partitionRatePerTick: prng.pick([0, 0.01, 0.02, 0.04]),
     downtimeMaxTicks: prng.between(3, 60),
     partitionMaxTicks: prng.between(5, 80),
+    pauseRatePerTick: prng.pick([0, 0.005, 0.02]),
+    pauseMaxTicks: prng.between(5, 40),
+    transferRatePerTick: prng.pick([0, 0, 0.005, 0.02]),
     node: {
       electionTick: 10,
       heartbeatTick: prng.pick([1, 2, 3]),
@@ -155,6 +163,7 @@ export function runSimulation(seed: number, library: RaftLibrary, trace?: (line:
   });
   const chaos = prng.fork();
   let partitions = 0;
+  let transfers = 0;
   let phase: "chaos" | "heal" | "drain" = "chaos";
 
   const injectFaults = (): void => {
@@ -167,6 +176,19 @@ export function runSimulation(seed: number, library: RaftLibrary, trace?: (line:
         schedule(chaos.between(1, scenario.downtimeMaxTicks) * tickIntervalMs, () => {
           if (!victim.alive) victim.start();
         });
+      }
+    }
+    if (chaos.chance(scenario.pauseRatePerTick)) {
+      const alive = nodeList.filter((n) => n.alive && !n.paused);
+      const leader = alive.find((n) => n.soft.role === "leader");
+      const victim = leader !== undefined && chaos.chance(0.5) ? leader : alive.length > 0 ? chaos.pick(alive) : undefined;
+      victim?.pause(chaos.between(1, scenario.pauseMaxTicks) * tickIntervalMs);
+    }
+    if (chaos.chance(scenario.transferRatePerTick)) {
+      const leader = nodeList.find((n) => n.alive && n.soft.role === "leader");
+      if (leader !== undefined) {
+        transfers++;
+        leader.transferLeadership(chaos.pick(nodeList.filter((n) => n !== leader)).id);
       }
     }
     if (chaos.chance(scenario.partitionRatePerTick)) {
@@ -240,6 +262,8 @@ export function runSimulation(seed: number, library: RaftLibrary, trace?: (line:
       crashes: sum(nodeList, (n) => n.crashes),
       lostWrites: sum(nodeList, (n) => n.lostWrites),
       partitions,
+      pauses: sum(nodeList, (n) => n.pauses),
+      transfers,
       snapshotsTaken: sum(nodeList, (n) => n.snapshotsTaken),
       snapshotsInstalled: sum(nodeList, (n) => n.snapshotsInstalled),
       committedIndex: monitor.knownCommittedIndex,

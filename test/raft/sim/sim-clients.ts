@@ -100,8 +100,9 @@ export class SimClients {
     this.stats.invoked++;
     const target = client.leaderGuess ?? prng.pick(this.env.nodes);
     this.env.schedule(tuning.opTimeoutMs, () => this.timeOut(client, handle));
-    this.env.schedule(this.latencyMs(), () => {
-      if (client.current !== handle) return;
+    // The server handles a request even if the client gave up on it meanwhile (it sat in a paused
+    // server's socket buffer): a timed-out operation may still take effect.
+    const arrive = (): void => {
       let outcome: SubmitOutcome;
       if (!target.alive) outcome = "not-leader";
       else if (kind === "get") {
@@ -126,7 +127,8 @@ export class SimClients {
         client.leaderGuess = hint === null || hint === target.id ? null : (this.env.nodes.find((n) => n.id === hint) ?? null);
         this.scheduleNext(client);
       });
-    });
+    };
+    this.env.schedule(this.latencyMs(), () => target.whenAwake(arrive));
   }
 
   private respond(client: ClientState, handle: OperationHandle, server: SimNode, output: unknown): void {

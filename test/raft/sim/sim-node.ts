@@ -35,6 +35,7 @@ export interface RawNodeLike {
   ready(): Ready;
   advance(ready: Ready): void;
   status(): Status;
+  transferLeadership(to: NodeId): void;
   reportSnapshot(to: NodeId, ok: boolean): void;
   reportUnreachable(to: NodeId): void;
 }
@@ -104,6 +105,9 @@ interface WaitingRead {
   readonly reply: ReadReply;
 }
 
+/** Work arriving while a node is paused waits, like bytes in a socket buffer; past this it is lost. */
+const pausedBacklogMax = 10_000;
+
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 const EMPTY_HARD_STATE: HardState = { term: 0, vote: null, commit: 0 };
@@ -117,6 +121,7 @@ export class SimNode {
   lostWrites = 0;
   snapshotsTaken = 0;
   snapshotsInstalled = 0;
+  pauses = 0;
 
   private raw: RawNodeLike | null = null;
   private storage: (MemoryStorageLike & RaftConfig["storage"]) | null = null;
@@ -127,6 +132,8 @@ export class SimNode {
   private pendingWrites = new Map<number, WriteReply>();
   private pendingReads = new Map<string, { key: string; reply: ReadReply }>();
   private waitingReads: WaitingRead[] = [];
+  private pausedUntilMs = 0;
+  private pausedBacklog: (() => void)[] = [];
 
   constructor(
     readonly id: NodeId,
@@ -180,6 +187,38 @@ export class SimNode {
     this.pump();
   }
 
+  get paused(): boolean {
+    return this.env.nowMs() < this.pausedUntilMs;
+  }
+
+  /**
+   * Freezes the process (a long GC or VM pause): it misses its ticks, and whatever arrives meanwhile
+   * (messages, fsync completions, client requests) is handled in order when it wakes up.
+   */
+  pause(durationMs: number): void {
+    if (!this.alive || this.paused) return;
+    this.pauses++;
+    this.pausedUntilMs = this.env.nowMs() + durationMs;
+    const incarnation = this.incarnation;
+    this.env.trace(`${this.id} paused for ${durationMs} ms`);
+    this.env.schedule(durationMs, () => {
+      if (incarnation !== this.incarnation) return;
+      this.env.trace(`${this.id} resumes with ${this.pausedBacklog.length} queued events`);
+      const backlog = this.pausedBacklog;
+      this.pausedBacklog = [];
+      for (const run of backlog) if (incarnation === this.incarnation) run();
+    });
+  }
+
+  /** Runs `run` now, or when the node wakes up if it is paused. */
+  whenAwake(run: () => void): void {
+    if (!this.paused) {
+      run();
+      return;
+    }
+    if (this.pausedBacklog.length < pausedBacklogMax) this.pausedBacklog.push(run);
+  }
+
   /** Power loss: memory is gone and the disk keeps a random prefix of its unsynced writes. */
   crash(): void {
     if (!this.alive) return;
@@ -191,6 +230,8 @@ export class SimNode {
     this.raw = null;
     this.storage = null;
     this.inFlight = null;
+    this.pausedUntilMs = 0;
+    this.pausedBacklog = [];
     this.pendingWrites = new Map();
     this.pendingReads = new Map();
     this.waitingReads = [];
@@ -199,27 +240,41 @@ export class SimNode {
   }
 
   tick(): void {
-    if (this.raw === null) return;
+    if (this.raw === null || this.paused) return;
     this.raw.tick();
     this.pump();
   }
 
   receive(message: Message): boolean {
     if (this.raw === null) return false;
-    this.raw.step(message);
-    this.pump();
+    this.whenAwake(() => {
+      if (this.raw === null) return;
+      this.raw.step(message);
+      this.pump();
+    });
     return true;
   }
 
   reportSnapshot(to: NodeId, delivered: boolean): void {
-    if (this.raw === null) return;
-    this.raw.reportSnapshot(to, delivered);
-    this.pump();
+    this.whenAwake(() => {
+      if (this.raw === null) return;
+      this.raw.reportSnapshot(to, delivered);
+      this.pump();
+    });
   }
 
   reportUnreachable(to: NodeId): void {
-    if (this.raw === null) return;
-    this.raw.reportUnreachable(to);
+    this.whenAwake(() => {
+      if (this.raw === null) return;
+      this.raw.reportUnreachable(to);
+      this.pump();
+    });
+  }
+
+  transferLeadership(to: NodeId): void {
+    if (this.raw === null || this.paused) return;
+    this.env.trace(`${this.id} asked to transfer leadership to ${to}`);
+    this.raw.transferLeadership(to);
     this.pump();
   }
 
@@ -291,6 +346,10 @@ export class SimNode {
   private readonly onFsynced = (): void => {
     const inFlight = this.inFlight;
     if (inFlight === null || inFlight.incarnation !== this.incarnation) return;
+    if (this.paused) {
+      this.whenAwake(this.onFsynced);
+      return;
+    }
     this.disk.fsync();
     this.inFlight = null;
     this.finishReady(inFlight);
