@@ -1,0 +1,60 @@
+// `npm start`: the controller on the development profile, everything it writes under ./data
+// (embedded store, blobs, Raft log). Configuration: `npm start -- --config <file>`, CLOUD_CONFIG,
+// or the defaults; the CLOUD_* environment overrides apply (see README). Ctrl-C stops it cleanly.
+import { join, relative, resolve } from "node:path";
+import { ConfigError, loadControllerConfig } from "../src/config/load.js";
+import type { ControllerConfig } from "../src/config/schema.js";
+import { startController, type RunningController } from "../src/controller/controller.js";
+import { exitOnSignals } from "../src/controller/shutdown.js";
+import { routeGrpcLogs, routeProcessWarnings } from "../src/logs/third-party.js";
+
+const ROOT_DIR = join(import.meta.dirname, "..");
+const DATA_DIR = join(ROOT_DIR, "data");
+
+const fail = (message: string, status: number): never => {
+  process.stderr.write(`npm start: ${message}\n`);
+  process.exit(status);
+};
+
+/** True when `path` is `data/` itself or inside it. */
+const insideDataDir = (path: string) => {
+  const rel = relative(DATA_DIR, resolve(ROOT_DIR, path));
+  return rel === "" || (!rel.startsWith("..") && !rel.startsWith("/"));
+};
+
+/**
+ * Hook for the local daemon: the daemon issue starts one here (a child process joined with a node
+ * token, its files under data/daemon) so that `npm start` runs instances with no other software.
+ * Returns a stop function, or null while there is no daemon.
+ */
+async function startLocalDaemon(_controller: RunningController): Promise<(() => Promise<void>) | null> {
+  return null;
+}
+
+async function devStart(): Promise<void> {
+  process.chdir(ROOT_DIR);
+  let config: ControllerConfig;
+  try {
+    config = loadControllerConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) return fail(err.message, 78);
+    throw err;
+  }
+  if (config.runtime.profile !== "development") fail("npm start runs the development profile; start production controllers with cloud-controller", 78);
+  if (!insideDataDir(config.data.dir) || !insideDataDir(config.raft.dataDir)) {
+    fail(`npm start keeps its files under ${DATA_DIR}; data.dir and raft.dataDir must be inside it`, 78);
+  }
+
+  const controller = await startController(config);
+  routeGrpcLogs(controller.logs);
+  routeProcessWarnings(controller.logs);
+  const log = controller.logs.logger("cloud.dev");
+  const stopDaemon = await startLocalDaemon(controller);
+  log.info(`Development controller ready at ${controller.httpUrl} (log in as '${config.auth.adminUsername}'; see README)`);
+  exitOnSignals(async () => {
+    if (stopDaemon) await stopDaemon();
+    await controller.stop();
+  }, log);
+}
+
+devStart().catch((err: unknown) => fail(err instanceof Error ? (err.stack ?? err.message) : String(err), 1));
