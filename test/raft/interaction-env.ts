@@ -18,8 +18,8 @@ interface NodeUnderTest {
   node: RawNode;
   readonly storage: MemoryStorage;
   readonly config: RaftConfig;
-  /** The state machine: data of applied normal entries (after the snapshot's). */
-  applied: string[];
+  /** The state machine: applied entries' data (the first may be a restored snapshot's). */
+  applied: { index: number; text: string }[];
   appliedIndex: number;
   lastCommit: number;
 }
@@ -108,14 +108,14 @@ export class InteractionEnv {
     status: (c, out) => this.status(this.node(c), out),
     applied: (c, out) => {
       const n = this.node(c);
-      out.push(`${n.id}: applied=${n.appliedIndex} [${n.applied.join(" ")}]`);
+      out.push(`${n.id}: applied=${n.appliedIndex} [${n.applied.map((a) => a.text).join(" ")}]`);
     },
     restart: (c, out) => {
       for (const id of positional(c)) {
         const n = this.get(id);
         const snap = n.storage.snapshot();
         n.node = new RawNode({ ...n.config, applied: snap.metadata.index });
-        n.applied = snap.metadata.index > 0 ? [`<${decoder.decode(snap.data)}>`] : [];
+        n.applied = snap.metadata.index > 0 ? [{ index: snap.metadata.index, text: `<${decoder.decode(snap.data)}>` }] : [];
         n.appliedIndex = snap.metadata.index;
         out.push(this.stateLine(n));
       }
@@ -167,7 +167,7 @@ export class InteractionEnv {
         node: new RawNode(config),
         storage,
         config,
-        applied: index > 0 ? [`<${argString(c, "content", "")}>`] : [],
+        applied: index > 0 ? [{ index, text: `<${argString(c, "content", "")}>` }] : [],
         appliedIndex: index,
         lastCommit: index,
       };
@@ -240,7 +240,7 @@ export class InteractionEnv {
     }
     this.queue.push(...rd.messages);
     if (rd.snapshot !== null) {
-      n.applied = [`<${decoder.decode(rd.snapshot.data)}>`];
+      n.applied = [{ index: rd.snapshot.metadata.index, text: `<${decoder.decode(rd.snapshot.data)}>` }];
       n.appliedIndex = rd.snapshot.metadata.index;
     }
     for (const e of rd.committedEntries) out.push(...this.apply(n, e));
@@ -255,7 +255,7 @@ export class InteractionEnv {
       const cs = n.node.applyConfChange(decodeConfChange(e.data));
       return [`  ${n.id} applied conf change: ${formatConfState(cs)}`];
     }
-    if (e.data.byteLength > 0) n.applied.push(decoder.decode(e.data));
+    if (e.data.byteLength > 0) n.applied.push({ index: e.index, text: decoder.decode(e.data) });
     return [];
   }
 
@@ -357,7 +357,7 @@ export class InteractionEnv {
 
   private snapshotData(n: NodeUnderTest, index: number): string {
     assert.ok(index <= n.appliedIndex, `compact ${index} beyond applied ${n.appliedIndex}`);
-    return `${n.applied.join(" ")}@${index}`;
+    return n.applied.filter((a) => a.index <= index).map((a) => a.text).join(" ");
   }
 }
 
