@@ -105,6 +105,11 @@ export class MemoryStorage implements Storage {
     const fresh = first > entries[0].index ? entries.slice(first - entries[0].index) : entries;
     const offset = fresh[0].index - this.ents[0].index;
     assert(offset <= this.ents.length, `missing log entry [last: ${this.lastIndex()}, append at: ${fresh[0].index}]`);
+    if (offset === this.ents.length) {
+      // The common case: a plain extension, without copying the log.
+      for (const e of fresh) this.ents.push(e);
+      return;
+    }
     this.ents = this.ents.slice(0, offset).concat(fresh);
   }
 }

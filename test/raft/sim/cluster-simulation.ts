@@ -20,7 +20,7 @@ import { SimClients, type ClientStats, type ClientTuning } from "./sim-clients.j
 import { calmNetwork, SimNetwork, type NetworkFaults, type NetworkStats } from "./sim-network.js";
 import { SimNode, type NodeTuning, type RaftLibrary } from "./sim-node.js";
 
-/** Virtual time between two ticks of every node. */
+/** Virtual time between two ticks of a node whose clock keeps time (and between fault draws). */
 const tickIntervalMs = 10;
 const chaosTicks = 200;
 const healTicks = 80;
@@ -32,6 +32,8 @@ const checkerTimeoutMs = 20_000;
 
 export interface ScenarioParameters {
   readonly nodeCount: number;
+  /** Each node's own tick interval: clocks that drift apart (a slow timer, an overloaded host). */
+  readonly nodeTickIntervalsMs: readonly number[];
   readonly faults: NetworkFaults;
   readonly crashRatePerTick: number;
   readonly partitionRatePerTick: number;
@@ -72,8 +74,11 @@ export interface SimulationReport {
 /** Draws a scenario (cluster size, fault rates, tunings) from the seed. */
 export function drawScenario(prng: Prng): ScenarioParameters {
   const delayMaxMs = prng.between(2, 8);
+  const nodeCount = prng.chance(0.5) ? 3 : 5;
+  const clocksDrift = prng.chance(0.5);
   return {
-    nodeCount: prng.chance(0.5) ? 3 : 5,
+    nodeCount,
+    nodeTickIntervalsMs: Array.from({ length: nodeCount }, () => (clocksDrift ? prng.between(7, 15) : tickIntervalMs)),
     faults: {
       dropRate: prng.pick([0, 0.01, 0.05, 0.1, 0.2]),
       duplicateRate: prng.pick([0, 0.02, 0.1]),
@@ -103,6 +108,7 @@ export function drawScenario(prng: Prng): ScenarioParameters {
       clientCount: prng.between(2, 4),
       keys: ["a", "b", "c"].slice(0, prng.between(1, 3)),
       opTimeoutMs: prng.between(150, 400),
+      randomTargetRate: prng.pick([0, 0.1, 0.3]),
       thinkMinMs: 0,
       thinkMaxMs: prng.between(10, 80),
       latencyMinMs: 1,
@@ -211,10 +217,16 @@ export function runSimulation(seed: number, library: RaftLibrary, trace?: (line:
     traceLine("heal: network repaired, every node running");
   };
 
-  const tickAll = (): void => {
-    for (const node of nodeList) node.tick();
+  const drawFaults = (): void => {
     if (phase === "chaos") injectFaults();
-    schedule(tickIntervalMs, tickAll);
+    schedule(tickIntervalMs, drawFaults);
+  };
+  const startTicking = (node: SimNode, intervalMs: number): void => {
+    const tick = (): void => {
+      node.tick();
+      schedule(intervalMs, tick);
+    };
+    schedule(intervalMs, tick);
   };
 
   const chaosEndMs = chaosTicks * tickIntervalMs;
@@ -225,7 +237,8 @@ export function runSimulation(seed: number, library: RaftLibrary, trace?: (line:
   try {
     network.faults = scenario.faults;
     for (const node of nodeList) node.start();
-    schedule(tickIntervalMs, tickAll);
+    nodeList.forEach((node, i) => startTicking(node, scenario.nodeTickIntervalsMs[i]));
+    schedule(tickIntervalMs, drawFaults);
     clients.start();
     queue.schedule(chaosEndMs, heal);
     queue.schedule(healEndMs, () => {

@@ -13,6 +13,8 @@ export interface ClientTuning {
   clientCount: number;
   keys: readonly string[];
   opTimeoutMs: number;
+  /** Probability that a request goes to a random node instead of the believed leader. */
+  randomTargetRate: number;
   thinkMinMs: number;
   thinkMaxMs: number;
   /** One-way latency between a client and a node. */
@@ -98,7 +100,10 @@ export class SimClients {
     if (kind !== "get") this.remember(key, value);
     client.current = handle;
     this.stats.invoked++;
-    const target = client.leaderGuess ?? prng.pick(this.env.nodes);
+    // Now and then a client asks a node at random, as a client with a stale view of the cluster
+    // would: that is how a deposed leader that still believes it leads gets asked.
+    const target =
+      client.leaderGuess === null || prng.chance(tuning.randomTargetRate) ? prng.pick(this.env.nodes) : client.leaderGuess;
     this.env.schedule(tuning.opTimeoutMs, () => this.timeOut(client, handle));
     // The server handles a request even if the client gave up on it meanwhile (it sat in a paused
     // server's socket buffer): a timed-out operation may still take effect.
