@@ -15,7 +15,9 @@ const root = join(import.meta.dirname, "..", "..");
 const cliEntry = join(root, "src", "cli", "main.ts");
 
 /** Bound on one CLI run; a hung child fails the test instead of the suite. */
-export const cliRunTimeoutMs = 20_000;
+export const cliRunTimeoutMs = 45_000;
+/** CLI runs in flight at once in one test: the machine is shared, so a test never floods it. */
+export const cliRunsInFlightMax = 3;
 
 /** A temporary HOME directory, removed by `dispose`. */
 export function tempHome(): { home: string; dispose: () => void } {
@@ -81,12 +83,22 @@ export function waitForExit(child: ChildProcessWithoutNullStreams): Promise<CliR
   });
 }
 
-/** Runs cloudctl to completion. */
-export function runCli(args: string[], options: CliRunOptions): Promise<CliResult> {
-  const child = spawnCli(args, options);
-  const done = waitForExit(child);
-  child.stdin.end(options.stdin ?? "");
-  return done;
+let runsInFlight = 0;
+const queued: (() => void)[] = [];
+
+/** Runs cloudctl to completion; at most {@link cliRunsInFlightMax} runs of this test file are in flight, the rest queue. */
+export async function runCli(args: string[], options: CliRunOptions): Promise<CliResult> {
+  if (runsInFlight >= cliRunsInFlightMax) await new Promise<void>((resolve) => queued.push(resolve));
+  runsInFlight++;
+  try {
+    const child = spawnCli(args, options);
+    const done = waitForExit(child);
+    child.stdin.end(options.stdin ?? "");
+    return await done;
+  } finally {
+    runsInFlight--;
+    queued.shift()?.();
+  }
 }
 
 /** One request seen by the fake controller. */

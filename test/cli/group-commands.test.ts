@@ -1,0 +1,102 @@
+// Group and instance commands against a fake controller: request bodies and the delete confirmation.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { homeWithContext, runCli, startFakeController, type FakeController } from "./harness.js";
+
+const versions = [
+  { templateName: "lobby", hash: "cccccccc3333", sizeBytes: 2048, createdAt: "2026-11-21T03:00:00Z" },
+  { templateName: "lobby", hash: "bbbbbbbb2222", sizeBytes: 1024, createdAt: "2026-11-20T03:00:00Z" },
+  { templateName: "lobby", hash: "aaaaaaaa1111", sizeBytes: 512, createdAt: "2026-11-19T03:00:00Z" },
+];
+
+describe("cloudctl group commands", () => {
+  let server: FakeController;
+  const bodies = (method: string, path: string) => server.requests.filter((r) => r.method === method && r.path === path).map((r) => JSON.parse(r.body || "null"));
+  before(async () => {
+    server = await startFakeController((app) => {
+      app.get("/api/v1/templates", (c) =>
+        c.json([
+          { name: "lobby", description: "Lobby world", platform: "paper", hash: "0123456789abcdef", sizeBytes: 1536 },
+          { name: "tiny", description: "", platform: "paper", hash: "fedcba9876543210", sizeBytes: 999 },
+          { name: "big", description: "maps", platform: "paper", hash: "ffffffffffffffff", sizeBytes: 5 * 1024 * 1024 + 512 * 1024 },
+        ]),
+      );
+      app.get("/api/v1/templates/lobby/versions", (c) => c.json(versions));
+      app.get("/api/v1/templates/fresh/versions", (c) => c.json([versions[0]]));
+      app.post("/api/v1/templates/:name/rollback", async (c) => c.json({ status: "restored", hash: (await c.req.json()).hash }));
+      app.get("/api/v1/groups", (c) =>
+        c.json({
+          data: [
+            { name: "Lobby", maintenance: false, minInstances: 1, runningInstances: 2, totalPlayers: 5 },
+            { name: "bedwars", maintenance: true, minInstances: 1, runningInstances: 1, totalPlayers: 40 },
+            { name: "skywars", maintenance: false, minInstances: 2, runningInstances: 0, totalPlayers: 0 },
+          ],
+        }),
+      );
+      app.post("/api/v1/groups", async (c) => c.json(await c.req.json(), 201));
+      app.patch("/api/v1/groups/:name", async (c) => c.json({ name: c.req.param("name"), ...(await c.req.json()) }));
+      app.delete("/api/v1/groups/:name", (c) => c.body(null, 204));
+      app.post("/api/v1/services/:id/command", (c) => c.json({ ok: true }));
+      app.get("/api/v1/crashes", (c) => c.json([]));
+      app.post("/api/v1/cluster/recover", async (c) => c.json({ ejected: (await c.req.json()).eject }));
+    });
+  });
+  after(() => server.close());
+
+  test("group delete asks first: No cancels with exit 0 and sends nothing; yes and --yes delete", async () => {
+    const { home, dispose } = homeWithContext(server.url);
+    try {
+      const [no, eof, yes, flag] = await Promise.all([
+        runCli(["group", "delete", "alpha", "--json"], { home, stdin: "n\n" }),
+        runCli(["group", "delete", "beta"], { home, stdin: "" }),
+        runCli(["group", "delete", "gamma"], { home, stdin: "yes\n" }),
+        runCli(["group", "delete", "delta", "--yes"], { home }),
+      ]);
+      assert.equal(no.code, 0, no.stderr);
+      assert.match(no.stderr, /Delete group "alpha"/, "the prompt is shown even with --json");
+      assert.equal(eof.code, 0, eof.stderr);
+      assert.equal(yes.code, 0, yes.stderr);
+      assert.equal(flag.code, 0, flag.stderr);
+      const deleted = server.requests.filter((r) => r.method === "DELETE").map((r) => r.path).sort();
+      assert.deepEqual(deleted, ["/api/v1/groups/delta", "/api/v1/groups/gamma"]);
+    } finally {
+      dispose();
+    }
+  });
+
+  test("group create sends the client defaults; update sends only the flags given; maintenance on/off; exec joins words", async () => {
+    const { home, dispose } = homeWithContext(server.url);
+    try {
+      const results = await Promise.all([
+        runCli(["group", "create", "--name", "lobby", "--platform", "paper"], { home }),
+        runCli(["group", "create", "--name", "bw", "--platform", "paper", "--template", "base", "--template", "bw", "--min", "2", "--port-start", "40000"], { home }),
+        runCli(["group", "update", "lobby", "--max", "20", "--routing", "ROUND_ROBIN"], { home }),
+        runCli(["group", "maintenance", "m-on", "ON"], { home }),
+        runCli(["group", "maintenance", "m-one", "1"], { home }),
+        runCli(["group", "maintenance", "m-off", "yes"], { home }),
+        runCli(["instance", "exec", "inst-1", "say", "hello", "world"], { home }),
+        runCli(["group", "update", "lobby"], { home }),
+      ]);
+      results.slice(0, 7).forEach((r, i) => assert.equal(r.code, 0, `command ${i}: ${r.stderr}`));
+      assert.equal(results[7].code, 1, "update without flags is refused");
+      const created = bodies("POST", "/api/v1/groups");
+      const lobby = created.find((b) => b.name === "lobby");
+      assert.deepEqual(lobby, {
+        name: "lobby", platform: "paper", jarFile: "server.jar", templates: [], scalingMode: "DYNAMIC",
+        minInstances: 1, maxInstances: 10, memoryMb: 1024, routing: "LOWEST_PLAYERS", portRange: { start: 30000, end: 30100 },
+      });
+      const bw = created.find((b) => b.name === "bw");
+      assert.deepEqual(bw.templates, ["base", "bw"]);
+      assert.equal(bw.minInstances, 2);
+      assert.deepEqual(bw.portRange, { start: 40000, end: 30100 });
+      assert.deepEqual(bodies("PATCH", "/api/v1/groups/lobby"), [{ maxInstances: 20, routing: "ROUND_ROBIN" }]);
+      assert.deepEqual(bodies("PATCH", "/api/v1/groups/m-on"), [{ maintenance: true }]);
+      assert.deepEqual(bodies("PATCH", "/api/v1/groups/m-one"), [{ maintenance: true }]);
+      assert.deepEqual(bodies("PATCH", "/api/v1/groups/m-off"), [{ maintenance: false }]);
+      assert.deepEqual(bodies("POST", "/api/v1/services/inst-1/command"), [{ command: "say hello world" }]);
+    } finally {
+      dispose();
+    }
+  });
+
+});
