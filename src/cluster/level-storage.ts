@@ -3,7 +3,9 @@
  * so the whole log tail after the last compaction is mirrored in memory; every write goes to
  * LevelDB first with `sync: true` (level does not fsync unless told) and the in-memory mirror is
  * updated only once the write is durable. {@link LevelStorage.persist} writes everything one Ready
- * carries — hard state, snapshot and entries — in one atomic batch, so one Ready costs one fsync.
+ * carries — hard state, snapshot and entries — in one atomic batch, so one Ready costs at most one
+ * fsync (none when only the commit index moved). LevelDB applies writes in order, so a later
+ * synced batch also makes every earlier unsynced one durable.
  *
  * Layout (keys are UTF-8, values bytes):
  *   `hard-state`       JSON {@link HardState}
@@ -32,6 +34,11 @@ export interface PersistRequest {
   readonly hardState: HardState | null;
   readonly entries: readonly Entry[];
   readonly snapshot: Snapshot | null;
+  /**
+   * False when only the commit index changed: the write then skips the fsync (a lost commit index
+   * is re-learned from the leader). Defaults to true.
+   */
+  readonly mustSync?: boolean;
 }
 
 type BatchOp = { type: "put"; key: string; value: Uint8Array } | { type: "del"; key: string };
@@ -45,6 +52,8 @@ export class LevelStorage implements Storage {
   /** Writes are chained so they reach LevelDB in the order they were requested. */
   private writeChain: Promise<void> = Promise.resolve();
   private closed = false;
+  /** A failed write nobody awaited; every later write fails with it. */
+  private deferredWriteError: unknown = null;
 
   private constructor(
     private readonly db: Level<string, Uint8Array>,
@@ -125,7 +134,8 @@ export class LevelStorage implements Storage {
 
   /**
    * Makes what one Ready carries durable in a single atomic, fsynced batch: snapshot first (it
-   * replaces the log), then entries, then hard state.
+   * replaces the log), then entries, then hard state. When the request says no sync is needed
+   * (only the commit index changed) it resolves at once and the write follows in order.
    */
   async persist(request: PersistRequest): Promise<void> {
     const ops: BatchOp[] = [];
@@ -138,7 +148,16 @@ export class LevelStorage implements Storage {
     const hardState = request.hardState ?? this.hardState;
     if (request.hardState) ops.push({ type: "put", key: hardStateKey, value: textEncoder.encode(JSON.stringify(request.hardState)) });
     if (ops.length === 0) return;
-    await this.write(ops);
+    if (request.mustSync === false && log === this.log && snapshot === this.latestSnapshot) {
+      // Only the commit index moved: nothing waits for this write. It is queued behind earlier
+      // writes and ahead of later ones; a failure surfaces at the next write.
+      this.hardState = hardState;
+      this.write(ops, false).catch((error: unknown) => {
+        this.deferredWriteError ??= error;
+      });
+      return;
+    }
+    await this.write(ops, request.mustSync ?? true);
     this.log = log;
     this.latestSnapshot = snapshot;
     this.hardState = hardState;
@@ -213,9 +232,10 @@ export class LevelStorage implements Storage {
     return [...log.slice(0, first - offset), ...kept];
   }
 
-  private write(ops: BatchOp[]): Promise<void> {
+  private write(ops: BatchOp[], sync = true): Promise<void> {
     assert(!this.closed, "write to a closed LevelStorage");
-    const result = this.writeChain.then(() => this.db.batch(ops, { sync: true }));
+    if (this.deferredWriteError !== null) return Promise.reject(this.deferredWriteError);
+    const result = this.writeChain.then(() => this.db.batch(ops, { sync }));
     this.writeChain = result.catch(() => undefined);
     return result;
   }

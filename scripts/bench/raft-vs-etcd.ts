@@ -1,0 +1,385 @@
+/**
+ * The project's Raft (3 raft-kv servers) side by side with etcd 3.4 (3 members), same timing
+ * (heartbeat 100 ms, election timeout 1000 ms), same loopback, same Node client harness:
+ *   - sequential puts (1 in flight) and 64 in flight, for --duration-s each: ops/s, p50, p99;
+ *   - leader failover --failovers times: kill -9 the leader, time until a put to a survivor succeeds;
+ *   - a steady load for --steady-s: the leader must not change.
+ * Prints one table and a JSON line (`RESULT {...}`). Run through raft-vs-etcd.sh, which installs
+ * etcd if missing.
+ *
+ *   tsx scripts/bench/raft-vs-etcd.ts [--duration-s 10] [--failovers 5] [--steady-s 60]
+ *     [--inflight 64] [--value-bytes 128] [--only raft|etcd]
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { noop } from "cockatiel";
+import { Etcd3 } from "etcd3";
+import { RaftKvClient } from "./raft-kv-client.js";
+import { freeLoopbackPorts, RaftKvCluster } from "./raft-kv-cluster.js";
+
+interface Flags {
+  durationS: number;
+  failovers: number;
+  steadyS: number;
+  inflight: number;
+  valueBytes: number;
+  only: "raft" | "etcd" | null;
+}
+
+function readFlags(argv: readonly string[]): Flags {
+  const value = (name: string, fallback: string) => {
+    const at = argv.indexOf(`--${name}`);
+    return at >= 0 && argv[at + 1] !== undefined ? argv[at + 1]! : fallback;
+  };
+  const only = value("only", "");
+  return {
+    durationS: Number(value("duration-s", "10")),
+    failovers: Number(value("failovers", "5")),
+    steadyS: Number(value("steady-s", "60")),
+    inflight: Number(value("inflight", "64")),
+    valueBytes: Number(value("value-bytes", "128")),
+    only: only === "raft" || only === "etcd" ? only : null,
+  };
+}
+
+/** What the harness needs from a system under test. */
+interface System {
+  readonly name: string;
+  readonly memberCount: number;
+  put(key: string, value: Uint8Array): Promise<void>;
+  /** Index of the member that is leader, and the current term; null while there is none. */
+  leader(): Promise<{ index: number; term: number } | null>;
+  kill(index: number): Promise<void>;
+  restart(index: number): Promise<void>;
+  /** One put through a client that only knows the given members; rejects on failure. */
+  putVia(members: readonly number[], key: string, value: Uint8Array): Promise<void>;
+  stop(): Promise<void>;
+}
+
+interface LoadResult {
+  ops: number;
+  opsPerS: number;
+  p50Ms: number;
+  p99Ms: number;
+  errors: number;
+}
+
+interface SystemResult {
+  sequential: LoadResult;
+  concurrent: LoadResult;
+  failoverMs: number[];
+  steady: { seconds: number; ops: number; leaderChanges: number; termBefore: number; termAfter: number };
+}
+
+/**
+ * Deadline of one put during failover. Long, so that a member which holds a put until a new leader
+ * exists (etcd does) answers as soon as there is one, instead of the deadline quantising the time.
+ */
+const failoverPutTimeoutMs = 5_000;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+async function runLoad(system: System, inflight: number, durationS: number, valueBytes: number): Promise<LoadResult> {
+  const value = new Uint8Array(valueBytes).fill(0x61);
+  const latenciesMs: number[] = [];
+  let errors = 0;
+  const endMs = performance.now() + durationS * 1000;
+  const startMs = performance.now();
+  await Promise.all(
+    Array.from({ length: inflight }, async (_, worker) => {
+      let n = 0;
+      while (performance.now() < endMs) {
+        const t0 = performance.now();
+        try {
+          await system.put(`bench/${worker}/${n++ % 100}`, value);
+          latenciesMs.push(performance.now() - t0);
+        } catch {
+          errors += 1;
+        }
+      }
+    }),
+  );
+  const elapsedS = (performance.now() - startMs) / 1000;
+  latenciesMs.sort((a, b) => a - b);
+  return { ops: latenciesMs.length, opsPerS: latenciesMs.length / elapsedS, p50Ms: percentile(latenciesMs, 50), p99Ms: percentile(latenciesMs, 99), errors };
+}
+
+async function waitForLeader(system: System, timeoutMs = 30_000): Promise<{ index: number; term: number }> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const leader = await system.leader();
+    if (leader) return leader;
+    if (Date.now() > deadline) throw new Error(`${system.name}: no leader within ${timeoutMs} ms`);
+    await sleep(50);
+  }
+}
+
+async function measureFailover(system: System, valueBytes: number): Promise<number> {
+  const value = new Uint8Array(valueBytes).fill(0x62);
+  const { index } = await waitForLeader(system);
+  const survivors = Array.from({ length: system.memberCount }, (_, i) => i).filter((i) => i !== index);
+  await system.kill(index);
+  const t0 = performance.now();
+  let elapsedMs = NaN;
+  for (let attempt = 0; attempt < 10_000; attempt++) {
+    try {
+      await system.putVia(survivors, `failover/${attempt}`, value);
+      elapsedMs = performance.now() - t0;
+      break;
+    } catch {
+      await sleep(5);
+    }
+  }
+  await system.restart(index);
+  // Let the restarted member catch up before the next round.
+  await sleep(2_000);
+  await system.put("failover/settled", value);
+  return elapsedMs;
+}
+
+async function measureSteady(system: System, seconds: number, valueBytes: number): Promise<SystemResult["steady"]> {
+  const before = await waitForLeader(system);
+  let leaderChanges = 0;
+  let last = before;
+  let ops = 0;
+  const endMs = performance.now() + seconds * 1000;
+  const watcher = (async () => {
+    while (performance.now() < endMs) {
+      await sleep(200);
+      const now = await system.leader();
+      if (now && (now.index !== last.index || now.term !== last.term)) {
+        leaderChanges += 1;
+        last = now;
+      }
+    }
+  })();
+  const value = new Uint8Array(valueBytes).fill(0x63);
+  await Promise.all(
+    Array.from({ length: 8 }, async (_, worker) => {
+      while (performance.now() < endMs) {
+        try {
+          await system.put(`steady/${worker}`, value);
+          ops += 1;
+        } catch {
+          // counted through the leader watcher: a failing put here means an election
+        }
+      }
+    }),
+  );
+  await watcher;
+  const after = await waitForLeader(system);
+  if (after.index !== last.index || after.term !== last.term) leaderChanges += 1;
+  return { seconds, ops, leaderChanges, termBefore: before.term, termAfter: after.term };
+}
+
+async function benchmark(system: System, flags: Flags): Promise<SystemResult> {
+  await waitForLeader(system);
+  const log = (text: string) => process.stderr.write(`[${system.name}] ${text}\n`);
+  await runLoad(system, 4, 1, flags.valueBytes); // warm-up: connections, JIT
+  const sequential = await runLoad(system, 1, flags.durationS, flags.valueBytes);
+  log(`sequential ${sequential.opsPerS.toFixed(0)} ops/s p50 ${sequential.p50Ms.toFixed(2)} ms`);
+  const concurrent = await runLoad(system, flags.inflight, flags.durationS, flags.valueBytes);
+  log(`${flags.inflight} in flight ${concurrent.opsPerS.toFixed(0)} ops/s p50 ${concurrent.p50Ms.toFixed(2)} ms`);
+  const failoverMs: number[] = [];
+  for (let i = 0; i < flags.failovers; i++) {
+    failoverMs.push(await measureFailover(system, flags.valueBytes));
+    log(`failover ${i + 1}: ${failoverMs.at(-1)!.toFixed(0)} ms`);
+  }
+  const steady = await measureSteady(system, flags.steadyS, flags.valueBytes);
+  log(`steady ${steady.seconds} s: ${steady.ops} puts, leader changes ${steady.leaderChanges}`);
+  return { sequential, concurrent, failoverMs, steady };
+}
+
+// ---- raft-kv ---------------------------------------------------------------------------------
+
+async function startRaftKv(rootDir: string): Promise<System> {
+  const cluster = await RaftKvCluster.create({ rootDir, tickMs: 10, heartbeatTicks: 10, electionTicks: 100 });
+  await cluster.startAll();
+  const client = new RaftKvClient(cluster.members, { requestTimeoutMs: 5_000 });
+  const statusClient = new RaftKvClient(cluster.members, { requestTimeoutMs: 300 });
+  return {
+    name: "raft-kv",
+    memberCount: cluster.members.length,
+    put: async (key, value) => {
+      await client.put(key, value);
+    },
+    leader: async () => {
+      const statuses = await Promise.all(cluster.members.map((m) => (cluster.isRunning(m.id) ? statusClient.status(m.kvAddress) : Promise.resolve(null))));
+      const at = statuses.findIndex((s) => s?.role === "leader");
+      return at < 0 ? null : { index: at, term: statuses[at]!.term };
+    },
+    kill: (index) => cluster.kill(cluster.members[index]!.id),
+    restart: (index) => cluster.start(cluster.members[index]!.id),
+    putVia: async (members, key, value) => {
+      const survivors = new RaftKvClient(
+        members.map((i) => cluster.members[i]!),
+        { requestTimeoutMs: failoverPutTimeoutMs, redirectsMax: 3 },
+      );
+      try {
+        await survivors.put(key, value);
+      } finally {
+        survivors.close();
+      }
+    },
+    stop: async () => {
+      client.close();
+      statusClient.close();
+      await cluster.stopAll();
+    },
+  };
+}
+
+// ---- etcd ------------------------------------------------------------------------------------
+
+async function startEtcd(rootDir: string): Promise<System> {
+  const names = ["e1", "e2", "e3"];
+  const ports = await freeLoopbackPorts(names.length * 2);
+  const clientUrls = names.map((_, i) => `http://127.0.0.1:${ports[2 * i]}`);
+  const peerUrls = names.map((_, i) => `http://127.0.0.1:${ports[2 * i + 1]}`);
+  const initialCluster = names.map((name, i) => `${name}=${peerUrls[i]}`).join(",");
+  const processes = new Map<number, ChildProcess>();
+  const start = async (i: number, state: "new" | "existing") => {
+    const child = spawn(
+      "etcd",
+      [
+        "--name", names[i]!,
+        "--data-dir", join(rootDir, names[i]!),
+        "--listen-client-urls", clientUrls[i]!,
+        "--advertise-client-urls", clientUrls[i]!,
+        "--listen-peer-urls", peerUrls[i]!,
+        "--initial-advertise-peer-urls", peerUrls[i]!,
+        "--initial-cluster", initialCluster,
+        "--initial-cluster-state", state,
+        "--initial-cluster-token", "raft-vs-etcd",
+        "--heartbeat-interval", "100",
+        "--election-timeout", "1000",
+        "--log-level", "error",
+      ],
+      { stdio: ["ignore", "ignore", "ignore"] },
+    );
+    processes.set(i, child);
+    child.once("exit", () => {
+      if (processes.get(i) === child) processes.delete(i);
+    });
+  };
+  const clientFor = (hosts: string[], timeoutMs: number) =>
+    new Etcd3({ hosts, faultHandling: { host: () => noop, global: noop }, defaultCallOptions: () => ({ deadline: Date.now() + timeoutMs }) });
+  await Promise.all(names.map((_, i) => start(i, "new")));
+  const client = clientFor(clientUrls, 5_000);
+  const statusClients = clientUrls.map((url) => clientFor([url], 300));
+  const kill = async (i: number) => {
+    const child = processes.get(i);
+    if (!child) return;
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill("SIGKILL");
+    await exited;
+  };
+  return {
+    name: "etcd",
+    memberCount: names.length,
+    put: async (key, value) => {
+      await client.put(key).value(Buffer.from(value));
+    },
+    leader: async () => {
+      const statuses = await Promise.all(
+        statusClients.map((c, i) => (processes.has(i) ? c.maintenance.status().catch(() => null) : Promise.resolve(null))),
+      );
+      for (const status of statuses) {
+        if (!status || status.leader === "0") continue;
+        const at = statuses.findIndex((s) => s?.header.member_id === status.leader);
+        if (at >= 0) return { index: at, term: Number(status.header.raft_term) };
+      }
+      return null;
+    },
+    kill,
+    restart: (i) => start(i, "existing"),
+    putVia: async (members, key, value) => {
+      const survivors = clientFor(
+        members.map((i) => clientUrls[i]!),
+        failoverPutTimeoutMs,
+      );
+      try {
+        await survivors.put(key).value(Buffer.from(value));
+      } finally {
+        survivors.close();
+      }
+    },
+    stop: async () => {
+      client.close();
+      for (const c of statusClients) c.close();
+      await Promise.all([...processes.keys()].map(kill));
+    },
+  };
+}
+
+// ---- report ----------------------------------------------------------------------------------
+
+function formatTable(results: Partial<Record<"etcd" | "raft-kv", SystemResult>>, flags: Flags): string {
+  const etcd = results.etcd;
+  const raft = results["raft-kv"];
+  const median = (values: number[]) => percentile([...values].sort((a, b) => a - b), 50);
+  const rows: [string, (r: SystemResult) => number, string, "higher" | "lower"][] = [
+    ["sequential puts/s", (r) => r.sequential.opsPerS, "%.0f", "higher"],
+    ["sequential p50 ms", (r) => r.sequential.p50Ms, "%.2f", "lower"],
+    ["sequential p99 ms", (r) => r.sequential.p99Ms, "%.2f", "lower"],
+    [`${flags.inflight} in flight puts/s`, (r) => r.concurrent.opsPerS, "%.0f", "higher"],
+    [`${flags.inflight} in flight p50 ms`, (r) => r.concurrent.p50Ms, "%.2f", "lower"],
+    [`${flags.inflight} in flight p99 ms`, (r) => r.concurrent.p99Ms, "%.2f", "lower"],
+    ["failover median ms", (r) => median(r.failoverMs), "%.0f", "lower"],
+    ["failover min ms", (r) => Math.min(...r.failoverMs), "%.0f", "lower"],
+    ["failover max ms", (r) => Math.max(...r.failoverMs), "%.0f", "lower"],
+    [`leader changes in ${flags.steadyS} s steady load`, (r) => r.steady.leaderChanges, "%.0f", "lower"],
+  ];
+  const format = (value: number | undefined, spec: string) => (value === undefined || Number.isNaN(value) ? "-" : value.toFixed(spec === "%.2f" ? 2 : 0));
+  const lines = ["| metric | etcd 3.4 | raft-kv | raft-kv / etcd |", "|---|---:|---:|---:|"];
+  for (const [label, pick, spec] of rows) {
+    const e = etcd ? pick(etcd) : undefined;
+    const r = raft ? pick(raft) : undefined;
+    const ratio = e !== undefined && r !== undefined && e !== 0 ? (r / e).toFixed(2) : "-";
+    lines.push(`| ${label} | ${format(e, spec)} | ${format(r, spec)} | ${ratio} |`);
+  }
+  return lines.join("\n");
+}
+
+async function main(): Promise<void> {
+  const flags = readFlags(process.argv.slice(2));
+  const results: Partial<Record<"etcd" | "raft-kv", SystemResult>> = {};
+  const starters: [("etcd" | "raft"), string, (dir: string) => Promise<System>][] = [
+    ["etcd", "etcd", startEtcd],
+    ["raft", "raft-kv", startRaftKv],
+  ];
+  for (const [key, name, startSystem] of starters) {
+    if (flags.only && flags.only !== key) continue;
+    const dir = mkdtempSync(join(tmpdir(), `bench-${name}-`));
+    let system: System | null = null;
+    const cleanup = async () => {
+      await system?.stop();
+      rmSync(dir, { recursive: true, force: true });
+    };
+    const onSignal = () => void cleanup().finally(() => process.exit(130));
+    process.once("SIGINT", onSignal);
+    try {
+      system = await startSystem(dir);
+      results[name as "etcd" | "raft-kv"] = await benchmark(system, flags);
+    } finally {
+      process.off("SIGINT", onSignal);
+      await cleanup();
+    }
+  }
+  console.log(formatTable(results, flags));
+  console.log(`RESULT ${JSON.stringify({ flags, results })}`);
+  process.exit(0);
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
