@@ -36,7 +36,8 @@ interface Item extends Doc {
   tags?: string[];
 }
 
-const startMs = Date.parse("2026-06-01T00:00:00.000Z");
+/** Clocks start at the real time: a real MongoDB's TTL monitor expires by its own clock. */
+const startMs = () => Date.now();
 
 /** Collection names unique per test, so subjects may share one database. */
 function uniqueName(base: string): string {
@@ -113,7 +114,7 @@ const queryCases: { title: string; filter: Filter; options?: FindOptions; expect
 export function runDocumentStoreContract(name: string, createSubject: () => Promise<DocumentStoreSubject>): void {
   async function withStore(body: (store: DocumentStore, clock: ManualClock, subject: DocumentStoreSubject) => Promise<void>): Promise<void> {
     const subject = await createSubject();
-    const clock = new ManualClock(startMs);
+    const clock = new ManualClock(startMs());
     let store: DocumentStore | undefined;
     try {
       store = await subject.open(clock);
@@ -337,7 +338,7 @@ export function runDocumentStoreContract(name: string, createSubject: () => Prom
 
     it("keeps data across close and reopen, and indexes added later cover old documents", async () => {
       const subject = await createSubject();
-      const clock = new ManualClock(startMs);
+      const clock = new ManualClock(startMs());
       const collectionName = uniqueName("persist");
       try {
         const first = await subject.open(clock);

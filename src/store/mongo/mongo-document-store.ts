@@ -1,0 +1,252 @@
+/**
+ * MongoDB document store (official `mongodb` driver) for the production profile.
+ *
+ * Filters are the MongoDB subset the ports define, so they pass through after validation. Writes
+ * use `w: "majority", j: true`: acknowledged means journaled on a majority. Declared indexes are
+ * created with their names verbatim; a unique index is partial on `{field: {$exists: true}}`, so
+ * (like the other adapters) documents without the field are exempt while null counts as a value.
+ *
+ * TTL: documents are JSON (Dates become ISO strings), and MongoDB's TTL monitor only expires BSON
+ * dates. So the adapter stores the parsed TTL base of `ttl.field` in a hidden `_ttlAt` date and
+ * creates the TTL index (named `ttl.name`, `expireAfterSeconds: ttl.seconds`) on it; `_ttlAt` is
+ * never returned. The monitor runs about once a minute, so reads also hide expired documents.
+ */
+import { MongoClient, type Collection as MongoCollection, type Document, type Filter as MongoFilter, type Sort } from "mongodb";
+import type { Clock } from "../../shared/clock.js";
+import { systemClock } from "../../shared/clock.js";
+import { assert } from "../../shared/errors.js";
+import {
+  assertFieldPath,
+  assertValidFilter,
+  assertValidFindOptions,
+  getPath,
+  toJsonDocument,
+  ttlBaseMs,
+} from "../document-query.js";
+import type { Collection, CollectionSpec, Doc, DocumentStore, Filter, FindOptions } from "../ports.js";
+import { DuplicateKeyError } from "../ports.js";
+
+/** Options of {@link openMongoDocumentStore}. */
+export interface MongoDocumentStoreOptions {
+  /** mongodb:// or mongodb+srv:// URI. */
+  uri: string;
+  /** Database name; default: the URI's path, else `cloud`. */
+  dbName?: string;
+  /** Time source for read-time expiry. */
+  clock?: Clock;
+  serverSelectionTimeoutMs?: number;
+}
+
+const hiddenTtlField = "_ttlAt";
+
+/** A document as stored: string `_id` (never an ObjectId), JSON fields, maybe `_ttlAt`. */
+interface StoredDoc extends Document {
+  _id: string;
+}
+const duplicateKeyCode = 11000;
+const collectionNamePattern = /^[A-Za-z][A-Za-z0-9_-]{0,62}$/;
+
+/** Connects and returns the store; fails when no server is reachable. */
+export async function openMongoDocumentStore(options: MongoDocumentStoreOptions): Promise<MongoDocumentStore> {
+  const client = new MongoClient(options.uri, {
+    writeConcern: { w: "majority", journal: true },
+    serverSelectionTimeoutMS: options.serverSelectionTimeoutMs ?? 10_000,
+  });
+  await client.connect();
+  const store = new MongoDocumentStore(client, options);
+  try {
+    await store.ping();
+  } catch (error) {
+    await client.close();
+    throw error;
+  }
+  return store;
+}
+
+/** The MongoDB {@link DocumentStore}; create it with {@link openMongoDocumentStore}. */
+export class MongoDocumentStore implements DocumentStore {
+  private readonly collections = new Map<string, MongoDocCollection<Doc>>();
+  private readonly clock: Clock;
+  private readonly dbName: string | undefined;
+
+  constructor(
+    private readonly client: MongoClient,
+    options: MongoDocumentStoreOptions,
+  ) {
+    this.clock = options.clock ?? systemClock;
+    this.dbName = options.dbName ?? (dbNameFromUri(options.uri) || "cloud");
+  }
+
+  collection<T extends Doc = Doc>(name: string, spec?: CollectionSpec): Collection<T> {
+    const existing = this.collections.get(name);
+    if (existing) {
+      assert(spec === undefined || JSON.stringify(spec) === JSON.stringify(existing.spec), `collection ${name} reopened with a different spec`);
+      return existing as unknown as Collection<T>;
+    }
+    const created = new MongoDocCollection<Doc>(this.client.db(this.dbName).collection<StoredDoc>(name), name, spec ?? {}, this.clock);
+    this.collections.set(name, created);
+    return created as unknown as Collection<T>;
+  }
+
+  async ping(): Promise<void> {
+    await this.client.db(this.dbName).command({ ping: 1 });
+  }
+
+  async close(): Promise<void> {
+    await this.client.close();
+  }
+}
+
+/** The database named in a MongoDB URI's path, if any. */
+function dbNameFromUri(uri: string): string | undefined {
+  const afterScheme = uri.replace(/^mongodb(\+srv)?:\/\//, "");
+  const slash = afterScheme.indexOf("/");
+  if (slash < 0) return undefined;
+  const path = afterScheme.slice(slash + 1).split("?")[0];
+  return path ? decodeURIComponent(path) : undefined;
+}
+
+class MongoDocCollection<T extends Doc> implements Collection<T> {
+  private ready: Promise<void> | undefined;
+
+  constructor(
+    private readonly collection: MongoCollection<StoredDoc>,
+    readonly name: string,
+    readonly spec: CollectionSpec,
+    private readonly clock: Clock,
+  ) {
+    assert(collectionNamePattern.test(name), `invalid collection name ${JSON.stringify(name)}`);
+    for (const index of spec.indexes ?? []) assertFieldPath(index.field);
+    if (spec.ttl) {
+      assertFieldPath(spec.ttl.field);
+      assert(spec.ttl.seconds > 0, "ttl seconds must be positive");
+    }
+  }
+
+  async insert(doc: T): Promise<void> {
+    const stored = this.toStored(doc);
+    await this.init();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.collection.insertOne(stored);
+        return;
+      } catch (error) {
+        if (!isDuplicateKey(error)) throw error;
+        // The conflicting document may be expired but not yet removed by the TTL monitor.
+        if (attempt === 0 && this.spec.ttl && (await this.removeExpired()) > 0) continue;
+        throw this.duplicateKeyError(error, stored._id);
+      }
+    }
+  }
+
+  async put(doc: T): Promise<void> {
+    const stored = this.toStored(doc);
+    await this.init();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.collection.replaceOne({ _id: stored._id }, stored, { upsert: true });
+        return;
+      } catch (error) {
+        if (!isDuplicateKey(error)) throw error;
+        // Two upserts of one new _id race; the loser retries as a replace.
+        const onId = Object.keys(error.keyPattern ?? {}).includes("_id");
+        if (attempt === 0 && (onId || (this.spec.ttl && (await this.removeExpired()) > 0))) continue;
+        throw this.duplicateKeyError(error, stored._id);
+      }
+    }
+  }
+
+  async get(id: string): Promise<T | null> {
+    await this.init();
+    const found = await this.collection.findOne(this.withLive({ _id: id }), { projection: { [hiddenTtlField]: 0 } });
+    return (found as unknown as T | null) ?? null;
+  }
+
+  async delete(id: string): Promise<boolean> {
+    await this.init();
+    const result = await this.collection.deleteOne(this.withLive({ _id: id }));
+    return result.deletedCount === 1;
+  }
+
+  async find(filter: Filter = {}, options: FindOptions = {}): Promise<T[]> {
+    assertValidFilter(filter);
+    assertValidFindOptions(options);
+    await this.init();
+    if (options.limit === 0) return [];
+    const direction = options.sort?.direction ?? 1;
+    const sort: Sort = options.sort && options.sort.field !== "_id" ? { [options.sort.field]: direction, _id: direction } : { _id: direction };
+    let cursor = this.collection.find(this.withLive(filter as MongoFilter<StoredDoc>), { projection: { [hiddenTtlField]: 0 } }).sort(sort);
+    if (options.skip) cursor = cursor.skip(options.skip);
+    if (options.limit !== undefined) cursor = cursor.limit(options.limit);
+    return (await cursor.toArray()) as unknown as T[];
+  }
+
+  async count(filter: Filter = {}): Promise<number> {
+    assertValidFilter(filter);
+    await this.init();
+    return this.collection.countDocuments(this.withLive(filter as MongoFilter<StoredDoc>));
+  }
+
+  async deleteMany(filter: Filter = {}): Promise<number> {
+    assertValidFilter(filter);
+    await this.init();
+    const result = await this.collection.deleteMany(this.withLive(filter as MongoFilter<StoredDoc>));
+    return result.deletedCount;
+  }
+
+  private toStored(doc: T): StoredDoc {
+    const stored: StoredDoc = toJsonDocument(doc);
+    assert(!(hiddenTtlField in stored), `${hiddenTtlField} is reserved`);
+    const ttl = this.spec.ttl;
+    if (ttl) {
+      const baseMs = ttlBaseMs(getPath(stored, ttl.field));
+      if (baseMs !== null) stored[hiddenTtlField] = new Date(baseMs);
+    }
+    return stored;
+  }
+
+  /** Adds "not expired" to a filter when the collection has a TTL. */
+  private withLive(filter: MongoFilter<StoredDoc>): MongoFilter<StoredDoc> {
+    const ttl = this.spec.ttl;
+    if (!ttl) return filter;
+    const cutoff = new Date(this.clock.nowMs() - ttl.seconds * 1000);
+    const live = { $or: [{ [hiddenTtlField]: { $exists: false } }, { [hiddenTtlField]: { $gt: cutoff } }] };
+    return Object.keys(filter).length === 0 ? live : { $and: [filter, live] };
+  }
+
+  private async removeExpired(): Promise<number> {
+    const ttl = this.spec.ttl!;
+    const cutoff = new Date(this.clock.nowMs() - ttl.seconds * 1000);
+    const result = await this.collection.deleteMany({ [hiddenTtlField]: { $lte: cutoff } });
+    return result.deletedCount;
+  }
+
+  private duplicateKeyError(error: { keyPattern?: Record<string, unknown>; keyValue?: Record<string, unknown> }, id: string): DuplicateKeyError {
+    const fields = Object.keys(error.keyPattern ?? {});
+    if (fields.length === 0 || fields.includes("_id")) return new DuplicateKeyError(this.name, id);
+    const index = this.spec.indexes?.find((i) => i.field === fields[0]);
+    return new DuplicateKeyError(this.name, `${index?.name ?? fields[0]}: ${JSON.stringify(error.keyValue ?? {})}`);
+  }
+
+  private init(): Promise<void> {
+    this.ready ??= this.createIndexes().catch((error: unknown) => {
+      this.ready = undefined; // retry on the next call
+      throw error;
+    });
+    return this.ready;
+  }
+
+  private async createIndexes(): Promise<void> {
+    const specs = (this.spec.indexes ?? []).map((index) => ({
+      key: { [index.field]: 1 as const },
+      name: index.name,
+      ...(index.unique ? { unique: true, partialFilterExpression: { [index.field]: { $exists: true } } } : {}),
+    }));
+    if (this.spec.ttl) specs.push({ key: { [hiddenTtlField]: 1 }, name: this.spec.ttl.name, expireAfterSeconds: this.spec.ttl.seconds } as (typeof specs)[number]);
+    if (specs.length > 0) await this.collection.createIndexes(specs);
+  }
+}
+
+function isDuplicateKey(error: unknown): error is { code: number; keyPattern?: Record<string, unknown>; keyValue?: Record<string, unknown> } {
+  return typeof error === "object" && error !== null && (error as { code?: unknown }).code === duplicateKeyCode;
+}
