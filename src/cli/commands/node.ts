@@ -1,8 +1,6 @@
 /** `cloudctl node list|info|drain|undrain` and `cloudctl token create|list|revoke`. */
 import type { Command } from "commander";
-import { CliError } from "../exit-codes.js";
 import { listOf, segment } from "../http-client.js";
-import { durationMs } from "../options.js";
 import { display } from "../render.js";
 import type { RuntimeFactory } from "../runtime.js";
 
@@ -61,12 +59,11 @@ export function registerNodeCommands(program: Command, runtime: RuntimeFactory):
     .command("create")
     .description("create a node join token (the value is shown once)")
     .option("--node <id>", "bind the token to a node id")
-    .option("--ttl <duration>", "time to live: s, m, h or d suffix", "1h")
+    .option("--ttl <duration>", "time to live, e.g. 30m, 1h, 7d", "1h")
     .action(async (opts: { node?: string; ttl: string }, cmd: Command) => {
       const rt = runtime(cmd);
-      const ttlMs = durationMs(opts.ttl);
-      if (ttlMs === undefined || ttlMs <= 0) throw new CliError("--ttl must be a duration like 30m, 1h or 7d");
-      const body: Record<string, unknown> = { ttl: opts.ttl, ttlSeconds: ttlMs / 1000 };
+      // The duration text is sent as given (e.g. 30m, 1h, 7d, 1h30m); the controller validates it.
+      const body: Record<string, unknown> = { ttl: opts.ttl.trim() };
       if (opts.node) body.nodeId = opts.node;
       const response = await rt.client().post<Record<string, unknown>>("/api/v1/admin/tokens", body);
       if (rt.json) return rt.out.raw(response.raw);
