@@ -45,16 +45,27 @@ async function devStart(): Promise<void> {
     fail(`npm start keeps its files under ${DATA_DIR}; data.dir and raft.dataDir must be inside it`, 78);
   }
 
-  const controller = await startController(config);
-  routeGrpcLogs(controller.logs);
-  routeProcessWarnings(controller.logs);
-  const log = controller.logs.logger("cloud.dev");
-  const stopDaemon = await startLocalDaemon(controller);
-  log.info(`Development controller ready at ${controller.httpUrl} (log in as '${config.auth.adminUsername}'; see README)`);
-  exitOnSignals(async () => {
-    if (stopDaemon) await stopDaemon();
-    await controller.stop();
-  }, log);
+  let controller: RunningController | undefined;
+  let stopDaemon: (() => Promise<void>) | null = null;
+  const starting = startController(config).then(async (started) => {
+    controller = started;
+    routeGrpcLogs(started.logs);
+    routeProcessWarnings(started.logs);
+    stopDaemon = await startLocalDaemon(started);
+    return started;
+  });
+  exitOnSignals(
+    async () => {
+      const started = await starting;
+      if (stopDaemon) await stopDaemon();
+      await started.stop();
+    },
+    () => controller?.logs.logger("cloud.dev"),
+  );
+  const started = await starting;
+  started.logs
+    .logger("cloud.dev")
+    .info(`Development controller ready at ${started.httpUrl} (log in as '${config.auth.adminUsername}'; see README)`);
 }
 
 devStart().catch((err: unknown) => fail(err instanceof Error ? (err.stack ?? err.message) : String(err), 1));

@@ -27,17 +27,24 @@ async function main(): Promise<void> {
     process.exit(EXIT_CONFIG_ERROR);
   }
 
-  let controller: RunningController;
+  let controller: RunningController | undefined;
+  const starting = startController(config).then((started) => {
+    controller = started;
+    // Process-wide hooks belong to the process entry, not to the (re-entrant) composition root.
+    routeGrpcLogs(started.logs);
+    routeProcessWarnings(started.logs);
+    return started;
+  });
+  exitOnSignals(
+    async () => (await starting).stop(),
+    () => controller?.logs.logger("cloud.controller.main"),
+  );
   try {
-    controller = await startController(config);
+    await starting;
   } catch (err) {
     process.stderr.write(`cloud-controller: startup failed: ${describe(err)}\n`);
     process.exit(EXIT_STARTUP_FAILED);
   }
-  // Process-wide hooks belong to the process entry, not to the (re-entrant) composition root.
-  routeGrpcLogs(controller.logs);
-  routeProcessWarnings(controller.logs);
-  exitOnSignals(() => controller.stop(), controller.logs.logger("cloud.controller.main"));
 }
 
 main().catch((err: unknown) => {

@@ -7,27 +7,34 @@ export const SHUTDOWN_TIMEOUT_MS = 15_000;
 const EXIT_FORCED = 130;
 
 /**
- * On the first SIGINT or SIGTERM runs `stop` and exits 0 (1 when it fails or exceeds
- * {@link SHUTDOWN_TIMEOUT_MS}); a second signal exits at once.
+ * Installs SIGINT/SIGTERM handlers: the first signal runs `stop` and exits 0 (1 when it fails or
+ * exceeds {@link SHUTDOWN_TIMEOUT_MS}); a second signal exits at once. Install it BEFORE startup so a
+ * signal that arrives while the controller starts still shuts it down cleanly (`stop` then waits for
+ * the start to finish). `log` returns the logger once logging exists; before that, standard error.
  */
-export function exitOnSignals(stop: () => Promise<void>, log: Logger, proc: NodeJS.Process = process): void {
+export function exitOnSignals(stop: () => Promise<void>, log: () => Logger | undefined, proc: NodeJS.Process = process): void {
+  const say = (level: "info" | "warn" | "error", message: string, err?: unknown) => {
+    const logger = log();
+    if (logger) logger[level](message, err);
+    else proc.stderr.write(`${message}${err ? `: ${String(err)}` : ""}\n`);
+  };
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals) => {
     signals++;
     if (signals > 1) {
-      log.warn(`Received ${signal} again; exiting now`);
+      say("warn", `Received ${signal} again; exiting now`);
       proc.exit(EXIT_FORCED);
     }
-    log.info(`Received ${signal}; shutting down`);
+    say("info", `Received ${signal}; shutting down`);
     const timer = setTimeout(() => {
-      log.error(`Shutdown did not finish within ${SHUTDOWN_TIMEOUT_MS} ms; exiting`);
+      say("error", `Shutdown did not finish within ${SHUTDOWN_TIMEOUT_MS} ms; exiting`);
       proc.exit(1);
     }, SHUTDOWN_TIMEOUT_MS);
     timer.unref();
     stop().then(
       () => proc.exit(0),
       (err: unknown) => {
-        log.error("Shutdown failed", err);
+        say("error", "Shutdown failed", err);
         proc.exit(1);
       },
     );
