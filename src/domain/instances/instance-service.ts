@@ -47,7 +47,8 @@ export interface InstanceTotals {
 /** Reads instances, and computes the per-group and per-node aggregates other services show. */
 export class InstanceService implements GroupAggregateSource {
   private readonly instances: Collection<StoredInstance>;
-  private readonly listFlights = new SingleFlight<StoredInstance[]>();
+  private readonly findFlights = new SingleFlight<StoredInstance[]>();
+  private readonly listFlights = new SingleFlight<InstanceListItem[]>();
 
   constructor(
     store: DocumentStore,
@@ -62,9 +63,17 @@ export class InstanceService implements GroupAggregateSource {
     });
   }
 
-  /** Instances matching every given filter, in list form, ordered by id. */
-  async list(filter: InstanceFilter = {}): Promise<InstanceListItem[]> {
-    const docs = await this.findShared(toStoreFilter(filter));
+  /**
+   * Instances matching every given filter, in list form, ordered by id. Concurrent identical calls
+   * may receive the same array (see {@link SingleFlight}); callers must not mutate it.
+   */
+  list(filter: InstanceFilter = {}): Promise<readonly InstanceListItem[]> {
+    const storeFilter = toStoreFilter(filter);
+    return this.listFlights.run(JSON.stringify(storeFilter), () => this.readList(storeFilter));
+  }
+
+  private async readList(filter: Filter): Promise<InstanceListItem[]> {
+    const docs = await this.instances.find(filter);
     const nowMs = this.clock.nowMs();
     return docs.map((doc) => ({
       id: doc.id,
@@ -150,7 +159,7 @@ export class InstanceService implements GroupAggregateSource {
 
   /** Concurrent identical reads share one store query. */
   private findShared(filter: Filter): Promise<StoredInstance[]> {
-    return this.listFlights.run(JSON.stringify(filter), () => this.instances.find(filter));
+    return this.findFlights.run(JSON.stringify(filter), () => this.instances.find(filter));
   }
 }
 

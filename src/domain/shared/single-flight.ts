@@ -1,17 +1,34 @@
 /**
- * Coalesces concurrent identical reads: callers asking for the same key while a computation is in
- * flight share its promise instead of starting another. Nothing is kept once the promise settles,
- * so a result is never older than the request that received it.
+ * Coalesces concurrent identical reads without serving stale data. A caller that arrives while a
+ * read for its key is running does not join that read (it began before the caller arrived and could
+ * miss a write the caller just made); it waits for the next read, which starts once the running one
+ * settles and is shared by every caller that arrived meanwhile. Each result therefore comes from a
+ * read that started after its caller asked, and a burst of N identical requests costs at most two
+ * reads. Nothing is kept once a read settles.
  */
 export class SingleFlight<T> {
-  private readonly inflight = new Map<string, Promise<T>>();
+  private readonly flights = new Map<string, { running: Promise<T>; next: Promise<T> | null }>();
 
-  /** Returns the in-flight promise for `key`, or starts `fn` and shares it until it settles. */
+  /** Runs `fn` for `key`, or shares the next run with every other caller waiting on `key`. */
   run(key: string, fn: () => Promise<T>): Promise<T> {
-    const existing = this.inflight.get(key);
-    if (existing) return existing;
-    const started = fn().finally(() => this.inflight.delete(key));
-    this.inflight.set(key, started);
-    return started;
+    const flight = this.flights.get(key);
+    if (!flight) return this.start(key, fn);
+    flight.next ??= flight.running.then(
+      () => this.start(key, fn),
+      () => this.start(key, fn),
+    );
+    return flight.next;
+  }
+
+  private start(key: string, fn: () => Promise<T>): Promise<T> {
+    const running = Promise.resolve().then(fn);
+    const flight = { running, next: null as Promise<T> | null };
+    // Replaces the settled flight whose waiters this run serves; later arrivals queue behind it.
+    this.flights.set(key, flight);
+    const settle = () => {
+      if (this.flights.get(key) === flight && flight.next === null) this.flights.delete(key);
+    };
+    running.then(settle, settle);
+    return running;
   }
 }

@@ -16,6 +16,16 @@ const ListQuery = Type.Object({
 
 /** Mounts the read-only instance routes. */
 export function serviceRoutes(instances: InstanceService): (app: Hono<AppEnv>, registry: RouteRegistry) => void {
+  // Callers that share one list read (the service coalesces them) also share its JSON text.
+  const serialized = new WeakMap<object, string>();
+  const toJson = (list: readonly object[]): string => {
+    let text = serialized.get(list);
+    if (text === undefined) {
+      text = JSON.stringify(list);
+      serialized.set(list, text);
+    }
+    return text;
+  };
   return (app, registry) => {
     addRoute(
       app,
@@ -29,7 +39,10 @@ export function serviceRoutes(instances: InstanceService): (app: Hono<AppEnv>, r
         query: ListQuery,
         response: Type.Array(InstanceListItemSchema),
       },
-      ({ query }) => instances.list({ group: query.group, node: query.node, state: query.state || undefined }),
+      async ({ query, c }) => {
+        const list = await instances.list({ group: query.group, node: query.node, state: query.state || undefined });
+        return c.body(toJson(list), 200, { "content-type": "application/json" });
+      },
     );
 
     addRoute(
