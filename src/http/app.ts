@@ -3,7 +3,8 @@
  * the central error handler, and every route module. `createHttpApp` is pure wiring; serving it on a
  * port is the composition root's job (`@hono/node-server`).
  *
- * Chain, outermost first: HTTP metrics (every request, whatever answers) -> client address -> CORS ->
+ * Chain, outermost first: HTTP metrics (every request, whatever answers) -> client address -> unread
+ * body drain -> CORS ->
  * subnet guard (only `/api/*`; `/metrics` skips it) -> request id + correlation -> per-IP rate limit
  * -> JWT authentication -> per-user rate limit -> body size limit -> route (validation, authorization).
  */
@@ -20,6 +21,7 @@ import { ApiError } from "../shared/errors.js";
 import type { DocumentStore, KvStore } from "../store/ports.js";
 import { authenticate } from "./middleware/authenticate.js";
 import { clientAddress } from "./middleware/client-address.js";
+import { drainBody } from "./middleware/drain-body.js";
 import { handleError, handleNotFound } from "./middleware/error-handler.js";
 import { httpMetrics, type HttpMetricsRecorder } from "./middleware/http-metrics.js";
 import { perIpRateLimit, perUserRateLimit } from "./middleware/rate-limit.js";
@@ -80,6 +82,7 @@ export function createHttpApp(deps: HttpDeps): { app: Hono<AppEnv>; registry: Ro
 
   app.use("*", httpMetrics({ metrics: deps.metrics }));
   app.use("*", clientAddress());
+  app.use("*", drainBody({ maxBytes: bodyLimitBytes }));
   app.use(
     "*",
     cors({
