@@ -11,7 +11,8 @@ import {
   PINNED_LOGGERS,
   type LogServiceOptions,
 } from "../../src/logs/logger.js";
-import { mongoLogOptions, routeProcessWarnings, routeRedisClientLogs } from "../../src/logs/third-party.js";
+import { experimental, logVerbosity } from "@grpc/grpc-js";
+import { mongoLogOptions, routeGrpcLogs, routeProcessWarnings, routeRedisClientLogs } from "../../src/logs/third-party.js";
 
 /** Collects written lines. */
 function capture() {
@@ -240,6 +241,18 @@ describe("third-party adapters", () => {
   it("formats non-Error throwables", () => {
     assert.equal(formatThrowable("plain"), "plain");
     assert.equal(formatThrowable({ code: 1 }), '{"code":1}');
+  });
+
+  it("routes @grpc/grpc-js logs to io.grpc, errors as WARN, info below the pin", () => {
+    const { logs } = service({ level: "TRACE" });
+    routeGrpcLogs(logs);
+    experimental.log(logVerbosity.ERROR, "subchannel connect failed");
+    experimental.log(logVerbosity.INFO, "resolver update");
+    assert.deepEqual(
+      logs.recent().map((r) => [r.logger, r.level]),
+      [["io.grpc", "WARN"]],
+    );
+    assert.match(logs.recent()[0].message, /subchannel connect failed/);
   });
 
   it("routes ioredis events to io.redis at WARN", () => {
