@@ -1,5 +1,8 @@
 // Runs the key-value contract against the Redis adapter on a real redis-server started here.
-import { after, before } from "node:test";
+import assert from "node:assert/strict";
+import { after, before, it } from "node:test";
+import { openKvStore } from "../../src/store/open.js";
+import { RedisKvStore } from "../../src/store/redis/redis-kv-store.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { openRedisKvStore } from "../../src/store/redis/redis-kv-store.js";
 import { startRedisServer, type RedisServer } from "../support/redis-server.js";
@@ -23,4 +26,18 @@ runKvStoreContract("Redis", async () => {
     advance: (ms) => sleep(ms),
     dispose: () => store.close(),
   };
+});
+
+it("openKvStore picks Redis for redis:// URIs", async () => {
+  const kv = await openKvStore({ uri: server!.uri });
+  try {
+    assert.ok(kv instanceof RedisKvStore);
+    await kv.ping();
+  } finally {
+    await kv.close();
+  }
+});
+
+it("openKvStore fails fast when Redis is unreachable", async () => {
+  await assert.rejects(openKvStore({ uri: "redis://127.0.0.1:1" }));
 });
