@@ -17,6 +17,7 @@ import { Progress } from "./tracker/progress.js";
 import { ProgressTracker, isJoint } from "./tracker/tracker.js";
 import {
   type ConfChange,
+  ConfChangeType,
   type ConfState,
   type Entry,
   EntryType,
@@ -48,6 +49,17 @@ function dropped(reason: ConstructorParameters<typeof RaftError>[2], message: st
   return new RaftError(RaftErrorCode.ProposalDropped, message, reason);
 }
 
+function isBrandNew(storage: RaftConfig["storage"], hardState: HardState): boolean {
+  return (
+    storage.firstIndex() === 1 &&
+    storage.lastIndex() === 0 &&
+    storage.snapshot().metadata.index === 0 &&
+    hardState.term === 0 &&
+    hardState.vote === null &&
+    hardState.commit === 0
+  );
+}
+
 function validateConfig(c: RaftConfig): void {
   const bad = (why: string): never => {
     throw new RaftError(RaftErrorCode.InvalidConfig, why);
@@ -74,6 +86,8 @@ export class Raft {
   /** Last index that may hold an unapplied conf change; only one may be pending at a time. */
   pendingConfIndex = 0;
   uncommittedSizeBytes = 0;
+  /** Whether this node wrote its initial configuration into the log when it started. */
+  bootstrapped = false;
   readOnly: ReadOnly;
   /** Reads that arrived before this leader committed an entry of its term (§6.4). */
   pendingReadIndexMessages: Message[] = [];
@@ -112,7 +126,30 @@ export class Raft {
     this.switchToConfig(restored.config, restored.progress);
     if (hardState.term !== 0 || hardState.vote !== null || hardState.commit !== 0) this.loadState(hardState);
     if (config.applied !== undefined && config.applied > 0) this.log.appliedTo(config.applied);
+    if (isBrandNew(config.storage, hardState) && (confState.voters.length > 0 || confState.learners.length > 0)) {
+      this.bootstrap(confState);
+      return;
+    }
     this.becomeFollower(this.term, null);
+  }
+
+  /**
+   * A brand-new member of a new cluster writes its initial configuration into the log as
+   * committed conf-change entries of term 1, identical on every initial member. A node that joins
+   * later with an empty log then learns the whole membership history by replaying the log (or
+   * from a snapshot), never missing the initial configuration.
+   */
+  private bootstrap(confState: ConfState): void {
+    assert(confState.votersOutgoing.length === 0, "cannot bootstrap a joint configuration");
+    const changes = [
+      ...confState.voters.map((nodeId) => ({ type: ConfChangeType.AddVoter, nodeId })),
+      ...confState.learners.map((nodeId) => ({ type: ConfChangeType.AddLearner, nodeId })),
+    ];
+    const entries = changes.map((change, i) => ({ term: 1, index: i + 1, type: EntryType.ConfChange, data: encodeConfChange({ changes: [change] }) }));
+    this.log.append(entries);
+    this.log.commitTo(entries.length);
+    this.becomeFollower(1, null);
+    this.bootstrapped = true;
   }
 
   private loadState(hs: HardState): void {

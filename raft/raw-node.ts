@@ -47,7 +47,9 @@ export class RawNode {
   constructor(config: RaftConfig) {
     this.raft = new Raft(config);
     this.prevSoftState = this.raft.softState();
-    this.prevHardState = this.raft.hardState();
+    // After a bootstrap, start from what storage holds, so the first Ready hands the bootstrap's
+    // hard state to the host.
+    this.prevHardState = this.raft.bootstrapped ? config.storage.initialState().hardState : this.raft.hardState();
   }
 
   /** Advances logical time by one tick (election and heartbeat timeouts count ticks). */

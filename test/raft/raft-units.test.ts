@@ -29,8 +29,16 @@ function seeded(seed: number): (n: number) => number {
   };
 }
 
+/** A brand-new member whose bootstrap Ready (the initial configuration) has been handled. */
 function node(id: string, random: (n: number) => number, electionTick = 10): RawNode {
-  return new RawNode({ id, electionTick, heartbeatTick: 1, storage: new MemoryStorage(threeVoters), random });
+  const storage = new MemoryStorage(threeVoters);
+  const n = new RawNode({ id, electionTick, heartbeatTick: 1, storage, random });
+  const rd = n.ready();
+  storage.append([...rd.entries]);
+  if (rd.hardState !== null) storage.setHardState(rd.hardState);
+  for (const e of rd.committedEntries) n.applyConfChange(decodeConfChange(e.data));
+  n.advance(rd);
+  return n;
 }
 
 describe("randomized election timeout", () => {
@@ -52,6 +60,18 @@ describe("randomized election timeout", () => {
 
   it("asserts when the injected random leaves [0, n)", () => {
     assert.throws(() => node("a", (n) => n), RaftAssertionError);
+  });
+});
+
+describe("bootstrap", () => {
+  it("writes the initial configuration of a brand-new member into the log, committed", () => {
+    const storage = new MemoryStorage(threeVoters);
+    const n = new RawNode({ id: "a", electionTick: 10, heartbeatTick: 1, storage, random: () => 0 });
+    const rd = n.ready();
+    assert.deepEqual(rd.hardState, { term: 1, vote: null, commit: 3 });
+    assert.deepEqual(rd.entries.map((e) => [e.term, e.index, e.type]), [[1, 1, "conf-change"], [1, 2, "conf-change"], [1, 3, "conf-change"]]);
+    assert.deepEqual(rd.committedEntries.map((e) => decodeConfChange(e.data).changes), [[{ type: "add-voter", nodeId: "a" }], [{ type: "add-voter", nodeId: "b" }], [{ type: "add-voter", nodeId: "c" }]]);
+    assert.equal(rd.mustSync, true);
   });
 });
 

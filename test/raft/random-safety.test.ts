@@ -1,14 +1,16 @@
 // Seeded random runs of small clusters under message drop, duplication, reordering, partitions,
 // restarts (losing what was not persisted) and compaction, checking Raft's safety properties
 // after every step: at most one leader per term (§5.2), applied entries agree on every node
-// (State Machine Safety, §5.4.3), commit indexes never move backwards; and, once the network
+// (State Machine Safety, §5.4.3), commit indexes never move backwards, also across membership
+// changes (simple and joint, §4 of the thesis); and, once the network
 // heals, that the cluster elects a leader and commits again. RAFT_RANDOM_SEEDS=N runs more seeds.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { RaftError } from "../../raft/errors.js";
 import { MemoryStorage } from "../../raft/memory-storage.js";
 import { RawNode } from "../../raft/raw-node.js";
-import type { ConfState, Message, RaftConfig } from "../../raft/types.js";
+import { decodeConfChange } from "../../raft/codec.js";
+import type { ConfChangeSingle, ConfState, Message, RaftConfig } from "../../raft/types.js";
 
 const seedsCount = Number(process.env.RAFT_RANDOM_SEEDS ?? 60);
 const chaosStepsMax = 1500;
@@ -43,11 +45,13 @@ class Cluster {
   readonly applied = new Map<number, string>();
   private proposals = 0;
 
-  constructor(readonly size: number, readonly rand: (n: number) => number) {
-    const ids = Array.from({ length: size }, (_, i) => `n${i + 1}`);
-    const cs: ConfState = { voters: ids, learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
-    for (const id of ids) {
-      const storage = new MemoryStorage(cs);
+  /** `size` voters to begin with, plus `spare` nodes (no configuration) that changes may add. */
+  constructor(readonly size: number, readonly spare: number, readonly rand: (n: number) => number) {
+    const ids = Array.from({ length: size + spare }, (_, i) => `n${i + 1}`);
+    const cs: ConfState = { voters: ids.slice(0, size), learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
+    const empty: ConfState = { voters: [], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
+    for (const [i, id] of ids.entries()) {
+      const storage = new MemoryStorage(i < size ? cs : empty);
       const config: RaftConfig = { id, storage, electionTick: 10, heartbeatTick: 2, random: prng(rand(1 << 30)), maxInflightMsgs: 4, maxSizePerMsgBytes: 256 };
       this.nodes.push({ id, node: new RawNode(config), storage, config, appliedIndex: 0, lastCommit: 0 });
     }
@@ -72,6 +76,9 @@ class Cluster {
     for (const e of rd.committedEntries) {
       assert.equal(e.index, n.appliedIndex + 1, `${n.id}: applied out of order`);
       n.appliedIndex = e.index;
+      if (e.type === "conf-change") {
+        n.node.applyConfChange(decodeConfChange(e.data));
+      }
       const value = `${e.term}:${new TextDecoder().decode(e.data)}`;
       const known = this.applied.get(e.index);
       if (known === undefined) this.applied.set(e.index, value);
@@ -108,7 +115,8 @@ class Cluster {
   }
 
   compact(n: SimNode): void {
-    const index = n.appliedIndex - 2;
+    // The configuration in effect now is the one at the applied index.
+    const index = n.appliedIndex;
     if (index <= n.storage.snapshot().metadata.index || index < n.storage.firstIndex()) return;
     n.storage.createSnapshot(index, n.node.status().config, new Uint8Array());
     n.storage.compact(index);
@@ -126,6 +134,7 @@ class Cluster {
       if (!duplicate) this.network.splice(i, 1);
       this.deliver(m, this.rand(8) === 0);
     } else if (roll < 83) this.propose(n);
+    else if (roll < 84 && this.spare > 0) this.proposeConfChange(n);
     else if (roll < 86) {
       this.cut = new Set();
       const side = this.nodes.filter(() => this.rand(2) === 0).map((x) => x.id);
@@ -134,6 +143,26 @@ class Cluster {
     else if (roll < 92) this.restart(n);
     else if (roll < 95) this.compact(n);
     else if (this.network.length > 200) for (const m of this.network.splice(0, 100)) this.deliver(m, true);
+  }
+
+  /** On the leader: a random membership change (add, remove, demote, replace through a joint config). */
+  proposeConfChange(n: SimNode): void {
+    const status = n.node.status();
+    if (status.softState.role !== "leader") return;
+    const voters = status.config.voters;
+    const others = this.nodes.map((x) => x.id).filter((id) => !voters.includes(id));
+    const changes: ConfChangeSingle[] = [];
+    const kind = this.rand(4);
+    if (kind === 0 && others.length > 0) changes.push({ type: "add-voter", nodeId: this.pick(others) });
+    else if (kind === 1 && voters.length > 2) changes.push({ type: "remove-node", nodeId: this.pick(voters) });
+    else if (kind === 2 && others.length > 0) changes.push({ type: "add-learner", nodeId: this.pick(others) });
+    else if (others.length > 0 && voters.length > 1) changes.push({ type: "add-voter", nodeId: this.pick(others) }, { type: "remove-node", nodeId: this.pick(voters) });
+    if (changes.length === 0) return;
+    try {
+      n.node.proposeConfChange({ changes });
+    } catch (error) {
+      if (!(error instanceof RaftError)) throw error;
+    }
   }
 
   /** Heals the network and runs every node until the cluster commits a fresh proposal everywhere. */
@@ -157,7 +186,11 @@ class Cluster {
         this.processReady(leader);
         target = leader.node.status().hardState.commit;
       }
-      if (target > 0 && this.nodes.every((x) => x.appliedIndex > target)) return;
+      if (target > 0 && leader !== undefined) {
+        const cs = leader.node.status().config;
+        const members = new Set([...cs.voters, ...cs.learners, ...cs.votersOutgoing]);
+        if (this.nodes.filter((x) => members.has(x.id)).every((x) => x.appliedIndex > target)) return;
+      }
     }
     assert.fail(`cluster did not settle: ${JSON.stringify(this.nodes.find((x) => x.node.status().progress !== null)?.node.status().progress)} ${this.nodes.map((x) => `${x.id}=${JSON.stringify(x.node.status().softState)}@${x.appliedIndex}`).join(" ")}`);
   }
@@ -167,7 +200,7 @@ describe("raft random safety", () => {
   it(`${seedsCount} seeds of 3 and 5 nodes keep safety and recover`, () => {
     for (let seed = 1; seed <= seedsCount; seed++) {
       const rand = prng(seed);
-      const cluster = new Cluster(seed % 2 === 0 ? 5 : 3, rand);
+      const cluster = new Cluster(seed % 2 === 0 ? 5 : 3, seed % 3 === 0 ? 2 : 0, rand);
       try {
         for (let step = 0; step < chaosStepsMax; step++) cluster.chaosStep();
         cluster.settle();

@@ -11,7 +11,7 @@
  * converged to the same applied state (liveness after healing) and the recorded client history must
  * be linearizable.
  */
-import type { ConfState, Message, NodeId } from "../../../raft/types.js";
+import { ConfChangeType, type ConfChange, type ConfState, type Message, type NodeId } from "../../../raft/types.js";
 import { checkLinearizable, HistoryRecorder } from "../../support/linearizability.js";
 import { EventQueue } from "./event-queue.js";
 import { Prng } from "./prng.js";
@@ -31,7 +31,11 @@ const eventsPerRunMax = 1_000_000;
 const checkerTimeoutMs = 20_000;
 
 export interface ScenarioParameters {
+  /** Voters at the start. */
   readonly nodeCount: number;
+  /** Nodes that start outside the cluster and may be added (as learners or voters) later. */
+  readonly spareCount: number;
+  readonly reconfigureRatePerTick: number;
   /** Each node's own tick interval: clocks that drift apart (a slow timer, an overloaded host). */
   readonly nodeTickIntervalsMs: readonly number[];
   readonly faults: NetworkFaults;
@@ -53,6 +57,7 @@ export interface SimulationStats {
   crashes: number;
   lostWrites: number;
   partitions: number;
+  confChanges: number;
   pauses: number;
   transfers: number;
   snapshotsTaken: number;
@@ -75,10 +80,16 @@ export interface SimulationReport {
 export function drawScenario(prng: Prng): ScenarioParameters {
   const delayMaxMs = prng.between(2, 8);
   const nodeCount = prng.chance(0.5) ? 3 : 5;
+  const reconfigures = prng.chance(0.5);
+  const spareCount = reconfigures ? prng.between(1, 3) : 0;
   const clocksDrift = prng.chance(0.5);
   return {
     nodeCount,
-    nodeTickIntervalsMs: Array.from({ length: nodeCount }, () => (clocksDrift ? prng.between(7, 15) : tickIntervalMs)),
+    spareCount,
+    reconfigureRatePerTick: reconfigures ? prng.pick([0.01, 0.03]) : 0,
+    nodeTickIntervalsMs: Array.from({ length: nodeCount + spareCount }, () =>
+      clocksDrift ? prng.between(7, 15) : tickIntervalMs,
+    ),
     faults: {
       dropRate: prng.pick([0, 0.01, 0.05, 0.1, 0.2]),
       duplicateRate: prng.pick([0, 0.02, 0.1]),
@@ -125,8 +136,10 @@ export function runSimulation(seed: number, library: RaftLibrary, trace?: (line:
   const traceLine = trace === undefined ? () => {} : (line: string) => trace(`${String(nowMs).padStart(6)} ms  ${line}`);
   const schedule = (delayMs: number, run: () => void): void => queue.schedule(nowMs + delayMs, run);
   const monitor = new SafetyMonitor();
-  const ids: NodeId[] = Array.from({ length: scenario.nodeCount }, (_, i) => `n${i + 1}`);
-  const initialConfState: ConfState = { voters: ids, learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
+  const ids: NodeId[] = Array.from({ length: scenario.nodeCount + scenario.spareCount }, (_, i) => `n${i + 1}`);
+  const initialVoters = ids.slice(0, scenario.nodeCount);
+  const initialConfState: ConfState = { voters: initialVoters, learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
+  const outsiderConfState: ConfState = { voters: [], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
   const nodes = new Map<NodeId, SimNode>();
   const network: SimNetwork = new SimNetwork(queue, prng.fork(), () => nowMs, {
     deliver: (message) => nodes.get(message.to)?.receive(message) ?? false,
@@ -147,7 +160,7 @@ export function runSimulation(seed: number, library: RaftLibrary, trace?: (line:
         library,
         monitor,
         prng: prng.fork(),
-        initialConfState,
+        initialConfState: initialVoters.includes(id) ? initialConfState : outsiderConfState,
         tuning: scenario.node,
         nowMs: () => nowMs,
         schedule,
@@ -170,6 +183,9 @@ export function runSimulation(seed: number, library: RaftLibrary, trace?: (line:
   const chaos = prng.fork();
   let partitions = 0;
   let transfers = 0;
+  let confChanges = 0;
+  /** Spares proposed for membership once; an id is never added again after it may have been removed. */
+  const everProposed = new Set<NodeId>(initialVoters);
   let phase: "chaos" | "heal" | "drain" = "chaos";
 
   const injectFaults = (): void => {
@@ -195,6 +211,15 @@ export function runSimulation(seed: number, library: RaftLibrary, trace?: (line:
       if (leader !== undefined) {
         transfers++;
         leader.transferLeadership(chaos.pick(nodeList.filter((n) => n !== leader)).id);
+      }
+    }
+    if (chaos.chance(scenario.reconfigureRatePerTick)) {
+      const leader = nodeList.find((n) => n.alive && !n.paused && n.soft.role === "leader");
+      const change = leader === undefined ? null : drawConfChange(chaos, leader.appliedConfState, ids, everProposed);
+      if (leader !== undefined && change !== null && leader.proposeConfChange(change)) {
+        confChanges++;
+        for (const single of change.changes) everProposed.add(single.nodeId);
+        traceLine(`${leader.id} proposed conf change ${JSON.stringify(change.changes)}`);
       }
     }
     if (chaos.chance(scenario.partitionRatePerTick)) {
@@ -275,6 +300,7 @@ export function runSimulation(seed: number, library: RaftLibrary, trace?: (line:
       crashes: sum(nodeList, (n) => n.crashes),
       lostWrites: sum(nodeList, (n) => n.lostWrites),
       partitions,
+      confChanges,
       pauses: sum(nodeList, (n) => n.pauses),
       transfers,
       snapshotsTaken: sum(nodeList, (n) => n.snapshotsTaken),
@@ -286,18 +312,61 @@ export function runSimulation(seed: number, library: RaftLibrary, trace?: (line:
   };
 }
 
-/** After healing, every node must be running, one must lead, and all must hold the same state. */
+/**
+ * After healing, exactly one node leads, and every member of its configuration holds the same
+ * applied state (nodes removed or never added are left out).
+ */
 function checkConvergence(nodes: readonly SimNode[]): SimulationReport["failure"] {
   const leaders = nodes.filter((n) => n.soft.role === "leader");
-  const states = nodes.map((n) => `${n.id}: ${n.alive ? `applied ${n.appliedIndex}, role ${n.soft.role}` : "down"}`);
+  const states = nodes.map(
+    (n) => `${n.id}: ${n.alive ? `applied ${n.appliedIndex}, role ${n.soft.role}` : "down"}, config ${describeConf(n.appliedConfState)}`,
+  );
   if (leaders.length !== 1) {
     return { kind: "liveness", message: `${leaders.length} leaders after healing (${states.join("; ")})` };
   }
-  const applied = new Set(nodes.map((n) => `${n.appliedIndex} ${n.fingerprint}`));
+  const config = leaders[0].appliedConfState;
+  const members = new Set([...config.voters, ...config.learners, ...config.votersOutgoing, ...config.learnersNext]);
+  const applied = new Set(nodes.filter((n) => members.has(n.id)).map((n) => `${n.appliedIndex} ${n.fingerprint}`));
   if (applied.size !== 1) {
-    return { kind: "liveness", message: `nodes did not converge after healing (${states.join("; ")})` };
+    return { kind: "liveness", message: `members did not converge after healing (${states.join("; ")})` };
   }
   return null;
+}
+
+function describeConf(cs: ConfState): string {
+  const parts = [`voters ${cs.voters.join(",") || "-"}`];
+  if (cs.learners.length > 0) parts.push(`learners ${cs.learners.join(",")}`);
+  if (cs.votersOutgoing.length > 0) parts.push(`outgoing ${cs.votersOutgoing.join(",")}`);
+  if (cs.learnersNext.length > 0) parts.push(`learners-next ${cs.learnersNext.join(",")}`);
+  return `[${parts.join("; ")}]`;
+}
+
+/**
+ * A membership change the leader could propose given its applied configuration: add a spare as a
+ * learner or a voter, promote a learner, remove a learner or a voter (the leader included), or
+ * replace a voter by a spare in one joint change. Voters never drop below two. Null when nothing
+ * fits (e.g. while a joint configuration is being left).
+ */
+function drawConfChange(prng: Prng, cs: ConfState, ids: readonly NodeId[], everProposed: ReadonlySet<NodeId>): ConfChange | null {
+  if (cs.votersOutgoing.length > 0) return null;
+  const spares = ids.filter((id) => !everProposed.has(id));
+  const options: (() => ConfChange | null)[] = [
+    () => (spares.length === 0 ? null : { changes: [{ type: ConfChangeType.AddLearner, nodeId: prng.pick(spares) }] }),
+    () => (spares.length === 0 ? null : { changes: [{ type: ConfChangeType.AddVoter, nodeId: prng.pick(spares) }] }),
+    () => (cs.learners.length === 0 ? null : { changes: [{ type: ConfChangeType.AddVoter, nodeId: prng.pick(cs.learners) }] }),
+    () => (cs.learners.length === 0 ? null : { changes: [{ type: ConfChangeType.RemoveNode, nodeId: prng.pick(cs.learners) }] }),
+    () => (cs.voters.length <= 2 ? null : { changes: [{ type: ConfChangeType.RemoveNode, nodeId: prng.pick(cs.voters) }] }),
+    () =>
+      spares.length === 0
+        ? null
+        : {
+            changes: [
+              { type: ConfChangeType.AddVoter, nodeId: prng.pick(spares) },
+              { type: ConfChangeType.RemoveNode, nodeId: prng.pick(cs.voters) },
+            ],
+          },
+  ];
+  return prng.pick(options)();
 }
 
 function partitionNetwork(prng: Prng, network: SimNetwork, nodes: readonly SimNode[]): string {

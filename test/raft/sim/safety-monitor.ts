@@ -8,7 +8,7 @@
  * - leader completeness: a new leader's log holds every entry known to be applied anywhere;
  * - the durability contract: a Ready that changes term, vote, entries or snapshot asks for a sync.
  */
-import type { Entry, HardState, NodeId, Ready } from "../../../raft/types.js";
+import { EntryType, type Entry, type HardState, type NodeId, type Ready } from "../../../raft/types.js";
 
 export class SafetyViolation extends Error {
   constructor(message: string) {
@@ -71,7 +71,12 @@ export class SafetyMonitor {
   }
 
   onApplied(node: NodeId, entry: Entry, fingerprint: string): void {
-    const dataText = entry.data.byteLength === 0 ? "" : decoder.decode(entry.data);
+    const dataText =
+      entry.data.byteLength === 0
+        ? ""
+        : entry.type === EntryType.Normal
+          ? decoder.decode(entry.data)
+          : Buffer.from(entry.data).toString("hex");
     const known = this.committed.get(entry.index);
     if (known === undefined) {
       this.committed.set(entry.index, { term: entry.term, type: entry.type, dataText, firstAppliedBy: node });

@@ -9,6 +9,7 @@
  * A crash drops everything in memory; a restart rebuilds the node from what the disk made durable.
  */
 import type {
+  ConfChange,
   ConfState,
   Entry,
   HardState,
@@ -30,6 +31,8 @@ export interface RawNodeLike {
   tick(): void;
   step(message: Message): void;
   propose(data: Uint8Array): void;
+  proposeConfChange(change: ConfChange): void;
+  applyConfChange(change: ConfChange): ConfState;
   readIndex(ctx: Uint8Array): void;
   hasReady(): boolean;
   ready(): Ready;
@@ -56,6 +59,7 @@ export interface MemoryStorageLike {
 export interface RaftLibrary {
   createStorage(initialConfState: ConfState): MemoryStorageLike & RaftConfig["storage"];
   createRawNode(config: RaftConfig): RawNodeLike;
+  decodeConfChange(data: Uint8Array): ConfChange;
   /** True when a thrown proposal error means the entry certainly was not appended. */
   isProposalRefusal(error: unknown): boolean;
 }
@@ -127,6 +131,8 @@ export class SimNode {
   private storage: (MemoryStorageLike & RaftConfig["storage"]) | null = null;
   private kv = new KvStateMachine();
   private applied = 0;
+  /** The configuration as of the applied index (what a snapshot taken now must carry). */
+  private confState: ConfState;
   private hardState: HardState = EMPTY_HARD_STATE;
   private inFlight: ReadyInFlight | null = null;
   private pendingWrites = new Map<number, WriteReply>();
@@ -138,7 +144,14 @@ export class SimNode {
   constructor(
     readonly id: NodeId,
     private readonly env: NodeEnvironment,
-  ) {}
+  ) {
+    this.confState = env.initialConfState;
+  }
+
+  /** The configuration this node has applied. */
+  get appliedConfState(): ConfState {
+    return this.confState;
+  }
 
   get appliedIndex(): number {
     return this.applied;
@@ -155,10 +168,12 @@ export class SimNode {
     const storage = this.env.library.createStorage(this.env.initialConfState);
     this.kv = new KvStateMachine();
     this.applied = 0;
+    this.confState = this.env.initialConfState;
     if (durable.snapshot !== null) {
       storage.applySnapshot(durable.snapshot);
       this.kv = KvStateMachine.restore(durable.snapshot.data);
       this.applied = durable.snapshot.metadata.index;
+      this.confState = durable.snapshot.metadata.confState;
     }
     if (durable.hardState !== null) storage.setHardState(durable.hardState);
     storage.append(durable.entries);
@@ -271,6 +286,19 @@ export class SimNode {
     });
   }
 
+  /** Proposes a membership change on the leader; false when it is not the leader or refuses. */
+  proposeConfChange(change: ConfChange): boolean {
+    if (this.raw === null || this.paused || this.soft.role !== StateRole.Leader) return false;
+    try {
+      this.raw.proposeConfChange(change);
+    } catch (error) {
+      if (this.env.library.isProposalRefusal(error)) return false;
+      throw error;
+    }
+    this.pump();
+    return true;
+  }
+
   transferLeadership(to: NodeId): void {
     if (this.raw === null || this.paused) return;
     this.env.trace(`${this.id} asked to transfer leadership to ${to}`);
@@ -364,7 +392,8 @@ export class SimNode {
     storage.append(ready.entries);
     for (const message of ready.messages) this.env.send(message);
     if (ready.snapshot !== null) this.installSnapshot(ready.snapshot.metadata.index, ready.snapshot.data);
-    for (const entry of ready.committedEntries) this.applyEntry(entry);
+    if (ready.snapshot !== null) this.confState = ready.snapshot.metadata.confState;
+    for (const entry of ready.committedEntries) this.applyEntry(raw, entry);
     for (const readState of ready.readStates) {
       const ctx = decoder.decode(readState.requestCtx);
       const pending = this.pendingReads.get(ctx);
@@ -377,7 +406,7 @@ export class SimNode {
     if (becameLeaderOfTerm !== null) {
       this.env.monitor.checkLeaderLog(this.id, becameLeaderOfTerm, knownCommittedIndex, storage);
     }
-    this.maybeSnapshot(raw, storage);
+    this.maybeSnapshot(storage);
   }
 
   private installSnapshot(index: number, data: Uint8Array): void {
@@ -391,14 +420,18 @@ export class SimNode {
     this.env.trace(`${this.id} installed snapshot at ${index}`);
   }
 
-  private applyEntry(entry: Entry): void {
+  private applyEntry(raw: RawNodeLike, entry: Entry): void {
     if (entry.index !== this.applied + 1) {
       throw new SafetyViolation(`${this.id}: committed entry ${entry.index} handed over with ${this.applied} applied`);
     }
     if (entry.index > this.hardState.commit) {
       throw new SafetyViolation(`${this.id}: entry ${entry.index} handed over as committed beyond commit ${this.hardState.commit}`);
     }
-    if (entry.type === EntryType.Normal && entry.data.byteLength > 0) {
+    if (entry.type === EntryType.ConfChange) {
+      const change = this.env.library.decodeConfChange(entry.data);
+      this.confState = raw.applyConfChange(change);
+      this.env.trace(`${this.id} applied conf change at ${entry.index}: ${JSON.stringify(this.confState)}`);
+    } else if (entry.data.byteLength > 0) {
       const command = decodeCommand(entry.data);
       const result = this.kv.apply(command);
       const reply = this.pendingWrites.get(command.opId);
@@ -421,12 +454,11 @@ export class SimNode {
     this.waitingReads = still;
   }
 
-  private maybeSnapshot(raw: RawNodeLike, storage: MemoryStorageLike): void {
+  private maybeSnapshot(storage: MemoryStorageLike): void {
     const t = this.env.tuning;
     const snapshotIndex = storage.snapshot().metadata.index;
     if (this.applied - snapshotIndex < t.snapshotIntervalEntries) return;
-    const confState = raw.status().config;
-    storage.createSnapshot(this.applied, confState, this.kv.snapshot());
+    storage.createSnapshot(this.applied, this.confState, this.kv.snapshot());
     this.disk.saveSnapshot(storage.snapshot());
     this.snapshotsTaken++;
     const compactIndex = this.applied - t.compactionLagEntries;
