@@ -37,7 +37,7 @@ import type { AppEnv } from "../../src/http/types.js";
 import { createLogService, type ControllerLogService } from "../../src/logs/logger.js";
 import { createMetrics, type MetricsService } from "../../src/metrics/metrics.js";
 import { systemClock, type Clock } from "../../src/shared/clock.js";
-import { openLevelDocumentStore } from "../../src/store/embedded/level-document-store.js";
+import { openDocumentStore, openKvStore } from "../../src/store/open.js";
 import type { DocumentStore, KvStore } from "../../src/store/ports.js";
 
 /** Password of the bootstrap admin unless a test asks for a generated one. */
@@ -110,37 +110,6 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/**
- * Key-value store for the HTTP tests until the memory adapter lands in src/store: the HTTP layer only
- * pings it (readiness), so only ping/close do anything.
- */
-function createTestKvStore(): KvStore {
-  let closed = false;
-  const unsupported = (): never => {
-    throw new Error("not used by the HTTP tests");
-  };
-  return {
-    get: unsupported,
-    set: unsupported,
-    setIfAbsent: unsupported,
-    compareAndSet: unsupported,
-    compareAndDelete: unsupported,
-    delete: unsupported,
-    increment: unsupported,
-    take: unsupported,
-    ttlMs: unsupported,
-    keys: unsupported,
-    publish: unsupported,
-    subscribe: unsupported,
-    async ping() {
-      if (closed) throw new Error("closed");
-    },
-    async close() {
-      closed = true;
-    },
-  };
-}
-
 /** The domain resources' route modules, built on the real services. */
 function domainRouteModules(services: {
   groups: GroupService;
@@ -176,8 +145,10 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   );
   const logLines: string[] = [];
   const logs = createLogService({ level: "INFO", format: "JSON", clock }, { write: (chunk: string) => logLines.push(chunk) });
-  const documents = await openLevelDocumentStore({ directory: join(dir, "documents"), clock, ttlSweepIntervalMs: 0 });
-  const kv = createTestKvStore();
+  // The composition root's adapter selection: development profile, embedded LevelDB under `dir`,
+  // in-memory key-value store. TTL expiry is checked on read; the background sweep is off.
+  const documents = await openDocumentStore({ profile: "development", dataDir: dir, clock, ttlSweepIntervalMs: 0 });
+  const kv = await openKvStore({ clock });
   const metrics = createMetrics({ enabled: config.metrics.enabled, processMetrics: false });
   const events = createEventBus({ logger: logs.logger("cloud.events"), clock });
   const auth = new AuthService({
