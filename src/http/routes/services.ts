@@ -16,15 +16,15 @@ const ListQuery = Type.Object({
 
 /** Mounts the read-only instance routes. */
 export function serviceRoutes(instances: InstanceService): (app: Hono<AppEnv>, registry: RouteRegistry) => void {
-  // Callers that share one list read (the service coalesces them) also share its JSON text.
-  const serialized = new WeakMap<object, string>();
-  const toJson = (list: readonly object[]): string => {
-    let text = serialized.get(list);
-    if (text === undefined) {
-      text = JSON.stringify(list);
-      serialized.set(list, text);
+  // Callers that share one list read (the service coalesces them) also share its encoded JSON.
+  const serialized = new WeakMap<object, Uint8Array<ArrayBuffer>>();
+  const toJson = (list: readonly object[]): Uint8Array<ArrayBuffer> => {
+    let bytes = serialized.get(list);
+    if (bytes === undefined) {
+      bytes = new TextEncoder().encode(JSON.stringify(list));
+      serialized.set(list, bytes);
     }
-    return text;
+    return bytes;
   };
   return (app, registry) => {
     addRoute(
