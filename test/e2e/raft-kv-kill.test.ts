@@ -102,7 +102,7 @@ test("kill -9 of leaders and followers under load keeps the history linearizable
           counts.refused += 1;
         }
       } else {
-        let expected: string | null = null;
+        let expected: string | null;
         try {
           expected = text(await client.get(key));
         } catch {
