@@ -45,7 +45,7 @@ export interface StartControllerOptions {
   /** Source of CLOUD_ADMIN_PASSWORD and CLOUD_GIT_COMMIT; process.env by default. */
   env?: Readonly<Record<string, string | undefined>>;
   /** Opens the stores; {@link openControllerStores} (the store factory) by default. */
-  openStores?: (config: ControllerConfig, logs: ControllerLogService) => Promise<ControllerStores>;
+  openStores?: (config: ControllerConfig, logs: ControllerLogService, clock: Clock) => Promise<ControllerStores>;
 }
 
 /** A running controller. */
@@ -106,7 +106,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
   };
 
   try {
-    const stores: ControllerStores = await (opts.openStores ?? openControllerStores)(config, logs);
+    const stores: ControllerStores = await (opts.openStores ?? openControllerStores)(config, logs, clock);
     cleanups.push({ name: "stores", run: () => stores.close() });
     const { documents, kv } = stores;
 
@@ -159,7 +159,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
       clock,
     });
 
-    const server = await listen(app.fetch, config.http.host, config.http.port);
+    // Requests log under the logical thread name "http" (see docs/decisions/platform.md).
+    const server = await listen((request, env) => logs.withThread("http", () => app.fetch(request, env)), config.http.host, config.http.port);
     cleanups.push({ name: "HTTP server", run: () => closeServer(server, HTTP_DRAIN_TIMEOUT_MS) });
     const httpUrl = urlForAddress(server.address() as AddressInfo);
     log.info(`${LISTENING_MESSAGE_PREFIX}${httpUrl}`);

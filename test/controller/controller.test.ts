@@ -153,10 +153,11 @@ describe("controller in process", () => {
     assert.equal(((await ready.json()) as { status: string }).status, "READY");
   });
 
-  it("records the request MDC in the ring buffer", () => {
+  it("records the request MDC and the http thread in the ring buffer", () => {
     const login = controller.controller.logs.recent().find((r) => r.message.startsWith("Login succeeded"));
     assert.ok(login?.mdc?.requestId, "request id in MDC");
     assert.equal(login?.mdc?.httpPath, "/api/v1/auth/login");
+    assert.equal(login?.thread, "http");
   });
 
   it("answers 404 on /metrics when metrics are disabled", async () => {
