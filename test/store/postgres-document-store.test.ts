@@ -1,9 +1,12 @@
 // Runs the document store contract against the PostgreSQL adapter on a real server started here.
 import assert from "node:assert/strict";
 import { after, before, it } from "node:test";
+import pg from "pg";
 import { openBlobStore, openDocumentStore } from "../../src/store/open.js";
 import { PostgresBlobStore } from "../../src/store/postgres/postgres-blob-store.js";
 import { openPostgresDocumentStore, PostgresDocumentStore } from "../../src/store/postgres/postgres-document-store.js";
+import { filterConditions, SqlParams } from "../../src/store/postgres/sql-query.js";
+import type { Filter } from "../../src/store/ports.js";
 import { startPostgresServer, type PostgresServer } from "../support/postgres-server.js";
 import { runDocumentStoreContract } from "./document-store-contract.js";
 
@@ -38,5 +41,32 @@ it("openDocumentStore and openBlobStore pick PostgreSQL for postgres:// and post
     assert.equal(await blobs.get(await blobs.put(new Uint8Array([7]))).then((b) => b?.[0]), 7);
   } finally {
     await blobs.close();
+  }
+});
+
+it("PostgreSQL: filters on indexed fields use the expression indexes", async () => {
+  const store = await openPostgresDocumentStore({ uri: server!.uri, ttlSweepIntervalMs: 0, poolConnectionsMax: 2 });
+  const client = new pg.Client({ connectionString: server!.uri });
+  await client.connect();
+  try {
+    const spec = { indexes: [{ name: "plan_group", field: "group" }, { name: "plan_port", field: "portRange.start" }] };
+    const items = store.collection("plan_items", spec);
+    await items.find({ group: "warm-up" }); // creates the table and indexes
+    await client.query("SET enable_seqscan = off");
+    const cases: [Filter, string][] = [
+      [{ group: "g1" }, "doc_plan_items_plan_group"],
+      [{ group: { $in: ["g1", "g2"] } }, "doc_plan_items_plan_group"],
+      [{ "portRange.start": { $gte: 20000, $lt: 30000 } }, "doc_plan_items_plan_port"],
+    ];
+    for (const [filter, indexName] of cases) {
+      const params = new SqlParams();
+      const where = filterConditions(filter, params).join(" AND ");
+      const plan = await client.query(`EXPLAIN SELECT doc FROM "doc_plan_items" WHERE ${where}`, params.values);
+      const text = plan.rows.map((row: Record<string, string>) => row["QUERY PLAN"]).join("\n");
+      assert.match(text, new RegExp(indexName), `${JSON.stringify(filter)}:\n${text}`);
+    }
+  } finally {
+    await client.end();
+    await store.close();
   }
 });
