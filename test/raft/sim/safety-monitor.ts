@@ -19,6 +19,11 @@ export class SafetyViolation extends Error {
 
 interface CommittedRecord {
   readonly term: number;
+  /**
+   * An upper bound on the term in which the entry was committed: the lowest term any node held
+   * when it applied the entry (a node learns of a commit from a leader of its term or an earlier one).
+   */
+  committedByTermAtMost: number;
   readonly type: string;
   readonly dataText: string;
   readonly firstAppliedBy: NodeId;
@@ -70,7 +75,7 @@ export class SafetyMonitor {
     }
   }
 
-  onApplied(node: NodeId, entry: Entry, fingerprint: string): void {
+  onApplied(node: NodeId, nodeTerm: number, entry: Entry, fingerprint: string): void {
     const dataText =
       entry.data.byteLength === 0
         ? ""
@@ -79,13 +84,21 @@ export class SafetyMonitor {
           : Buffer.from(entry.data).toString("hex");
     const known = this.committed.get(entry.index);
     if (known === undefined) {
-      this.committed.set(entry.index, { term: entry.term, type: entry.type, dataText, firstAppliedBy: node });
+      this.committed.set(entry.index, {
+        term: entry.term,
+        committedByTermAtMost: nodeTerm,
+        type: entry.type,
+        dataText,
+        firstAppliedBy: node,
+      });
       if (entry.index > this.committedMaxIndex) this.committedMaxIndex = entry.index;
     } else if (known.term !== entry.term || known.type !== entry.type || known.dataText !== dataText) {
       throw new SafetyViolation(
         `state machine safety: ${node} applied index ${entry.index} as term ${entry.term} ${entry.type} ${JSON.stringify(dataText)}` +
           ` but ${known.firstAppliedBy} applied term ${known.term} ${known.type} ${JSON.stringify(known.dataText)}`,
       );
+    } else if (nodeTerm < known.committedByTermAtMost) {
+      known.committedByTermAtMost = nodeTerm;
     }
     this.checkFingerprint(node, entry.index, fingerprint, "after applying");
   }
@@ -95,25 +108,28 @@ export class SafetyMonitor {
   }
 
   /**
-   * Leader completeness, checked once the new leader's log is durable: it must hold the entry at the
-   * highest index known to be committed when it won (by log matching, that vouches for all before).
+   * Leader completeness (§5.4), checked once the new leader's log is durable: it must hold every
+   * entry known to have been committed in an earlier term. Checking the last such entry suffices:
+   * by log matching, holding it means holding everything before it.
    */
-  checkLeaderLog(node: NodeId, term: number, knownCommittedIndex: number, log: LogView): void {
-    const record = this.committed.get(knownCommittedIndex);
+  checkLeaderLog(node: NodeId, term: number, log: LogView): void {
+    let index = this.committedMaxIndex;
+    let record = this.committed.get(index);
+    while (record !== undefined && record.committedByTermAtMost >= term) record = this.committed.get(--index);
     if (record === undefined) return;
     const lastIndex = log.lastIndex();
-    if (lastIndex < knownCommittedIndex) {
+    if (lastIndex < index) {
       throw new SafetyViolation(
         `leader completeness: ${node} became leader of term ${term} with last index ${lastIndex},` +
-          ` but index ${knownCommittedIndex} was already committed`,
+          ` but index ${index} was committed by term ${record.committedByTermAtMost}`,
       );
     }
-    if (knownCommittedIndex < log.firstIndex() - 1) return; // inside the node's snapshot
-    const held = log.term(knownCommittedIndex);
+    if (index < log.firstIndex() - 1) return; // inside the node's snapshot
+    const held = log.term(index);
     if (held !== record.term) {
       throw new SafetyViolation(
-        `leader completeness: ${node} became leader of term ${term} with term ${held} at index ${knownCommittedIndex},` +
-          ` where the committed entry has term ${record.term}`,
+        `leader completeness: ${node} became leader of term ${term} with term ${held} at index ${index},` +
+          ` where the entry committed by term ${record.committedByTermAtMost} has term ${record.term}`,
       );
     }
   }

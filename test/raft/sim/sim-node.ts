@@ -100,7 +100,6 @@ interface ReadyInFlight {
   readonly ready: Ready;
   readonly incarnation: number;
   readonly becameLeaderOfTerm: number | null;
-  readonly knownCommittedIndex: number;
 }
 
 interface WaitingRead {
@@ -358,7 +357,6 @@ export class SimNode {
         ready,
         incarnation: this.incarnation,
         becameLeaderOfTerm,
-        knownCommittedIndex: this.env.monitor.knownCommittedIndex,
       };
       if (!ready.mustSync) {
         this.finishReady(inFlight);
@@ -384,7 +382,7 @@ export class SimNode {
     this.pump();
   };
 
-  private finishReady({ raw, ready, becameLeaderOfTerm, knownCommittedIndex }: ReadyInFlight): void {
+  private finishReady({ raw, ready, becameLeaderOfTerm }: ReadyInFlight): void {
     const storage = this.storage;
     if (storage === null) throw new Error("finishing a Ready on a stopped node");
     if (ready.snapshot !== null) storage.applySnapshot(ready.snapshot);
@@ -404,7 +402,7 @@ export class SimNode {
     this.serveReads();
     raw.advance(ready);
     if (becameLeaderOfTerm !== null) {
-      this.env.monitor.checkLeaderLog(this.id, becameLeaderOfTerm, knownCommittedIndex, storage);
+      this.env.monitor.checkLeaderLog(this.id, becameLeaderOfTerm, storage);
     }
     this.maybeSnapshot(storage);
   }
@@ -441,7 +439,7 @@ export class SimNode {
       }
     }
     this.applied = entry.index;
-    this.env.monitor.onApplied(this.id, entry, this.kv.fingerprint());
+    this.env.monitor.onApplied(this.id, this.hardState.term, entry, this.kv.fingerprint());
   }
 
   private serveReads(): void {
