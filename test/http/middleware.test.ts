@@ -37,6 +37,7 @@ function probeRoutes(app: () => TestApp): RouteModule {
     addRoute(sub, registry, { method: "get", path: "/api/v1/test/boom", summary: "boom", tag: "test", auth: "public" }, () => {
       throw new Error("secret detail: database password is hunter2");
     });
+    addRoute(sub, registry, { method: "get", path: "/api/v1/test/raw", summary: "raw", tag: "test", auth: "public" }, () => new Response("raw"));
     addRoute(
       sub,
       registry,
@@ -85,6 +86,13 @@ describe("request id and correlation", () => {
     assert.equal(line.mdc.correlationId, "corr-1");
     assert.equal(line.mdc.requestId, res.headers.get("x-request-id"));
     assert.deepEqual(t.logs.mdc(), {}, "MDC cleared outside the request");
+  });
+
+  it("echoes the ids on responses a route builds itself", async () => {
+    const res = await t.request("GET", "/api/v1/test/raw", { headers: { "x-correlation-id": "corr-raw" } });
+    assert.equal(res.text, "raw");
+    assert.equal(res.headers.get("x-correlation-id"), "corr-raw");
+    assert.match(res.headers.get("x-request-id") ?? "", UUID);
   });
 
   it("echoes the ids on error responses too", async () => {

@@ -14,7 +14,7 @@ export const drainBody = (opts: { maxBytes: number }): MiddlewareHandler<AppEnv>
     if (raw.body === null || raw.bodyUsed) return;
     const declared = Number(c.req.header("content-length") ?? Number.NaN);
     if (c.res.status === 413 || declared > opts.maxBytes) {
-      c.res.headers.set("Connection", "close");
+      c.header("Connection", "close");
       return;
     }
     const reader = raw.body.getReader();
@@ -25,7 +25,7 @@ export const drainBody = (opts: { maxBytes: number }): MiddlewareHandler<AppEnv>
         if (done) return;
         readBytes += value.byteLength;
       }
-      c.res.headers.set("Connection", "close");
+      c.header("Connection", "close");
       await reader.cancel();
     } catch {
       // The client went away or the stream errored: nothing left to drain.

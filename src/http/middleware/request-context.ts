@@ -31,8 +31,10 @@ export const requestId = (opts: { logs: Pick<LogService, "withMdc">; newId?: () 
     c.header("X-Correlation-Id", correlationId);
     const mdc = { requestId: id, correlationId, httpMethod: c.req.method, httpPath: c.req.path };
     await opts.logs.withMdc(mdc, () => next());
-    // The final response may have been built elsewhere (error handler, streamed route): echo again.
-    c.res.headers.set("X-Request-Id", id);
-    c.res.headers.set("X-Correlation-Id", correlationId);
+    // A route may return a Response it built itself, without the prepared headers: echo again.
+    if (c.res.headers.get("X-Request-Id") !== id) {
+      c.header("X-Request-Id", id);
+      c.header("X-Correlation-Id", correlationId);
+    }
   };
 };
