@@ -23,13 +23,13 @@ export function isRetryableStatus(status: number): boolean {
 }
 
 /**
- * Delay before retry number `retry` (1 for the first retry): 200 ms × 2^(retry−1), capped at 2 s,
- * then scaled by a random factor in [0.8, 1.2] (`random` returns a value in [0, 1)).
+ * Delay before retry number `retry` (1 for the first retry): 200 ms × 2^(retry−1) scaled by a
+ * random factor in [0.8, 1.2] (`random` returns a value in [0, 1)), never above the 2 s cap.
  */
 export function backoffDelayMs(retry: number, random: () => number = Math.random): number {
-  const exponential = Math.min(retryDelayCapMs, retryBaseDelayMs * 2 ** (retry - 1));
+  const exponential = retryBaseDelayMs * 2 ** Math.min(retry - 1, 16);
   const factor = 1 + retryJitterRatio * (2 * random() - 1);
-  return Math.round(exponential * factor);
+  return Math.min(retryDelayCapMs, Math.round(exponential * factor));
 }
 
 /** A non-2xx answer from the controller, carrying the error envelope's code and message. */
