@@ -24,6 +24,7 @@ export const RaftErrorCode = {
   /** Bytes from the wire could not be decoded. */
   MalformedMessage: "MALFORMED_MESSAGE",
 } as const;
+/** One of the {@link RaftErrorCode} values. */
 export type RaftErrorCode = (typeof RaftErrorCode)[keyof typeof RaftErrorCode];
 
 /** Why a proposal was dropped; carried by {@link RaftError} with code `PROPOSAL_DROPPED`. */

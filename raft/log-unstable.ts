@@ -5,6 +5,7 @@
 import { assert } from "./errors.js";
 import type { Entry, Snapshot } from "./types.js";
 
+/** Entries (and a snapshot) received or proposed but not yet persisted by the host. */
 export class UnstableLog {
   snapshot: Snapshot | null = null;
   entries: Entry[] = [];

@@ -7,6 +7,7 @@ import { UnstableLog } from "./log-unstable.js";
 import type { Entry, Snapshot, Storage } from "./types.js";
 import { limitSize } from "./util.js";
 
+/** The log seen through unstable then storage, with the commit and applied cursors. */
 export class RaftLog {
   readonly storage: Storage;
   readonly unstable: UnstableLog;

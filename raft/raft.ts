@@ -5,6 +5,7 @@
  */
 import { restoreConfig } from "./confchange/restore.js";
 import { encodeConfChange } from "./codec.js";
+import { DEFAULT_MAX_INFLIGHT_MSGS, DEFAULT_MAX_PENDING_READ_REQUESTS, DEFAULT_MAX_SIZE_PER_MSG_BYTES, DEFAULT_MAX_UNCOMMITTED_ENTRIES_SIZE_BYTES, bootstrapEntries, isBrandNew, validateConfig } from "./config.js";
 import { applyConfChangeToTracker } from "./confchange/apply.js";
 import { RaftError, RaftErrorCode, assert, hasErrorCode } from "./errors.js";
 import { RaftLog } from "./log.js";
@@ -17,7 +18,6 @@ import { Progress } from "./tracker/progress.js";
 import { ProgressTracker, isJoint } from "./tracker/tracker.js";
 import {
   type ConfChange,
-  ConfChangeType,
   type ConfState,
   type Entry,
   EntryType,
@@ -33,45 +33,23 @@ import {
 } from "./types.js";
 import { EMPTY_BYTES, bytesEqual, makeMessage, payloadSizeBytes, voteResponseType } from "./util.js";
 
-export const DEFAULT_MAX_SIZE_PER_MSG_BYTES = 1024 * 1024;
-export const DEFAULT_MAX_INFLIGHT_MSGS = 256;
-export const DEFAULT_MAX_UNCOMMITTED_ENTRIES_SIZE_BYTES = 64 * 1024 * 1024;
-export const DEFAULT_MAX_PENDING_READ_REQUESTS = 4096;
-
 /** Context of the vote requests of an election forced by a leader transfer (ignores leases). */
 export const TRANSFER_CAMPAIGN_CONTEXT: Uint8Array = new Uint8Array([0x74, 0x72, 0x61, 0x6e, 0x73, 0x66, 0x65, 0x72]);
 
+/** Pre-vote first, a real election, or an election forced by a leader transfer. */
 export type CampaignKind = "pre-election" | "election" | "transfer";
 
+/** The role-specific half of `step`, swapped on every role change. */
 export type StepRole = (r: Raft, m: Message) => void;
 
 function dropped(reason: ConstructorParameters<typeof RaftError>[2], message: string): RaftError {
   return new RaftError(RaftErrorCode.ProposalDropped, message, reason);
 }
 
-function isBrandNew(storage: RaftConfig["storage"], hardState: HardState): boolean {
-  return (
-    storage.firstIndex() === 1 &&
-    storage.lastIndex() === 0 &&
-    storage.snapshot().metadata.index === 0 &&
-    hardState.term === 0 &&
-    hardState.vote === null &&
-    hardState.commit === 0
-  );
-}
-
-function validateConfig(c: RaftConfig): void {
-  const bad = (why: string): never => {
-    throw new RaftError(RaftErrorCode.InvalidConfig, why);
-  };
-  if (c.id === "") bad("id must not be empty");
-  if (!(c.heartbeatTick > 0)) bad("heartbeatTick must be positive");
-  if (!(c.electionTick > c.heartbeatTick)) bad("electionTick must be greater than heartbeatTick");
-  if (c.maxInflightMsgs !== undefined && !(c.maxInflightMsgs > 0)) bad("maxInflightMsgs must be positive");
-  if (c.maxSizePerMsgBytes !== undefined && !(c.maxSizePerMsgBytes > 0)) bad("maxSizePerMsgBytes must be positive");
-  if (c.maxUncommittedEntriesSizeBytes !== undefined && !(c.maxUncommittedEntriesSizeBytes > 0)) bad("maxUncommittedEntriesSizeBytes must be positive");
-}
-
+/**
+ * One node's Raft state: term, vote, log, configuration and progress, role and timers. Owned by
+ * {@link RawNode}; the role files call its methods.
+ */
 export class Raft {
   readonly id: NodeId;
   term = 0;
@@ -134,18 +112,11 @@ export class Raft {
   }
 
   /**
-   * A brand-new member of a new cluster writes its initial configuration into the log as
-   * committed conf-change entries of term 1, identical on every initial member. A node that joins
-   * later with an empty log then learns the whole membership history by replaying the log (or
-   * from a snapshot), never missing the initial configuration.
+   * A brand-new member writes its initial configuration into the log (see
+   * {@link bootstrapEntries}), committed, in term 1.
    */
   private bootstrap(confState: ConfState): void {
-    assert(confState.votersOutgoing.length === 0, "cannot bootstrap a joint configuration");
-    const changes = [
-      ...confState.voters.map((nodeId) => ({ type: ConfChangeType.AddVoter, nodeId })),
-      ...confState.learners.map((nodeId) => ({ type: ConfChangeType.AddLearner, nodeId })),
-    ];
-    const entries = changes.map((change, i) => ({ term: 1, index: i + 1, type: EntryType.ConfChange, data: encodeConfChange({ changes: [change] }) }));
+    const entries = bootstrapEntries(confState);
     this.log.append(entries);
     this.log.commitTo(entries.length);
     this.becomeFollower(1, null);

@@ -7,12 +7,14 @@
 import type { Message, NodeId } from "./types.js";
 import { bytesKey } from "./util.js";
 
+/** A pending read: the request, the commit index when it arrived, and who confirmed leadership. */
 export interface ReadIndexStatus {
   readonly request: Message;
   readonly index: number;
   readonly acks: Set<NodeId>;
 }
 
+/** The leader's queue of reads awaiting a quorum's confirmation, bounded by `pendingReadsMax`. */
 export class ReadOnly {
   private readonly pending = new Map<string, ReadIndexStatus>();
   /** Context keys in arrival order. */

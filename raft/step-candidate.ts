@@ -6,6 +6,7 @@ import { VoteResult } from "./quorum/vote-result.js";
 import type { Raft } from "./raft.js";
 import { type Message, MessageType, StateRole } from "./types.js";
 
+/** The step function of the pre-candidate and candidate roles. */
 export function stepCandidate(r: Raft, m: Message): void {
   const myVoteResponse = r.role === StateRole.PreCandidate ? MessageType.PreVoteResp : MessageType.VoteResp;
   switch (m.type) {

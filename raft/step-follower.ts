@@ -6,6 +6,7 @@ import { RaftError, RaftErrorCode } from "./errors.js";
 import type { Raft } from "./raft.js";
 import { type Message, MessageType } from "./types.js";
 
+/** The step function of the follower role. */
 export function stepFollower(r: Raft, m: Message): void {
   switch (m.type) {
     case MessageType.Prop:

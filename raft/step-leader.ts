@@ -8,6 +8,7 @@ import type { Raft } from "./raft.js";
 import { isJoint } from "./tracker/tracker.js";
 import { type Entry, EntryType, type Message, MessageType } from "./types.js";
 
+/** The step function of the leader role. */
 export function stepLeader(r: Raft, m: Message): void {
   switch (m.type) {
     case MessageType.Beat:

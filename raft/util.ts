@@ -4,15 +4,19 @@
 import type { ConfState, Entry, HardState, Message, NodeId, Snapshot } from "./types.js";
 import { EntryType, MessageType } from "./types.js";
 
+/** The shared empty payload. */
 export const EMPTY_BYTES: Uint8Array = new Uint8Array(0);
 
 /** Fixed allowance for an entry's header (term, index, type) when sizing messages and reads. */
 export const ENTRY_HEADER_BYTES = 24;
 
+/** The hard state of a node that never voted nor learned a term. */
 export const EMPTY_HARD_STATE: HardState = { term: 0, vote: null, commit: 0 };
 
+/** A configuration without members. */
 export const EMPTY_CONF_STATE: ConfState = { voters: [], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
 
+/** The snapshot of an empty log. */
 export const EMPTY_SNAPSHOT: Snapshot = { metadata: { index: 0, term: 0, confState: EMPTY_CONF_STATE }, data: EMPTY_BYTES };
 
 /** Size of an entry for `maxSizeBytes` limits: its payload plus a fixed header allowance. */
@@ -114,10 +118,12 @@ export function sortedIds(ids: Iterable<NodeId>): NodeId[] {
   return [...ids].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
+/** True for the hard state of a node that never voted nor learned a term. */
 export function isEmptyHardState(hs: HardState): boolean {
   return hs.term === 0 && hs.vote === null && hs.commit === 0;
 }
 
+/** Field-wise equality of hard states. */
 export function hardStateEqual(a: HardState, b: HardState): boolean {
   return a.term === b.term && a.vote === b.vote && a.commit === b.commit;
 }

@@ -12,6 +12,7 @@ export function jointMode(cc: ConfChange): { joint: boolean; autoLeave: boolean 
   return { joint: true, autoLeave: transition !== ConfChangeTransition.JointExplicit };
 }
 
+/** Applies a conf change to a configuration, returning the new one (the input is not changed). */
 export function applyConfChangeToTracker(input: ChangeInput, cc: ConfChange): ChangeResult {
   if (cc.changes.length === 0) return leaveJoint(input);
   const mode = jointMode(cc);

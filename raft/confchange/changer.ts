@@ -11,6 +11,7 @@ import { Progress } from "../tracker/progress.js";
 import { type ProgressMap, type TrackerConfig, isJoint } from "../tracker/tracker.js";
 import { ConfChangeType, type ConfChangeSingle, type NodeId } from "../types.js";
 
+/** What a membership change starts from. */
 export interface ChangeInput {
   readonly config: TrackerConfig;
   readonly progress: ProgressMap;
@@ -19,6 +20,7 @@ export interface ChangeInput {
   readonly inflightMsgsMax: number;
 }
 
+/** The configuration and progress map a membership change produces. */
 export interface ChangeResult {
   readonly config: TrackerConfig;
   readonly progress: ProgressMap;

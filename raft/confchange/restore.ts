@@ -6,6 +6,7 @@ import { EMPTY_TRACKER_CONFIG } from "../tracker/tracker.js";
 import { ConfChangeType, type ConfChangeSingle, type ConfState } from "../types.js";
 import { type ChangeResult, enterJoint, simpleChange } from "./changer.js";
 
+/** The configuration and progress map described by `confState`, new members probing from `lastIndex`. */
 export function restoreConfig(confState: ConfState, lastIndex: number, inflightMsgsMax: number): ChangeResult {
   let state: ChangeResult = { config: EMPTY_TRACKER_CONFIG, progress: new Map() };
   const step = (changes: ConfChangeSingle[]): void => {

@@ -6,6 +6,7 @@ import type { NodeId } from "../types.js";
 import { type MajorityConfig, majorityCommittedIndex, majorityVoteResult } from "./majority.js";
 import { VoteResult } from "./vote-result.js";
 
+/** The two halves of a (possibly) joint configuration; outside a change `outgoing` is empty. */
 export interface JointConfig {
   readonly incoming: MajorityConfig;
   readonly outgoing: MajorityConfig;

@@ -4,6 +4,7 @@
 import type { NodeId } from "../types.js";
 import { VoteResult } from "./vote-result.js";
 
+/** The voters of one majority configuration. */
 export type MajorityConfig = ReadonlySet<NodeId>;
 
 /** Treated as "no constraint" by an empty configuration, so a joint config reduces to its other half. */

@@ -5,4 +5,5 @@ export const VoteResult = {
   Lost: "lost",
   Won: "won",
 } as const;
+/** One of the {@link VoteResult} values. */
 export type VoteResult = (typeof VoteResult)[keyof typeof VoteResult];

@@ -4,6 +4,7 @@
  */
 import { assert } from "../errors.js";
 
+/** A ring buffer of the last indexes of appends in flight to one follower. */
 export class Inflights {
   /** Last entry index of each message in flight, oldest first. */
   private readonly buffer: number[];

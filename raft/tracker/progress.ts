@@ -6,8 +6,10 @@
  */
 import { Inflights } from "./inflights.js";
 
+/** How the leader is currently sending to a follower. */
 export type ProgressState = "probe" | "replicate" | "snapshot";
 
+/** The leader's record of one follower: match, next, flow state. */
 export class Progress {
   /** Highest index known to match the leader's log. */
   match: number;

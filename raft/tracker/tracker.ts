@@ -18,6 +18,7 @@ export interface TrackerConfig {
   readonly autoLeave: boolean;
 }
 
+/** A configuration without members. */
 export const EMPTY_TRACKER_CONFIG: TrackerConfig = {
   voters: { incoming: new Set(), outgoing: new Set() },
   learners: new Set(),
@@ -25,12 +26,15 @@ export const EMPTY_TRACKER_CONFIG: TrackerConfig = {
   autoLeave: false,
 };
 
+/** Progress per member. */
 export type ProgressMap = ReadonlyMap<NodeId, Progress>;
 
+/** True while a joint configuration (two halves) is in effect. */
 export function isJoint(config: TrackerConfig): boolean {
   return config.voters.outgoing.size > 0;
 }
 
+/** The configuration as the plain, sorted {@link ConfState} stored in snapshots. */
 export function configToConfState(config: TrackerConfig): ConfState {
   return {
     voters: sortedIds(config.voters.incoming),
@@ -41,6 +45,7 @@ export function configToConfState(config: TrackerConfig): ConfState {
   };
 }
 
+/** The configuration, per-member progress and election votes, with the quorum questions over them. */
 export class ProgressTracker {
   config: TrackerConfig = EMPTY_TRACKER_CONFIG;
   progress: ProgressMap = new Map();

@@ -1,25 +1,32 @@
 /**
  * The seeded whole-cluster Raft simulation (see cluster-simulation.ts). CI runs
- * {@link seedCountDefault} seeds; the environment chooses otherwise:
+ * {@link seedCountDefault} seeds in batches, each batch in its own process (seed-batch.ts), at most
+ * {@link batchProcessesDefault} at a time. The environment chooses otherwise:
  *
  *   RAFT_SIM_SEEDS=N       run seeds 1..N
- *   RAFT_SIM_SEED=s        replay exactly seed s (add RAFT_SIM_TRACE=1 for an event trace)
+ *   RAFT_SIM_PROCESSES=P   run P batch processes at a time
+ *   RAFT_SIM_SEED=s        replay exactly seed s in this process (RAFT_SIM_TRACE=1 prints a trace)
  *
  * A failing seed prints the command that replays it.
  */
+import { spawn } from "node:child_process";
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
 import { runSimulation, type SimulationReport } from "./cluster-simulation.js";
 import { raftLibrary } from "./raft-library.js";
+import type { BatchResult } from "./seed-batch.js";
 
 const seedCountDefault = 2_000;
-/** Seeds per `it`, so progress shows and one slow batch is easy to spot. */
+const batchProcessesDefault = 2;
+/** Seeds per batch process: small enough that batches spread evenly, big enough to pay for startup. */
 const seedsPerBatch = 250;
 /** Failures described in full per batch; the rest are listed by seed. */
 const failuresDescribedMax = 5;
 const failureMessageLinesMax = 40;
 
 const testFile = "test/raft/sim/simulation.test.ts";
+const batchScript = fileURLToPath(new URL("./seed-batch.ts", import.meta.url));
 
 function replayCommand(seed: number): string {
   return `RAFT_SIM_SEED=${seed} RAFT_SIM_TRACE=1 npx tsx scripts/run-tests.ts ${testFile}`;
@@ -38,7 +45,7 @@ function describeFailure(report: SimulationReport): string {
   ].join("\n");
 }
 
-function parseSeedEnv(name: string): number | undefined {
+function parseIntegerEnv(name: string): number | undefined {
   const text = process.env[name];
   if (text === undefined || text === "") return undefined;
   const value = Number(text);
@@ -46,8 +53,30 @@ function parseSeedEnv(name: string): number | undefined {
   return value;
 }
 
-const replaySeed = parseSeedEnv("RAFT_SIM_SEED");
-const seedCount = parseSeedEnv("RAFT_SIM_SEEDS") ?? seedCountDefault;
+/** Runs seeds [first, last] in a child process (with the same loader flags as this one). */
+function runBatchProcess(first: number, last: number): Promise<BatchResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...process.execArgv, batchScript, String(first), String(last)], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const stdout: Buffer[] = [];
+    const stderr: Buffer[] = [];
+    child.stdout.on("data", (chunk: Buffer) => stdout.push(chunk));
+    child.stderr.on("data", (chunk: Buffer) => stderr.push(chunk));
+    child.on("error", reject);
+    child.on("close", (code) => {
+      if (code !== 0) {
+        reject(new Error(`seed batch ${first}..${last} exited with ${code}:\n${Buffer.concat(stderr).toString()}`));
+        return;
+      }
+      resolve(JSON.parse(Buffer.concat(stdout).toString()) as BatchResult);
+    });
+  });
+}
+
+const replaySeed = parseIntegerEnv("RAFT_SIM_SEED");
+const seedCount = parseIntegerEnv("RAFT_SIM_SEEDS") ?? seedCountDefault;
+const batchProcesses = Math.max(1, parseIntegerEnv("RAFT_SIM_PROCESSES") ?? batchProcessesDefault);
 
 if (replaySeed !== undefined) {
   describe("Raft simulation: replay", () => {
@@ -59,22 +88,11 @@ if (replaySeed !== undefined) {
     });
   });
 } else {
-  describe(`Raft simulation: ${seedCount} seeds`, () => {
+  describe(`Raft simulation: ${seedCount} seeds`, { concurrency: batchProcesses }, () => {
     for (let first = 1; first <= seedCount; first += seedsPerBatch) {
       const last = Math.min(seedCount, first + seedsPerBatch - 1);
-      it(`seeds ${first}..${last} keep safety, converge after healing and stay linearizable`, (t) => {
-        const failures: SimulationReport[] = [];
-        const totals = { ops: 0, timedOut: 0, elections: 0, crashes: 0, lostWrites: 0, snapshotsInstalled: 0 };
-        for (let seed = first; seed <= last; seed++) {
-          const report = runSimulation(seed, raftLibrary);
-          if (report.failure !== null) failures.push(report);
-          totals.ops += report.stats.clients.completed;
-          totals.timedOut += report.stats.clients.timedOut;
-          totals.elections += report.stats.leaderElections;
-          totals.crashes += report.stats.crashes;
-          totals.lostWrites += report.stats.lostWrites;
-          totals.snapshotsInstalled += report.stats.snapshotsInstalled;
-        }
+      it(`seeds ${first}..${last} keep safety, converge after healing and stay linearizable`, async (t) => {
+        const { failures, totals } = await runBatchProcess(first, last);
         t.diagnostic(JSON.stringify(totals));
         if (failures.length === 0) return;
         const described = failures.slice(0, failuresDescribedMax).map(describeFailure);
