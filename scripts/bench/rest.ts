@@ -147,6 +147,34 @@ async function inBatches<T>(items: T[], fn: (item: T) => Promise<unknown>): Prom
   for (let i = 0; i < items.length; i += seedParallelism) await Promise.all(items.slice(i, i + seedParallelism).map(fn));
 }
 
+interface ServiceLayerResult {
+  name: string;
+  calls: number;
+  cpuMsPerCall: number;
+  wallMsPerCall: number;
+}
+
+/** The domain layer alone (no HTTP): what the routes' service calls cost, one at a time. */
+async function measureServiceLayer(
+  instances: { get(id: string): Promise<unknown>; list(filter?: { group?: string }): Promise<unknown> },
+  instanceIds: string[],
+  groupNames: string[],
+): Promise<ServiceLayerResult[]> {
+  const measure = async (name: string, calls: number, fn: (i: number) => Promise<unknown>): Promise<ServiceLayerResult> => {
+    for (let i = 0; i < Math.min(calls, 50); i++) await fn(i);
+    const cpu = process.cpuUsage();
+    const started = performance.now();
+    for (let i = 0; i < calls; i++) await fn(i);
+    const used = process.cpuUsage(cpu);
+    return { name, calls, cpuMsPerCall: round((used.user + used.system) / 1000 / calls, 3), wallMsPerCall: round((performance.now() - started) / calls, 3) };
+  };
+  return [
+    await measure("InstanceService.get", 5000, (i) => instances.get(instanceIds[(i * 7919) % instanceIds.length])),
+    await measure("InstanceService.list({group})", 1000, (i) => instances.list({ group: groupNames[(i * 613) % groupNames.length] })),
+    await measure("InstanceService.list() + JSON (10,000)", 20, async () => JSON.stringify(await instances.list())),
+  ];
+}
+
 async function main(): Promise<void> {
   const durationMs = argValue("--duration-ms", 10_000);
   const concurrency = argValue("--concurrency", 32);
@@ -187,6 +215,7 @@ async function main(): Promise<void> {
     await inBatches(instances, (instance) => app.instances.save(instance));
     const seedSeconds = round((performance.now() - seedStarted) / 1000, 1);
     const token = await app.tokenFor("ADMIN");
+    const serviceLayer = await measureServiceLayer(app.instances, instanceIds, groupNames);
 
     // Deterministic spread of ids and groups (a fixed stride walks all of them).
     const stride = (n: number, count: number, step: number) => Array.from({ length: count }, (_, i) => (i * step) % n);
@@ -240,6 +269,7 @@ async function main(): Promise<void> {
     console.table(
       results.map((r) => ({ route: r.name, "req/s": r.reqPerSec, "p50 ms": r.p50Ms, "p99 ms": r.p99Ms, "max ms": r.maxMs, requests: r.requests, errors: r.errors, "bytes/resp": r.meanBytes, "server cpu ms/req": r.serverCpuMsPerRequest })),
     );
+    console.table(serviceLayer.map((r) => ({ "service call (in process, sequential)": r.name, calls: r.calls, "cpu ms/call": r.cpuMsPerCall, "wall ms/call": r.wallMsPerCall })));
     console.log(`targets: single GET p99 <= 50 ms at >= 2,000 req/s: ${verdict(targets.singleGet)}; full list p99 <= 1 s: ${verdict(targets.fullList)}`);
     console.log(
       "BENCH_JSON " +
@@ -252,6 +282,7 @@ async function main(): Promise<void> {
           concurrency,
           seedSeconds,
           results,
+          serviceLayer,
           targets,
         }),
     );
