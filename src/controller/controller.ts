@@ -28,12 +28,16 @@ import { overviewRoutes } from "../http/routes/overview.js";
 import { serviceRoutes } from "../http/routes/services.js";
 import { resolveVersionInfo } from "../http/version-info.js";
 import { createLogService, type ControllerLogService, type LogOutput } from "../logs/logger.js";
+import type { Logger } from "../logs/types.js";
 import { createMetrics, type MetricsService } from "../metrics/metrics.js";
 import { systemClock, type Clock } from "../shared/clock.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
 
 /** How long `stop()` lets open HTTP connections finish before closing them. */
 export const HTTP_DRAIN_TIMEOUT_MS = 5_000;
+
+/** How long `stop()` waits for queued events and running async handlers before closing the stores. */
+export const EVENT_FLUSH_TIMEOUT_MS = 2_000;
 
 /** Prefix of the startup line that announces the HTTP URL; test helpers parse it. */
 export const LISTENING_MESSAGE_PREFIX = "Controller HTTP API listening on ";
@@ -108,6 +112,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
   try {
     const stores: ControllerStores = await (opts.openStores ?? openControllerStores)(config, logs, clock);
     cleanups.push({ name: "stores", run: () => stores.close() });
+    // Runs after the HTTP server closed and before the stores close: handlers may still write.
+    cleanups.push({ name: "event bus", run: () => flushWithin(events, EVENT_FLUSH_TIMEOUT_MS, log) });
     const { documents, kv } = stores;
 
     const auth = new AuthService({ documents, config: config.auth, clock, logger: logs.logger("cloud.auth"), env });
@@ -179,7 +185,6 @@ export async function startController(config: ControllerConfig, opts: StartContr
           running = false;
           log.info("Stopping controller");
           await runCleanups();
-          await events.flush();
           log.info("Controller stopped");
         })();
         return stopping;
@@ -219,4 +224,15 @@ function closeServer(server: ServerType, drainTimeoutMs: number): Promise<void> 
     });
     if ("closeIdleConnections" in server) server.closeIdleConnections();
   });
+}
+
+/** Waits for the bus to drain, at most `timeoutMs`; a handler that never settles must not block shutdown. */
+async function flushWithin(events: ControllerEventBus, timeoutMs: number, log: Logger): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<boolean>((resolveTimeout) => {
+    timer = setTimeout(() => resolveTimeout(true), timeoutMs);
+  });
+  const drained = events.flush().then(() => false);
+  if (await Promise.race([drained, timedOut])) log.warn(`Event handlers still running after ${timeoutMs} ms; closing anyway`);
+  clearTimeout(timer);
 }

@@ -169,5 +169,7 @@ describe("controller in process", () => {
     } finally {
       await disabled.stop();
     }
+    await disabled.controller.stop(); // idempotent
+    await assert.rejects(fetch(`${disabled.url}/metrics`), "the port is closed after stop()");
   });
 });
