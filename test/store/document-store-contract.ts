@@ -327,6 +327,17 @@ export function runDocumentStoreContract(name: string, createSubject: () => Prom
         assert.equal(await users.count({ username: "same" }), 1);
       }));
 
+    it("accepts exactly one of many concurrent inserts of one _id", () =>
+      withStore(async (store) => {
+        const items = store.collection<Item>(uniqueName("idrace"), indexedSpec);
+        const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => items.insert({ _id: "same", name: `n${i}`, group: "g" })));
+        const winners = results.flatMap((r, i) => (r.status === "fulfilled" ? [i] : []));
+        assert.equal(winners.length, 1);
+        for (const r of results) if (r.status === "rejected") assert.ok(r.reason instanceof DuplicateKeyError);
+        assert.equal((await items.get("same"))?.name, `n${winners[0]}`);
+        assert.deepEqual(ids(await items.find({ group: "g" })), ["same"]);
+      }));
+
     it("returns the same collection for the same name", () =>
       withStore(async (store) => {
         const collectionName = uniqueName("same");

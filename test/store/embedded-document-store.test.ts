@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { it } from "node:test";
 import { ManualClock } from "../../src/shared/clock.js";
 import { LevelDocumentStore, openLevelDocumentStore } from "../../src/store/embedded/level-document-store.js";
-import type { Doc } from "../../src/store/ports.js";
+import { DuplicateKeyError, type Doc } from "../../src/store/ports.js";
 import { runDocumentStoreContract } from "./document-store-contract.js";
 
 runDocumentStoreContract("embedded (LevelDB)", async () => {
@@ -31,6 +31,35 @@ it("embedded: a sweep deletes at most ttlSweepBatchMax documents per collection"
     assert.equal(await store.sweepExpired(), 4);
     assert.equal(await store.sweepExpired(), 2);
     assert.equal(await store.sweepExpired(), 0);
+  } finally {
+    await store.close();
+    await rm(directory, { recursive: true, force: true });
+  }
+});
+
+it("embedded: writes issued together apply in call order, each seeing the ones before it", async () => {
+  const directory = await mkdtemp(join(tmpdir(), "doc-store-"));
+  const store = await openLevelDocumentStore({ directory, ttlSweepIntervalMs: 0 });
+  try {
+    const users = store.collection<Doc>("users", { indexes: [{ name: "users_username", field: "username", unique: true }] });
+    const results = await Promise.allSettled([
+      users.insert({ _id: "u1", username: "ann" }),
+      users.put({ _id: "u1", username: "bea" }), // frees "ann" before the next insert
+      users.insert({ _id: "u2", username: "ann" }),
+      users.insert({ _id: "u3", username: "bea" }), // taken by u1 in the same group
+      users.delete("u2"),
+      users.insert({ _id: "u2", username: "cid" }),
+    ]);
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ["fulfilled", "fulfilled", "fulfilled", "rejected", "fulfilled", "fulfilled"],
+    );
+    assert.ok((results[3] as PromiseRejectedResult).reason instanceof DuplicateKeyError);
+    assert.deepEqual(await users.find({}, { sort: { field: "username", direction: 1 } }), [
+      { _id: "u1", username: "bea" },
+      { _id: "u2", username: "cid" },
+    ]);
+    assert.deepEqual(await users.find({ username: "ann" }), []);
   } finally {
     await store.close();
     await rm(directory, { recursive: true, force: true });
