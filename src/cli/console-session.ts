@@ -4,7 +4,7 @@
  * (byte 0x11) detaches. On a terminal stdin is put in raw mode (Ctrl-C detaches too); on a pipe
  * stdin is read as lines and a 0x11 byte detaches after the lines before it were sent.
  */
-import { CliError } from "./exit-codes.js";
+import { CliError, ExitCode } from "./exit-codes.js";
 import { errorFromResponse, segment, type HttpClient } from "./http-client.js";
 import type { Output } from "./render.js";
 
@@ -86,7 +86,7 @@ export async function runConsole(client: HttpClient, out: Output, id: string, st
   try {
     response = await fetch(url, { headers, signal: abort.signal });
   } catch (error) {
-    throw new CliError(`cannot open console stream: ${(error as Error).message}`, 5);
+    throw new CliError(`cannot open console stream: ${(error as Error).message}`, ExitCode.connection);
   }
   if (!response.ok || !response.body) throw errorFromResponse(response.status, response.statusText, await response.text());
 

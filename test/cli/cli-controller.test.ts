@@ -1,4 +1,4 @@
-// cloudctl against a real controller (child process): login, group create, list, info, unknown group.
+// cloudctl against a real controller (child process): setup, login, logout, status, version, group create/list/info, unknown group.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -62,5 +62,25 @@ describe("cloudctl against a real controller", () => {
 
     assert.equal(unknown.code, 4, unknown.stderr);
     assert.match(unknown.stderr, /NOT_FOUND/);
+  });
+
+  test("setup from piped answers, then logout keeps the URL and commands need a new login", async () => {
+    const fresh = tempHome();
+    try {
+      const setup = await runCli(["setup", "--controller", controller.url, "--context", "lab", "-u", controller.adminUsername], { home: fresh.home, stdin: `${controller.adminPassword}\n` });
+      assert.equal(setup.code, 0, setup.stderr);
+      const [status, version] = await Promise.all([runCli(["status", "--json"], { home: fresh.home }), runCli(["version", "--json"], { home: fresh.home })]);
+      assert.equal(status.code, 0, status.stderr);
+      assert.equal(typeof JSON.parse(status.stdout).groupCount, "number");
+      assert.equal(typeof JSON.parse(version.stdout).controller_version, "string");
+      assert.equal((await runCli(["logout"], { home: fresh.home })).code, 0);
+      const config = parse(readFileSync(join(fresh.home, ".cloudctl", "config.yml"), "utf8"));
+      assert.deepEqual(config.contexts.lab, { controller: controller.url });
+      assert.equal(config.currentContext, "lab");
+      const afterLogout = await runCli(["group", "list"], { home: fresh.home });
+      assert.equal(afterLogout.code, 2);
+    } finally {
+      fresh.dispose();
+    }
   });
 });
