@@ -43,6 +43,7 @@ interface ClientState {
   readonly id: number;
   leaderGuess: SimNode | null;
   current: OperationHandle | null;
+  currentOpId: number;
   opsIssued: number;
 }
 
@@ -60,6 +61,7 @@ export class SimClients {
       id,
       leaderGuess: null,
       current: null,
+      currentOpId: 0,
       opsIssued: 0,
     }));
   }
@@ -99,11 +101,15 @@ export class SimClients {
     }
     if (kind !== "get") this.remember(key, value);
     client.current = handle;
+    client.currentOpId = opId;
     this.stats.invoked++;
     // Now and then a client asks a node at random, as a client with a stale view of the cluster
     // would: that is how a deposed leader that still believes it leads gets asked.
     const target =
       client.leaderGuess === null || prng.chance(tuning.randomTargetRate) ? prng.pick(this.env.nodes) : client.leaderGuess;
+    this.env.trace(
+      `client ${client.id} op ${opId} ${kind}(${key}${kind === "cas" ? `, ${String(expected)} → ${value}` : kind === "put" ? `, ${value}` : ""}) → ${target.id}`,
+    );
     this.env.schedule(tuning.opTimeoutMs, () => this.timeOut(client, handle));
     // The server handles a request even if the client gave up on it meanwhile (it sat in a paused
     // server's socket buffer): a timed-out operation may still take effect.
@@ -121,6 +127,7 @@ export class SimClients {
           this.respond(client, handle, target, result.kind === "cas" ? result.swapped : undefined),
         );
       }
+      this.env.trace(`client ${client.id} op ${opId}: ${target.id} says ${outcome}`);
       if (outcome === "accepted") return;
       // The node refused before doing anything: answer the client, which forgets the operation.
       const hint = target.alive ? target.soft.leader : null;
@@ -140,6 +147,7 @@ export class SimClients {
     this.env.schedule(this.latencyMs(), () => {
       if (client.current !== handle) return;
       client.leaderGuess = server;
+      this.env.trace(`client ${client.id} op ${client.currentOpId} returns ${JSON.stringify(output) ?? "ok"} from ${server.id}`);
       this.env.recorder.complete(handle, output, this.env.nowMs());
       this.stats.completed++;
       client.current = null;
@@ -149,6 +157,7 @@ export class SimClients {
 
   private timeOut(client: ClientState, handle: OperationHandle): void {
     if (client.current !== handle) return;
+    this.env.trace(`client ${client.id} op ${client.currentOpId} timed out`);
     this.env.recorder.timeout(handle);
     this.stats.timedOut++;
     client.current = null;
