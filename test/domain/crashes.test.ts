@@ -49,6 +49,7 @@ describe("CrashService", () => {
     assert.deepEqual(await times({ from: "2026-01-12T00:00:00Z" }), ["2026-01-14", "2026-01-12"], "from is inclusive");
     assert.deepEqual(await times({ from: "2026-01-12T01:00:00+02:00" }), ["2026-01-14", "2026-01-12"], "offsets are honoured");
     assert.deepEqual(await times({ from: "2026-01-11" }), ["2026-01-14", "2026-01-12"]);
+    assert.deepEqual(await times({ from: "2026-01-12T01:00:00 02:00" }), ["2026-01-14", "2026-01-12"], "an unencoded + arrives as a space");
     assert.deepEqual(await times({ group: "lobby", node: "node-a" }), ["2026-01-10"]);
     assert.deepEqual(await times({ limit: 1 }), ["2026-01-14"]);
   });

@@ -130,6 +130,11 @@ export class InstanceService implements GroupAggregateSource {
     return new Map([...byGroup].map(([group, docs]) => [group, aggregate(docs)]));
   }
 
+  /** How many instance documents exist, whatever their state (metrics). */
+  count(): Promise<number> {
+    return this.instances.count();
+  }
+
   /** Number of instances placed on each node (every state but STOPPED and CRASHED). */
   async liveCountByNode(): Promise<Map<string, number>> {
     const counts = new Map<string, number>();
