@@ -42,6 +42,8 @@ export interface LevelDocumentStoreOptions {
 
 const defaultTtlSweepIntervalMs = 60_000;
 const defaultTtlSweepBatchMax = 500;
+/** Documents read per iterator round trip while scanning the document keyspace. */
+const scanBatchMax = 1_000;
 /** Ids fetched per getMany round trip while reading through an index. */
 const indexFetchBatchMax = 256;
 /** Single-document writes committed together in one synced batch. */
@@ -197,10 +199,12 @@ class LevelCollection<T extends Doc> implements Collection<T> {
     const plan = planQuery(this.keys, this.indexes, filter, options);
     const planOrdered = plan.kind === "point" || plan.ordered;
     const matches: T[] = [];
-    for await (const doc of this.candidates(plan)) {
-      if (!matchesFilter(doc, filter)) continue;
-      matches.push(doc);
-      if (planOrdered && matches.length >= skip + limit) break;
+    scan: for await (const batch of this.candidates(plan)) {
+      for (const doc of batch) {
+        if (!matchesFilter(doc, filter)) continue;
+        matches.push(doc);
+        if (planOrdered && matches.length >= skip + limit) break scan;
+      }
     }
     if (!planOrdered) matches.sort(documentComparator(options.sort));
     return matches.slice(skip, skip + limit);
@@ -210,8 +214,8 @@ class LevelCollection<T extends Doc> implements Collection<T> {
     assertValidFilter(filter);
     await this.init();
     let total = 0;
-    for await (const doc of this.candidates(planQuery(this.keys, this.indexes, filter, {}))) {
-      if (matchesFilter(doc, filter)) total++;
+    for await (const batch of this.candidates(planQuery(this.keys, this.indexes, filter, {}))) {
+      for (const doc of batch) if (matchesFilter(doc, filter)) total++;
     }
     return total;
   }
@@ -221,10 +225,12 @@ class LevelCollection<T extends Doc> implements Collection<T> {
     return this.write(async () => {
       let removed = 0;
       let ops: BatchOp[] = [];
-      for await (const doc of this.candidates(planQuery(this.keys, this.indexes, filter, {}))) {
-        if (!matchesFilter(doc, filter)) continue;
-        ops.push(...this.removalOps(doc));
-        removed++;
+      for await (const batch of this.candidates(planQuery(this.keys, this.indexes, filter, {}))) {
+        for (const doc of batch) {
+          if (!matchesFilter(doc, filter)) continue;
+          ops.push(...this.removalOps(doc));
+          removed++;
+        }
         if (ops.length >= writeBatchOpsMax) {
           await this.db.batch(ops, { sync: true });
           ops = [];
@@ -447,44 +453,57 @@ class LevelCollection<T extends Doc> implements Collection<T> {
     return expiresAtMs !== null && expiresAtMs <= this.clock.nowMs();
   }
 
-  /** Live documents the plan yields, in the plan's order. */
-  private async *candidates(plan: QueryPlan): AsyncGenerator<T> {
+  /** Live documents the plan yields, in the plan's order, in batches (one await per batch). */
+  private async *candidates(plan: QueryPlan): AsyncGenerator<T[]> {
     if (plan.kind === "point") {
       const found = await this.readLive(plan.id);
-      if (found.doc) yield found.doc;
+      if (found.doc) yield [found.doc];
       return;
     }
     if (plan.kind === "documents") {
-      for await (const [, value] of this.db.iterator({ ...plan.range, reverse: plan.reverse })) {
-        const doc = JSON.parse(value) as T;
-        if (!this.isExpired(doc)) yield doc;
+      const iterator = this.db.iterator({ ...plan.range, reverse: plan.reverse });
+      try {
+        for (;;) {
+          const entries = await iterator.nextv(scanBatchMax);
+          if (entries.length === 0) return;
+          const docs: T[] = [];
+          for (const [, value] of entries) {
+            const doc = JSON.parse(value) as T;
+            if (!this.isExpired(doc)) docs.push(doc);
+          }
+          yield docs;
+        }
+      } finally {
+        await iterator.close();
       }
-      return;
     }
     const ranges = plan.reverse ? [...plan.ranges].reverse() : plan.ranges;
     // A document rewritten during the scan can show up under its old and its new value.
     const yielded = new Set<string>();
     for (const range of ranges) {
-      let ids: string[] = [];
-      for await (const key of this.db.keys({ ...range, reverse: plan.reverse })) {
-        ids.push(idFromEntryKey(key));
-        if (ids.length >= indexFetchBatchMax) {
-          yield* this.fetchLive(ids, yielded);
-          ids = [];
+      const iterator = this.db.keys({ ...range, reverse: plan.reverse });
+      try {
+        for (;;) {
+          const keys = await iterator.nextv(indexFetchBatchMax);
+          if (keys.length === 0) break;
+          yield await this.fetchLive(keys.map(idFromEntryKey), yielded);
         }
+      } finally {
+        await iterator.close();
       }
-      if (ids.length > 0) yield* this.fetchLive(ids, yielded);
     }
   }
 
-  private async *fetchLive(ids: string[], yielded: Set<string>): AsyncGenerator<T> {
+  private async fetchLive(ids: string[], yielded: Set<string>): Promise<T[]> {
     const values = await this.db.getMany(ids.map((id) => this.keys.doc(id)));
+    const docs: T[] = [];
     for (const value of values) {
       if (value === undefined) continue; // deleted between reading the index and the document
       const doc = JSON.parse(value) as T;
       if (this.isExpired(doc) || yielded.has(doc._id)) continue;
       yielded.add(doc._id);
-      yield doc;
+      docs.push(doc);
     }
+    return docs;
   }
 }
