@@ -90,7 +90,10 @@ export class RaftAssertionError extends Error {
   }
 }
 
-/** Throws a {@link RaftAssertionError} unless `condition` holds. */
-export function assert(condition: unknown, message: string): asserts condition {
-  if (!condition) throw new RaftAssertionError(message);
+/**
+ * Throws a {@link RaftAssertionError} unless `condition` holds. Pass the message as a function
+ * when it is built from values, so hot paths do not format strings that are never used.
+ */
+export function assert(condition: unknown, message: string | (() => string)): asserts condition {
+  if (!condition) throw new RaftAssertionError(typeof message === "string" ? message : message());
 }

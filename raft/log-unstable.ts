@@ -58,7 +58,7 @@ export class UnstableLog {
   truncateAndAppend(entries: readonly Entry[]): void {
     const after = entries[0].index;
     if (after === this.offset + this.entries.length) {
-      this.entries = this.entries.concat(entries);
+      for (const e of entries) this.entries.push(e);
     } else if (after <= this.offset) {
       this.offset = after;
       this.entries = entries.slice();
@@ -68,9 +68,9 @@ export class UnstableLog {
   }
 
   slice(lo: number, hi: number): Entry[] {
-    assert(lo <= hi, `unstable slice lo ${lo} > hi ${hi}`);
+    assert(lo <= hi, () => `unstable slice lo ${lo} > hi ${hi}`);
     const upper = this.offset + this.entries.length;
-    assert(lo >= this.offset && hi <= upper, `unstable slice [${lo},${hi}) out of bound [${this.offset},${upper}]`);
+    assert(lo >= this.offset && hi <= upper, () => `unstable slice [${lo},${hi}) out of bound [${this.offset},${upper}]`);
     return this.entries.slice(lo - this.offset, hi - this.offset);
   }
 }

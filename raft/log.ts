@@ -71,7 +71,7 @@ export class RaftLog {
     const lastNew = index + entries.length;
     const conflict = this.findConflict(entries);
     if (conflict !== 0) {
-      assert(conflict > this.committed, `entry ${conflict} conflicts with committed entry (committed ${this.committed})`);
+      assert(conflict > this.committed, () => `entry ${conflict} conflicts with committed entry (committed ${this.committed})`);
       this.append(entries.slice(conflict - (index + 1)));
     }
     this.commitTo(Math.min(committed, lastNew));
@@ -81,7 +81,7 @@ export class RaftLog {
   append(entries: readonly Entry[]): number {
     if (entries.length === 0) return this.lastIndex();
     const after = entries[0].index - 1;
-    assert(after >= this.committed, `appending after ${after} is below committed ${this.committed}`);
+    assert(after >= this.committed, () => `appending after ${after} is below committed ${this.committed}`);
     this.unstable.truncateAndAppend(entries);
     return this.lastIndex();
   }
@@ -131,13 +131,13 @@ export class RaftLog {
 
   commitTo(index: number): void {
     if (this.committed >= index) return;
-    assert(index <= this.lastIndex(), `commit ${index} is out of range [last index ${this.lastIndex()}]`);
+    assert(index <= this.lastIndex(), () => `commit ${index} is out of range [last index ${this.lastIndex()}]`);
     this.committed = index;
   }
 
   appliedTo(index: number): void {
     if (index === 0) return;
-    assert(index <= this.committed && index >= this.applied, `applied ${index} is out of range [prev applied ${this.applied}, committed ${this.committed}]`);
+    assert(index <= this.committed && index >= this.applied, () => `applied ${index} is out of range [prev applied ${this.applied}, committed ${this.committed}]`);
     this.applied = index;
   }
 
@@ -188,11 +188,11 @@ export class RaftLog {
 
   /** Entries in [lo, hi), at most `maxSizeBytes`; throws COMPACTED when lo is before the log. */
   slice(lo: number, hi: number, maxSizeBytes: number): Entry[] {
-    assert(lo <= hi, `invalid slice ${lo} > ${hi}`);
+    assert(lo <= hi, () => `invalid slice ${lo} > ${hi}`);
     const first = this.firstIndex();
     if (lo < first) throw new ErrCompacted(lo);
     const upper = this.lastIndex() + 1;
-    assert(hi <= upper, `slice [${lo},${hi}) out of bound [${first},${upper}]`);
+    assert(hi <= upper, () => `slice [${lo},${hi}) out of bound [${first},${upper}]`);
     if (lo === hi) return [];
     let out: Entry[] = [];
     if (lo < this.unstable.offset) {

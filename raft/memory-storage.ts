@@ -35,8 +35,8 @@ export class MemoryStorage implements Storage {
   entries(lo: number, hi: number, maxSizeBytes: number): Entry[] {
     const offset = this.ents[0].index;
     if (lo <= offset) throw new ErrCompacted(lo);
-    assert(hi <= this.lastIndex() + 1, `entries hi ${hi} is out of bound (last index ${this.lastIndex()})`);
-    assert(lo <= hi, `entries lo ${lo} > hi ${hi}`);
+    assert(hi <= this.lastIndex() + 1, () => `entries hi ${hi} is out of bound (last index ${this.lastIndex()})`);
+    assert(lo <= hi, () => `entries lo ${lo} > hi ${hi}`);
     if (this.ents.length === 1) throw new ErrUnavailable(lo);
     return limitSize(this.ents.slice(lo - offset, hi - offset), maxSizeBytes);
   }
@@ -73,7 +73,7 @@ export class MemoryStorage implements Storage {
    */
   createSnapshot(index: number, confState: ConfState, data: Uint8Array): Snapshot {
     if (index <= this.snap.metadata.index) throw new ErrSnapOutOfDate(index);
-    assert(index <= this.lastIndex(), `snapshot index ${index} is beyond last index ${this.lastIndex()}`);
+    assert(index <= this.lastIndex(), () => `snapshot index ${index} is beyond last index ${this.lastIndex()}`);
     const offset = this.ents[0].index;
     this.snap = { metadata: { index, term: this.ents[index - offset].term, confState }, data };
     return this.snap;
@@ -83,7 +83,7 @@ export class MemoryStorage implements Storage {
   compact(compactIndex: number): void {
     const offset = this.ents[0].index;
     if (compactIndex <= offset) throw new ErrCompacted(compactIndex);
-    assert(compactIndex <= this.lastIndex(), `compact ${compactIndex} is beyond last index ${this.lastIndex()}`);
+    assert(compactIndex <= this.lastIndex(), () => `compact ${compactIndex} is beyond last index ${this.lastIndex()}`);
     const kept = this.ents.slice(compactIndex - offset);
     const head = kept[0];
     kept[0] = makeEntry(head.term, head.index);
@@ -97,14 +97,14 @@ export class MemoryStorage implements Storage {
   append(entries: readonly Entry[]): void {
     if (entries.length === 0) return;
     for (let i = 1; i < entries.length; i++) {
-      assert(entries[i].index === entries[i - 1].index + 1, `appended entries are not contiguous at ${entries[i].index}`);
+      assert(entries[i].index === entries[i - 1].index + 1, () => `appended entries are not contiguous at ${entries[i].index}`);
     }
     const first = this.firstIndex();
     const last = entries[entries.length - 1].index;
     if (last < first) return;
     const fresh = first > entries[0].index ? entries.slice(first - entries[0].index) : entries;
     const offset = fresh[0].index - this.ents[0].index;
-    assert(offset <= this.ents.length, `missing log entry [last: ${this.lastIndex()}, append at: ${fresh[0].index}]`);
+    assert(offset <= this.ents.length, () => `missing log entry [last: ${this.lastIndex()}, append at: ${fresh[0].index}]`);
     if (offset === this.ents.length) {
       // The common case: a plain extension, without copying the log.
       for (const e of fresh) this.ents.push(e);

@@ -124,7 +124,7 @@ export class Raft {
   }
 
   private loadState(hs: HardState): void {
-    assert(hs.commit >= this.log.committed && hs.commit <= this.log.lastIndex(), `hard state commit ${hs.commit} is out of range [${this.log.committed}, ${this.log.lastIndex()}]`);
+    assert(hs.commit >= this.log.committed && hs.commit <= this.log.lastIndex(), () => `hard state commit ${hs.commit} is out of range [${this.log.committed}, ${this.log.lastIndex()}]`);
     this.log.committed = hs.commit;
     this.term = hs.term;
     this.vote = hs.vote;
@@ -144,14 +144,27 @@ export class Raft {
     const t = fields.type;
     let term = fields.term ?? 0;
     if (t === MessageType.Vote || t === MessageType.VoteResp || t === MessageType.PreVote || t === MessageType.PreVoteResp) {
-      assert(term !== 0, `term should be set when sending ${t}`);
+      assert(term !== 0, () => `term should be set when sending ${t}`);
     } else {
-      assert(term === 0, `term should not be set when sending ${t} (was ${term})`);
+      assert(term === 0, () => `term should not be set when sending ${t} (was ${term})`);
       // Proposals and reads are forwarded to the leader as if local: they carry no term.
       if (t !== MessageType.Prop && t !== MessageType.ReadIndex) term = this.term;
     }
     // A forwarded message keeps its origin (e.g. the transferee of a leader transfer).
-    this.msgs.push(makeMessage({ ...fields, from: fields.from || this.id, term }));
+    this.msgs.push({
+      type: t,
+      from: fields.from || this.id,
+      to: fields.to,
+      term,
+      logTerm: fields.logTerm ?? 0,
+      index: fields.index ?? 0,
+      entries: fields.entries ?? [],
+      commit: fields.commit ?? 0,
+      snapshot: fields.snapshot ?? null,
+      reject: fields.reject ?? false,
+      rejectHint: fields.rejectHint ?? 0,
+      context: fields.context ?? EMPTY_BYTES,
+    });
   }
 
   /** Sends an append (or a snapshot) to `to` when its progress allows. Returns whether it sent. */
@@ -499,7 +512,7 @@ export class Raft {
   private restore(snapshot: Snapshot): boolean {
     const { index, term } = snapshot.metadata;
     if (index <= this.log.committed) return false;
-    assert(this.role === StateRole.Follower, `snapshot restored while ${this.role}`);
+    assert(this.role === StateRole.Follower, () => `snapshot restored while ${this.role}`);
     // A node added after the snapshot was taken is not in its configuration yet: it installs the
     // snapshot anyway and becomes a member when it applies the conf change that follows it.
     if (this.log.matchTerm(index, term)) {

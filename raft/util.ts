@@ -46,18 +46,18 @@ export function limitSize<T extends Entry>(entries: T[], maxSizeBytes: number): 
 /** A message with every field not given set to its zero value. */
 export function makeMessage(fields: Partial<Message> & Pick<Message, "type">): Message {
   return {
-    from: "",
-    to: "",
-    term: 0,
-    logTerm: 0,
-    index: 0,
-    entries: [],
-    commit: 0,
-    snapshot: null,
-    reject: false,
-    rejectHint: 0,
-    context: EMPTY_BYTES,
-    ...fields,
+    type: fields.type,
+    from: fields.from ?? "",
+    to: fields.to ?? "",
+    term: fields.term ?? 0,
+    logTerm: fields.logTerm ?? 0,
+    index: fields.index ?? 0,
+    entries: fields.entries ?? [],
+    commit: fields.commit ?? 0,
+    snapshot: fields.snapshot ?? null,
+    reject: fields.reject ?? false,
+    rejectHint: fields.rejectHint ?? 0,
+    context: fields.context ?? EMPTY_BYTES,
   };
 }
 

@@ -70,14 +70,14 @@ function resultOf(draft: Draft): ChangeResult {
 function checkInvariants(result: ChangeResult): void {
   const { config, progress } = result;
   const all = [...config.voters.incoming, ...config.voters.outgoing, ...config.learners, ...config.learnersNext];
-  for (const id of all) assert(progress.has(id), `no progress for member ${id}`);
+  for (const id of all) assert(progress.has(id), () => `no progress for member ${id}`);
   for (const id of config.learnersNext) {
-    assert(config.voters.outgoing.has(id), `${id} is in learnersNext but not an outgoing voter`);
-    assert(!progress.get(id)!.isLearner, `${id} is in learnersNext but already marked learner`);
+    assert(config.voters.outgoing.has(id), () => `${id} is in learnersNext but not an outgoing voter`);
+    assert(!progress.get(id)!.isLearner, () => `${id} is in learnersNext but already marked learner`);
   }
   for (const id of config.learners) {
-    assert(!config.voters.incoming.has(id) && !config.voters.outgoing.has(id), `${id} is both learner and voter`);
-    assert(progress.get(id)!.isLearner, `learner ${id} is not marked learner`);
+    assert(!config.voters.incoming.has(id) && !config.voters.outgoing.has(id), () => `${id} is both learner and voter`);
+    assert(progress.get(id)!.isLearner, () => `learner ${id} is not marked learner`);
   }
   if (!isJoint(config)) {
     assert(config.learnersNext.size === 0, "learnersNext outside a joint configuration");
