@@ -70,6 +70,14 @@ describe("NodeTokenService", () => {
     assert.deepEqual(await tokens.consume(bound.token, "node-1"), { ok: true, tokenId: bound.id, nodeId: "node-1" });
   });
 
+  test("tokens disappear 7 days after they expire", async () => {
+    const created = await tokens.create({ ttlSeconds: 60 }, "admin");
+    fx.clock.advance(60_000 + 7 * 24 * 3600_000 - 1);
+    assert.equal((await tokens.get(created.id)).status, "EXPIRED");
+    fx.clock.advance(1);
+    await assert.rejects(tokens.get(created.id), apiError(404, "NOT_FOUND", /^Token not found/));
+  });
+
   test("revoke of an unknown id is 404", async () => {
     await assert.rejects(tokens.revoke("nope"), apiError(404, "NOT_FOUND", /^Token not found: nope$/));
   });

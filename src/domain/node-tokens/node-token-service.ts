@@ -12,14 +12,16 @@ import { DuplicateKeyError, type Collection, type Doc, type DocumentStore } from
 import { isoFromMs } from "../shared/time.js";
 import { checkSchema } from "../shared/validate.js";
 import { NodeTokenCreateSchema, type CreatedNodeToken, type NodeToken, type NodeTokenCreate, type TokenStatus } from "./node-token-schemas.js";
-import { resolveTtlSeconds } from "./token-ttl.js";
+import { resolveTtlSeconds, tokenTtlSecondsMax } from "./token-ttl.js";
 
 export const NODE_TOKENS_COLLECTION = "node_tokens";
 export const NODE_TOKEN_CLAIMS_COLLECTION = "node_token_claims";
 export const NODE_TOKEN_PREFIX = "cnt_";
 const tokenSecretBytes = 32;
-/** Tokens past their expiry by this long are deleted when the next token is created. */
-export const tokenRetentionAfterExpiryMs = 7 * 24 * 3600 * 1000;
+/** Tokens stay listed this long after they expire, then the store's TTL index removes them. */
+export const tokenRetentionAfterExpirySeconds = 7 * 24 * 3600;
+/** A claim outlives every token it could protect: the longest lifetime plus the retention. */
+const claimRetentionSeconds = tokenTtlSecondsMax + tokenRetentionAfterExpirySeconds;
 /** The list answers at most this many tokens, newest first. */
 export const tokenListMax = 1000;
 
@@ -56,10 +58,12 @@ export class NodeTokenService {
       indexes: [
         { name: "node_tokens_hash", field: "hash", unique: true },
         { name: "node_tokens_created", field: "createdAt" },
-        { name: "node_tokens_expires", field: "expiresAt" },
       ],
+      ttl: { name: "node_tokens_ttl", field: "expiresAt", seconds: tokenRetentionAfterExpirySeconds },
     });
-    this.claims = store.collection<Doc>(NODE_TOKEN_CLAIMS_COLLECTION);
+    this.claims = store.collection<Doc>(NODE_TOKEN_CLAIMS_COLLECTION, {
+      ttl: { name: "node_token_claims_ttl", field: "claimedAt", seconds: claimRetentionSeconds },
+    });
   }
 
   /** Issues a token; the returned `token` value is never available again. */
@@ -67,7 +71,6 @@ export class NodeTokenService {
     checkSchema(NodeTokenCreateSchema, input, "body");
     const ttlSeconds = resolveTtlSeconds(input);
     const nowMs = this.clock.nowMs();
-    await this.pruneExpired(nowMs);
     const token = NODE_TOKEN_PREFIX + randomBytes(tokenSecretBytes).toString("base64url");
     const doc: StoredNodeToken = {
       _id: randomUUID(),
@@ -127,10 +130,6 @@ export class NodeTokenService {
     }
     await this.tokens.put({ ...doc, usedAt: isoFromMs(nowMs), usedByNodeId: nodeId });
     return { ok: true, tokenId: doc._id, nodeId };
-  }
-
-  private async pruneExpired(nowMs: number): Promise<void> {
-    await this.tokens.deleteMany({ expiresAt: { $lt: isoFromMs(nowMs - tokenRetentionAfterExpiryMs) } });
   }
 
   private async require(id: string): Promise<StoredNodeToken> {
