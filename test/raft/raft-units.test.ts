@@ -10,6 +10,7 @@ import { RaftAssertionError, RaftError } from "../../raft/errors.js";
 import { MemoryStorage } from "../../raft/memory-storage.js";
 import { jointCommittedIndex, jointVoteResult } from "../../raft/quorum/joint.js";
 import { majorityCommittedIndex, majorityVoteResult } from "../../raft/quorum/majority.js";
+import { Raft } from "../../raft/raft.js";
 import { RawNode } from "../../raft/raw-node.js";
 import { Inflights } from "../../raft/tracker/inflights.js";
 import { configToConfState } from "../../raft/tracker/tracker.js";
@@ -98,6 +99,17 @@ describe("RawNode errors", () => {
     n.campaign();
     n.ready();
     assert.throws(() => n.ready(), RaftAssertionError);
+  });
+});
+
+describe("role transitions", () => {
+  it("asserts on an illegal transition (follower straight to leader, leader to candidate)", () => {
+    const r = new Raft({ id: "a", electionTick: 10, heartbeatTick: 1, storage: new MemoryStorage(threeVoters), random: () => 0 });
+    assert.throws(() => r.becomeLeader(), RaftAssertionError);
+    r.becomeCandidate();
+    r.becomeLeader();
+    assert.throws(() => r.becomeCandidate(), RaftAssertionError);
+    assert.throws(() => r.becomePreCandidate(), RaftAssertionError);
   });
 });
 
