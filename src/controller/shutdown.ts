@@ -32,8 +32,12 @@ export function exitOnSignals(stop: () => Promise<void>, log: () => Logger | und
     }, SHUTDOWN_TIMEOUT_MS);
     timer.unref();
     stop().then(
-      () => proc.exit(0),
+      () => {
+        clearTimeout(timer);
+        proc.exit(0);
+      },
       (err: unknown) => {
+        clearTimeout(timer);
         say("error", "Shutdown failed", err);
         proc.exit(1);
       },
