@@ -190,6 +190,8 @@ export function runDocumentStoreContract(name: string, createSubject: () => Prom
             { active: true },
             { _id: { $gt: "a2" } },
             { _id: { $lte: "a5" }, active: true },
+            { _id: { $in: ["b3", "a1", "a5", "nope"] } },
+            { _id: { $in: ["b3", "a1", "a5"], $gt: "a1" }, group: { $in: ["g2", "g3"] } },
           ];
           const sorts: FindOptions["sort"][] = [
             undefined,

@@ -460,6 +460,12 @@ class LevelCollection<T extends Doc> implements Collection<T> {
       if (found.doc) yield [found.doc];
       return;
     }
+    if (plan.kind === "points") {
+      for (let at = 0; at < plan.ids.length; at += indexFetchBatchMax) {
+        yield await this.fetchLive(plan.ids.slice(at, at + indexFetchBatchMax), new Set());
+      }
+      return;
+    }
     if (plan.kind === "documents") {
       const iterator = this.db.iterator({ ...plan.range, reverse: plan.reverse });
       try {

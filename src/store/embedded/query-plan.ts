@@ -19,6 +19,7 @@ export interface KeyRange {
 
 export type QueryPlan =
   | { kind: "point"; id: string }
+  | { kind: "points"; ids: string[]; ordered: boolean }
   | { kind: "documents"; range: KeyRange; reverse: boolean; ordered: boolean }
   | { kind: "index"; index: IndexSpec; ranges: KeyRange[]; reverse: boolean; ordered: boolean };
 
@@ -119,6 +120,10 @@ export function planQuery(keys: CollectionKeys, indexes: readonly IndexSpec[], f
   const idCondition = filter._id;
   if (idCondition !== undefined && !isRange(idCondition) && typeof idCondition === "string") {
     return { kind: "point", id: idCondition };
+  }
+  if (isRange(idCondition) && idCondition.$in !== undefined) {
+    const wanted = [...new Set(idCondition.$in.filter((id): id is string => typeof id === "string"))].sort(compareStrings);
+    return { kind: "points", ids: reverse ? wanted.reverse() : wanted, ordered: sortField === "_id" };
   }
   const indexFor = (field: string) => indexes.find((index) => index.field === field);
 
