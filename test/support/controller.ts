@@ -15,6 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import { CONFIG_ENV_OVERRIDES, parseControllerConfig } from "../../src/config/load.js";
+import type { ControllerConfig } from "../../src/config/schema.js";
 import { LISTENING_MESSAGE_PREFIX, startController, type RunningController } from "../../src/controller/controller.js";
 
 const ROOT_DIR = join(import.meta.dirname, "..", "..");
@@ -29,8 +30,13 @@ export const STOP_TIMEOUT_MS = 15_000;
 /** Captured child output kept for diagnostics (the tail is kept). */
 const OUTPUT_KEPT_CHARS_MAX = 1_000_000;
 
-/** A partial controller.yml: nested sections of the schema, deep-merged over the test defaults. */
-export type ConfigOverrides = Record<string, unknown>;
+type DeepPartial<T> = { [K in keyof T]?: T[K] extends readonly unknown[] ? T[K] : T[K] extends object ? DeepPartial<T[K]> : T[K] };
+
+/**
+ * A partial controller.yml, deep-merged over the test defaults. Known keys are typed; any other key
+ * is allowed too, so tests can write invalid or removed keys on purpose.
+ */
+export type ConfigOverrides = DeepPartial<ControllerConfig> & Record<string, unknown>;
 
 export interface TestControllerOptions {
   /** Reuse this data directory (it is then NOT removed on stop). Default: a fresh temp dir. */
