@@ -5,6 +5,7 @@
  */
 import { Type, type Static } from "@sinclair/typebox";
 
+/** The crash record as the REST routes return it. */
 export const CrashSchema = Type.Object({
   id: Type.String(),
   instanceId: Type.String(),
@@ -20,4 +21,5 @@ export const CrashSchema = Type.Object({
   /** Alias of timestamp. */
   crashedAt: Type.String({ format: "date-time" }),
 });
+/** A crash record. */
 export type Crash = Static<typeof CrashSchema>;

@@ -9,6 +9,7 @@ import type { Collection, Doc, DocumentStore, Filter } from "../../store/ports.j
 import { isoFromMs, parseIsoMs } from "../shared/time.js";
 import type { Crash } from "./crash-schemas.js";
 
+/** Collection owned by {@link CrashService}. */
 export const CRASHES_COLLECTION = "crashes";
 /** Crash records are kept 30 days (spec document 1, "Limits"). */
 export const crashRetentionSeconds = 30 * 24 * 60 * 60;

@@ -10,23 +10,32 @@ export const GROUP_NAME_PATTERN = "^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$";
 /** Template names as enforced on template import (spec document 1). */
 export const TEMPLATE_NAME_PATTERN = "^[a-z0-9_][a-z0-9_-]{0,31}$";
 
+/** How a group's instance count is decided. */
 export const SCALING_MODES = ["STATIC", "DYNAMIC", "MANUAL"] as const;
+/** How players are spread over a group's instances. */
 export const ROUTING_STRATEGIES = ["LOWEST_PLAYERS", "HIGHEST_PLAYERS", "RANDOM", "ROUND_ROBIN"] as const;
+/** Rollout styles of a group's update strategy. */
 export const UPDATE_STRATEGY_TYPES = ["ROLLING", "RECREATE"] as const;
 
+/** Lowest port a group's range may use. */
 export const portMin = 1;
+/** Highest port a group's range may use. */
 export const portMax = 65535;
 /** A group names at most this many template layers. */
 export const templatesPerGroupMax = 32;
 /** Upper bound of minInstances/maxInstances: far beyond any real network, low enough to stay an int. */
 export const instancesPerGroupMax = 10_000;
+/** Upper bound of memoryMb (1 TiB): a typo guard, not a capacity check. */
 export const memoryMbMax = 1_048_576;
 
 const literals = <T extends readonly string[]>(values: T) => Type.Union(values.map((v) => Type.Literal(v)));
 
+/** One of {@link SCALING_MODES}. */
 export const ScalingModeSchema = literals(SCALING_MODES);
+/** One of {@link ROUTING_STRATEGIES}. */
 export const RoutingSchema = literals(ROUTING_STRATEGIES);
 
+/** Ports handed to the group's instances, both ends inclusive. */
 export const PortRangeSchema = Type.Object(
   {
     start: Type.Integer({ minimum: portMin, maximum: portMax }),
@@ -71,6 +80,7 @@ export const GroupSchema = Type.Object({
   createdAt: Type.String({ format: "date-time" }),
   updatedAt: Type.String({ format: "date-time" }),
 });
+/** A group in full form. */
 export type Group = Static<typeof GroupSchema>;
 
 /** The list form (GET /api/v1/groups). */
@@ -87,6 +97,7 @@ export const GroupListItemSchema = Type.Pick(GroupSchema, [
   "maintenance",
   "static",
 ]);
+/** A group in list form. */
 export type GroupListItem = Static<typeof GroupListItemSchema>;
 
 const nonBlank = { minLength: 1, maxLength: 256, pattern: "\\S" };
@@ -113,6 +124,7 @@ export const GroupCreateSchema = Type.Object(
   },
   { additionalProperties: false },
 );
+/** The create body. */
 export type GroupCreate = Static<typeof GroupCreateSchema>;
 
 /** PATCH /api/v1/groups/{name} body: only these keys; omitted keys stay unchanged. */
@@ -127,6 +139,7 @@ export const GroupPatchSchema = Type.Object(
   },
   { additionalProperties: false },
 );
+/** The PATCH body. */
 export type GroupPatch = Static<typeof GroupPatchSchema>;
 
 /** Defaults applied on create: the command-line client's defaults where it has one. */

@@ -22,6 +22,7 @@ import {
 } from "./group-schemas.js";
 import { validateGroupInvariants } from "./group-validation.js";
 
+/** Collection owned by {@link GroupService}. */
 export const GROUPS_COLLECTION = "groups";
 
 /** The stored document: the group without its computed aggregates, keyed by name. */

@@ -10,6 +10,7 @@ import type { GroupAggregateSource, GroupAggregates } from "../groups/group-serv
 import { SingleFlight } from "../shared/single-flight.js";
 import { FINISHED_STATES, SERVING_STATES, type Instance, type InstanceListItem, type InstanceState } from "./instance-schemas.js";
 
+/** Collection owned by {@link InstanceService}. */
 export const INSTANCES_COLLECTION = "instances";
 
 /** The fields of an instance document. */

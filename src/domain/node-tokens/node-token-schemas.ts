@@ -2,12 +2,15 @@
 import { Type, type Static } from "@sinclair/typebox";
 import { tokenTtlSecondsMax } from "./token-ttl.js";
 
+/** Token statuses, derived from the record's timestamps. */
 export const TOKEN_STATUSES = ["ACTIVE", "USED", "REVOKED", "EXPIRED"] as const;
+/** One of {@link TOKEN_STATUSES}. */
 export type TokenStatus = (typeof TOKEN_STATUSES)[number];
 
 /** Node ids: what a daemon may call itself. */
 export const NODE_ID_PATTERN = "^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}$";
 
+/** POST /api/v1/admin/tokens body. */
 export const NodeTokenCreateSchema = Type.Object(
   {
     /** Binds the token to one node id; any node may use it when absent or null. */
@@ -18,6 +21,7 @@ export const NodeTokenCreateSchema = Type.Object(
   },
   { additionalProperties: false },
 );
+/** The create body. */
 export type NodeTokenCreate = Static<typeof NodeTokenCreateSchema>;
 
 /** A token as listed: never the value, never the hash. */
@@ -33,6 +37,7 @@ export const NodeTokenSchema = Type.Object({
   usedByNodeId: Type.Union([Type.String(), Type.Null()]),
   revokedAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
 });
+/** A token as listed. */
 export type NodeToken = Static<typeof NodeTokenSchema>;
 
 /** The create response: the record plus the token value, shown this once. */
@@ -40,4 +45,5 @@ export const CreatedNodeTokenSchema = Type.Composite([
   NodeTokenSchema,
   Type.Object({ token: Type.String({ description: "The secret; returned only by this call" }) }),
 ]);
+/** A token with its value, as created. */
 export type CreatedNodeToken = Static<typeof CreatedNodeTokenSchema>;

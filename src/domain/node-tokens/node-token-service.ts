@@ -14,8 +14,11 @@ import { checkSchema } from "../shared/validate.js";
 import { NodeTokenCreateSchema, type CreatedNodeToken, type NodeToken, type NodeTokenCreate, type TokenStatus } from "./node-token-schemas.js";
 import { resolveTtlSeconds, tokenTtlSecondsMax } from "./token-ttl.js";
 
+/** Collection of token records (hashes, never values), owned by {@link NodeTokenService}. */
 export const NODE_TOKENS_COLLECTION = "node_tokens";
+/** One document per consumed token; its primary key makes a claim single-use. */
 export const NODE_TOKEN_CLAIMS_COLLECTION = "node_token_claims";
+/** Prefix of every token value, so a leaked token is recognizable. */
 export const NODE_TOKEN_PREFIX = "cnt_";
 const tokenSecretBytes = 32;
 /** Tokens stay listed this long after they expire, then the store's TTL index removes them. */

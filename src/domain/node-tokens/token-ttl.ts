@@ -1,6 +1,7 @@
 /** Time-to-live of a node join token: `ttlSeconds` (integer) and/or `ttl` (duration text). */
 import { validationError } from "../../shared/errors.js";
 
+/** Lifetime when the request names none (the client default, 1h). */
 export const tokenTtlSecondsDefault = 3600;
 /** Shorter tokens would expire before a daemon could be started with them. */
 export const tokenTtlSecondsMin = 60;

@@ -4,10 +4,14 @@
  */
 import { Type, type Static } from "@sinclair/typebox";
 
+/** Node states of spec document 1. */
 export const NODE_STATES = ["ONLINE", "DRAINING", "UNREACHABLE", "OFFLINE"] as const;
+/** One of {@link NODE_STATES}. */
 export type NodeState = (typeof NODE_STATES)[number];
+/** One of {@link NODE_STATES}. */
 export const NodeStateSchema = Type.Union(NODE_STATES.map((s) => Type.Literal(s)));
 
+/** The node record as the REST routes return it. */
 export const NodeSchema = Type.Object({
   id: Type.String(),
   state: NodeStateSchema,
@@ -30,4 +34,5 @@ export const NodeSchema = Type.Object({
   /** When the current drain was requested; null unless DRAINING. */
   drainRequestedAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
 });
+/** A node record. */
 export type NodeRecord = Static<typeof NodeSchema>;

@@ -12,6 +12,7 @@ import { KeyedMutex } from "../shared/keyed-mutex.js";
 import { isoFromMs } from "../shared/time.js";
 import type { NodeRecord, NodeState } from "./node-schemas.js";
 
+/** Collection owned by {@link NodeService}. */
 export const NODES_COLLECTION = "nodes";
 
 /** The stored fields of a node: the record without the computed instanceCount. */
@@ -33,6 +34,7 @@ export interface DrainOptions {
   kickMessage: string;
 }
 
+/** Drain values used unless the composition root passes others. */
 export const defaultDrainOptions: DrainOptions = {
   drainTimeoutSeconds: 300,
   kickMessage: "This server is being drained for maintenance.",

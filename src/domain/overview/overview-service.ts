@@ -4,6 +4,7 @@ import type { GroupService } from "../groups/group-service.js";
 import type { InstanceService } from "../instances/instance-service.js";
 import type { NodeService } from "../nodes/node-service.js";
 
+/** The overview record (GET /api/v1/overview). */
 export const OverviewSchema = Type.Object({
   /** Registered nodes, whatever their state. */
   nodeCount: Type.Integer(),
@@ -13,6 +14,7 @@ export const OverviewSchema = Type.Object({
   playerCount: Type.Integer(),
   groupCount: Type.Integer(),
 });
+/** The overview record. */
 export type Overview = Static<typeof OverviewSchema>;
 
 /** Computes the overview from the other services. */
@@ -23,6 +25,7 @@ export class OverviewService {
     private readonly nodes: Pick<NodeService, "count">,
   ) {}
 
+  /** Counts, read concurrently from the three services. */
   async get(): Promise<Overview> {
     const [nodeCount, totals, groupCount] = await Promise.all([this.nodes.count(), this.instances.liveTotals(), this.groups.count()]);
     return { nodeCount, instanceCount: totals.instanceCount, playerCount: totals.playerCount, groupCount };
