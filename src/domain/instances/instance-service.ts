@@ -4,11 +4,11 @@
  * the daemon gateway through {@link InstanceService.save}; the REST surface here is read-only.
  */
 import type { Clock } from "../../shared/clock.js";
-import { notFound } from "../../shared/errors.js";
+import { assert, notFound } from "../../shared/errors.js";
 import type { Collection, Doc, DocumentStore, Filter } from "../../store/ports.js";
 import type { GroupAggregateSource, GroupAggregates } from "../groups/group-service.js";
 import { SingleFlight } from "../shared/single-flight.js";
-import { FINISHED_STATES, SERVING_STATES, type Instance, type InstanceListItem, type InstanceState } from "./instance-schemas.js";
+import { FINISHED_STATES, INSTANCE_STATES, SERVING_STATES, type Instance, type InstanceListItem, type InstanceState } from "./instance-schemas.js";
 
 /** Collection owned by {@link InstanceService}. */
 export const INSTANCES_COLLECTION = "instances";
@@ -107,8 +107,15 @@ export class InstanceService implements GroupAggregateSource {
     };
   }
 
-  /** Inserts or replaces an instance document (scheduler and daemon gateway). */
+  /**
+   * Inserts or replaces an instance document (scheduler and daemon gateway). The caller builds the
+   * document; a malformed one is a bug there, so it fails an assertion.
+   */
   async save(instance: InstanceFields): Promise<void> {
+    assert(instance.id.length > 0 && instance.group.length > 0, "instance needs an id and a group");
+    assert(INSTANCE_STATES.includes(instance.state), `unknown instance state ${instance.state}`);
+    assert(Number.isInteger(instance.port) && instance.port >= 0 && instance.port <= 65535, `bad port ${instance.port}`);
+    assert(Number.isInteger(instance.playerCount) && instance.playerCount >= 0, `bad playerCount ${instance.playerCount}`);
     await this.instances.put({ ...instance, _id: instance.id });
   }
 
