@@ -22,8 +22,8 @@ import { SimNode, type NodeTuning, type RaftLibrary } from "./sim-node.js";
 
 /** Virtual time between two ticks of a node whose clock keeps time (and between fault draws). */
 const tickIntervalMs = 10;
-const chaosTicks = 200;
-const healTicks = 80;
+const chaosTicks = 160;
+const healTicks = 60;
 /** Beyond the client timeout, so every operation has settled when the run ends. */
 const drainExtraTicks = 10;
 /** A runaway run (e.g. a Ready that never empties) fails instead of spinning. */
@@ -114,6 +114,7 @@ export function drawScenario(prng: Prng): ScenarioParameters {
       fsyncMaxMs: prng.between(0, 4),
       snapshotIntervalEntries: prng.between(4, 40),
       compactionLagEntries: prng.between(0, 5),
+      forwardToLeader: prng.chance(0.5),
     },
     clients: {
       clientCount: prng.between(2, 4),

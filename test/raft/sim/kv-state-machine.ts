@@ -33,8 +33,16 @@ export function encodeCommand(command: KvCommand): Uint8Array {
   return encoder.encode(JSON.stringify(command));
 }
 
+/** Every replica decodes the same entry bytes (messages share them in memory): decode once. */
+const decodedCommands = new WeakMap<Uint8Array, KvCommand>();
+
 export function decodeCommand(data: Uint8Array): KvCommand {
-  return JSON.parse(decoder.decode(data)) as KvCommand;
+  let command = decodedCommands.get(data);
+  if (command === undefined) {
+    command = JSON.parse(decoder.decode(data)) as KvCommand;
+    decodedCommands.set(data, command);
+  }
+  return command;
 }
 
 interface KvSnapshotData {

@@ -25,7 +25,7 @@ interface CommittedRecord {
    */
   committedByTermAtMost: number;
   readonly type: string;
-  readonly dataText: string;
+  readonly data: Uint8Array;
   readonly firstAppliedBy: NodeId;
 }
 
@@ -76,26 +76,20 @@ export class SafetyMonitor {
   }
 
   onApplied(node: NodeId, nodeTerm: number, entry: Entry, fingerprint: string): void {
-    const dataText =
-      entry.data.byteLength === 0
-        ? ""
-        : entry.type === EntryType.Normal
-          ? decoder.decode(entry.data)
-          : Buffer.from(entry.data).toString("hex");
     const known = this.committed.get(entry.index);
     if (known === undefined) {
       this.committed.set(entry.index, {
         term: entry.term,
         committedByTermAtMost: nodeTerm,
         type: entry.type,
-        dataText,
+        data: entry.data,
         firstAppliedBy: node,
       });
       if (entry.index > this.committedMaxIndex) this.committedMaxIndex = entry.index;
-    } else if (known.term !== entry.term || known.type !== entry.type || known.dataText !== dataText) {
+    } else if (known.term !== entry.term || known.type !== entry.type || !bytesEqual(known.data, entry.data)) {
       throw new SafetyViolation(
-        `state machine safety: ${node} applied index ${entry.index} as term ${entry.term} ${entry.type} ${JSON.stringify(dataText)}` +
-          ` but ${known.firstAppliedBy} applied term ${known.term} ${known.type} ${JSON.stringify(known.dataText)}`,
+        `state machine safety: ${node} applied index ${entry.index} as term ${entry.term} ${describeData(entry.type, entry.data)}` +
+          ` but ${known.firstAppliedBy} applied term ${known.term} ${describeData(known.type, known.data)}`,
       );
     } else if (nodeTerm < known.committedByTermAtMost) {
       known.committedByTermAtMost = nodeTerm;
@@ -143,6 +137,19 @@ export class SafetyMonitor {
       );
     }
   }
+}
+
+function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
+  if (a === b) return true;
+  if (a.byteLength !== b.byteLength) return false;
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function describeData(type: string, data: Uint8Array): string {
+  if (data.byteLength === 0) return `${type} (empty)`;
+  const text = type === EntryType.Normal ? decoder.decode(data) : Buffer.from(data).toString("hex");
+  return `${type} ${JSON.stringify(text)}`;
 }
 
 export interface LogView {

@@ -61,7 +61,7 @@ export class SimNetwork {
   }
 
   isCut(from: NodeId, to: NodeId): boolean {
-    return this.cutLinks.has(`${from}>${to}`);
+    return this.cutLinks.size > 0 && this.cutLinks.has(`${from}>${to}`);
   }
 
   healAll(): void {

@@ -75,6 +75,8 @@ export interface NodeTuning {
   snapshotIntervalEntries: number;
   /** Entries kept in the log behind a snapshot (so some followers catch up without it). */
   compactionLagEntries: number;
+  /** A follower that knows a leader hands client writes and reads to the library to forward. */
+  forwardToLeader: boolean;
 }
 
 export interface NodeEnvironment {
@@ -301,12 +303,25 @@ export class SimNode {
   transferLeadership(to: NodeId): void {
     if (this.raw === null || this.paused) return;
     this.env.trace(`${this.id} asked to transfer leadership to ${to}`);
-    this.raw.transferLeadership(to);
+    try {
+      this.raw.transferLeadership(to);
+    } catch (error) {
+      // Leadership moved since the last Ready and no leader is known: the request is refused.
+      if (this.env.library.isProposalRefusal(error)) return;
+      throw error;
+    }
     this.pump();
   }
 
+  /** Whether this node takes a client request now (as leader, or to forward it to the leader). */
+  private takesRequests(): boolean {
+    if (this.raw === null) return false;
+    if (this.soft.role === StateRole.Leader) return true;
+    return this.env.tuning.forwardToLeader && this.soft.role === StateRole.Follower && this.soft.leader !== null;
+  }
+
   submitWrite(command: KvCommand, reply: WriteReply): SubmitOutcome {
-    if (this.raw === null || this.soft.role !== StateRole.Leader) return "not-leader";
+    if (this.raw === null || !this.takesRequests()) return "not-leader";
     try {
       this.raw.propose(encodeCommand(command));
     } catch (error) {
@@ -319,7 +334,7 @@ export class SimNode {
   }
 
   submitRead(opId: number, key: string, reply: ReadReply): SubmitOutcome {
-    if (this.raw === null || this.soft.role !== StateRole.Leader) return "not-leader";
+    if (this.raw === null || !this.takesRequests()) return "not-leader";
     const ctx = String(opId);
     try {
       this.raw.readIndex(encoder.encode(ctx));
