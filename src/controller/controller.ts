@@ -166,7 +166,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
     });
 
     // Requests log under the logical thread name "http" (see docs/decisions/platform.md).
-    const server = await listen((request, env) => logs.withThread("http", () => app.fetch(request, env)), config.http.host, config.http.port);
+    const serveRequest: FetchHandler = (request, bindings) => logs.withThread("http", () => app.fetch(request, bindings));
+    const server = await listen(serveRequest, config.http.host, config.http.port);
     cleanups.push({ name: "HTTP server", run: () => closeServer(server, HTTP_DRAIN_TIMEOUT_MS) });
     const httpUrl = urlForAddress(server.address() as AddressInfo);
     log.info(`${LISTENING_MESSAGE_PREFIX}${httpUrl}`);
