@@ -2,8 +2,8 @@
  * Adapter selection for the composition root. Documents: a `mongodb://`/`mongodb+srv://` URI opens
  * MongoDB, a `postgres://`/`postgresql://` URI opens PostgreSQL, and without a URI the development
  * profile opens the embedded store under `<dataDir>/documents` (production requires a URI).
- * Key-value: memory without a URI, Redis for `redis://`/`rediss://`. Blobs: the PostgreSQL table
- * when the document database is PostgreSQL (shared by every controller), otherwise files under
+ * Key-value: memory without a URI, Redis for `redis://`/`rediss://`. Blobs live in the document
+ * database when it is shared (a PostgreSQL table, or GridFS on MongoDB), otherwise in files under
  * `<dataDir>/blobs`.
  */
 import { mkdir } from "node:fs/promises";
@@ -12,6 +12,7 @@ import type { Clock } from "../shared/clock.js";
 import { openLevelDocumentStore } from "./embedded/level-document-store.js";
 import { openFsBlobStore } from "./fs-blob-store.js";
 import { MemoryKvStore } from "./memory/memory-kv-store.js";
+import { openMongoBlobStore } from "./mongo/mongo-blob-store.js";
 import { openMongoDocumentStore } from "./mongo/mongo-document-store.js";
 import type { BlobStore, DocumentStore, KvStore } from "./ports.js";
 import { openPostgresBlobStore } from "./postgres/postgres-blob-store.js";
@@ -46,7 +47,7 @@ export interface OpenKvStoreOptions {
 export interface OpenBlobStoreOptions {
   profile: StoreProfile;
   dataDir: string;
-  /** The document database URI: a PostgreSQL one keeps blobs in the same database. */
+  /** The document database URI: blobs go to the same database when there is one. */
   uri?: string;
 }
 
@@ -84,9 +85,10 @@ export async function openKvStore(options: OpenKvStoreOptions = {}): Promise<KvS
   throw new Error(`unsupported key-value store URI scheme "${scheme ?? ""}": use redis:// or rediss://`);
 }
 
-/** Opens the blob store: PostgreSQL next to PostgreSQL documents, else `<dataDir>/blobs`. */
+/** Opens the blob store: in the document database when there is one, else `<dataDir>/blobs`. */
 export async function openBlobStore(options: OpenBlobStoreOptions): Promise<ClosableBlobStore> {
   const scheme = options.uri ? uriScheme(options.uri) : undefined;
   if (options.uri && (scheme === "postgres" || scheme === "postgresql")) return openPostgresBlobStore({ uri: options.uri });
+  if (options.uri && (scheme === "mongodb" || scheme === "mongodb+srv")) return openMongoBlobStore({ uri: options.uri });
   return openFsBlobStore(join(options.dataDir, "blobs"));
 }

@@ -67,14 +67,14 @@ export async function openMongoDocumentStore(options: MongoDocumentStoreOptions)
 export class MongoDocumentStore implements DocumentStore {
   private readonly collections = new Map<string, MongoDocCollection<Doc>>();
   private readonly clock: Clock;
-  private readonly dbName: string | undefined;
+  private readonly dbName: string;
 
   constructor(
     private readonly client: MongoClient,
     options: MongoDocumentStoreOptions,
   ) {
     this.clock = options.clock ?? systemClock;
-    this.dbName = options.dbName ?? (dbNameFromUri(options.uri) || "cloud");
+    this.dbName = mongoDatabaseName(options.uri, options.dbName);
   }
 
   collection<T extends Doc = Doc>(name: string, spec?: CollectionSpec): Collection<T> {
@@ -95,6 +95,11 @@ export class MongoDocumentStore implements DocumentStore {
   async close(): Promise<void> {
     await this.client.close();
   }
+}
+
+/** The database to use: `explicit`, else the one named in the URI's path, else `cloud`. */
+export function mongoDatabaseName(uri: string, explicit?: string): string {
+  return explicit ?? (dbNameFromUri(uri) || "cloud");
 }
 
 /** The database named in a MongoDB URI's path, if any. */
