@@ -10,6 +10,7 @@ import { applyConfChangeToTracker } from "./confchange/apply.js";
 import { RaftError, RaftErrorCode, assert, hasErrorCode } from "./errors.js";
 import { RaftLog } from "./log.js";
 import { VoteResult } from "./quorum/vote-result.js";
+import { releasePendingReads } from "./read-index.js";
 import { ReadOnly } from "./read-only.js";
 import { stepCandidate } from "./step-candidate.js";
 import { stepFollower } from "./step-follower.js";
@@ -32,6 +33,9 @@ import {
   StateRole,
 } from "./types.js";
 import { EMPTY_BYTES, bytesEqual, makeMessage, payloadSizeBytes, voteResponseType } from "./util.js";
+
+/** Election timeouts a leader waits for news of a sent snapshot before probing the follower again. */
+const SNAPSHOT_WAIT_ELECTIONS_MAX = 3;
 
 /** Context of the vote requests of an election forced by a leader transfer (ignores leases). */
 export const TRANSFER_CAMPAIGN_CONTEXT: Uint8Array = new Uint8Array([0x74, 0x72, 0x61, 0x6e, 0x73, 0x66, 0x65, 0x72]);
@@ -326,11 +330,24 @@ export class Raft {
       if (this.checkQuorum) this.step(makeMessage({ type: MessageType.CheckQuorum, from: this.id }));
       // A transfer that did not complete within an election timeout is abandoned (§3.10).
       if (this.role === StateRole.Leader && this.leadTransferee !== null) this.leadTransferee = null;
+      if (this.role === StateRole.Leader) this.expireSnapshotWaits();
     }
     if (this.role !== StateRole.Leader) return;
     if (this.heartbeatElapsed >= this.heartbeatTimeout) {
       this.heartbeatElapsed = 0;
       this.step(makeMessage({ type: MessageType.Beat, from: this.id }));
+    }
+  }
+
+  /**
+   * A snapshot whose fate the host never reported (a lost message, a forgotten
+   * `reportSnapshot`) must not stall its follower forever: after a bounded wait, probe again.
+   */
+  private expireSnapshotWaits(): void {
+    for (const [id, pr] of this.tracker.progress) {
+      if (id === this.id || pr.state !== "snapshot") continue;
+      pr.snapshotWaitElections++;
+      if (pr.snapshotWaitElections >= SNAPSHOT_WAIT_ELECTIONS_MAX) pr.becomeProbe();
     }
   }
 
@@ -469,12 +486,8 @@ export class Raft {
   /** Commits what a quorum holds, if it is an entry of the current term. */
   maybeCommit(): boolean {
     const committed = this.log.maybeCommit(this.tracker.committed(), this.term);
-    if (committed) this.releasePendingReadIndexMessages();
+    if (committed) releasePendingReads(this);
     return committed;
-  }
-
-  committedEntryInCurrentTerm(): boolean {
-    return this.log.termOrNull(this.log.committed) === this.term;
   }
 
   handleAppendEntries(m: Message): void {
@@ -524,31 +537,6 @@ export class Raft {
     const restored = restoreConfig(snapshot.metadata.confState, this.log.lastIndex(), this.tracker.inflightMsgsMax);
     this.switchToConfig(restored.config, restored.progress);
     return true;
-  }
-
-  // ---- reads ---------------------------------------------------------------------------------
-
-  /** The read-state for a local request, or the response message for a forwarded one. */
-  respondToReadIndex(request: Message, readIndex: number): void {
-    if (request.from === "" || request.from === this.id) {
-      this.readStates.push({ index: readIndex, requestCtx: request.context });
-      return;
-    }
-    this.send({ type: MessageType.ReadIndexResp, to: request.from, index: readIndex, context: request.context });
-  }
-
-  /** Records a read at the commit index and asks a quorum to confirm leadership. */
-  startReadIndex(m: Message): void {
-    if (!this.readOnly.addRequest(this.log.committed, m)) return;
-    this.readOnly.recvAck(this.id, m.context);
-    this.bcastHeartbeat(m.context);
-  }
-
-  private releasePendingReadIndexMessages(): void {
-    if (this.pendingReadIndexMessages.length === 0 || !this.committedEntryInCurrentTerm()) return;
-    const pending = this.pendingReadIndexMessages;
-    this.pendingReadIndexMessages = [];
-    for (const m of pending) this.startReadIndex(m);
   }
 
   // ---- membership ----------------------------------------------------------------------------

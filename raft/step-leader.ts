@@ -5,6 +5,7 @@
 import { decodeConfChange } from "./codec.js";
 import { assert } from "./errors.js";
 import type { Raft } from "./raft.js";
+import { confirmReads, leaderReadIndex } from "./read-index.js";
 import { isJoint } from "./tracker/tracker.js";
 import { type Entry, EntryType, type Message, MessageType } from "./types.js";
 
@@ -21,7 +22,7 @@ export function stepLeader(r: Raft, m: Message): void {
       propose(r, m);
       return;
     case MessageType.ReadIndex:
-      readIndex(r, m);
+      leaderReadIndex(r, m);
       return;
   }
 
@@ -63,10 +64,7 @@ export function stepLeader(r: Raft, m: Message): void {
       pr.probeSent = false;
       if (pr.state === "replicate" && pr.inflights.full()) pr.inflights.freeFirstOne();
       if (pr.match < r.log.lastIndex()) r.sendAppend(m.from);
-      if (m.context.byteLength === 0) return;
-      const acks = r.readOnly.recvAck(m.from, m.context);
-      if (acks === null || !r.tracker.hasQuorum(acks)) return;
-      for (const status of r.readOnly.advance(m.context)) r.respondToReadIndex(status.request, status.index);
+      if (m.context.byteLength > 0) confirmReads(r, m);
       return;
     }
     case MessageType.SnapStatus:
@@ -114,20 +112,6 @@ function propose(r: Raft, m: Message): void {
   }
   if (!r.appendEntry(entries)) r.throwDropped("uncommitted-size-exceeded", `uncommitted log exceeds ${r.maxUncommittedEntriesSizeBytes} bytes`);
   r.bcastAppend();
-}
-
-function readIndex(r: Raft, m: Message): void {
-  if (r.tracker.isSingleton()) {
-    // The only voter is its own quorum: the commit index is safe to read at once.
-    r.respondToReadIndex(m, r.log.committed);
-    return;
-  }
-  if (!r.committedEntryInCurrentTerm()) {
-    // Our commit index may lag the true one until an entry of this term commits (§6.4).
-    if (r.pendingReadIndexMessages.length < r.maxPendingReadRequests) r.pendingReadIndexMessages.push(m);
-    return;
-  }
-  r.startReadIndex(m);
 }
 
 function transferLeader(r: Raft, m: Message): void {

@@ -18,6 +18,8 @@ export class Progress {
   state: ProgressState = "probe";
   /** Index of the snapshot being sent, in snapshot state. */
   pendingSnapshot = 0;
+  /** Election timeouts passed in snapshot state without a report or an acknowledgement. */
+  snapshotWaitElections = 0;
   /** Heard from within the current election timeout (for check-quorum). */
   recentActive = false;
   /** In probe state: a probe is out, wait for an answer (or a heartbeat response) before the next. */
@@ -45,6 +47,7 @@ export class Progress {
   private resetState(state: ProgressState): void {
     this.probeSent = false;
     this.pendingSnapshot = 0;
+    this.snapshotWaitElections = 0;
     this.state = state;
     this.inflights.reset();
   }

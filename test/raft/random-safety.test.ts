@@ -97,7 +97,8 @@ class Cluster {
   deliver(m: Message, lost = false): void {
     const delivered = !lost && !this.cut.has(`${m.from}->${m.to}`);
     if (delivered) this.nodes.find((x) => x.id === m.to)!.node.step(m);
-    if (m.type === "snap") this.nodes.find((x) => x.id === m.from)!.node.reportSnapshot(m.to, delivered);
+    // Half the time the host forgets to report: the leader must recover on its own.
+    if (m.type === "snap" && this.rand(2) === 0) this.nodes.find((x) => x.id === m.from)!.node.reportSnapshot(m.to, delivered);
   }
 
   propose(n: SimNode): void {
