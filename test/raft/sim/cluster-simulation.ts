@@ -18,7 +18,7 @@ import { Prng } from "./prng.js";
 import { SafetyMonitor, SafetyViolation } from "./safety-monitor.js";
 import { SimClients, type ClientStats, type ClientTuning } from "./sim-clients.js";
 import { calmNetwork, SimNetwork, type NetworkFaults, type NetworkStats } from "./sim-network.js";
-import { SimNode, type NodeTuning, type RaftLibrary } from "./sim-node.js";
+import { SimNode, type HostSabotage, type NodeTuning, type RaftLibrary } from "./sim-node.js";
 
 /** Virtual time between two ticks of a node whose clock keeps time (and between fault draws). */
 const tickIntervalMs = 10;
@@ -129,7 +129,15 @@ export function drawScenario(prng: Prng): ScenarioParameters {
   };
 }
 
-export function runSimulation(seed: number, library: RaftLibrary, trace?: (line: string) => void): SimulationReport {
+export interface SimulationOptions {
+  /** Receives one line per event when given. */
+  readonly trace?: (line: string) => void;
+  /** Breaks the host on purpose, to show that the checks notice (see {@link HostSabotage}). */
+  readonly sabotage?: HostSabotage;
+}
+
+export function runSimulation(seed: number, library: RaftLibrary, options: SimulationOptions = {}): SimulationReport {
+  const { trace, sabotage = null } = options;
   const prng = new Prng(seed);
   const scenario = drawScenario(prng);
   const queue = new EventQueue();
@@ -162,6 +170,7 @@ export function runSimulation(seed: number, library: RaftLibrary, trace?: (line:
         monitor,
         prng: prng.fork(),
         initialConfState: initialVoters.includes(id) ? initialConfState : outsiderConfState,
+        sabotage,
         tuning: scenario.node,
         nowMs: () => nowMs,
         schedule,

@@ -79,12 +79,21 @@ export interface NodeTuning {
   forwardToLeader: boolean;
 }
 
+/**
+ * Deliberate host bugs, used only to show that the simulation catches them:
+ * - `local-reads`: any node answers a get from its own state at once, without ReadIndex;
+ * - `send-before-fsync`: messages leave before the Ready is durable (nothing is ever fsynced
+ *   except by snapshots), so a crash can forget a vote or an acknowledged entry.
+ */
+export type HostSabotage = "local-reads" | "send-before-fsync";
+
 export interface NodeEnvironment {
   readonly library: RaftLibrary;
   readonly monitor: SafetyMonitor;
   readonly prng: Prng;
   readonly initialConfState: ConfState;
   readonly tuning: NodeTuning;
+  readonly sabotage: HostSabotage | null;
   nowMs(): number;
   schedule(delayMs: number, run: () => void): void;
   send(message: Message): void;
@@ -334,6 +343,10 @@ export class SimNode {
   }
 
   submitRead(opId: number, key: string, reply: ReadReply): SubmitOutcome {
+    if (this.raw !== null && this.env.sabotage === "local-reads") {
+      reply(this.kv.get(key));
+      return "accepted";
+    }
     if (this.raw === null || !this.takesRequests()) return "not-leader";
     const ctx = String(opId);
     try {
@@ -373,7 +386,7 @@ export class SimNode {
         incarnation: this.incarnation,
         becameLeaderOfTerm,
       };
-      if (!ready.mustSync) {
+      if (!ready.mustSync || this.env.sabotage === "send-before-fsync") {
         this.finishReady(inFlight);
         continue;
       }

@@ -82,7 +82,7 @@ if (replaySeed !== undefined) {
   describe("Raft simulation: replay", () => {
     it(`seed ${replaySeed}`, () => {
       const trace = process.env.RAFT_SIM_TRACE === "1" ? (line: string) => console.log(line) : undefined;
-      const report = runSimulation(replaySeed, raftLibrary, trace);
+      const report = runSimulation(replaySeed, raftLibrary, { trace });
       console.log(JSON.stringify({ scenario: report.scenario, stats: report.stats }, null, 2));
       if (report.failure !== null) assert.fail(describeFailure(report));
     });

@@ -4,7 +4,8 @@
  *
  *   npx tsx test/raft/sim/sweep-seeds.ts [firstSeed=1] [count=100]
  *
- * VERBOSE=1 prints every seed's statistics; TRACE=1 prints the event trace (use with one seed).
+ * VERBOSE=1 prints every seed's statistics; TRACE=1 prints the event trace (use with one seed);
+ * SABOTAGE=local-reads|send-before-fsync breaks the host on purpose (see HostSabotage).
  */
 import { runSimulation } from "./cluster-simulation.js";
 import { raftLibrary } from "./raft-library.js";
@@ -14,11 +15,12 @@ const failureLinesMax = 8;
 const firstSeed = Number(process.argv[2] ?? 1);
 const seedCount = Number(process.argv[3] ?? 100);
 const trace = process.env.TRACE === "1" ? (line: string) => console.log(line) : undefined;
+const sabotage = process.env.SABOTAGE === "local-reads" || process.env.SABOTAGE === "send-before-fsync" ? process.env.SABOTAGE : undefined;
 const startedMs = performance.now();
 const failuresByKind: Record<string, number> = {};
 for (let seed = firstSeed; seed < firstSeed + seedCount; seed++) {
   const seedStartedMs = performance.now();
-  const report = runSimulation(seed, raftLibrary, trace);
+  const report = runSimulation(seed, raftLibrary, { trace, sabotage });
   const tookMs = (performance.now() - seedStartedMs).toFixed(0);
   if (report.failure !== null) {
     failuresByKind[report.failure.kind] = (failuresByKind[report.failure.kind] ?? 0) + 1;
