@@ -6,7 +6,7 @@
 //
 // Prints a table and one machine-readable JSON line (prefix `BENCH_JSON `).
 import { Agent, request } from "node:http";
-import { availableParallelism } from "node:os";
+import { availableParallelism, loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
 import { fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
@@ -189,6 +189,7 @@ async function main(): Promise<void> {
     },
   });
   try {
+    const loadAtStart = loadavg()[0];
     const seedStarted = performance.now();
     const groupNames = Array.from({ length: groupsCount }, (_, i) => `group-${String(i).padStart(4, "0")}`);
     await inBatches(groupNames, (name) => app.groups.create({ name, platform: "paper", maxInstances: 20 }));
@@ -277,6 +278,8 @@ async function main(): Promise<void> {
           bench: "rest",
           node: process.version,
           cpus: availableParallelism(),
+          // One-minute load averages: how contended the machine was.
+          loadAverage: { start: round(loadAtStart, 2), end: round(loadavg()[0], 2) },
           groups: groupsCount,
           instances: instances.length,
           concurrency,
