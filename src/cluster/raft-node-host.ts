@@ -12,10 +12,10 @@
  * whose code says whether the outcome is known.
  */
 import { randomBytes } from "node:crypto";
-import type { ConfChange, ConfState, Entry, Message, NodeId, RaftConfig, Ready, SoftState, Status } from "../../raft/types.js";
+import type { ConfChange, ConfState, Entry, Message, NodeId, RaftConfig, Ready, Snapshot, SoftState, Status, Storage } from "../../raft/types.js";
 import { assert } from "../shared/errors.js";
 import { HostErrorCode, notLeader, RaftHostError } from "./host-errors.js";
-import type { LevelStorage } from "./level-storage.js";
+import type { PersistRequest } from "./level-storage.js";
 import type { TransportHandler } from "./grpc-transport.js";
 
 /** The replicated state machine. `apply` sees every committed normal entry once, in log order. */
@@ -25,6 +25,16 @@ export interface StateMachine {
   snapshot(): Uint8Array;
   /** Replaces the whole state with a snapshot's. */
   restore(data: Uint8Array): void;
+}
+
+/**
+ * The durable log the host writes to ({@link LevelStorage} in production). `persist` must not
+ * resolve before what it was given is durable (when `mustSync`).
+ */
+export interface HostStorage extends Storage {
+  persist(request: PersistRequest): Promise<void>;
+  createSnapshot(index: number, confState: ConfState, data: Uint8Array): Promise<Snapshot>;
+  compact(index: number): Promise<void>;
 }
 
 /** The subset of the library's RawNode the host drives. */
@@ -71,7 +81,7 @@ export const systemScheduler: HostScheduler = {
 
 export interface RaftNodeHostOptions {
   readonly id: NodeId;
-  readonly storage: LevelStorage;
+  readonly storage: HostStorage;
   readonly stateMachine: StateMachine;
   readonly transport: MessageSender & { setHandler(handler: TransportHandler): void };
   readonly createRawNode: (config: RaftConfig) => RawNodeLike;

@@ -1,0 +1,246 @@
+// The node host's loop under an injected clock, with an in-memory network and a storage whose
+// writes can be held back: ordering of persist and send, proposal deadlines, lost leadership.
+import { afterEach, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { MemoryStorage, RawNode, decodeConfChange, encodeConfChange } from "../../raft/index.js";
+import type { ConfState, Entry, Message, NodeId, Snapshot } from "../../raft/types.js";
+import type { TransportHandler } from "../../src/cluster/grpc-transport.js";
+import { RaftHostError } from "../../src/cluster/host-errors.js";
+import type { PersistRequest } from "../../src/cluster/level-storage.js";
+import { RaftNodeHost, type HostScheduler, type HostStorage, type StateMachine } from "../../src/cluster/raft-node-host.js";
+
+/** Timers fire only when the test advances time. */
+class ManualScheduler implements HostScheduler {
+  private currentMs = 0;
+  private nextId = 1;
+  private readonly timers = new Map<number, { atMs: number; callback: () => void }>();
+  nowMs(): number {
+    return this.currentMs;
+  }
+  setTimer(callback: () => void, delayMs: number): unknown {
+    const id = this.nextId++;
+    this.timers.set(id, { atMs: this.currentMs + delayMs, callback });
+    return id;
+  }
+  clearTimer(handle: unknown): void {
+    this.timers.delete(handle as number);
+  }
+  /** Moves time forward in steps of `stepMs`, firing due timers and letting the loops run. */
+  async advance(totalMs: number, stepMs = 10): Promise<void> {
+    for (let elapsed = 0; elapsed < totalMs; elapsed += stepMs) {
+      this.currentMs += stepMs;
+      for (const [id, timer] of [...this.timers].sort((a, b) => a[1].atMs - b[1].atMs)) {
+        if (timer.atMs > this.currentMs) continue;
+        this.timers.delete(id);
+        timer.callback();
+      }
+      await settle();
+    }
+  }
+}
+
+async function settle(rounds = 5): Promise<void> {
+  for (let i = 0; i < rounds; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+/** MemoryStorage with the host's write side; `hold()` keeps persists pending until `release()`. */
+class GatedStorage implements HostStorage {
+  private readonly memory: MemoryStorage;
+  private gate: Promise<void> | null = null;
+  private openGate: (() => void) | null = null;
+  persistsPending = 0;
+  constructor(initial: ConfState) {
+    this.memory = new MemoryStorage(initial);
+  }
+  hold(): void {
+    this.gate = new Promise((resolve) => (this.openGate = resolve));
+  }
+  release(): void {
+    this.openGate?.();
+    this.gate = null;
+  }
+  async persist(request: PersistRequest): Promise<void> {
+    this.persistsPending += 1;
+    if (this.gate) await this.gate;
+    this.persistsPending -= 1;
+    if (request.snapshot) this.memory.applySnapshot(request.snapshot);
+    if (request.entries.length > 0) this.memory.append([...request.entries]);
+    if (request.hardState) this.memory.setHardState(request.hardState);
+  }
+  async createSnapshot(index: number, confState: ConfState, data: Uint8Array): Promise<Snapshot> {
+    return this.memory.createSnapshot(index, confState, data);
+  }
+  async compact(index: number): Promise<void> {
+    this.memory.compact(index);
+  }
+  initialState() {
+    return this.memory.initialState();
+  }
+  entries(lo: number, hi: number, maxSizeBytes: number): Entry[] {
+    return this.memory.entries(lo, hi, maxSizeBytes);
+  }
+  term(index: number): number {
+    return this.memory.term(index);
+  }
+  firstIndex(): number {
+    return this.memory.firstIndex();
+  }
+  lastIndex(): number {
+    return this.memory.lastIndex();
+  }
+  snapshot(): Snapshot {
+    return this.memory.snapshot();
+  }
+}
+
+class NullStateMachine implements StateMachine {
+  applied: string[] = [];
+  apply(entry: Entry): string {
+    const text = new TextDecoder().decode(entry.data);
+    this.applied.push(text);
+    return text;
+  }
+  snapshot(): Uint8Array {
+    return new Uint8Array();
+  }
+  restore(): void {}
+}
+
+/** Settles a promise into its rejection reason (or null) at once, so a rejection is never unhandled. */
+function outcome(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => null,
+    (error: unknown) => error,
+  );
+}
+
+const hostError = (code: string) => (error: unknown) => error instanceof RaftHostError && error.code === code;
+
+/** Delivers messages between hosts in the same process; `cut` drops a node's traffic both ways. */
+class MemoryNetwork {
+  readonly handlers = new Map<NodeId, TransportHandler>();
+  readonly sent: Message[] = [];
+  readonly cut = new Set<NodeId>();
+  transportFor(id: NodeId) {
+    return {
+      setHandler: (handler: TransportHandler) => this.handlers.set(id, handler),
+      send: (messages: readonly Message[]) => {
+        for (const message of messages) {
+          this.sent.push(message);
+          if (this.cut.has(message.from) || this.cut.has(message.to)) continue;
+          queueMicrotask(() => this.handlers.get(message.to)?.receive(message));
+        }
+      },
+    };
+  }
+}
+
+const ids: NodeId[] = ["a", "b", "c"];
+const confState: ConfState = { voters: ids, learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
+
+const running: RaftNodeHost[] = [];
+
+function cluster(options: { proposalTimeoutMs?: number } = {}) {
+  const scheduler = new ManualScheduler();
+  const network = new MemoryNetwork();
+  const nodes = new Map(
+    ids.map((id, i) => {
+      const storage = new GatedStorage(confState);
+      const host = new RaftNodeHost({
+        id,
+        storage,
+        stateMachine: new NullStateMachine(),
+        transport: network.transportFor(id),
+        createRawNode: (config) => new RawNode(config),
+        confChangeCodec: { encode: encodeConfChange, decode: decodeConfChange },
+        scheduler,
+        tickIntervalMs: 10,
+        heartbeatTicks: 1,
+        electionTicks: 10,
+        random: (n) => (i * 7) % n,
+        proposalTimeoutMs: options.proposalTimeoutMs ?? 5_000,
+      });
+      host.start();
+      running.push(host);
+      return [id, { host, storage }] as const;
+    }),
+  );
+  return { scheduler, network, nodes };
+}
+
+async function electA(c: ReturnType<typeof cluster>): Promise<RaftNodeHost> {
+  const a = c.nodes.get("a")!.host;
+  a.campaign();
+  for (let i = 0; i < 50 && !a.isLeader(); i++) await c.scheduler.advance(10);
+  assert.ok(a.isLeader(), "a became leader");
+  return a;
+}
+
+describe("RaftNodeHost loop (injected clock, in-memory network)", () => {
+  afterEach(async () => {
+    for (const host of running.splice(0)) await host.stop();
+  });
+
+  it("sends no vote request before the new term and vote are durable", async () => {
+    const c = cluster();
+    const a = c.nodes.get("a")!;
+    await c.scheduler.advance(20); // the bootstrap configuration is persisted and applied
+    a.storage.hold();
+    a.host.campaign();
+    await c.scheduler.advance(30);
+    const votesWhileHeld = c.network.sent.filter((m) => m.from === "a" && m.type === "vote");
+    assert.ok(a.storage.persistsPending > 0, "a persist is waiting");
+    assert.deepEqual(votesWhileHeld, [], "vote requests left before the vote was durable");
+    a.storage.release();
+    await c.scheduler.advance(30);
+    assert.ok(c.network.sent.some((m) => m.from === "a" && m.type === "vote"));
+    assert.ok(a.storage.initialState().hardState.vote === "a");
+  });
+
+  it("sends no append acknowledgement before the follower's entries are durable", async () => {
+    const c = cluster();
+    const leader = await electA(c);
+    const b = c.nodes.get("b")!;
+    b.storage.hold();
+    const proposal = leader.propose(new TextEncoder().encode("x"));
+    await c.scheduler.advance(30);
+    const lastIndex = leader.status().hardState.commit;
+    const early = c.network.sent.filter((m) => m.from === "b" && m.type === "app-resp" && m.index > lastIndex);
+    assert.deepEqual(early, []);
+    b.storage.release();
+    assert.equal(await proposal, "x");
+  });
+
+  it("rejects a proposal with TIMEOUT when the injected clock passes its deadline", async () => {
+    const c = cluster({ proposalTimeoutMs: 50 });
+    const leader = await electA(c);
+    c.network.cut.add("a");
+    const proposal = outcome(leader.propose(new TextEncoder().encode("lost")));
+    await c.scheduler.advance(80);
+    const error = await proposal;
+    assert.ok(hostError("TIMEOUT")(error), String(error));
+    assert.equal((error as RaftHostError).outcomeKnown, false);
+  });
+
+  it("rejects outstanding proposals with LEADERSHIP_LOST when the leader steps down", async () => {
+    const c = cluster();
+    const leader = await electA(c);
+    c.network.cut.add("a");
+    const proposal = outcome(leader.propose(new TextEncoder().encode("orphan")));
+    const read = outcome(leader.linearizableRead());
+    await c.scheduler.advance(400);
+    assert.ok(hostError("LEADERSHIP_LOST")(await proposal));
+    assert.ok(hostError("LEADERSHIP_LOST")(await read));
+    assert.equal(leader.isLeader(), false);
+  });
+
+  it("a stopped host rejects new and outstanding requests with STOPPED", async () => {
+    const c = cluster();
+    const leader = await electA(c);
+    c.network.cut.add("a");
+    const proposal = outcome(leader.propose(new TextEncoder().encode("late")));
+    await leader.stop();
+    assert.ok(hostError("STOPPED")(await proposal));
+    await assert.rejects(leader.propose(new Uint8Array([1])), hostError("STOPPED"));
+  });
+});
