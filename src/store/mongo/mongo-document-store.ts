@@ -247,8 +247,16 @@ class MongoDocCollection<T extends Doc> implements Collection<T> {
       name: index.name,
       ...(index.unique ? { unique: true, partialFilterExpression: { [index.field]: { $exists: true } } } : {}),
     }));
-    if (this.spec.ttl) specs.push({ key: { [hiddenTtlField]: 1 }, name: this.spec.ttl.name, expireAfterSeconds: this.spec.ttl.seconds } as (typeof specs)[number]);
     if (specs.length > 0) await this.collection.createIndexes(specs);
+    const ttl = this.spec.ttl;
+    if (!ttl) return;
+    try {
+      await this.collection.createIndex({ [hiddenTtlField]: 1 }, { name: ttl.name, expireAfterSeconds: ttl.seconds });
+    } catch (error) {
+      // The TTL index exists with another expireAfterSeconds: change it in place.
+      if ((error as { codeName?: unknown }).codeName !== "IndexOptionsConflict") throw error;
+      await this.collection.db.command({ collMod: this.name, index: { name: ttl.name, expireAfterSeconds: ttl.seconds } });
+    }
   }
 }
 
