@@ -3,7 +3,7 @@
  * verification into a {@link Principal}. Users and roles are managed through {@link users} and
  * {@link roles}; this service and those directories are the only code touching their collections.
  */
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomBytes, randomUUID, webcrypto } from "node:crypto";
 import { errors as joseErrors, jwtVerify, SignJWT } from "jose";
 import type { AuthConfig } from "./config.js";
 import type { Clock } from "../shared/clock.js";
@@ -24,6 +24,11 @@ export const GENERATED_PASSWORD_LENGTH = 24;
 export const PRINCIPAL_CACHE_TTL_MS = 2_000;
 /** Principals cached at once; the least recently added is dropped beyond this. */
 export const PRINCIPAL_CACHE_ENTRIES_MAX = 1_000;
+/**
+ * Tokens whose signature was already checked, kept so a busy client does not pay for an HMAC
+ * verification (a WebCrypto round trip) on every request. Expiry is still checked on every use.
+ */
+export const VERIFIED_TOKENS_MAX = 10_000;
 const PASSWORD_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
 const INVALID_TOKEN = "Invalid or expired token";
 
@@ -45,6 +50,12 @@ export interface AuthServiceDeps {
   env?: Readonly<Record<string, string | undefined>>;
   /** scrypt parameters for new hashes; defaults to {@link SCRYPT_DEFAULTS}. */
   passwordParams?: ScryptParams;
+}
+
+interface VerifiedClaims {
+  sub: string;
+  ver: number;
+  expiresMs: number;
 }
 
 interface CachedPrincipal {
@@ -70,9 +81,11 @@ export class AuthService {
   readonly roles: RoleDirectory;
   /** Verifies non-user (workload) tokens when set. */
   verifyWorkloadToken: WorkloadTokenVerifier | null = null;
-  private secret: Uint8Array | null = null;
+  /** The shared secret imported once: jose would otherwise import the raw bytes on every call. */
+  private signingKey: webcrypto.CryptoKey | null = null;
   private dummyHash: Promise<string> | null = null;
   private readonly cache = new Map<string, CachedPrincipal>();
+  private readonly verifiedTokens = new Map<string, VerifiedClaims>();
 
   constructor(private readonly deps: AuthServiceDeps) {
     this.roles = new RoleDirectory(deps.documents, deps.clock);
@@ -81,7 +94,8 @@ export class AuthService {
 
   /** Loads (or creates) the shared signing secret and creates the first admin when no user exists. */
   async start(): Promise<void> {
-    this.secret = await loadOrCreateSigningSecret(this.deps.documents, this.deps.clock);
+    const secret = await loadOrCreateSigningSecret(this.deps.documents, this.deps.clock);
+    this.signingKey = await webcrypto.subtle.importKey("raw", secret, { name: "HMAC", hash: "SHA-256" }, false, ["sign", "verify"]);
     if ((await this.users.count()) === 0) await this.bootstrapAdmin();
   }
 
@@ -130,19 +144,30 @@ export class AuthService {
     throw unauthorized(INVALID_TOKEN);
   }
 
-  private async verifyUserToken(token: string): Promise<{ sub: string; ver: number } | null> {
+  private async verifyUserToken(token: string): Promise<VerifiedClaims | null> {
+    const now = this.deps.clock.nowMs();
+    const known = this.verifiedTokens.get(token);
+    if (known) {
+      if (known.expiresMs > now) return known;
+      this.verifiedTokens.delete(token);
+      return null;
+    }
+    let claims: VerifiedClaims;
     try {
       const { payload } = await jwtVerify(token, this.signingSecret(), {
         issuer: JWT_ISSUER,
         algorithms: ["HS256"],
-        currentDate: new Date(this.deps.clock.nowMs()),
+        currentDate: new Date(now),
       });
-      if (typeof payload.sub !== "string" || typeof payload.ver !== "number") return null;
-      return { sub: payload.sub, ver: payload.ver };
+      if (typeof payload.sub !== "string" || typeof payload.ver !== "number" || typeof payload.exp !== "number") return null;
+      claims = { sub: payload.sub, ver: payload.ver, expiresMs: payload.exp * 1000 };
     } catch (err) {
       if (err instanceof joseErrors.JOSEError || err instanceof TypeError) return null;
       throw err;
     }
+    if (this.verifiedTokens.size >= VERIFIED_TOKENS_MAX) this.verifiedTokens.delete(this.verifiedTokens.keys().next().value as string);
+    this.verifiedTokens.set(token, claims);
+    return claims;
   }
 
   private async principalOf(userId: string, tokenVersion: number): Promise<Principal | null> {
@@ -195,8 +220,8 @@ export class AuthService {
     return this.dummyHash;
   }
 
-  private signingSecret(): Uint8Array {
-    if (!this.secret) throw new Error("AuthService.start() has not run");
-    return this.secret;
+  private signingSecret(): webcrypto.CryptoKey {
+    if (!this.signingKey) throw new Error("AuthService.start() has not run");
+    return this.signingKey;
   }
 }

@@ -9,18 +9,17 @@
  * -> JWT authentication -> per-user rate limit -> body size limit -> route (validation, authorization).
  */
 import { Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
-import { cors } from "hono/cors";
 import type { AuditService } from "../audit/audit-service.js";
 import type { AuthService } from "../auth/auth-service.js";
 import type { ControllerConfig } from "../config/schema.js";
 import type { EventBus } from "../events/types.js";
 import type { LogService } from "../logs/types.js";
 import { systemClock, type Clock } from "../shared/clock.js";
-import { ApiError } from "../shared/errors.js";
 import type { DocumentStore, KvStore } from "../store/ports.js";
 import { authenticate } from "./middleware/authenticate.js";
+import { bodyLimit } from "./middleware/body-limit.js";
 import { clientAddress } from "./middleware/client-address.js";
+import { crossOrigin } from "./middleware/cross-origin.js";
 import { drainBody } from "./middleware/drain-body.js";
 import { handleError, handleNotFound } from "./middleware/error-handler.js";
 import { httpMetrics, type HttpMetricsRecorder } from "./middleware/http-metrics.js";
@@ -83,30 +82,13 @@ export function createHttpApp(deps: HttpDeps): { app: Hono<AppEnv>; registry: Ro
   app.use("*", httpMetrics({ metrics: deps.metrics }));
   app.use("*", clientAddress());
   app.use("*", drainBody({ maxBytes: bodyLimitBytes }));
-  app.use(
-    "*",
-    cors({
-      origin: http.corsOrigins.includes("*") ? "*" : [...http.corsOrigins],
-      allowMethods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
-      allowHeaders: ["Authorization", "Content-Type", "X-Correlation-Id"],
-      exposeHeaders: ["X-Request-Id", "X-Correlation-Id", "Retry-After"],
-      maxAge: 600,
-    }),
-  );
+  app.use("*", crossOrigin({ origins: http.corsOrigins }));
   app.use("/api/*", subnetGuard({ allowedCidrs: http.allowedCidrs }));
   app.use("*", requestId({ logs: deps.logs }));
   app.use("*", perIpRateLimit({ perMinute: rateLimit.perIpPerMinute, clock }));
   app.use("*", authenticate({ auth: deps.auth }));
   app.use("*", perUserRateLimit({ perMinute: rateLimit.perUserPerMinute, clock }));
-  app.use(
-    "*",
-    bodyLimit({
-      maxSize: bodyLimitBytes,
-      onError: () => {
-        throw new ApiError(413, "PAYLOAD_TOO_LARGE", `Request body exceeds ${bodyLimitBytes} bytes`);
-      },
-    }),
-  );
+  app.use("*", bodyLimit({ maxBytes: bodyLimitBytes }));
 
   const core: RouteModule[] = [
     metricsRoutes({ metrics: deps.metrics }),

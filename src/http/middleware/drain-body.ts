@@ -6,10 +6,12 @@
  */
 import type { MiddlewareHandler } from "hono";
 import type { AppEnv } from "../types.js";
+import { declaresBody } from "./body-limit.js";
 
 export const drainBody = (opts: { maxBytes: number }): MiddlewareHandler<AppEnv> =>
   async function drainBody(c, next) {
     await next();
+    if (!declaresBody(c)) return;
     const raw = c.req.raw;
     if (raw.body === null || raw.bodyUsed) return;
     const declared = Number(c.req.header("content-length") ?? Number.NaN);
