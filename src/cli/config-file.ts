@@ -5,9 +5,9 @@
  * and `token`) is migrated on read to a context named `default`.
  */
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { parse, stringify } from "yaml";
 import { CliError } from "./exit-codes.js";
 
 /** Accent colours the CLI can render headings in. */
@@ -64,13 +64,15 @@ export function normalizeConfig(raw: unknown): { config: CliConfig; migrated: bo
   if (accent && (accents as readonly string[]).includes(accent)) config.accent = accent as Accent;
   const contexts = doc.contexts;
   if (contexts && typeof contexts === "object" && !Array.isArray(contexts)) {
+    const entries: [string, ContextEntry][] = [];
     for (const [name, value] of Object.entries(contexts as Record<string, unknown>)) {
-      if (!value || typeof value !== "object") continue;
+      if (!value || typeof value !== "object" || name === "__proto__") continue;
       const entry = value as Record<string, unknown>;
       const controller = asString(entry.controller) ?? "";
       const token = asString(entry.token);
-      config.contexts[name] = token ? { controller, token } : { controller };
+      entries.push([name, token ? { controller, token } : { controller }]);
     }
+    config.contexts = Object.fromEntries(entries);
   }
   config.currentContext = asString(doc.currentContext);
   let migrated = false;
@@ -87,13 +89,92 @@ export function normalizeConfig(raw: unknown): { config: CliConfig; migrated: bo
   return { config, migrated };
 }
 
+const quotedScalar = /^"(?:[^"\\]|\\.)*"$/;
+
+function quote(value: string): string {
+  return JSON.stringify(value);
+}
+
+function unquote(raw: string): string | undefined {
+  const text = raw.trim();
+  if (!quotedScalar.test(text)) return undefined;
+  try {
+    return JSON.parse(text) as string;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Renders the configuration as YAML in one fixed shape: every scalar double-quoted (a JSON string
+ * is a valid YAML double-quoted scalar), contexts as a two-level mapping.
+ */
+export function stringifyConfig(config: CliConfig): string {
+  const lines = ["# cloudctl configuration (contains access tokens; keep mode 0600)"];
+  if (config.currentContext) lines.push(`currentContext: ${quote(config.currentContext)}`);
+  lines.push(`accent: ${quote(config.accent)}`);
+  const entries = Object.entries(config.contexts);
+  if (entries.length === 0) lines.push("contexts: {}");
+  else lines.push("contexts:");
+  for (const [name, entry] of entries) {
+    lines.push(`  ${quote(name)}:`, `    controller: ${quote(entry.controller)}`);
+    if (entry.token) lines.push(`    token: ${quote(entry.token)}`);
+  }
+  return `${lines.join("\n")}\n`;
+}
+
+/**
+ * Parses exactly the shape {@link stringifyConfig} writes, or returns undefined for anything else
+ * (hand-edited or legacy files), which then goes through the full YAML parser. Loading the YAML
+ * library costs more than the rest of the CLI, and nearly every invocation reads this file.
+ */
+export function parseOwnFormat(text: string): Record<string, unknown> | undefined {
+  const doc: Record<string, unknown> = {};
+  const contexts: [string, [string, string][]][] = [];
+  let inContexts = false;
+  for (const line of text.split(/\r?\n/)) {
+    if (line.trim() === "" || line.startsWith("#")) continue;
+    let match: RegExpExecArray | null;
+    if (line === "contexts:" || line === "contexts: {}") {
+      inContexts = line === "contexts:";
+      doc.contexts = {};
+    } else if ((match = /^(currentContext|accent): (.+)$/.exec(line))) {
+      const value = unquote(match[2]);
+      if (value === undefined) return undefined;
+      doc[match[1]] = value;
+      inContexts = false;
+    } else if (inContexts && (match = /^ {2}("(?:[^"\\]|\\.)*"):$/.exec(line))) {
+      const name = unquote(match[1]);
+      if (name === undefined) return undefined;
+      contexts.push([name, []]);
+    } else if (inContexts && contexts.length > 0 && (match = /^ {4}(controller|token): (.+)$/.exec(line))) {
+      const value = unquote(match[2]);
+      if (value === undefined) return undefined;
+      contexts[contexts.length - 1][1].push([match[1], value]);
+    } else {
+      return undefined;
+    }
+  }
+  // fromEntries defines own properties, so a context named like an Object.prototype key is safe.
+  if (contexts.length > 0) doc.contexts = Object.fromEntries(contexts.map(([name, fields]) => [name, Object.fromEntries(fields)]));
+  return doc;
+}
+
+/** Parses the configuration text: the own format directly, anything else with the YAML library. */
+export function parseConfigText(text: string): unknown {
+  const own = parseOwnFormat(text);
+  if (own) return own;
+  const yaml = createRequire(import.meta.url)("yaml") as typeof import("yaml");
+  return yaml.parse(text);
+}
+
 /** Reads the configuration file; a missing file is an empty configuration. A legacy file is rewritten in the new form. */
 export function loadConfig(): CliConfig {
   const path = configPath();
   if (!existsSync(path)) return emptyConfig();
   let raw: unknown;
   try {
-    raw = parse(readFileSync(path, "utf8"));
+    raw = parseConfigText(readFileSync(path, "utf8"));
   } catch (error) {
     throw new CliError(`${path}: cannot parse: ${(error as Error).message}`);
   }
@@ -107,13 +188,9 @@ export function saveConfig(config: CliConfig): void {
   const dir = configDirectory();
   mkdirSync(dir, { recursive: true, mode: directoryMode });
   chmodSync(dir, directoryMode);
-  const doc: Record<string, unknown> = {};
-  if (config.currentContext) doc.currentContext = config.currentContext;
-  doc.accent = config.accent;
-  doc.contexts = config.contexts;
   const path = configPath();
   const temp = `${path}.${process.pid}.tmp`;
-  writeFileSync(temp, stringify(doc), { mode: fileMode });
+  writeFileSync(temp, stringifyConfig(config), { mode: fileMode });
   chmodSync(temp, fileMode);
   renameSync(temp, path);
 }
@@ -167,6 +244,13 @@ export function resolveTarget(config: CliConfig, flags: ResolutionFlags, env: No
   else if (entry?.token) [token, tokenSource] = [entry.token, "context"];
 
   return { contextName, contextSource, contextExists: !contextName || entry !== undefined, controller, controllerSource, token, tokenSource };
+}
+
+/** Checks a context name given by the operator: non-blank, at most 64 characters, not `__proto__`. */
+export function checkContextName(name: string): string {
+  const trimmed = name.trim();
+  if (trimmed === "" || trimmed.length > 64 || trimmed === "__proto__") throw new CliError(`invalid context name: "${name}"`);
+  return trimmed;
 }
 
 /** Validates and normalizes a controller URL (http or https, no trailing slash). */

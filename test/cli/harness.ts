@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { serve, type ServerType } from "@hono/node-server";
 import { Hono } from "hono";
-import { stringify } from "yaml";
+import { normalizeConfig, stringifyConfig } from "../../src/cli/config-file.js";
 
 const root = join(import.meta.dirname, "..", "..");
 const cliEntry = join(root, "src", "cli", "main.ts");
@@ -25,11 +25,11 @@ export function tempHome(): { home: string; dispose: () => void } {
   return { home, dispose: () => rmSync(home, { recursive: true, force: true }) };
 }
 
-/** Writes `~/.cloudctl/config.yml` directly (modes as the CLI would set them). */
+/** Writes `~/.cloudctl/config.yml` directly, in the CLI's own format and modes. */
 export function writeConfig(home: string, config: Record<string, unknown>): void {
   const dir = join(home, ".cloudctl");
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  writeFileSync(join(dir, "config.yml"), stringify(config), { mode: 0o600 });
+  writeFileSync(join(dir, "config.yml"), stringifyConfig(normalizeConfig(config).config), { mode: 0o600 });
 }
 
 /** A HOME whose current context `test` points at `url` with `token`. */

@@ -1,7 +1,8 @@
 // Pure parts of cloudctl tested in process: backoff, retry policy, config normalization, formatters, SSE parsing.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { normalizeConfig, resolveTarget } from "../../src/cli/config-file.js";
+import { normalizeConfig, parseConfigText, parseOwnFormat, resolveTarget, stringifyConfig, type CliConfig } from "../../src/cli/config-file.js";
+import { parse as parseYaml } from "yaml";
 import { consoleText, SseParser } from "../../src/cli/console-session.js";
 import { filterAndSortGroups, maintenanceValue } from "../../src/cli/commands/group.js";
 import { previousVersion } from "../../src/cli/commands/template.js";
@@ -81,6 +82,26 @@ describe("configuration", () => {
     assert.deepEqual(config, { contexts: { default: { controller: "http://a:8080", token: "t" } }, accent: "purple", currentContext: "default" });
     assert.equal(normalizeConfig({ contexts: { x: { controller: "http://x" } }, currentContext: "x", accent: "amber" }).migrated, false);
     assert.equal(normalizeConfig({ accent: "pink" }).config.accent, "purple", "unknown accents fall back to purple");
+  });
+
+  test("the written file is YAML the fast reader and the YAML library read alike", () => {
+    const config: CliConfig = {
+      currentContext: "prod \"eu\"",
+      accent: "cyan",
+      contexts: { "prod \"eu\"": { controller: "http://a:8080", token: "t:#x\n" }, constructor: { controller: "http://c" }, "ünï": { controller: "http://u" } },
+    };
+    const text = stringifyConfig(config);
+    const fast = parseOwnFormat(text);
+    assert.ok(fast, text);
+    assert.deepEqual(normalizeConfig(fast).config, normalizeConfig(parseYaml(text)).config);
+    assert.deepEqual(normalizeConfig(fast).config.contexts["prod \"eu\""], { controller: "http://a:8080", token: "t:#x\n" });
+    assert.equal(Object.keys(normalizeConfig(fast).config.contexts).length, 3);
+    assert.deepEqual(parseOwnFormat(stringifyConfig({ accent: "purple", contexts: {} })), { accent: "purple", contexts: {} });
+    const hostile = normalizeConfig(parseOwnFormat('contexts:\n  "__proto__":\n    controller: "http://p"\n')).config;
+    assert.deepEqual(Object.keys(hostile.contexts), [], "__proto__ never becomes a context");
+    assert.equal(Object.getPrototypeOf(hostile.contexts), Object.prototype);
+    assert.equal(parseOwnFormat("controller: http://legacy\ntoken: t\n"), undefined, "other shapes go to the YAML library");
+    assert.deepEqual(parseConfigText("controller: http://legacy\ntoken: t\n"), { controller: "http://legacy", token: "t" });
   });
 
   test("each of context, controller and token resolves independently", () => {

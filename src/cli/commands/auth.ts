@@ -1,6 +1,6 @@
 /** `cloudctl setup`, `login` and `logout`: create a context and sign in to its controller. */
 import type { Command } from "commander";
-import { legacyContextName, normalizeControllerUrl } from "../config-file.js";
+import { checkContextName, legacyContextName, normalizeControllerUrl } from "../config-file.js";
 import { CliError } from "../exit-codes.js";
 import type { HttpClient } from "../http-client.js";
 import type { Runtime, RuntimeFactory } from "../runtime.js";
@@ -47,7 +47,7 @@ export function registerAuthCommands(program: Command, runtime: RuntimeFactory):
       const controllerAnswer = rt.globals.controller ?? (await rt.prompter.ask(`Controller URL [${defaultControllerUrl}]: `));
       const controller = normalizeControllerUrl(controllerAnswer?.trim() || defaultControllerUrl);
       const nameAnswer = rt.globals.context ?? (await rt.prompter.ask(`Context name [${legacyContextName}]: `));
-      const name = nameAnswer?.trim() || legacyContextName;
+      const name = checkContextName(nameAnswer?.trim() || legacyContextName);
       const username = await required(rt, opts.username, "Username: ");
       const password = await required(rt, opts.password, "Password: ", true);
       const { token, expiresAt } = await signIn(rt.clientFor(controller), username, password);
@@ -71,7 +71,7 @@ export function registerAuthCommands(program: Command, runtime: RuntimeFactory):
       const username = await required(rt, opts.username, "Username: ");
       const password = await required(rt, opts.password, "Password: ", true);
       const { token, expiresAt } = await signIn(rt.clientFor(controller), username, password);
-      const name = target.contextName ?? legacyContextName;
+      const name = checkContextName(target.contextName ?? legacyContextName);
       const entry = rt.config.contexts[name];
       if (entry) entry.token = token;
       else rt.config.contexts[name] = { controller, token };

@@ -1,6 +1,6 @@
 /** `cloudctl context list|current|use|add|remove`: manage named controller targets. */
 import type { Command } from "commander";
-import { normalizeControllerUrl } from "../config-file.js";
+import { checkContextName, normalizeControllerUrl } from "../config-file.js";
 import { CliError } from "../exit-codes.js";
 import type { RuntimeFactory } from "../runtime.js";
 
@@ -60,8 +60,9 @@ export function registerContextCommands(program: Command, runtime: RuntimeFactor
     .command("add <name>")
     .description("add or replace a context")
     .addHelpText("after", "\nUses the global flags: --controller <url> (required) and --token <token> (optional; else run `cloudctl login`).")
-    .action((name: string, _opts, cmd: Command) => {
+    .action((rawName: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
+      const name = checkContextName(rawName);
       // --controller and --token are the global flags (commander gives them to the program even
       // after the subcommand); environment variables are deliberately not used here.
       const opts = rt.globals;

@@ -59,7 +59,7 @@ function renderGroups(rt: Runtime, groups: GroupListItem[]): void {
       o.state(groupStatus(g)),
       [g.platform, g.platformVersion].filter(Boolean).join(" "),
       g.scalingMode ?? "",
-      `${g.runningInstances ?? 0} (${g.minInstances ?? 0}-${g.maxInstances ?? 0})`,
+      `${g.runningInstances ?? 0} (${g.minInstances ?? "?"}-${g.maxInstances ?? "?"})`,
       g.maxPlayers ? `${g.totalPlayers ?? 0}/${g.maxPlayers}` : (g.totalPlayers ?? 0),
     ]),
   );
