@@ -155,17 +155,6 @@ export class RaftLog {
     return this.slice(index, this.lastIndex() + 1, maxSizeBytes);
   }
 
-  allEntries(): Entry[] {
-    for (;;) {
-      try {
-        return this.entries(this.firstIndex(), Number.MAX_SAFE_INTEGER);
-      } catch (error) {
-        // Compaction may race with this read in a host; try again.
-        if (!hasErrorCode(error, RaftErrorCode.Compacted)) throw error;
-      }
-    }
-  }
-
   /** True when a log ending at (lastIndex, term) is at least as up to date as ours (§5.4.1). */
   isUpToDate(lastIndex: number, term: number): boolean {
     const ourTerm = this.lastTerm();

@@ -379,7 +379,7 @@ export class Raft {
       voteType = MessageType.Vote;
       term = this.term;
     }
-    if (this.poll(this.id, voteResponseType(voteType), true) === VoteResult.Won) {
+    if (this.poll(this.id, true) === VoteResult.Won) {
       // A single voter wins at once.
       if (kind === "pre-election") this.campaign("election");
       else this.becomeLeader();
@@ -392,7 +392,8 @@ export class Raft {
     }
   }
 
-  poll(id: NodeId, _type: MessageType, granted: boolean): VoteResult {
+  /** Records a vote (or pre-vote) answer and returns the election's outcome so far. */
+  poll(id: NodeId, granted: boolean): VoteResult {
     this.tracker.recordVote(id, granted);
     return this.tracker.tallyVotes().result;
   }

@@ -26,7 +26,7 @@ export function stepCandidate(r: Raft, m: Message): void {
       r.handleSnapshot(m);
       return;
     case myVoteResponse: {
-      const result = r.poll(m.from, m.type, !m.reject);
+      const result = r.poll(m.from, !m.reject);
       if (result === VoteResult.Won) {
         if (r.role === StateRole.PreCandidate) {
           r.campaign("election");

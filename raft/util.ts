@@ -1,7 +1,7 @@
 /**
  * Small helpers over plain values: message construction, entry sizes and message classification.
  */
-import type { ConfState, Entry, HardState, Message, NodeId, Snapshot } from "./types.js";
+import type { ConfState, Entry, HardState, Message, NodeId } from "./types.js";
 import { EntryType, MessageType } from "./types.js";
 
 /** The shared empty payload. */
@@ -16,8 +16,6 @@ export const EMPTY_HARD_STATE: HardState = { term: 0, vote: null, commit: 0 };
 /** A configuration without members. */
 export const EMPTY_CONF_STATE: ConfState = { voters: [], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
 
-/** The snapshot of an empty log. */
-export const EMPTY_SNAPSHOT: Snapshot = { metadata: { index: 0, term: 0, confState: EMPTY_CONF_STATE }, data: EMPTY_BYTES };
 
 /** Size of an entry for `maxSizeBytes` limits: its payload plus a fixed header allowance. */
 export function entrySizeBytes(entry: Entry): number {
