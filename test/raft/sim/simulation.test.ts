@@ -13,7 +13,7 @@ import { spawn } from "node:child_process";
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { runSimulation, type SimulationReport } from "./cluster-simulation.js";
+import { runSimulation, type SimulationFailureKind, type SimulationReport } from "./cluster-simulation.js";
 import { raftLibrary } from "./raft-library.js";
 import type { BatchResult } from "./seed-batch.js";
 
@@ -24,6 +24,8 @@ const seedsPerBatch = 250;
 /** Failures described in full per batch; the rest are listed by seed. */
 const failuresDescribedMax = 5;
 const failureMessageLinesMax = 40;
+/** Seeds a deliberately broken host gets to be caught in. */
+const sabotageSeedsMax = 60;
 
 const testFile = "test/raft/sim/simulation.test.ts";
 const batchScript = fileURLToPath(new URL("./seed-batch.ts", import.meta.url));
@@ -99,6 +101,26 @@ if (replaySeed !== undefined) {
         const rest = failures.slice(failuresDescribedMax).map((r) => `${r.seed} (${r.failure?.kind})`);
         if (rest.length > 0) described.push(`also failing: ${rest.join(", ")}`);
         assert.fail(`${failures.length} of ${last - first + 1} seeds failed\n\n${described.join("\n\n")}`);
+      });
+    }
+  });
+
+  describe("Raft simulation: deliberate host bugs are caught", () => {
+    const cases: { sabotage: "local-reads" | "send-before-fsync"; kinds: SimulationFailureKind[]; what: string }[] = [
+      { sabotage: "local-reads", kinds: ["linearizability"], what: "reads served from local state without ReadIndex" },
+      {
+        sabotage: "send-before-fsync",
+        kinds: ["safety", "linearizability", "exception", "liveness"],
+        what: "messages sent before the Ready is durable",
+      },
+    ];
+    for (const { sabotage, kinds, what } of cases) {
+      it(`${what} (${sabotage}) fail within ${sabotageSeedsMax} seeds`, () => {
+        for (let seed = 1; seed <= sabotageSeedsMax; seed++) {
+          const report = runSimulation(seed, raftLibrary, { sabotage });
+          if (report.failure !== null && kinds.includes(report.failure.kind)) return;
+        }
+        assert.fail(`no seed in 1..${sabotageSeedsMax} caught the ${sabotage} host bug`);
       });
     }
   });
