@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { CloudEvent, EventBus, EventFilterBuilder, EventHandler, Subscription } from "../../src/events/types.js";
 import { ManualClock } from "../../src/shared/clock.js";
-import { openLevelDocumentStore } from "../../src/store/embedded/level-document-store.js";
+import { openDocumentStore } from "../../src/store/open.js";
 import type { DocumentStore } from "../../src/store/ports.js";
 
 /** An EventBus that only records what was published, in order. */
@@ -39,7 +39,7 @@ export class RecordingEventBus implements EventBus {
 export async function openFixture(): Promise<{ store: DocumentStore; clock: ManualClock; events: RecordingEventBus; close(): Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), "cloud-domain-"));
   const clock = new ManualClock(Date.parse("2026-01-15T12:00:00.000Z"));
-  const store = await openLevelDocumentStore({ directory: dir, clock, ttlSweepIntervalMs: 0 });
+  const store = await openDocumentStore({ profile: "development", dataDir: dir, clock, ttlSweepIntervalMs: 0 });
   return {
     store,
     clock,
