@@ -17,6 +17,7 @@ import type {
   NodeId,
   RaftConfig,
   Ready,
+  Snapshot,
   SoftState,
   Status,
 } from "../../../raft/types.js";
@@ -47,13 +48,13 @@ export interface RawNodeLike {
 export interface MemoryStorageLike {
   append(entries: readonly Entry[]): void;
   setHardState(hardState: HardState): void;
-  applySnapshot(snapshot: import("../../../raft/types.js").Snapshot): void;
+  applySnapshot(snapshot: Snapshot): void;
   createSnapshot(index: number, confState: ConfState, data: Uint8Array): unknown;
   compact(compactIndex: number): void;
   firstIndex(): number;
   lastIndex(): number;
   term(index: number): number;
-  snapshot(): import("../../../raft/types.js").Snapshot;
+  snapshot(): Snapshot;
 }
 
 export interface RaftLibrary {
@@ -148,7 +149,7 @@ export class SimNode {
   private pendingWrites = new Map<number, WriteReply>();
   private pendingReads = new Map<string, { key: string; reply: ReadReply }>();
   private waitingReads: WaitingRead[] = [];
-  private pausedUntilMs = 0;
+  private pausedNow = false;
   private pausedBacklog: (() => void)[] = [];
 
   constructor(
@@ -213,7 +214,7 @@ export class SimNode {
   }
 
   get paused(): boolean {
-    return this.env.nowMs() < this.pausedUntilMs;
+    return this.pausedNow;
   }
 
   /**
@@ -223,12 +224,13 @@ export class SimNode {
   pause(durationMs: number): void {
     if (!this.alive || this.paused) return;
     this.pauses++;
-    this.pausedUntilMs = this.env.nowMs() + durationMs;
+    this.pausedNow = true;
     const incarnation = this.incarnation;
     this.env.trace(`${this.id} paused for ${durationMs} ms`);
     this.env.schedule(durationMs, () => {
       if (incarnation !== this.incarnation) return;
       this.env.trace(`${this.id} resumes with ${this.pausedBacklog.length} queued events`);
+      this.pausedNow = false;
       const backlog = this.pausedBacklog;
       this.pausedBacklog = [];
       for (const run of backlog) if (incarnation === this.incarnation) run();
@@ -255,7 +257,7 @@ export class SimNode {
     this.raw = null;
     this.storage = null;
     this.inFlight = null;
-    this.pausedUntilMs = 0;
+    this.pausedNow = false;
     this.pausedBacklog = [];
     this.pendingWrites = new Map();
     this.pendingReads = new Map();
@@ -366,16 +368,16 @@ export class SimNode {
       const raw = this.raw;
       const ready = raw.ready();
       this.env.monitor.onReady(this.id, ready, this.hardState);
+      const wasLeaderOfTerm = this.soft.role === StateRole.Leader ? this.hardState.term : null;
       if (ready.hardState !== null) this.hardState = ready.hardState;
+      if (ready.softState !== null) this.soft = ready.softState;
+      // The hard state of a Ready is the node's state when the Ready was made, so its term is the
+      // term of a leadership the Ready reports (even one that replaced an earlier leadership of ours).
       let becameLeaderOfTerm: number | null = null;
-      if (ready.softState !== null) {
-        const wasLeader = this.soft.role === StateRole.Leader;
-        this.soft = ready.softState;
-        if (ready.softState.role === StateRole.Leader && !wasLeader) {
-          becameLeaderOfTerm = raw.status().hardState.term;
-          this.env.monitor.onLeader(this.id, becameLeaderOfTerm);
-          this.env.trace(`${this.id} leader of term ${becameLeaderOfTerm}`);
-        }
+      if (this.soft.role === StateRole.Leader && wasLeaderOfTerm !== this.hardState.term) {
+        becameLeaderOfTerm = this.hardState.term;
+        this.env.monitor.onLeader(this.id, becameLeaderOfTerm);
+        this.env.trace(`${this.id} leader of term ${becameLeaderOfTerm}`);
       }
       if (ready.hardState !== null || ready.entries.length > 0 || ready.snapshot !== null) {
         this.disk.write({ hardState: ready.hardState, entries: ready.entries, snapshot: ready.snapshot });
