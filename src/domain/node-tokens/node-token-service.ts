@@ -9,6 +9,7 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypt
 import type { Clock } from "../../shared/clock.js";
 import { notFound } from "../../shared/errors.js";
 import { DuplicateKeyError, type Collection, type Doc, type DocumentStore } from "../../store/ports.js";
+import { KeyedMutex } from "../shared/keyed-mutex.js";
 import { isoFromMs } from "../shared/time.js";
 import { checkSchema } from "../shared/validate.js";
 import { NodeTokenCreateSchema, type CreatedNodeToken, type NodeToken, type NodeTokenCreate, type TokenStatus } from "./node-token-schemas.js";
@@ -52,6 +53,8 @@ export type TokenConsumeResult =
 export class NodeTokenService {
   private readonly tokens: Collection<StoredNodeToken>;
   private readonly claims: Collection<Doc>;
+  /** Serializes the record updates of one token (revoke and the used mark never overwrite each other). */
+  private readonly writes = new KeyedMutex();
 
   constructor(
     store: DocumentStore,
@@ -104,10 +107,12 @@ export class NodeTokenService {
 
   /** Revokes a token (idempotent) and returns it as it was before. */
   async revoke(id: string): Promise<NodeToken> {
-    const doc = await this.require(id);
-    const nowMs = this.clock.nowMs();
-    if (doc.revokedAt === null) await this.tokens.put({ ...doc, revokedAt: isoFromMs(nowMs) });
-    return this.toRecord(doc, nowMs);
+    return this.writes.run(id, async () => {
+      const doc = await this.require(id);
+      const nowMs = this.clock.nowMs();
+      if (doc.revokedAt === null) await this.tokens.put({ ...doc, revokedAt: isoFromMs(nowMs) });
+      return this.toRecord(doc, nowMs);
+    });
   }
 
   /**
@@ -131,7 +136,10 @@ export class NodeTokenService {
       if (err instanceof DuplicateKeyError) return { ok: false, reason: "USED" };
       throw err;
     }
-    await this.tokens.put({ ...doc, usedAt: isoFromMs(nowMs), usedByNodeId: nodeId });
+    await this.writes.run(doc._id, async () => {
+      const current = (await this.tokens.get(doc._id)) ?? doc;
+      await this.tokens.put({ ...current, usedAt: isoFromMs(nowMs), usedByNodeId: nodeId });
+    });
     return { ok: true, tokenId: doc._id, nodeId };
   }
 
