@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
+import fc from "fast-check";
 import { ManualClock, type Clock } from "../../src/shared/clock.js";
 import { documentComparator, matchesFilter } from "../../src/store/document-query.js";
 import {
@@ -16,6 +17,7 @@ import {
   type Filter,
   type FindOptions,
 } from "../../src/store/ports.js";
+import { checkAgainstReference, portableStrings, queryArbitraries, queryPropertySpec } from "./query-arbitraries.js";
 
 /** What a runner provides for one test. */
 export interface DocumentStoreSubject {
@@ -67,6 +69,9 @@ const indexedSpec: CollectionSpec = {
 };
 
 const ids = (docs: Doc[]) => docs.map((d) => d._id);
+
+/** Random cases per adapter; each one creates a collection with two indexes. */
+const propertyRuns = 25;
 
 /** Query cases checked on both an indexed and an unindexed collection, with expected ids. */
 const queryCases: { title: string; filter: Filter; options?: FindOptions; expected: string[] }[] = [
@@ -215,6 +220,19 @@ export function runDocumentStoreContract(name: string, createSubject: () => Prom
           }
         }));
     }
+
+    it("agrees with the reference semantics on random documents and queries (property)", () =>
+      withStore(async (store) => {
+        const { docs, filter, options } = queryArbitraries(portableStrings);
+        const base = uniqueName("prop");
+        let run = 0;
+        await fc.assert(
+          fc.asyncProperty(docs, filter, options, async (generated, f, o) => {
+            await checkAgainstReference(store.collection<Doc>(`${base}_${run++}`, queryPropertySpec), generated, f, o);
+          }),
+          { numRuns: propertyRuns, seed: 20261122 },
+        );
+      }));
 
     it("counts and deletes many by filter", () =>
       withStore(async (store) => {
