@@ -9,6 +9,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SignJWT } from "jose";
+import { Hono } from "hono";
+import { addRoute, type RouteModule } from "../../src/http/route.js";
+import type { AppEnv } from "../../src/http/types.js";
 import { hashPassword, verifyPassword } from "../../src/auth/password.js";
 import { loadOrCreateSigningSecret } from "../../src/auth/signing-key.js";
 import { ALL_PERMISSIONS, BUILT_IN_ROLES, isKnownPermission } from "../../src/auth/permissions.js";
@@ -93,6 +96,32 @@ describe("login and tokens", () => {
     assertError(res, 403, "FORBIDDEN");
     assert.match(res.json.error.message, /users\.manage/);
     assert.equal((await t.request("GET", "/api/v1/groups", { token: viewer })).status, 200);
+  });
+});
+
+describe("workload tokens", () => {
+  it("are resolved by the pluggable verifier and kept apart from user routes", async () => {
+    const workloadRoutes: RouteModule = (app, registry) => {
+      const sub = new Hono<AppEnv>();
+      addRoute(sub, registry, { method: "get", path: "/api/v1/test/workload", summary: "w", tag: "test", auth: "workload" }, ({ principal }) => ({
+        username: principal!.username,
+        instanceId: principal!.instanceId,
+      }));
+      app.route("/", sub);
+    };
+    const t = await startTestApp({ routeModules: [workloadRoutes] });
+    try {
+      t.auth.verifyWorkloadToken = async (token) =>
+        token === "workload-token-1" ? { kind: "workload", username: "instance:i-1", roles: [], permissions: new Set(), instanceId: "i-1" } : null;
+      const ok = await t.request("GET", "/api/v1/test/workload", { token: "workload-token-1" });
+      assert.equal(ok.status, 200, ok.text);
+      assert.deepEqual(ok.json, { username: "instance:i-1", instanceId: "i-1" });
+      assertError(await t.request("GET", "/api/v1/test/workload", { token: await t.tokenFor("ADMIN") }), 401, "UNAUTHORIZED");
+      assertError(await t.request("GET", "/api/v1/groups", { token: "workload-token-1" }), 401, "UNAUTHORIZED");
+      assertError(await t.request("GET", "/api/v1/test/workload", { token: "workload-token-2" }), 401, "UNAUTHORIZED");
+    } finally {
+      await t.close();
+    }
   });
 });
 

@@ -188,6 +188,29 @@ describe("subnet guard", () => {
   });
 });
 
+describe("CORS", () => {
+  it("answers browsers (requests with an Origin) and leaves other clients alone", async () => {
+    const t = await startTestApp({ config: { http: { corsOrigins: ["https://dash.example"] } } });
+    try {
+      const allowed = await t.request("GET", "/api/v1/system/version", { headers: { origin: "https://dash.example" } });
+      assert.equal(allowed.headers.get("access-control-allow-origin"), "https://dash.example");
+      assert.match(allowed.headers.get("access-control-expose-headers") ?? "", /X-Request-Id/);
+      const other = await t.request("GET", "/api/v1/system/version", { headers: { origin: "https://evil.example" } });
+      assert.equal(other.headers.get("access-control-allow-origin"), null);
+      const cli = await t.request("GET", "/api/v1/system/version");
+      assert.equal(cli.status, 200);
+      assert.equal(cli.headers.get("access-control-allow-origin"), null);
+      const preflight = await t.request("OPTIONS", "/api/v1/groups", {
+        headers: { origin: "https://dash.example", "access-control-request-method": "PATCH", "access-control-request-headers": "authorization" },
+      });
+      assert.equal(preflight.status, 204);
+      assert.match(preflight.headers.get("access-control-allow-methods") ?? "", /PATCH/);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe("rate limits", () => {
   it("limits per IP with 429 RATE_LIMITED and Retry-After, counting requests before authentication", async () => {
     const clock = new ManualClock(Date.now());
