@@ -4,9 +4,9 @@
  * port is the composition root's job (`@hono/node-server`).
  *
  * Chain, outermost first: HTTP metrics (every request, whatever answers) -> client address -> unread
- * body drain -> CORS ->
- * subnet guard (only `/api/*`; `/metrics` skips it) -> request id + correlation -> per-IP rate limit
- * -> JWT authentication -> per-user rate limit -> body size limit -> route (validation, authorization).
+ * body drain -> CORS -> subnet guard (only `/api/*`; `/metrics` skips it) -> request id + correlation
+ * -> per-IP rate limit -> JWT authentication -> per-user rate limit -> body size limit -> route
+ * (authorization, then validation). docs/decisions/http-auth.md explains each step.
  */
 import { Hono } from "hono";
 import type { AuditService } from "../audit/audit-service.js";
