@@ -70,3 +70,19 @@ it("PostgreSQL: filters on indexed fields use the expression indexes", async () 
     await store.close();
   }
 });
+
+it("PostgreSQL: controllers creating the same collection at once all succeed", async () => {
+  const stores = await Promise.all(
+    [1, 2, 3].map(() => openPostgresDocumentStore({ uri: server!.uri, ttlSweepIntervalMs: 0, poolConnectionsMax: 2 })),
+  );
+  try {
+    const spec = {
+      indexes: [{ name: "race_name", field: "name", unique: true }],
+      ttl: { name: "race_ttl", field: "at", seconds: 60 },
+    };
+    await Promise.all(stores.map((store, n) => store.collection("race_items", spec).put({ _id: `d${n}`, name: `n${n}`, at: Date.now() })));
+    assert.equal(await stores[0].collection("race_items", spec).count(), 3);
+  } finally {
+    await Promise.all(stores.map((store) => store.close()));
+  }
+});

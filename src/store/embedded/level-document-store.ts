@@ -214,6 +214,16 @@ class LevelCollection<T extends Doc> implements Collection<T> {
     assertValidFilter(filter);
     await this.init();
     let total = 0;
+    if (Object.keys(filter).length === 0 && !this.spec.ttl) {
+      // Every stored document counts: count keys without reading documents.
+      const iterator = this.db.keys({ gte: this.keys.docPrefix, lt: this.keys.docEnd });
+      try {
+        for (let keys = await iterator.nextv(scanBatchMax); keys.length > 0; keys = await iterator.nextv(scanBatchMax)) total += keys.length;
+      } finally {
+        await iterator.close();
+      }
+      return total;
+    }
     for await (const batch of this.candidates(planQuery(this.keys, this.indexes, filter, {}))) {
       for (const doc of batch) if (matchesFilter(doc, filter)) total++;
     }
