@@ -21,6 +21,8 @@ export interface RaftKvClusterOptions {
   readonly heartbeatTicks?: number;
   readonly electionTicks?: number;
   readonly snapshotEntries?: number;
+  /** Extra node flags for every member, e.g. ["--cpu-prof", "--cpu-prof-dir=/tmp/prof"]. */
+  readonly nodeArgs?: readonly string[];
   /** Lines of each member's stderr kept for failure reports. */
   readonly stderrLinesMax?: number;
 }
@@ -72,6 +74,7 @@ export class RaftKvCluster {
     if (this.processes.has(id)) return;
     const o = this.options;
     const args = [
+      ...(o.nodeArgs ?? []),
       "--import",
       "tsx",
       serverPath,
@@ -99,7 +102,7 @@ export class RaftKvCluster {
     child.stderr!.setEncoding("utf8");
     child.stderr!.on("data", (chunk: string) => {
       tail.push(...chunk.split("\n").filter(Boolean));
-      tail.splice(0, Math.max(0, tail.length - (o.stderrLinesMax ?? 50)));
+      tail.splice(0, Math.max(0, tail.length - (o.stderrLinesMax ?? 500)));
     });
     child.once("exit", () => {
       if (this.processes.get(id) === child) this.processes.delete(id);

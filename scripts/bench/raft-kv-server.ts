@@ -15,6 +15,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { RawNode, decodeConfChange, decodeMessage, encodeConfChange, encodeMessage } from "../../raft/index.js";
@@ -83,6 +84,30 @@ interface KvErrorReply {
   leader_address: string;
 }
 
+/** Diagnostics on stderr (RAFT_KV_TRACE=1): persists, entries, fsync time and event-loop delay per second. */
+function traceEverySecond(storage: LevelStorage, host: RaftNodeHost): void {
+  const delay = monitorEventLoopDelay({ resolution: 5 });
+  delay.enable();
+  const stats = { persists: 0, synced: 0, entries: 0, persistMs: 0 };
+  const persist = storage.persist.bind(storage);
+  storage.persist = async (request) => {
+    const startMs = performance.now();
+    await persist(request);
+    stats.persists += 1;
+    if (request.mustSync !== false) stats.synced += 1;
+    stats.entries += request.entries.length;
+    stats.persistMs += performance.now() - startMs;
+  };
+  setInterval(() => {
+    const role = host.isLeader() ? "leader" : "follower";
+    process.stderr.write(
+      `trace ${role} persists ${stats.persists} synced ${stats.synced} entries ${stats.entries} persist-ms-avg ${(stats.persistMs / Math.max(1, stats.persists)).toFixed(2)} loop-delay-p50-ms ${(delay.percentile(50) / 1e6).toFixed(1)} p99 ${(delay.percentile(99) / 1e6).toFixed(1)}\n`,
+    );
+    Object.assign(stats, { persists: 0, synced: 0, entries: 0, persistMs: 0 });
+    delay.reset();
+  }, 1000).unref();
+}
+
 async function main(): Promise<void> {
   const flags = readFlags(process.argv.slice(2));
   const self = flags.members.find((m) => m.id === flags.id);
@@ -115,6 +140,20 @@ async function main(): Promise<void> {
     compactionMarginEntries: Math.min(1000, Math.floor(flags.snapshotEntries / 2)),
   });
   await transport.start();
+  if (process.env.RAFT_KV_TRACE) traceEverySecond(storage, host);
+  if (process.env.RAFT_KV_TRACE === "2") {
+    const send = transport.send.bind(transport);
+    transport.send = (messages) => {
+      process.stderr.write(`trace2 ${performance.now().toFixed(1)} send ${messages.map((m) => `${m.type}>${m.to}:${m.index}+${m.entries.length}c${m.commit}${m.reject ? "R" : ""}`).join(" ")}\n`);
+      send(messages);
+    };
+    const persist = storage.persist;
+    storage.persist = async (request) => {
+      const t0 = performance.now();
+      await persist(request);
+      process.stderr.write(`trace2 ${t0.toFixed(1)} persist ${request.entries.length} sync ${request.mustSync} took ${(performance.now() - t0).toFixed(1)}\n`);
+    };
+  }
 
   const kvAddressOf = new Map(flags.members.map((m) => [m.id, m.kvAddress]));
   const errorReply = (error: unknown): KvErrorReply => {

@@ -386,8 +386,9 @@ export class RaftNodeHost {
       return;
     }
     this.loopRunning = true;
-    // Defer so that messages and proposals arriving in the same turn share one Ready.
-    setImmediate(() => {
+    // Deferred to the end of the current callback, so that the messages of one envelope share a
+    // Ready; proposals arriving while a Ready is being persisted are folded into the next one.
+    queueMicrotask(() => {
       this.runLoop().catch((error: unknown) => this.fatal(error));
     });
   }
