@@ -12,6 +12,7 @@ import { CliError } from "./exit-codes.js";
 
 /** Accent colours the CLI can render headings in. */
 export const accents = ["purple", "cyan", "green", "amber"] as const;
+/** One of {@link accents}. */
 export type Accent = (typeof accents)[number];
 
 /** One named target: a controller URL and optionally the token signed in to it. */

@@ -14,6 +14,7 @@ export const ExitCode = {
   connection: 5,
 } as const;
 
+/** Any value of {@link ExitCode}. */
 export type ExitCodeValue = (typeof ExitCode)[keyof typeof ExitCode];
 
 /** Maps an HTTP status of a failed response to the exit code the spec assigns it. */

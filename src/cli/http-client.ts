@@ -204,18 +204,22 @@ export class HttpClient {
     await this.sleep(delayMs);
   }
 
+  /** GET with optional query (retried). */
   get<T = unknown>(path: string, query?: RequestOptions["query"]): Promise<ApiResponse<T>> {
     return this.request<T>("GET", path, { query });
   }
 
+  /** POST with an optional JSON body (never retried). */
   post<T = unknown>(path: string, body?: unknown): Promise<ApiResponse<T>> {
     return this.request<T>("POST", path, { body });
   }
 
+  /** PATCH with a JSON body (never retried). */
   patch<T = unknown>(path: string, body: unknown): Promise<ApiResponse<T>> {
     return this.request<T>("PATCH", path, { body });
   }
 
+  /** DELETE with optional query (never retried). */
   delete<T = unknown>(path: string, query?: RequestOptions["query"]): Promise<ApiResponse<T>> {
     return this.request<T>("DELETE", path, { query });
   }
