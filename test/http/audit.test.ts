@@ -4,6 +4,11 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { Hono } from "hono";
+import type { AuditActor, AuditEntryInput, AuditRecorder } from "../../src/audit/types.js";
+import { audited } from "../../src/http/audited.js";
+import { addRoute, type RouteModule } from "../../src/http/route.js";
+import type { AppEnv } from "../../src/http/types.js";
 import { auditNumericId, clampAuditPageSize } from "../../src/audit/audit-service.js";
 import { ManualClock } from "../../src/shared/clock.js";
 import { isObjectId, ObjectIdGenerator, objectIdTimestampMs } from "../../src/shared/object-id.js";
@@ -145,6 +150,39 @@ describe("audit log", () => {
     const res = await t.request("GET", "/api/v1/audit?action=node.drain&username=bob&pageSize=500", { token: admin });
     assert.ok(res.json.data.length > 0);
     assert.ok(res.json.data.every((r: { action: string; username: string; resourceType: string }) => r.action === "node.drain" && r.username === "bob" && r.resourceType === "node"));
+  });
+});
+
+describe("audited helper", () => {
+  it("records the principal and client address, and fails the request when the write fails", async () => {
+    const recorded: { entry: AuditEntryInput; actor: AuditActor }[] = [];
+    let failing = false;
+    const recorder: AuditRecorder = {
+      async record(entry, actor) {
+        if (failing) throw new Error("audit store unavailable");
+        recorded.push({ entry, actor });
+      },
+    };
+    const routes: RouteModule = (app, registry) => {
+      const sub = new Hono<AppEnv>();
+      addRoute(sub, registry, { method: "post", path: "/api/v1/test/mutate", summary: "m", tag: "test", auth: "public" }, async ({ c }) => {
+        await audited(recorder, c, { action: "test.mutate", resourceType: "test", resourceId: "x" });
+        return { ok: true };
+      });
+      app.route("/", sub);
+    };
+    const t = await startTestApp({ routeModules: [routes] });
+    try {
+      assert.equal((await t.request("POST", "/api/v1/test/mutate")).status, 200);
+      assert.deepEqual(recorded[0].actor, { username: "system", ipAddress: "127.0.0.1" });
+      failing = true;
+      const res = await t.request("POST", "/api/v1/test/mutate");
+      assert.equal(res.status, 500);
+      assert.equal(res.json.error.code, "INTERNAL_ERROR");
+      assert.ok(t.logLines.some((l) => l.includes("audit store unavailable")), "the cause is logged");
+    } finally {
+      await t.close();
+    }
   });
 });
 
