@@ -1,0 +1,185 @@
+/**
+ * Scaling policies: how many instances a group should start or stop now. Pure: the group, its
+ * instances, the idle bookkeeping and the time in; a {@link ScalingDecision} out. The rules are in
+ * docs/decisions/scheduler.md ("Scaling"):
+ *
+ * - maintenance or a crash-loop pause: skip the group;
+ * - STATIC: exactly minInstances;
+ * - DYNAMIC: at least minInstances, at most maxInstances; scale up when the players on RUNNING
+ *   instances reach `scaleUpFillRatio` of their slots; stop idle instances (0 players for
+ *   `idleCooldownMs`) while the others stay at or below `scaleDownFillRatio`;
+ * - MANUAL: nothing automatic; only explicit starts ({@link decideExplicitStart}).
+ */
+import type { Group } from "../domain/groups/group-schemas.js";
+import type { InstanceFields } from "../domain/instances/instance-service.js";
+import type { InstanceState } from "../domain/instances/instance-schemas.js";
+
+/** What scaling needs of a group. */
+export type ScalingGroup = Pick<Group, "name" | "scalingMode" | "minInstances" | "maxInstances" | "maxPlayers" | "maintenance">;
+
+/** What scaling needs of an instance of the group. */
+export type ScalingInstance = Pick<InstanceFields, "id" | "state" | "playerCount">;
+
+/** Tunables of the DYNAMIC policy. */
+export interface ScalingPolicy {
+  /** Scale up when players on RUNNING instances reach this share of their maxPlayers slots. */
+  scaleUpFillRatio: number;
+  /** An idle instance is stopped only if the remaining RUNNING ones stay at or below this share. */
+  scaleDownFillRatio: number;
+  /** How long a RUNNING instance must have had 0 players before scale-down may stop it. */
+  idleCooldownMs: number;
+  /** Starts per decision; a bigger gap is closed over several evaluations run back to back. */
+  startsPerDecisionMax: number;
+}
+
+/** Defaults: 80 % up, 60 % down (the gap keeps a fresh idle instance from flapping), 5 min idle. */
+export const defaultScalingPolicy: ScalingPolicy = {
+  scaleUpFillRatio: 0.8,
+  scaleDownFillRatio: 0.6,
+  idleCooldownMs: 300_000,
+  startsPerDecisionMax: 500,
+};
+
+/** The outcome of one evaluation of a group. */
+export type ScalingDecision =
+  | { action: "SKIP"; reason: "MAINTENANCE" | "CRASH_LOOP_PAUSED"; message: string }
+  | {
+      action: "SCALE";
+      /** Instances to schedule now. */
+      start: number;
+      /** Instance ids to stop (DYNAMIC scale-down drains them; STATIC/over-max surplus stops them). */
+      stop: string[];
+      /** The count the group is steering towards. */
+      target: number;
+      /** True when `start` was cut at startsPerDecisionMax: evaluate again at once. */
+      capped: boolean;
+      message: string;
+    };
+
+/** Instance states that count towards a group's size: on the way up or serving. */
+export const COUNTED_STATES: ReadonlySet<InstanceState> = new Set<InstanceState>(["SCHEDULED", "PREPARING", "STARTING", "RUNNING"]);
+
+/** What one evaluation of a group knows. */
+export interface ScalingInput {
+  group: ScalingGroup;
+  /** The group's instances (any state; finished and stopping ones are ignored). */
+  instances: readonly ScalingInstance[];
+  /** Whether the crash-loop detector paused the group. */
+  paused: boolean;
+  nowMs: number;
+  /** Since when each idle RUNNING instance had 0 players (see {@link trackIdle}). */
+  idleSinceMs: ReadonlyMap<string, number>;
+}
+
+/**
+ * Updates the idle bookkeeping: RUNNING instances with 0 players keep their first idle time (or get
+ * `nowMs`); every other instance is dropped. Returns a new map; the input is not changed.
+ */
+export function trackIdle(previous: ReadonlyMap<string, number>, instances: readonly ScalingInstance[], nowMs: number): Map<string, number> {
+  const next = new Map<string, number>();
+  for (const instance of instances) {
+    if (instance.state !== "RUNNING" || instance.playerCount > 0) continue;
+    next.set(instance.id, previous.get(instance.id) ?? nowMs);
+  }
+  return next;
+}
+
+/** Decides starts and stops for one group. */
+export function decideScaling(input: ScalingInput, policy: ScalingPolicy = defaultScalingPolicy): ScalingDecision {
+  const { group } = input;
+  if (group.maintenance) return { action: "SKIP", reason: "MAINTENANCE", message: `group ${group.name} is in maintenance` };
+  if (input.paused) return { action: "SKIP", reason: "CRASH_LOOP_PAUSED", message: `group ${group.name} is paused after a crash loop` };
+  const counted = input.instances.filter((i) => COUNTED_STATES.has(i.state));
+  switch (group.scalingMode) {
+    case "STATIC":
+      return resize(counted, group.minInstances, policy, `STATIC: exactly ${group.minInstances}`);
+    case "MANUAL":
+      return { action: "SCALE", start: 0, stop: [], target: counted.length, capped: false, message: "MANUAL: explicit starts only" };
+    case "DYNAMIC":
+      return decideDynamic(input, counted, policy);
+  }
+}
+
+function decideDynamic(input: ScalingInput, counted: readonly ScalingInstance[], policy: ScalingPolicy): ScalingDecision {
+  const { group } = input;
+  const floor = group.minInstances;
+  const ceiling = Math.max(group.minInstances, group.maxInstances);
+  if (counted.length < floor) return resize(counted, floor, policy, `DYNAMIC: below minInstances ${floor}`);
+  if (counted.length > ceiling) return resize(counted, ceiling, policy, `DYNAMIC: above maxInstances ${ceiling}`);
+
+  const running = counted.filter((i) => i.state === "RUNNING");
+  const players = running.reduce((sum, i) => sum + i.playerCount, 0);
+  const slots = running.length * group.maxPlayers;
+  if (slots > 0 && players >= policy.scaleUpFillRatio * slots) {
+    // Enough instances that the players fill at most scaleUpFillRatio, and at least one more than
+    // now; instances still starting count, so a pending scale-up is not repeated.
+    const wanted = Math.max(running.length + 1, Math.ceil(players / (policy.scaleUpFillRatio * group.maxPlayers)));
+    const target = Math.min(ceiling, Math.max(floor, wanted));
+    const fill = Math.round((players / slots) * 100);
+    return resize(counted, Math.max(target, counted.length), policy, `DYNAMIC: ${players} players fill ${fill} % of ${slots} slots`);
+  }
+
+  // Scale down: idle past the cooldown, longest idle first, while the rest stay at or below the
+  // scale-down fill and at or above minInstances.
+  const keepForLoad = group.maxPlayers > 0 ? Math.ceil(players / (policy.scaleDownFillRatio * group.maxPlayers)) : 0;
+  const keep = Math.max(floor, keepForLoad);
+  const idle = running
+    .filter((i) => i.playerCount === 0)
+    .map((i) => ({ id: i.id, since: input.idleSinceMs.get(i.id) ?? input.nowMs }))
+    .filter((i) => input.nowMs - i.since >= policy.idleCooldownMs)
+    .sort((a, b) => a.since - b.since || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const removable = Math.max(0, Math.min(idle.length, counted.length - keep));
+  const stop = idle.slice(0, removable).map((i) => i.id);
+  return {
+    action: "SCALE",
+    start: 0,
+    stop,
+    target: counted.length - stop.length,
+    capped: false,
+    message: stop.length > 0 ? `DYNAMIC: ${stop.length} idle for ${policy.idleCooldownMs} ms` : "DYNAMIC: steady",
+  };
+}
+
+/** Starts or stops to reach `target`; surplus goes in order: not yet RUNNING, fewest players, newest id. */
+function resize(counted: readonly ScalingInstance[], target: number, policy: ScalingPolicy, message: string): ScalingDecision {
+  if (counted.length < target) {
+    const missing = target - counted.length;
+    const start = Math.min(missing, policy.startsPerDecisionMax);
+    return { action: "SCALE", start, stop: [], target, capped: start < missing, message };
+  }
+  const surplus = counted.length - target;
+  const stop = [...counted]
+    .sort((a, b) => rankForStop(a) - rankForStop(b) || a.playerCount - b.playerCount || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
+    .slice(0, surplus)
+    .map((i) => i.id);
+  return { action: "SCALE", start: 0, stop, target, capped: false, message };
+}
+
+function rankForStop(instance: ScalingInstance): number {
+  return instance.state === "RUNNING" ? 1 : 0;
+}
+
+/** The result of `POST /api/v1/groups/{group}/start`: how many instances were scheduled, and why not more. */
+export interface ExplicitStartDecision {
+  count: number;
+  /** Set when nothing starts. */
+  reason?: string;
+}
+
+/**
+ * How many instances an explicit start schedules: STATIC fills up to minInstances; DYNAMIC fills up
+ * to minInstances, or adds one while below maxInstances; MANUAL adds one while below maxInstances.
+ * Nothing in maintenance or while paused by a crash loop.
+ */
+export function decideExplicitStart(group: ScalingGroup, instances: readonly ScalingInstance[], paused: boolean): ExplicitStartDecision {
+  if (group.maintenance) return { count: 0, reason: `group ${group.name} is in maintenance` };
+  if (paused) return { count: 0, reason: `group ${group.name} is paused after a crash loop; resume it first` };
+  const live = instances.filter((i) => COUNTED_STATES.has(i.state)).length;
+  const ceiling = Math.max(group.minInstances, group.maxInstances);
+  let count: number;
+  if (group.scalingMode === "STATIC") count = Math.max(0, group.minInstances - live);
+  else if (group.scalingMode === "DYNAMIC" && live < group.minInstances) count = group.minInstances - live;
+  else count = live < ceiling ? 1 : 0;
+  if (count > 0) return { count };
+  return { count: 0, reason: group.scalingMode === "STATIC" ? `STATIC group already has ${live} of ${group.minInstances}` : `group is at maxInstances ${ceiling}` };
+}
