@@ -27,6 +27,7 @@ import { perIpRateLimit, perUserRateLimit } from "./middleware/rate-limit.js";
 import { requestId } from "./middleware/request-context.js";
 import { subnetGuard } from "./middleware/subnet-guard.js";
 import { RouteRegistry, type RouteModule } from "./route.js";
+import { registerSchemaFormats } from "./schema-formats.js";
 import { auditRoutes } from "./routes/audit.js";
 import { authRoutes } from "./routes/auth.js";
 import { metricsRoutes } from "./routes/metrics.js";
@@ -69,6 +70,7 @@ export interface HttpDeps {
 
 /** Builds the application and the registry of every route mounted on it. */
 export function createHttpApp(deps: HttpDeps): { app: Hono<AppEnv>; registry: RouteRegistry } {
+  registerSchemaFormats();
   const app = new Hono<AppEnv>();
   const registry = new RouteRegistry();
   const clock = deps.clock ?? systemClock;

@@ -1,12 +1,14 @@
 /**
  * The authorization matrix: every route in the registry (core and domain) x ADMIN, OPERATOR, VIEWER
  * and anonymous, on a real server. Anonymous callers get 401 on every non-public route; a role gets
- * 403 exactly when it lacks the route's permission; nothing answers 5xx.
+ * 403 exactly when it lacks the route's permission; nothing answers 5xx; a successful response
+ * matches the route's declared response schema.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { BUILT_IN_ROLES, isKnownPermission } from "../../src/auth/permissions.js";
 import type { RouteDef } from "../../src/http/route.js";
+import { Value } from "@sinclair/typebox/value";
 import { MATRIX_ROLES, startTestApp, type TestApp } from "../support/http-app.js";
 
 /** Path parameters become a value no resource has, so handlers answer 404 instead of changing state. */
@@ -72,6 +74,10 @@ describe("authorization matrix", () => {
         }
         if (expected === "unauthorized" && (res.status !== 401 || res.json?.error?.code !== "UNAUTHORIZED")) problems.push(`want 401: ${cell}`);
         if (expected === "forbidden" && (res.status !== 403 || res.json?.error?.code !== "FORBIDDEN")) problems.push(`want 403: ${cell}`);
+        if (res.status === (def.successStatus ?? 200) && def.response && !Value.Check(def.response, res.json)) {
+          const first = Value.Errors(def.response, res.json).First();
+          problems.push(`response does not match its schema (${first?.path}: ${first?.message}): ${cell}`);
+        }
         if (expected === "allowed" && (res.status === 403 || ((def.auth ?? "user") !== "public" && res.status === 401))) {
           problems.push(`want access: ${cell}`);
         }

@@ -3,6 +3,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { toOpenApiPath } from "../../src/http/openapi.js";
 import { CreateUserSchema } from "../../src/http/routes/users.js";
+import { isDateTime } from "../../src/http/schema-formats.js";
 import { startTestApp, type TestApp } from "../support/http-app.js";
 
 type Json = Record<string, any>;
@@ -87,5 +88,12 @@ describe("OpenAPI document", () => {
   it("converts hono paths", () => {
     assert.equal(toOpenApiPath("/api/v1/groups/:name"), "/api/v1/groups/{name}");
     assert.equal(toOpenApiPath("/a/:id{[0-9]+}/b/:rest?"), "/a/{id}/b/{rest}");
+  });
+});
+
+describe("schema formats", () => {
+  it("accept RFC 3339 date-times naming real instants only", () => {
+    for (const ok of ["2026-01-15T12:00:00.000Z", "2026-01-15T12:00:00Z", "2026-01-15T12:00:00+02:00"]) assert.ok(isDateTime(ok), ok);
+    for (const bad of ["2026-01-15", "2026-13-45T99:00:00Z", "yesterday", "", "2026-01-15 12:00:00Z"]) assert.ok(!isDateTime(bad), bad);
   });
 });
