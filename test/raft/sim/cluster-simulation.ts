@@ -110,6 +110,8 @@ export function drawScenario(prng: Prng): ScenarioParameters {
       heartbeatTick: prng.pick([1, 2, 3]),
       maxInflightMsgs: prng.pick([1, 4, 256]),
       maxSizePerMsgBytes: prng.pick([256, 1024 * 1024]),
+      maxUncommittedEntriesSizeBytes: prng.pick([undefined, 100, 1000]),
+      maxCommittedSizePerReadyBytes: prng.pick([undefined, 200]),
       fsyncMinMs: 0,
       fsyncMaxMs: prng.between(0, 4),
       snapshotIntervalEntries: prng.between(4, 40),

@@ -70,6 +70,9 @@ export interface NodeTuning {
   heartbeatTick: number;
   maxInflightMsgs: number;
   maxSizePerMsgBytes: number;
+  /** Undefined leaves the library's default. */
+  maxUncommittedEntriesSizeBytes: number | undefined;
+  maxCommittedSizePerReadyBytes: number | undefined;
   fsyncMinMs: number;
   fsyncMaxMs: number;
   /** Take a snapshot once this many entries were applied since the last one. */
@@ -202,6 +205,8 @@ export class SimNode {
       checkQuorum: true,
       maxInflightMsgs: t.maxInflightMsgs,
       maxSizePerMsgBytes: t.maxSizePerMsgBytes,
+      ...(t.maxUncommittedEntriesSizeBytes === undefined ? {} : { maxUncommittedEntriesSizeBytes: t.maxUncommittedEntriesSizeBytes }),
+      ...(t.maxCommittedSizePerReadyBytes === undefined ? {} : { maxCommittedSizePerReadyBytes: t.maxCommittedSizePerReadyBytes }),
     });
     this.soft = { leader: null, role: StateRole.Follower };
     this.inFlight = null;
