@@ -1,44 +1,17 @@
 // Group and instance commands against a fake controller: request bodies and the delete confirmation.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { homeWithContext, runCli, startFakeController, type FakeController } from "./harness.js";
-
-const versions = [
-  { templateName: "lobby", hash: "cccccccc3333", sizeBytes: 2048, createdAt: "2026-11-21T03:00:00Z" },
-  { templateName: "lobby", hash: "bbbbbbbb2222", sizeBytes: 1024, createdAt: "2026-11-20T03:00:00Z" },
-  { templateName: "lobby", hash: "aaaaaaaa1111", sizeBytes: 512, createdAt: "2026-11-19T03:00:00Z" },
-];
+import { bodiesOf, homeWithContext, runCli, startFakeController, type FakeController } from "./harness.js";
 
 describe("cloudctl group commands", () => {
   let server: FakeController;
-  const bodies = (method: string, path: string) => server.requests.filter((r) => r.method === method && r.path === path).map((r) => JSON.parse(r.body || "null"));
+  const bodies = (method: string, path: string) => bodiesOf(server, method, path);
   before(async () => {
     server = await startFakeController((app) => {
-      app.get("/api/v1/templates", (c) =>
-        c.json([
-          { name: "lobby", description: "Lobby world", platform: "paper", hash: "0123456789abcdef", sizeBytes: 1536 },
-          { name: "tiny", description: "", platform: "paper", hash: "fedcba9876543210", sizeBytes: 999 },
-          { name: "big", description: "maps", platform: "paper", hash: "ffffffffffffffff", sizeBytes: 5 * 1024 * 1024 + 512 * 1024 },
-        ]),
-      );
-      app.get("/api/v1/templates/lobby/versions", (c) => c.json(versions));
-      app.get("/api/v1/templates/fresh/versions", (c) => c.json([versions[0]]));
-      app.post("/api/v1/templates/:name/rollback", async (c) => c.json({ status: "restored", hash: (await c.req.json()).hash }));
-      app.get("/api/v1/groups", (c) =>
-        c.json({
-          data: [
-            { name: "Lobby", maintenance: false, minInstances: 1, runningInstances: 2, totalPlayers: 5 },
-            { name: "bedwars", maintenance: true, minInstances: 1, runningInstances: 1, totalPlayers: 40 },
-            { name: "skywars", maintenance: false, minInstances: 2, runningInstances: 0, totalPlayers: 0 },
-          ],
-        }),
-      );
       app.post("/api/v1/groups", async (c) => c.json(await c.req.json(), 201));
       app.patch("/api/v1/groups/:name", async (c) => c.json({ name: c.req.param("name"), ...(await c.req.json()) }));
       app.delete("/api/v1/groups/:name", (c) => c.body(null, 204));
       app.post("/api/v1/services/:id/command", (c) => c.json({ ok: true }));
-      app.get("/api/v1/crashes", (c) => c.json([]));
-      app.post("/api/v1/cluster/recover", async (c) => c.json({ ejected: (await c.req.json()).eject }));
     });
   });
   after(() => server.close());

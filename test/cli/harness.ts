@@ -149,6 +149,11 @@ export async function startFakeController(routes: (app: Hono) => void): Promise<
   };
 }
 
+/** Parsed JSON bodies of the requests `server` saw with `method` on `path`, in arrival order. */
+export function bodiesOf(server: FakeController, method: string, path: string): any[] {
+  return server.requests.filter((r) => r.method === method && r.path === path).map((r) => JSON.parse(r.body || "null"));
+}
+
 /** The error envelope of the REST API. */
 export function envelope(status: number, code: string, message: string): { error: { code: string; message: string; status: number } } {
   return { error: { code, message, status } };

@@ -1,7 +1,7 @@
 // Template, crash, cluster and completion commands against a fake controller: rollback and rendered tables.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { homeWithContext, runCli, startFakeController, type FakeController } from "./harness.js";
+import { bodiesOf, homeWithContext, runCli, startFakeController, type FakeController } from "./harness.js";
 
 const versions = [
   { templateName: "lobby", hash: "cccccccc3333", sizeBytes: 2048, createdAt: "2026-11-21T03:00:00Z" },
@@ -11,7 +11,7 @@ const versions = [
 
 describe("cloudctl template, crash, cluster and completion commands", () => {
   let server: FakeController;
-  const bodies = (method: string, path: string) => server.requests.filter((r) => r.method === method && r.path === path).map((r) => JSON.parse(r.body || "null"));
+  const bodies = (method: string, path: string) => bodiesOf(server, method, path);
   before(async () => {
     server = await startFakeController((app) => {
       app.get("/api/v1/templates", (c) =>
@@ -33,10 +33,6 @@ describe("cloudctl template, crash, cluster and completion commands", () => {
           ],
         }),
       );
-      app.post("/api/v1/groups", async (c) => c.json(await c.req.json(), 201));
-      app.patch("/api/v1/groups/:name", async (c) => c.json({ name: c.req.param("name"), ...(await c.req.json()) }));
-      app.delete("/api/v1/groups/:name", (c) => c.body(null, 204));
-      app.post("/api/v1/services/:id/command", (c) => c.json({ ok: true }));
       app.get("/api/v1/crashes", (c) => c.json([]));
       app.post("/api/v1/cluster/recover", async (c) => c.json({ ejected: (await c.req.json()).eject }));
     });
