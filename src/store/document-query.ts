@@ -22,6 +22,17 @@ export type FilterScalar = string | number | boolean | null;
 const fieldPathPattern = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/;
 const rangeOperators = new Set(["$gt", "$gte", "$lt", "$lte", "$in"]);
 
+const collectionNamePattern = /^[A-Za-z][A-Za-z0-9_]{0,49}$/;
+
+/**
+ * Asserts that `name` is a collection name every adapter accepts (a letter, then letters, digits
+ * or underscores, at most 50 characters: it becomes part of a PostgreSQL table name), so a name
+ * that works on the development profile works in production too.
+ */
+export function assertCollectionName(name: string): void {
+  assert(collectionNamePattern.test(name), `invalid collection name ${JSON.stringify(name)}`);
+}
+
 /** Asserts that `path` is a field path the adapters accept (identifiers joined by dots). */
 export function assertFieldPath(path: string): void {
   assert(fieldPathPattern.test(path), `invalid field path ${JSON.stringify(path)}`);

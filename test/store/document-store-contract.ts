@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { ManualClock, type Clock } from "../../src/shared/clock.js";
+import { AssertionError } from "../../src/shared/errors.js";
 import { documentComparator, matchesFilter } from "../../src/store/document-query.js";
 import {
   DuplicateKeyError,
@@ -356,6 +357,13 @@ export function runDocumentStoreContract(name: string, createSubject: () => Prom
         for (const r of results) if (r.status === "rejected") assert.ok(r.reason instanceof DuplicateKeyError);
         assert.equal((await items.get("same"))?.name, `n${winners[0]}`);
         assert.deepEqual(ids(await items.find({ group: "g" })), ["same"]);
+      }));
+
+    it("rejects collection names that some adapter could not hold", () =>
+      withStore(async (store) => {
+        for (const bad of ["", "1abc", "has-hyphen", "has space", "x".repeat(51), "doc$"]) {
+          assert.throws(() => store.collection(bad), AssertionError, JSON.stringify(bad));
+        }
       }));
 
     it("returns the same collection for the same name", () =>

@@ -15,6 +15,7 @@ import { assert } from "../../shared/errors.js";
 import type { Collection, CollectionSpec, Doc, DocumentStore, Filter, FindOptions, IndexSpec } from "../ports.js";
 import { DuplicateKeyError } from "../ports.js";
 import {
+  assertCollectionName,
   assertFieldPath,
   assertValidFilter,
   assertValidFindOptions,
@@ -50,7 +51,6 @@ const indexFetchBatchMax = 256;
 const writeGroupMax = 256;
 /** Operations per atomic batch when deleting many documents or rebuilding an index. */
 const writeBatchOpsMax = 2_000;
-const collectionNamePattern = /^[A-Za-z][A-Za-z0-9_-]{0,62}$/;
 const indexNamePattern = /^[A-Za-z0-9_.-]{1,63}$/;
 
 type Db = Level<string, string>;
@@ -158,7 +158,7 @@ class LevelCollection<T extends Doc> implements Collection<T> {
     readonly spec: CollectionSpec,
     private readonly clock: Clock,
   ) {
-    assert(collectionNamePattern.test(name), `invalid collection name ${JSON.stringify(name)}`);
+    assertCollectionName(name);
     this.indexes = spec.indexes ?? [];
     for (const index of this.indexes) {
       assert(indexNamePattern.test(index.name), `invalid index name ${index.name}`);

@@ -16,6 +16,7 @@ import type { Clock } from "../../shared/clock.js";
 import { systemClock } from "../../shared/clock.js";
 import { assert } from "../../shared/errors.js";
 import {
+  assertCollectionName,
   assertFieldPath,
   assertValidFilter,
   assertValidFindOptions,
@@ -44,7 +45,6 @@ interface StoredDoc extends Document {
   _id: string;
 }
 const duplicateKeyCode = 11000;
-const collectionNamePattern = /^[A-Za-z][A-Za-z0-9_-]{0,62}$/;
 
 /** Connects and returns the store; fails when no server is reachable. */
 export async function openMongoDocumentStore(options: MongoDocumentStoreOptions): Promise<MongoDocumentStore> {
@@ -120,7 +120,7 @@ class MongoDocCollection<T extends Doc> implements Collection<T> {
     readonly spec: CollectionSpec,
     private readonly clock: Clock,
   ) {
-    assert(collectionNamePattern.test(name), `invalid collection name ${JSON.stringify(name)}`);
+    assertCollectionName(name);
     for (const index of spec.indexes ?? []) assertFieldPath(index.field);
     if (spec.ttl) {
       assertFieldPath(spec.ttl.field);

@@ -15,6 +15,7 @@ import type { Clock } from "../../shared/clock.js";
 import { systemClock } from "../../shared/clock.js";
 import { assert } from "../../shared/errors.js";
 import {
+  assertCollectionName,
   assertFieldPath,
   assertValidFilter,
   assertValidFindOptions,
@@ -43,7 +44,6 @@ export interface PostgresDocumentStoreOptions {
 const defaultTtlSweepIntervalMs = 60_000;
 const defaultTtlSweepBatchMax = 1_000;
 const defaultPoolConnectionsMax = 10;
-const collectionNamePattern = /^[A-Za-z][A-Za-z0-9_]{0,49}$/;
 const identifierBytesMax = 63;
 const uniqueViolation = "23505";
 
@@ -139,7 +139,7 @@ class PostgresCollection<T extends Doc> implements Collection<T> {
     readonly spec: CollectionSpec,
     private readonly clock: Clock,
   ) {
-    assert(collectionNamePattern.test(name), `invalid collection name ${JSON.stringify(name)}`);
+    assertCollectionName(name);
     this.table = `doc_${name}`;
     for (const index of spec.indexes ?? []) {
       assertFieldPath(index.field);
