@@ -5,7 +5,14 @@
  */
 import { assign, setup } from "xstate";
 import { statesFromTable } from "../shared/transition-table.js";
-import { INSTANCE_MACHINE_STATES, INSTANCE_TRANSITIONS, type InstanceEffect, type InstanceEvent, type InstanceMachineState } from "./transitions.js";
+import {
+  INSTANCE_MACHINE_STATES,
+  INSTANCE_TRANSITIONS,
+  type InstanceAdoptableState,
+  type InstanceEffect,
+  type InstanceEvent,
+  type InstanceMachineState,
+} from "./transitions.js";
 
 /** Bounded waits of an instance; each ends in an explicit outcome (instance-states.md). */
 export interface InstanceTimeouts {
@@ -38,6 +45,8 @@ export interface InstanceInput {
   instanceId: string;
   group: string;
   node: string;
+  /** The recorded state of an instance adopted from the store; a new instance omits it. */
+  adoptState?: InstanceAdoptableState;
   timeouts?: Partial<InstanceTimeouts>;
 }
 
@@ -46,6 +55,7 @@ export interface InstanceContext {
   instanceId: string;
   group: string;
   node: string;
+  adoptState: InstanceAdoptableState;
   timeouts: InstanceTimeouts;
   /** Prepare commands sent so far. */
   dispatchAttempts: number;
@@ -81,6 +91,11 @@ export const instanceMachine = setup({
   guards: {
     dispatchAttemptsLeft: ({ context }) => context.dispatchAttempts < context.timeouts.dispatchAttemptsMax,
     forceStopNotSent: ({ context }) => !context.forceStopSent,
+    adoptsPreparing: ({ context }) => context.adoptState === "PREPARING",
+    adoptsStarting: ({ context }) => context.adoptState === "STARTING",
+    adoptsRunning: ({ context }) => context.adoptState === "RUNNING",
+    adoptsDraining: ({ context }) => context.adoptState === "DRAINING",
+    adoptsStopping: ({ context }) => context.adoptState === "STOPPING",
   },
   delays: {
     dispatchTimeout: ({ context }) => context.timeouts.dispatchTimeoutMs,
@@ -95,12 +110,12 @@ export const instanceMachine = setup({
     instanceId: input.instanceId,
     group: input.group,
     node: input.node,
+    adoptState: input.adoptState ?? "SCHEDULED",
     timeouts: { ...defaultInstanceTimeouts, ...input.timeouts },
     dispatchAttempts: 1,
     forceStopSent: false,
   }),
-  initial: "SCHEDULED",
-  entry: "dispatch",
+  initial: "CREATED",
   states: statesFromTable(INSTANCE_TRANSITIONS, INSTANCE_MACHINE_STATES, {
     STOPPED: { type: "final", output: { state: "STOPPED" } },
     CRASHED: { type: "final", output: { state: "CRASHED" } },

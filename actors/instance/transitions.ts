@@ -3,11 +3,13 @@
  * The machine in `instance-machine.ts` is derived from {@link INSTANCE_TRANSITIONS}; any (state,
  * event) pair not listed is ignored. Every non-final state except RUNNING has a bounded wait with an
  * explicit outcome, so no instance stays SCHEDULED, PREPARING, STARTING, DRAINING or STOPPING forever.
+ * CREATED is transient: a new instance goes on to SCHEDULED and is dispatched; an instance adopted
+ * from the store (its group's scope was acquired) goes straight to its recorded state.
  */
 import { checkTable, type TransitionRow } from "../shared/transition-table.js";
 
-/** Instance states, the same eight names as spec document 1. */
-export const INSTANCE_MACHINE_STATES = ["SCHEDULED", "PREPARING", "STARTING", "RUNNING", "DRAINING", "STOPPING", "STOPPED", "CRASHED"] as const;
+/** The eight instance states of spec document 1, plus the transient CREATED. */
+export const INSTANCE_MACHINE_STATES = ["CREATED", "SCHEDULED", "PREPARING", "STARTING", "RUNNING", "DRAINING", "STOPPING", "STOPPED", "CRASHED"] as const;
 /** One of {@link INSTANCE_MACHINE_STATES}. */
 export type InstanceMachineState = (typeof INSTANCE_MACHINE_STATES)[number];
 /** States with no way out: the actor is done. */
@@ -62,8 +64,20 @@ export const INSTANCE_DELAYS = ["dispatchTimeout", "prepareTimeout", "startTimeo
 
 type Row = TransitionRow<InstanceMachineState> & { effects: readonly InstanceEffect[] };
 
-/** Every edge of the instance lifecycle. On creation the actor runs `dispatch` once. */
+/** States an instance actor can be adopted in (a live instance read from the store). */
+export const INSTANCE_ADOPTABLE_STATES = ["SCHEDULED", "PREPARING", "STARTING", "RUNNING", "DRAINING", "STOPPING"] as const;
+/** One of {@link INSTANCE_ADOPTABLE_STATES}. */
+export type InstanceAdoptableState = (typeof INSTANCE_ADOPTABLE_STATES)[number];
+
+/** Every edge of the instance lifecycle. */
 export const INSTANCE_TRANSITIONS: readonly Row[] = [
+  { from: "CREATED", event: "always", guard: "adoptsPreparing", to: "PREPARING", effects: [] },
+  { from: "CREATED", event: "always", guard: "adoptsStarting", to: "STARTING", effects: [] },
+  { from: "CREATED", event: "always", guard: "adoptsRunning", to: "RUNNING", effects: [] },
+  { from: "CREATED", event: "always", guard: "adoptsDraining", to: "DRAINING", effects: [] },
+  { from: "CREATED", event: "always", guard: "adoptsStopping", to: "STOPPING", effects: [] },
+  { from: "CREATED", event: "always", to: "SCHEDULED", effects: ["dispatch"] },
+
   { from: "SCHEDULED", event: "DISPATCHED", to: "PREPARING", effects: [] },
   { from: "SCHEDULED", event: "STOP", to: "STOPPED", effects: ["sendForceStop"] },
   { from: "SCHEDULED", event: "FORCE_STOP", to: "STOPPED", effects: ["sendForceStop"] },

@@ -8,6 +8,7 @@ import {
   INSTANCE_FINAL_STATES,
   INSTANCE_MACHINE_STATES,
   INSTANCE_TRANSITIONS,
+  type InstanceAdoptableState,
   type InstanceEvent,
   type InstanceMachineState,
 } from "../../actors/instance/transitions.js";
@@ -56,7 +57,7 @@ function instanceIn(state: InstanceMachineState) {
 
 describe("instance machine: the table", () => {
   test("the machine's states are the eight instance states of the domain", () => {
-    assert.deepEqual([...INSTANCE_MACHINE_STATES].sort(), [...INSTANCE_STATES].sort());
+    assert.deepEqual(INSTANCE_MACHINE_STATES.filter((s) => s !== "CREATED").sort(), [...INSTANCE_STATES].sort());
   });
 
   test("creation dispatches once and waits in SCHEDULED", () => {
@@ -72,6 +73,13 @@ describe("instance machine: the table", () => {
   for (const row of INSTANCE_TRANSITIONS) {
     const label = `${row.from} --${row.event}${row.guard ? ` [${row.guard}]` : ""}--> ${row.to}: ${row.effects.join(", ") || "no effect"}`;
     test(`edge ${label}`, () => {
+      if (row.from === "CREATED") {
+        const adoptState = row.guard ? (row.to as InstanceAdoptableState) : undefined;
+        const created = startRecorded(instanceMachine, INSTANCE_EFFECTS, { instanceId: "i", group: "g", node: "n", adoptState, timeouts });
+        assert.equal(created.state(), row.to);
+        assert.deepEqual(created.take(), [...row.effects]);
+        return;
+      }
       const run = instanceIn(row.from);
       if (isDelayEvent(row.event)) {
         const ms = delayMs[delayName(row.event)];
@@ -100,6 +108,7 @@ describe("instance machine: the table", () => {
 
   test("an event the table does not list for a state changes nothing and has no effect", () => {
     for (const state of INSTANCE_MACHINE_STATES) {
+      if (state === "CREATED") continue;
       const listed = eventsFrom(INSTANCE_TRANSITIONS, state);
       for (const type of INSTANCE_EVENT_TYPES) {
         if (listed.has(type)) continue;
@@ -113,7 +122,7 @@ describe("instance machine: the table", () => {
 
   test("every live state but RUNNING has a bounded wait; every state can reach STOPPED or CRASHED", () => {
     for (const state of INSTANCE_MACHINE_STATES) {
-      if (INSTANCE_FINAL_STATES.includes(state)) continue;
+      if (INSTANCE_FINAL_STATES.includes(state) || state === "CREATED") continue;
       const timed = INSTANCE_TRANSITIONS.some((r) => r.from === state && isDelayEvent(r.event));
       assert.equal(timed, state !== "RUNNING", `${state} has a timeout`);
       assert.ok(INSTANCE_TRANSITIONS.some((r) => r.from === state && r.event === "FORCE_STOP"), `${state} can be force-stopped`);
@@ -204,6 +213,15 @@ describe("instance machine: timeouts under a simulated clock", () => {
     run.clock.increment(timeouts.stopTimeoutMs - 5_000);
     assert.equal(run.state(), "STOPPED");
     assert.deepEqual(run.take(), ["reportStopUnconfirmed"]);
+  });
+
+  test("an adopted instance keeps its recorded state and timers start afresh; an adopted SCHEDULED one is dispatched again", () => {
+    const starting = startRecorded(instanceMachine, INSTANCE_EFFECTS, { instanceId: "i", group: "g", node: "n", adoptState: "STARTING", timeouts });
+    assert.deepEqual(starting.take(), [], "nothing is sent to a process that is already starting");
+    starting.clock.increment(timeouts.startTimeoutMs);
+    assert.equal(starting.state(), "CRASHED");
+    const scheduled = startRecorded(instanceMachine, INSTANCE_EFFECTS, { instanceId: "i", group: "g", node: "n", adoptState: "SCHEDULED", timeouts });
+    assert.deepEqual(scheduled.take(), ["dispatch"]);
   });
 
   test("the full happy path and its default timeouts", () => {
