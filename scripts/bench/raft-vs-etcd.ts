@@ -8,7 +8,11 @@
  * etcd if missing.
  *
  *   tsx scripts/bench/raft-vs-etcd.ts [--duration-s 10] [--failovers 5] [--steady-s 60]
- *     [--inflight 64] [--value-bytes 128] [--only raft|etcd]
+ *     [--inflight 64] [--value-bytes 128] [--only raft|etcd] [--raft-tick-ms 100]
+ *
+ * etcd ticks once per heartbeat interval; raft-kv does the same by default (tick 100 ms, heartbeat
+ * 1 tick, election timeout 10 ticks), so both wake up as often. --raft-tick-ms 10 gives raft-kv
+ * 10 ms ticks (heartbeat 10, election 100 ticks).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -27,6 +31,8 @@ interface Flags {
   inflight: number;
   valueBytes: number;
   only: "raft" | "etcd" | null;
+  /** raft-kv tick; heartbeat (100 ms) and election timeout (1000 ms) are given in ticks of it. */
+  raftTickMs: number;
 }
 
 function readFlags(argv: readonly string[]): Flags {
@@ -42,6 +48,7 @@ function readFlags(argv: readonly string[]): Flags {
     inflight: Number(value("inflight", "64")),
     valueBytes: Number(value("value-bytes", "128")),
     only: only === "raft" || only === "etcd" ? only : null,
+    raftTickMs: Number(value("raft-tick-ms", "100")),
   };
 }
 
@@ -80,6 +87,8 @@ interface SystemResult {
  * raft-kv members answer NOT_LEADER at once and the client retries every ~20 ms.
  */
 const failoverPutTimeoutMs = 250;
+const heartbeatIntervalMs = 100;
+const electionTimeoutMs = 1000;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -201,8 +210,13 @@ async function benchmark(system: System, flags: Flags): Promise<SystemResult> {
 
 // ---- raft-kv ---------------------------------------------------------------------------------
 
-async function startRaftKv(rootDir: string): Promise<System> {
-  const cluster = await RaftKvCluster.create({ rootDir, tickMs: 10, heartbeatTicks: 10, electionTicks: 100 });
+async function startRaftKv(rootDir: string, flags: Flags): Promise<System> {
+  const cluster = await RaftKvCluster.create({
+    rootDir,
+    tickMs: flags.raftTickMs,
+    heartbeatTicks: Math.round(heartbeatIntervalMs / flags.raftTickMs),
+    electionTicks: Math.round(electionTimeoutMs / flags.raftTickMs),
+  });
   await cluster.startAll();
   const client = new RaftKvClient(cluster.members, { requestTimeoutMs: 5_000 });
   const statusClient = new RaftKvClient(cluster.members, { requestTimeoutMs: 300 });
@@ -240,7 +254,7 @@ async function startRaftKv(rootDir: string): Promise<System> {
 
 // ---- etcd ------------------------------------------------------------------------------------
 
-async function startEtcd(rootDir: string): Promise<System> {
+async function startEtcd(rootDir: string, _flags: Flags): Promise<System> {
   const names = ["e1", "e2", "e3"];
   const ports = await freeLoopbackPorts(names.length * 2);
   const clientUrls = names.map((_, i) => `http://127.0.0.1:${ports[2 * i]}`);
@@ -260,8 +274,8 @@ async function startEtcd(rootDir: string): Promise<System> {
         "--initial-cluster", initialCluster,
         "--initial-cluster-state", state,
         "--initial-cluster-token", "raft-vs-etcd",
-        "--heartbeat-interval", "100",
-        "--election-timeout", "1000",
+        "--heartbeat-interval", String(heartbeatIntervalMs),
+        "--election-timeout", String(electionTimeoutMs),
         "--log-level", "error",
       ],
       { stdio: ["ignore", "ignore", "ignore"] },
@@ -353,7 +367,7 @@ function formatTable(results: Partial<Record<"etcd" | "raft-kv", SystemResult>>,
 async function main(): Promise<void> {
   const flags = readFlags(process.argv.slice(2));
   const results: Partial<Record<"etcd" | "raft-kv", SystemResult>> = {};
-  const starters: [("etcd" | "raft"), string, (dir: string) => Promise<System>][] = [
+  const starters: [("etcd" | "raft"), string, (dir: string, flags: Flags) => Promise<System>][] = [
     ["etcd", "etcd", startEtcd],
     ["raft", "raft-kv", startRaftKv],
   ];
@@ -368,7 +382,7 @@ async function main(): Promise<void> {
     const onSignal = () => void cleanup().finally(() => process.exit(130));
     process.once("SIGINT", onSignal);
     try {
-      system = await startSystem(dir);
+      system = await startSystem(dir, flags);
       results[name as "etcd" | "raft-kv"] = await benchmark(system, flags);
     } finally {
       process.off("SIGINT", onSignal);
