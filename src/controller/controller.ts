@@ -26,11 +26,13 @@ import { groupRoutes } from "../http/routes/groups.js";
 import { nodeRoutes } from "../http/routes/nodes.js";
 import { overviewRoutes } from "../http/routes/overview.js";
 import { serviceRoutes } from "../http/routes/services.js";
+import { templateRoutes } from "../http/routes/templates.js";
 import { resolveVersionInfo } from "../http/version-info.js";
 import { createLogService, type ControllerLogService, type LogOutput } from "../logs/logger.js";
 import type { Logger } from "../logs/types.js";
 import { createMetrics, type MetricsService } from "../metrics/metrics.js";
 import { systemClock, type Clock } from "../shared/clock.js";
+import { TemplateService } from "../templates/template-service.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
 
 /** How long `stop()` lets open HTTP connections finish before closing them. */
@@ -114,7 +116,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
     cleanups.push({ name: "stores", run: () => stores.close() });
     // Runs after the HTTP server closed and before the stores close: handlers may still write.
     cleanups.push({ name: "event bus", run: () => flushWithin(events, EVENT_FLUSH_TIMEOUT_MS, log) });
-    const { documents, kv } = stores;
+    const { documents, kv, blobs } = stores;
 
     const auth = new AuthService({ documents, config: config.auth, clock, logger: logs.logger("cloud.auth"), env });
     await auth.start();
@@ -126,6 +128,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const nodes = new NodeService(documents, events, clock, instances);
     const nodeTokens = new NodeTokenService(documents, clock);
     const overview = new OverviewService(groups, instances, nodes);
+    const templates = new TemplateService({ documents, blobs, events, clock });
 
     metrics.setGaugeSources({
       groupsTotal: () => groups.count(),
@@ -161,6 +164,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         nodeRoutes(nodes, audit),
         adminTokenRoutes(nodeTokens, audit),
         overviewRoutes(overview),
+        templateRoutes(templates, audit),
       ],
       clock,
     });

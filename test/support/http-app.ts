@@ -33,12 +33,14 @@ import { groupRoutes } from "../../src/http/routes/groups.js";
 import { nodeRoutes } from "../../src/http/routes/nodes.js";
 import { overviewRoutes } from "../../src/http/routes/overview.js";
 import { serviceRoutes } from "../../src/http/routes/services.js";
+import { templateRoutes } from "../../src/http/routes/templates.js";
 import type { AppEnv } from "../../src/http/types.js";
 import { createLogService, type ControllerLogService } from "../../src/logs/logger.js";
 import { createMetrics, type MetricsService } from "../../src/metrics/metrics.js";
 import { systemClock, type Clock } from "../../src/shared/clock.js";
-import { openDocumentStore, openKvStore } from "../../src/store/open.js";
-import type { DocumentStore, KvStore } from "../../src/store/ports.js";
+import { openBlobStore, openDocumentStore, openKvStore } from "../../src/store/open.js";
+import type { BlobStore, DocumentStore, KvStore } from "../../src/store/ports.js";
+import { TemplateService } from "../../src/templates/template-service.js";
 
 /** Password of the bootstrap admin unless a test asks for a generated one. */
 export const ADMIN_PASSWORD = "admin-password-1";
@@ -99,6 +101,8 @@ export interface TestApp {
   crashes: CrashService;
   nodes: NodeService;
   nodeTokens: NodeTokenService;
+  blobs: BlobStore;
+  templates: TemplateService;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
   /** Signs in and returns the token. */
   login(username: string, password: string): Promise<string>;
@@ -119,6 +123,7 @@ function domainRouteModules(services: {
   nodeTokens: NodeTokenService;
   overview: OverviewService;
   audit: AuditService;
+  templates: TemplateService;
 }): RouteModule[] {
   return [
     groupRoutes(services.groups, services.audit),
@@ -127,6 +132,7 @@ function domainRouteModules(services: {
     nodeRoutes(services.nodes, services.audit),
     adminTokenRoutes(services.nodeTokens, services.audit),
     overviewRoutes(services.overview),
+    templateRoutes(services.templates, services.audit),
   ];
 }
 
@@ -149,6 +155,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   // in-memory key-value store. TTL expiry is checked on read; the background sweep is off.
   const documents = await openDocumentStore({ profile: "development", dataDir: dir, clock, ttlSweepIntervalMs: 0 });
   const kv = await openKvStore({ clock });
+  const blobs = await openBlobStore({ profile: "development", dataDir: dir });
   const metrics = createMetrics({ enabled: config.metrics.enabled, processMetrics: false });
   const events = createEventBus({ logger: logs.logger("cloud.events"), clock });
   const auth = new AuthService({
@@ -167,6 +174,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const nodes = new NodeService(documents, events, clock, instances);
   const nodeTokens = new NodeTokenService(documents, clock);
   const overview = new OverviewService(groups, instances, nodes);
+  const templates = new TemplateService({ documents, blobs, events, clock });
   const readiness = createReadinessProbe({
     stateStore: () => documents.ping(),
     coordinationStore: () => kv.ping(),
@@ -187,7 +195,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     readiness,
     version: { version: "0.1.0-test", gitCommit: "0123456789abcdef0123456789abcdef01234567", runtimeVersion: process.version },
     routeModules: [
-      ...domainRouteModules({ groups, instances, crashes, nodes, nodeTokens, overview, audit }),
+      ...domainRouteModules({ groups, instances, crashes, nodes, nodeTokens, overview, audit, templates }),
       ...(options.routeModules ?? []),
     ],
     clock,
@@ -251,6 +259,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     await events.flush();
     await documents.close();
     await kv.close();
+    await blobs.close();
   };
 
   return {
@@ -272,6 +281,8 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     crashes,
     nodes,
     nodeTokens,
+    blobs,
+    templates,
     request,
     login,
     tokenFor,

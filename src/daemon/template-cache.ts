@@ -1,0 +1,227 @@
+/**
+ * The daemon's template cache: fetches a version's manifest from the controller, downloads only the
+ * file blobs it does not already hold, keeps them in a bounded on-disk cache keyed by sha256 (least
+ * recently used evicted first, by size), and unpacks template layers in order into an instance
+ * directory with `{{var}}` placeholders substituted. A start of an unchanged template downloads no
+ * file at all; {@link TemplateCache.status} feeds NODE_CACHE_STATUS.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { chmod, lstat, mkdir, readdir, readFile, rename, rm, stat, unlink, writeFile } from "node:fs/promises";
+import { join, resolve, sep } from "node:path";
+import { decodeText, substituteVariables } from "../templates/text-scan.js";
+import { isDirEntry, type ManifestEntry } from "../templates/manifest.js";
+import { normalizeTemplatePath } from "../templates/paths.js";
+
+/** The manifest of one version, as the controller's manifest route returns it. */
+export interface FetchedManifest {
+  templateName: string;
+  hash: string;
+  variables: Record<string, string>;
+  entries: ManifestEntry[];
+}
+
+/** Where versions come from (the controller over HTTP in production, anything in tests). */
+export interface TemplateSource {
+  manifest(templateName: string, version?: string): Promise<FetchedManifest>;
+  blob(templateName: string, sha256: string, version: string): Promise<Uint8Array>;
+}
+
+/** One layer to unpack: a template, at a version hash or its current one. */
+export interface TemplateLayer {
+  name: string;
+  version?: string;
+}
+
+/** What one unpack did. */
+export interface UnpackReport {
+  layers: { name: string; hash: string }[];
+  filesWritten: number;
+  blobsDownloaded: number;
+  bytesDownloaded: number;
+}
+
+/** Cache occupancy, as NODE_CACHE_STATUS reports it. */
+export interface TemplateCacheStatus {
+  blobCount: number;
+  sizeBytes: number;
+  sizeBytesMax: number;
+}
+
+/** Options of {@link TemplateCache.open}. */
+export interface TemplateCacheOptions {
+  directory: string;
+  /** Bytes the cache may hold after an unpack; least recently used blobs beyond that are removed. */
+  sizeBytesMax: number;
+  source: TemplateSource;
+  /** Largest file whose placeholders are substituted; larger files are copied as they are. */
+  substitutionBytesMax?: number;
+}
+
+const SUBSTITUTION_BYTES_MAX_DEFAULT = 4 * 1024 * 1024;
+const hashPattern = /^[0-9a-f]{64}$/;
+
+/** The bounded content-addressed cache; create with {@link TemplateCache.open}. */
+export class TemplateCache {
+  /** sha256 → size; Map order is the recency order (oldest first). */
+  private readonly blobs = new Map<string, number>();
+  private sizeBytes = 0;
+
+  private constructor(private readonly options: TemplateCacheOptions) {}
+
+  /** Opens the cache under `options.directory`, indexing blobs a previous run left there. */
+  static async open(options: TemplateCacheOptions): Promise<TemplateCache> {
+    const cache = new TemplateCache(options);
+    await rm(join(options.directory, "tmp"), { recursive: true, force: true }); // partial downloads
+    await mkdir(join(options.directory, "tmp"), { recursive: true });
+    for (const fan of await readdir(options.directory)) {
+      if (!/^[0-9a-f]{2}$/.test(fan)) continue;
+      for (const name of await readdir(join(options.directory, fan))) {
+        if (!hashPattern.test(name)) continue;
+        const { size } = await stat(join(options.directory, fan, name));
+        cache.blobs.set(name, size);
+        cache.sizeBytes += size;
+      }
+    }
+    return cache;
+  }
+
+  /** Current occupancy. */
+  status(): TemplateCacheStatus {
+    return { blobCount: this.blobs.size, sizeBytes: this.sizeBytes, sizeBytesMax: this.options.sizeBytesMax };
+  }
+
+  /**
+   * Unpacks `layers` in order into `targetDir` (later layers overwrite earlier files). Variables are
+   * the layers' own, later layers winning, then `overrides`.
+   */
+  async unpack(layers: readonly TemplateLayer[], targetDir: string, overrides: Readonly<Record<string, string>> = {}): Promise<UnpackReport> {
+    const manifests: FetchedManifest[] = [];
+    for (const layer of layers) manifests.push(await this.options.source.manifest(layer.name, layer.version));
+    const variables: Record<string, string> = {};
+    for (const m of manifests) Object.assign(variables, m.variables);
+    Object.assign(variables, overrides);
+
+    const report: UnpackReport = { layers: manifests.map((m) => ({ name: m.templateName, hash: m.hash })), filesWritten: 0, blobsDownloaded: 0, bytesDownloaded: 0 };
+    const pinned = new Set<string>();
+    const root = resolve(targetDir);
+    await mkdir(root, { recursive: true });
+    for (const manifest of manifests) {
+      for (const entry of manifest.entries) {
+        // The controller confines paths already; the daemon checks again before touching its disk.
+        const relative = normalizeTemplatePath(entry.path, "manifest entry");
+        const destination = resolve(root, ...relative.split("/"));
+        if (!destination.startsWith(root + sep)) throw new Error(`manifest entry escapes the target: ${entry.path}`);
+        if (isDirEntry(entry)) {
+          await ensureDirectory(destination);
+          continue;
+        }
+        if (!hashPattern.test(entry.sha256)) throw new Error(`manifest entry has no valid sha256: ${entry.path}`);
+        pinned.add(entry.sha256);
+        const data = await this.blobFor(manifest, entry.sha256, report);
+        await replaceWithFile(destination, this.render(data, variables), entry.mode & 0o777);
+        report.filesWritten++;
+      }
+    }
+    await this.evict(pinned);
+    return report;
+  }
+
+  private render(data: Uint8Array, variables: Readonly<Record<string, string>>): Uint8Array {
+    if (data.byteLength > (this.options.substitutionBytesMax ?? SUBSTITUTION_BYTES_MAX_DEFAULT) || !data.includes(0x7b)) return data;
+    const text = decodeText(data);
+    if (text === null || !text.includes("{{")) return data;
+    return new TextEncoder().encode(substituteVariables(text, variables));
+  }
+
+  private pathOf(sha256: string): string {
+    return join(this.options.directory, sha256.slice(0, 2), sha256);
+  }
+
+  private async blobFor(manifest: FetchedManifest, sha256: string, report: UnpackReport): Promise<Uint8Array> {
+    if (this.blobs.has(sha256)) {
+      try {
+        const data = new Uint8Array(await readFile(this.pathOf(sha256)));
+        if (sha256Hex(data) === sha256) {
+          this.touch(sha256, data.byteLength);
+          return data;
+        }
+      } catch {
+        // Gone or unreadable: fetch it again below.
+      }
+      this.forget(sha256);
+    }
+    const data = await this.options.source.blob(manifest.templateName, sha256, manifest.hash);
+    if (sha256Hex(data) !== sha256) throw new Error(`blob ${sha256} of ${manifest.templateName} arrived corrupt`);
+    report.blobsDownloaded++;
+    report.bytesDownloaded += data.byteLength;
+    await mkdir(join(this.options.directory, sha256.slice(0, 2)), { recursive: true });
+    const temp = join(this.options.directory, "tmp", `${sha256}.${randomBytes(6).toString("hex")}`);
+    await writeFile(temp, data);
+    await rename(temp, this.pathOf(sha256));
+    this.touch(sha256, data.byteLength);
+    return data;
+  }
+
+  private touch(sha256: string, size: number): void {
+    if (this.blobs.has(sha256)) this.blobs.delete(sha256);
+    else this.sizeBytes += size;
+    this.blobs.set(sha256, size);
+  }
+
+  private forget(sha256: string): void {
+    const size = this.blobs.get(sha256);
+    if (size === undefined) return;
+    this.blobs.delete(sha256);
+    this.sizeBytes -= size;
+  }
+
+  /** Removes least recently used blobs (never those of the unpack that just ran) until within bounds. */
+  private async evict(pinned: ReadonlySet<string>): Promise<void> {
+    for (const [sha256] of [...this.blobs]) {
+      if (this.sizeBytes <= this.options.sizeBytesMax) return;
+      if (pinned.has(sha256)) continue;
+      this.forget(sha256);
+      await unlink(this.pathOf(sha256)).catch(() => undefined);
+    }
+  }
+}
+
+function sha256Hex(data: Uint8Array): string {
+  return createHash("sha256").update(data).digest("hex");
+}
+
+async function ensureDirectory(path: string): Promise<void> {
+  const existing = await lstat(path).catch(() => null);
+  if (existing && !existing.isDirectory()) await rm(path, { force: true });
+  await mkdir(path, { recursive: true });
+}
+
+async function replaceWithFile(path: string, data: Uint8Array, mode: number): Promise<void> {
+  const existing = await lstat(path).catch(() => null);
+  if (existing && !existing.isFile()) await rm(path, { recursive: true, force: true });
+  await mkdir(resolve(path, ".."), { recursive: true });
+  await writeFile(path, data);
+  await chmod(path, mode || 0o644);
+}
+
+/** A {@link TemplateSource} on the controller's manifest and blob routes. */
+export class HttpTemplateSource implements TemplateSource {
+  constructor(private readonly options: { baseUrl: string; token: string; fetch?: typeof fetch }) {}
+
+  async manifest(templateName: string, version?: string): Promise<FetchedManifest> {
+    const query = version ? `?version=${encodeURIComponent(version)}` : "";
+    const res = await this.get(`/api/v1/templates/${encodeURIComponent(templateName)}/manifest${query}`);
+    return (await res.json()) as FetchedManifest;
+  }
+
+  async blob(templateName: string, sha256: string, version: string): Promise<Uint8Array> {
+    const res = await this.get(`/api/v1/templates/${encodeURIComponent(templateName)}/blobs/${sha256}?version=${encodeURIComponent(version)}`);
+    return new Uint8Array(await res.arrayBuffer());
+  }
+
+  private async get(path: string): Promise<Response> {
+    const res = await (this.options.fetch ?? fetch)(this.options.baseUrl + path, { headers: { authorization: `Bearer ${this.options.token}` } });
+    if (!res.ok) throw new Error(`GET ${path} failed: ${res.status} ${(await res.text()).slice(0, 200)}`);
+    return res;
+  }
+}
