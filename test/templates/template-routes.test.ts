@@ -116,6 +116,13 @@ describe("template routes", () => {
     }
   });
 
+  it("bounds the upload size: a body above the HTTP limit is 413 and writes nothing", async () => {
+    const before = (await call("GET", "/api/v1/templates/lobby")).json.hash;
+    const big = await multipart("/api/v1/templates/lobby/files/upload", [{ name: "big.bin", data: new Uint8Array(1024 * 1024 + 1) }]);
+    assert.equal(big.status, 413);
+    assert.equal((await call("GET", "/api/v1/templates/lobby")).json.hash, before);
+  });
+
   it("the daemon cache unpacks layers with variables, and a second unpack downloads nothing", async () => {
     await call("POST", "/api/v1/templates", { name: "base" });
     await call("PUT", "/api/v1/templates/base/files/content", { path: "server.properties", content: "motd={{motd}}\nport=25565\n" });
