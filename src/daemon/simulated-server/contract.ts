@@ -1,0 +1,46 @@
+/**
+ * Where the simulated game server lives and which environment it reads. The program itself is
+ * plain JavaScript (`server.mjs`, Node built-ins only) so it starts without a TypeScript loader:
+ * hundreds of them must start within seconds. Decisions: docs/decisions/daemon-runner.md.
+ */
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+/** Environment every instance gets from the runner (all platforms). */
+export const INSTANCE_ENV = {
+  instanceId: "CLOUD_INSTANCE_ID",
+  group: "CLOUD_GROUP",
+  port: "CLOUD_PORT",
+  memoryMb: "CLOUD_MEMORY_MB",
+  controllerUrl: "CLOUD_CONTROLLER_URL",
+  workloadToken: "CLOUD_WORKLOAD_TOKEN",
+} as const;
+
+/** Knobs only the simulated server reads (tests and benchmarks set them). */
+export const SIMULATED_SERVER_ENV = {
+  /** Address to bind; default 0.0.0.0. */
+  bindHost: "CLOUD_SIM_BIND_HOST",
+  /** Interval of the `[tick]` console line; default 5000, 0 disables it. */
+  tickIntervalMs: "CLOUD_SIM_TICK_INTERVAL_MS",
+  /** Delay before binding the port (a slow world load); default 0. */
+  startupDelayMs: "CLOUD_SIM_STARTUP_DELAY_MS",
+  /** Delay between `Stopping server` and exit 0; default 100. */
+  stopDelayMs: "CLOUD_SIM_STOP_DELAY_MS",
+  /** "true": ignore the `stop` command and SIGTERM (to test the kill escalation). */
+  ignoreStop: "CLOUD_SIM_IGNORE_STOP",
+  /** Maximum players reported by the status line; default 100. */
+  maxPlayers: "CLOUD_SIM_MAX_PLAYERS",
+} as const;
+
+/** Console line printed when the simulated server is ready (log-line readiness matches `Done (`). */
+export const SIMULATED_READY_LINE_PREFIX = "Done (";
+
+/**
+ * Absolute path of server.mjs. Next to this module when run from source (tsx); a compiled build
+ * (dist/src/daemon/…) does not copy .mjs files, so the source tree's copy is used then.
+ */
+export function simulatedServerScriptPath(): string {
+  const beside = fileURLToPath(new URL("./server.mjs", import.meta.url));
+  if (existsSync(beside)) return beside;
+  return fileURLToPath(new URL("../../../../src/daemon/simulated-server/server.mjs", import.meta.url));
+}
