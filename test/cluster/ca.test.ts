@@ -57,7 +57,7 @@ test("two node certificates complete a mutual TLS handshake; a foreign client is
   const server = tls.createServer(
     { key: node.keyPem, cert: node.certPem, ca: ca.certPem, requestCert: true, rejectUnauthorized: true },
     (socket) => {
-      socket.end(socket.getPeerCertificate(false).subject.CN);
+      socket.end(String(socket.getPeerCertificate(false).subject.CN));
     },
   );
   server.listen(0, "127.0.0.1");
