@@ -255,17 +255,18 @@ class LevelCollection<T extends Doc> implements Collection<T> {
   async sweepExpired(batchMax: number): Promise<number> {
     if (!this.spec.ttl) return 0;
     return this.write(async () => {
-      const due: string[] = [];
-      for await (const key of this.db.keys({ gte: this.keys.ttlPrefix, lt: this.keys.ttlDueEnd(this.clock.nowMs()), limit: batchMax })) {
-        due.push(idFromEntryKey(key));
-      }
+      const due = await this.db.keys({ gte: this.keys.ttlPrefix, lt: this.keys.ttlDueEnd(this.clock.nowMs()), limit: batchMax }).all();
       const ops: BatchOp[] = [];
       let removed = 0;
-      for (const id of due) {
-        const raw = await this.readRaw(id);
+      for (const key of due) {
+        const raw = await this.readRaw(idFromEntryKey(key));
         if (raw && this.isExpired(raw)) {
           ops.push(...this.removalOps(raw));
           removed++;
+        } else if (!raw || !this.entryOps(raw).includes(key)) {
+          // Writes replace TTL entries atomically, so an entry without its document version
+          // cannot exist; if one ever does, drop it rather than let it hold a place in every batch.
+          ops.push({ type: "del", key });
         }
       }
       if (ops.length > 0) await this.db.batch(ops, { sync: true });
