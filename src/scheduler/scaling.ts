@@ -13,6 +13,7 @@
 import type { Group } from "../domain/groups/group-schemas.js";
 import type { InstanceFields } from "../domain/instances/instance-service.js";
 import type { InstanceState } from "../domain/instances/instance-schemas.js";
+import { AssertionError } from "../shared/errors.js";
 
 /** What scaling needs of a group. */
 export type ScalingGroup = Pick<Group, "name" | "scalingMode" | "minInstances" | "maxInstances" | "maxPlayers" | "maintenance">;
@@ -97,6 +98,9 @@ export function decideScaling(input: ScalingInput, policy: ScalingPolicy = defau
       return { action: "SCALE", start: 0, stop: [], target: counted.length, capped: false, message: "MANUAL: explicit starts only" };
     case "DYNAMIC":
       return decideDynamic(input, counted, policy);
+    default:
+      // The group schema admits only the three modes.
+      throw new AssertionError(`unknown scaling mode: ${group.scalingMode}`);
   }
 }
 

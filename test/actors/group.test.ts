@@ -43,7 +43,7 @@ function startGroup(input: Partial<GroupInput> = {}) {
   });
   const actor = createActor(machine, { clock, input: { group: "lobby", timings, ...input } });
   actor.start();
-  return { clock, calls, evaluations, actor, state: () => actor.getSnapshot().value as string, take: () => calls.splice(0, calls.length) };
+  return { clock, calls, evaluations, actor, state: () => actor.getSnapshot().value as unknown as string, take: () => calls.splice(0, calls.length) };
 }
 
 type Run = ReturnType<typeof startGroup>;

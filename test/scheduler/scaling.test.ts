@@ -119,6 +119,10 @@ describe("decideScaling", () => {
     assert.deepEqual(d.stop, ["r0", "r1"]);
   });
 
+  test("a scaling mode outside the schema's three is a broken invariant", () => {
+    assert.throws(() => decideScaling({ group: { ...base, scalingMode: "AUTO" }, instances: [], paused: false, nowMs: 0, idleSinceMs: new Map() }), /unknown scaling mode: AUTO/);
+  });
+
   test("starts are bounded per decision; capped tells the loop to evaluate again", () => {
     const group: ScalingGroup = { ...base, scalingMode: "STATIC", minInstances: 1_200 };
     const d = scale(decideScaling({ group, instances: [], paused: false, nowMs: 0, idleSinceMs: new Map() }));
