@@ -1,11 +1,14 @@
 /**
- * Version manifests: the sorted list of (path, mode, size, sha256) entries of one template version.
- * The canonical encoding is deterministic (entries sorted by path, fixed field order, no whitespace),
- * so the template hash — the sha256 of that encoding — depends on the files only. The encoding is
- * itself stored as a blob named by that hash, which is how the daemon fetches a version.
+ * Version manifests: the (path, mode, size, sha256) entries of one template version, stored as a
+ * tree of directory objects as git does: each directory is one canonical blob listing its direct
+ * children (sorted by name; a subdirectory is listed with the hash of its own tree object), and the
+ * template hash is the hash of the root tree. The encoding is deterministic, so the hash depends on
+ * the files only, and an edit of one file stores that file plus the tree objects on its path — not a
+ * new copy of the whole listing.
  */
 import { createHash } from "node:crypto";
 import { assert } from "../shared/errors.js";
+import { baseName, parentOf } from "./paths.js";
 
 /** Mode bits of a directory entry (POSIX S_IFDIR | 0755). */
 export const DIR_MODE = 0o040755;
@@ -13,8 +16,8 @@ export const DIR_MODE = 0o040755;
 export const FILE_MODE = 0o100644;
 /** The sha256 field of directory entries. */
 export const NO_CONTENT = "";
-/** Format marker of the canonical encoding. */
-export const MANIFEST_FORMAT = 1;
+/** Format marker of the canonical tree encoding. */
+export const TREE_FORMAT = 2;
 
 /** One file or directory of a version. Directories have size 0 and an empty sha256. */
 export interface ManifestEntry {
@@ -24,9 +27,14 @@ export interface ManifestEntry {
   sha256: string;
 }
 
+/** True when mode bits say directory. */
+export function isDirMode(mode: number): boolean {
+  return (mode & 0o170000) === 0o040000;
+}
+
 /** True for directory entries. */
 export function isDirEntry(entry: ManifestEntry): boolean {
-  return (entry.mode & 0o170000) === 0o040000;
+  return isDirMode(entry.mode);
 }
 
 /** A regular-file mode keeping only the permission bits of `mode` (executable bits survive). */
@@ -40,27 +48,82 @@ export function sortEntries(entries: Iterable<ManifestEntry>): ManifestEntry[] {
   return [...entries].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
-/** The canonical bytes of a manifest. */
-export function encodeManifest(entries: Iterable<ManifestEntry>): Uint8Array {
-  const rows = sortEntries(entries).map((e) => [e.path, e.mode, e.size, e.sha256]);
-  return new TextEncoder().encode(JSON.stringify({ format: MANIFEST_FORMAT, entries: rows }));
+/** One child of a tree object: a file (sha256 of its bytes) or a directory (hash of its tree). */
+export interface TreeChild {
+  name: string;
+  mode: number;
+  /** File bytes; for a directory, the total file bytes beneath it. */
+  size: number;
+  sha256: string;
 }
 
-/** Parses canonical manifest bytes; a malformed manifest is corruption (an assertion). */
-export function decodeManifest(bytes: Uint8Array): ManifestEntry[] {
-  const parsed = JSON.parse(new TextDecoder().decode(bytes)) as { format?: unknown; entries?: unknown };
-  assert(parsed.format === MANIFEST_FORMAT && Array.isArray(parsed.entries), "manifest has the canonical shape");
-  return (parsed.entries as unknown[]).map((row) => {
-    assert(Array.isArray(row) && row.length === 4, "manifest row has four fields");
-    const [path, mode, size, sha256] = row as [unknown, unknown, unknown, unknown];
-    assert(typeof path === "string" && typeof mode === "number" && typeof size === "number" && typeof sha256 === "string", "manifest row types");
-    return { path, mode, size, sha256 };
+/** The tree objects of a version: the root hash (the template hash) and every tree by hash. */
+export interface TreeSet {
+  rootHash: string;
+  trees: Map<string, Uint8Array>;
+}
+
+/** The canonical bytes of one tree object. */
+export function encodeTree(children: readonly TreeChild[]): Uint8Array {
+  const rows = [...children].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).map((c) => [c.name, c.mode, c.size, c.sha256]);
+  return new TextEncoder().encode(JSON.stringify({ format: TREE_FORMAT, tree: rows }));
+}
+
+/** Parses tree bytes; a malformed tree is corruption (an assertion). */
+export function decodeTree(bytes: Uint8Array): TreeChild[] {
+  const parsed = JSON.parse(new TextDecoder().decode(bytes)) as { format?: unknown; tree?: unknown };
+  assert(parsed.format === TREE_FORMAT && Array.isArray(parsed.tree), "tree object has the canonical shape");
+  return (parsed.tree as unknown[]).map((row) => {
+    assert(Array.isArray(row) && row.length === 4, "tree row has four fields");
+    const [name, mode, size, sha256] = row as [unknown, unknown, unknown, unknown];
+    assert(typeof name === "string" && typeof mode === "number" && typeof size === "number" && typeof sha256 === "string", "tree row types");
+    return { name, mode, size, sha256 };
   });
 }
 
-/** The template hash of a manifest: the hex sha256 of its canonical bytes. */
+function sha256Hex(bytes: Uint8Array): string {
+  return createHash("sha256").update(bytes).digest("hex");
+}
+
+/**
+ * Builds the tree objects of a flat entry list. Every ancestor directory of every entry must itself
+ * be an entry (the file tree and the archive readers guarantee it).
+ */
+export function buildTrees(entries: Iterable<ManifestEntry>): TreeSet {
+  const children = new Map<string, ManifestEntry[]>([["", []]]);
+  const all = [...entries];
+  for (const e of all) if (isDirEntry(e)) children.set(e.path, []);
+  for (const e of all) {
+    const list = children.get(parentOf(e.path));
+    assert(list !== undefined, `parent directory of ${e.path} is an entry`);
+    list.push(e);
+  }
+  const depth = (path: string) => (path === "" ? -1 : path.split("/").length);
+  const dirs = [...children.keys()].sort((a, b) => depth(b) - depth(a));
+  const treeOf = new Map<string, { hash: string; size: number }>();
+  const trees = new Map<string, Uint8Array>();
+  for (const dir of dirs) {
+    let size = 0;
+    const rows: TreeChild[] = children.get(dir)!.map((e) => {
+      if (!isDirEntry(e)) {
+        size += e.size;
+        return { name: baseName(e.path), mode: e.mode, size: e.size, sha256: e.sha256 };
+      }
+      const sub = treeOf.get(e.path)!;
+      size += sub.size;
+      return { name: baseName(e.path), mode: e.mode, size: sub.size, sha256: sub.hash };
+    });
+    const bytes = encodeTree(rows);
+    const hash = sha256Hex(bytes);
+    trees.set(hash, bytes);
+    treeOf.set(dir, { hash, size });
+  }
+  return { rootHash: treeOf.get("")!.hash, trees };
+}
+
+/** The template hash of a flat entry list: the hash of its root tree. */
 export function manifestHash(entries: Iterable<ManifestEntry>): string {
-  return createHash("sha256").update(encodeManifest(entries)).digest("hex");
+  return buildTrees(entries).rootHash;
 }
 
 /** Total bytes of the files of a manifest. */

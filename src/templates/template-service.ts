@@ -17,7 +17,7 @@ import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
 import { isoFromMs } from "../domain/shared/time.js";
 import { archiveError, type ArchiveEntry } from "./archive-limits.js";
 import { FileTree } from "./file-tree.js";
-import { decodeManifest, encodeManifest, isDirEntry, manifestHash, manifestSizeBytes, type ManifestEntry } from "./manifest.js";
+import { NO_CONTENT, buildTrees, decodeTree, isDirEntry, isDirMode, manifestSizeBytes, type ManifestEntry } from "./manifest.js";
 import { baseName, joinTemplatePath, normalizeTemplatePath, parentOf } from "./paths.js";
 import { readTarGz, writeTarGz, type TarMember } from "./tar.js";
 import {
@@ -89,7 +89,10 @@ export interface UploadedFile {
 interface ParsedManifest {
   entries: ManifestEntry[];
   byPath: Map<string, ManifestEntry>;
+  /** File blobs. */
   blobs: Set<string>;
+  /** Tree objects, the root (the template hash) included. */
+  trees: Set<string>;
 }
 
 /** Dependencies of {@link TemplateService}. */
@@ -205,8 +208,8 @@ export class TemplateService {
       const doc = await this.load(name);
       const version = await this.versions.get(versionId(name, hash.trim()));
       if (!version) throw notFound(`Version not found: ${hash}`);
-      const manifest = await this.readManifest(version.hash);
-      for (const blob of manifest.blobs) {
+      const manifest = await this.readManifest(version.hash, name);
+      for (const blob of [...manifest.trees, ...manifest.blobs]) {
         if (!(await this.blobs.has(blob))) throw noSnapshot(name, version.hash);
       }
       const next: StoredTemplate = {
@@ -353,8 +356,8 @@ export class TemplateService {
       const doc = await this.load(name);
       const parsed = await this.readManifest(doc.hash);
       const missingBlobs: string[] = [];
-      for (const blob of parsed.blobs) if (!(await this.blobs.has(blob))) missingBlobs.push(blob);
-      const hash = manifestHash(parsed.entries);
+      for (const blob of [...parsed.trees, ...parsed.blobs]) if (!(await this.blobs.has(blob))) missingBlobs.push(blob);
+      const hash = buildTrees(parsed.entries).rootHash;
       const changed = hash !== doc.hash;
       if (changed) {
         await this.templates.put({ ...doc, hash, updatedAt: this.now() });
@@ -500,13 +503,31 @@ export class TemplateService {
       this.manifestCache.set(hash, cached);
       return cached;
     }
-    const bytes = await this.blobs.get(hash);
-    if (!bytes) throw noSnapshot(name, hash);
-    const entries = decodeManifest(bytes);
+    const entries: ManifestEntry[] = [];
+    const trees = new Set<string>();
+    // Depth-first over the tree objects; depth is bounded by the path rules, count by the entry bound.
+    const pending: { dir: string; hash: string }[] = [{ dir: "", hash }];
+    while (pending.length > 0) {
+      const tree = pending.pop()!;
+      trees.add(tree.hash);
+      const bytes = await this.blobs.get(tree.hash);
+      if (!bytes) throw noSnapshot(name, hash);
+      for (const child of decodeTree(bytes)) {
+        const path = tree.dir === "" ? child.name : `${tree.dir}/${child.name}`;
+        if (isDirMode(child.mode)) {
+          entries.push({ path, mode: child.mode, size: 0, sha256: NO_CONTENT });
+          pending.push({ dir: path, hash: child.sha256 });
+        } else {
+          entries.push({ path, mode: child.mode, size: child.size, sha256: child.sha256 });
+        }
+      }
+    }
+    entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
     const parsed: ParsedManifest = {
       entries,
       byPath: new Map(entries.map((e) => [e.path, e])),
       blobs: new Set(entries.filter((e) => !isDirEntry(e)).map((e) => e.sha256)),
+      trees,
     };
     this.manifestCache.set(hash, parsed);
     while (this.manifestCache.size > this.limits.manifestCacheEntriesMax) this.manifestCache.delete(this.manifestCache.keys().next().value!);
@@ -522,10 +543,10 @@ export class TemplateService {
       edit(tree);
       if (tree.size > this.limits.entriesMax) throw validationError(`template: more than ${this.limits.entriesMax} entries`);
       const entries = tree.toEntries();
-      const hash = manifestHash(entries);
-      if (hash === doc.hash) return { template: toTemplate(doc), oldHash: doc.hash, newHash: hash, changed: false };
+      const treeSet = buildTrees(entries);
+      if (treeSet.rootHash === doc.hash) return { template: toTemplate(doc), oldHash: doc.hash, newHash: doc.hash, changed: false };
       await this.storeBlobs(tree);
-      const next = await this.recordVersion(doc, entries);
+      const next = await this.recordVersion(doc, entries, treeSet, current.trees);
       this.events.publish(EventTypes.TEMPLATE_UPDATED, { templateName: name, oldHash: doc.hash, newHash: next.hash });
       return { template: toTemplate(next), oldHash: doc.hash, newHash: next.hash, changed: true };
     });
@@ -555,10 +576,13 @@ export class TemplateService {
     return toTemplate(await this.recordVersion(doc, entries));
   }
 
-  /** Stores the manifest blob and the version record, then moves the template to it. */
-  private async recordVersion(doc: StoredTemplate, entries: ManifestEntry[]): Promise<StoredTemplate> {
-    const bytes = encodeManifest(entries);
-    const hash = await this.blobs.put(bytes);
+  /** Stores the new tree objects and the version record, then moves the template to it. */
+  private async recordVersion(doc: StoredTemplate, entries: ManifestEntry[], treeSet = buildTrees(entries), knownTrees: ReadonlySet<string> = new Set()): Promise<StoredTemplate> {
+    // Trees of the previous version are stored already; only the ones on changed paths are new.
+    for (const [treeHash, bytes] of treeSet.trees) {
+      if (!knownTrees.has(treeHash) && !(await this.blobs.has(treeHash))) await this.blobs.put(bytes);
+    }
+    const hash = treeSet.rootHash;
     const sizeBytes = manifestSizeBytes(entries);
     const fileCount = entries.filter((e) => !isDirEntry(e)).length;
     const seq = doc.versionSeq + 1;
@@ -570,7 +594,7 @@ export class TemplateService {
   }
 
   /**
-   * Deletes the manifests `hashes` and their file blobs unless a remaining version (of any
+   * Deletes the versions `hashes`' tree objects and file blobs unless a remaining version (of any
    * template: identical files are shared) still uses them. Runs under the write lock.
    */
   private async collectGarbage(hashes: readonly string[]): Promise<number> {
@@ -578,7 +602,8 @@ export class TemplateService {
     for (const hash of new Set(hashes)) {
       candidates.add(hash);
       try {
-        for (const blob of (await this.readManifest(hash)).blobs) candidates.add(blob);
+        const parsed = await this.readManifest(hash);
+        for (const blob of [...parsed.trees, ...parsed.blobs]) candidates.add(blob);
       } catch (err) {
         if (!(err instanceof ApiError)) throw err; // a missing manifest leaves only itself to delete
       }
@@ -587,7 +612,8 @@ export class TemplateService {
       if (candidates.size === 0) break;
       candidates.delete(version.hash);
       try {
-        for (const blob of (await this.readManifest(version.hash)).blobs) candidates.delete(blob);
+        const parsed = await this.readManifest(version.hash);
+        for (const blob of [...parsed.trees, ...parsed.blobs]) candidates.delete(blob);
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
       }

@@ -53,6 +53,16 @@ describe("template service", () => {
     assert.deepEqual(listing.entries.map((e) => [e.name, e.type]), [["a", "directory"], ["b", "directory"]]);
   });
 
+  it("a one-file edit stores that file and the tree objects on its path only", async () => {
+    await f.service.create({ name: "deep" });
+    for (let d = 0; d < 5; d++) for (let i = 0; i < 5; i++) await f.service.writeText("deep", `d${d}/sub/f${i}.txt`, `deep ${d} ${i}`);
+    const before = new Set(await f.blobs.list());
+    await f.service.writeText("deep", "d3/sub/f1.txt", "changed");
+    const added = (await f.blobs.list()).filter((b) => !before.has(b));
+    // The file, then the trees of d3/sub, d3 and the root.
+    assert.equal(added.length, 4);
+  });
+
   it("records a version per change (newest first), publishes TEMPLATE_UPDATED, and rolls back", async () => {
     await f.service.create({ name: "survival" });
     const v1 = await f.service.writeText("survival", "server.properties", "motd=one");
