@@ -160,7 +160,7 @@ class PostgresCollection<T extends Doc> implements Collection<T> {
       `INSERT INTO ${table} AS t (id, doc, expires_at) VALUES ($1, $2, $3) ` +
       `ON CONFLICT (id) DO UPDATE SET doc = EXCLUDED.doc, expires_at = EXCLUDED.expires_at ` +
       `WHERE t.expires_at IS NOT NULL AND t.expires_at <= $4`;
-    const result = await this.writeRow(sql, [stored._id, JSON.stringify(stored), this.expiresAtMs(stored), this.clock.nowMs()]);
+    const result = await this.writeRow(sql, [stored._id, JSON.stringify(stored), this.expiresAtMs(stored), this.nowMs()]);
     if (result.rowCount === 0) throw new DuplicateKeyError(this.name, stored._id);
   }
 
@@ -177,7 +177,7 @@ class PostgresCollection<T extends Doc> implements Collection<T> {
     await this.init();
     const result = await this.pool.query<{ doc: T }>(
       `SELECT doc FROM ${quoteIdentifier(this.table)} WHERE id = $1 AND (expires_at IS NULL OR expires_at > $2)`,
-      [id, this.clock.nowMs()],
+      [id, this.nowMs()],
     );
     return result.rows[0]?.doc ?? null;
   }
@@ -186,7 +186,7 @@ class PostgresCollection<T extends Doc> implements Collection<T> {
     await this.init();
     const result = await this.pool.query<{ live: boolean }>(
       `DELETE FROM ${quoteIdentifier(this.table)} WHERE id = $1 RETURNING (expires_at IS NULL OR expires_at > $2) AS live`,
-      [id, this.clock.nowMs()],
+      [id, this.nowMs()],
     );
     return result.rows[0]?.live === true;
   }
@@ -229,14 +229,14 @@ class PostgresCollection<T extends Doc> implements Collection<T> {
     const table = quoteIdentifier(this.table);
     const result = await this.pool.query(
       `DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2)`,
-      [this.clock.nowMs(), batchMax],
+      [this.nowMs(), batchMax],
     );
     return result.rowCount ?? 0;
   }
 
   private where(filter: Filter, params: SqlParams): string {
     const conditions = filterConditions(filter, params);
-    conditions.push(`(expires_at IS NULL OR expires_at > ${params.add(this.clock.nowMs())})`);
+    conditions.push(`(expires_at IS NULL OR expires_at > ${params.add(this.nowMs())})`);
     return conditions.join(" AND ");
   }
 
@@ -252,7 +252,7 @@ class PostgresCollection<T extends Doc> implements Collection<T> {
       } catch (error) {
         if (!isUniqueViolation(error)) throw error;
         if (attempt === 0 && this.spec.ttl) {
-          await this.pool.query(`DELETE FROM ${quoteIdentifier(this.table)} WHERE expires_at <= $1`, [this.clock.nowMs()]);
+          await this.pool.query(`DELETE FROM ${quoteIdentifier(this.table)} WHERE expires_at <= $1`, [this.nowMs()]);
           continue;
         }
         const declared = error.constraint ? this.indexNames.get(error.constraint) : undefined;
@@ -261,11 +261,16 @@ class PostgresCollection<T extends Doc> implements Collection<T> {
     }
   }
 
+  /** Whole milliseconds, as `expires_at` (bigint) holds them. */
+  private nowMs(): number {
+    return Math.floor(this.clock.nowMs());
+  }
+
   private expiresAtMs(doc: Doc): number | null {
     const ttl = this.spec.ttl;
     if (!ttl) return null;
     const baseMs = ttlBaseMs(getPath(doc, ttl.field));
-    return baseMs === null ? null : Math.round(baseMs + ttl.seconds * 1000);
+    return baseMs === null ? null : Math.ceil(baseMs + ttl.seconds * 1000);
   }
 
   private init(): Promise<void> {
