@@ -163,6 +163,33 @@ describe("placeInstance", () => {
     );
   });
 
+  test("property: an index kept up to date with add/remove matches one rebuilt from the survivors", () => {
+    const instanceArb = fc.record({
+      group: fc.constantFrom("lobby", "bedwars"),
+      node: fc.constantFrom("a", "b", "c"),
+      port: fc.integer({ min: 30000, max: 30005 }),
+      memoryMb: fc.integer({ min: 1, max: 2048 }),
+      removed: fc.boolean(),
+    });
+    fc.assert(
+      fc.property(fc.array(instanceArb, { maxLength: 30 }), (specs) => {
+        // Unique (node, port) pairs, as placement guarantees.
+        const seen = new Set<string>();
+        const instances = specs.filter((s) => !seen.has(`${s.node}:${s.port}`) && seen.add(`${s.node}:${s.port}`));
+        const incremental = buildPlacementIndex([]);
+        for (const s of instances) incremental.add(live(s.group, s.node, s.port, s.memoryMb));
+        for (const s of instances) if (s.removed) incremental.remove(live(s.group, s.node, s.port, s.memoryMb));
+        const rebuilt = buildPlacementIndex(instances.filter((s) => !s.removed).map((s) => live(s.group, s.node, s.port, s.memoryMb)));
+        for (const nodeId of ["a", "b", "c"]) {
+          assert.equal(incremental.reservedMemoryMb(nodeId), rebuilt.reservedMemoryMb(nodeId));
+          for (const group of ["lobby", "bedwars"]) assert.equal(incremental.groupCount(nodeId, group), rebuilt.groupCount(nodeId, group));
+          for (let port = 30000; port <= 30005; port++) assert.equal(incremental.portUsed(nodeId, port), rebuilt.portUsed(nodeId, port));
+        }
+      }),
+      { numRuns: 300, seed: 11 },
+    );
+  });
+
   test("property: with room everywhere, a group's instances spread within 1 across eligible nodes", () => {
     fc.assert(
       fc.property(
