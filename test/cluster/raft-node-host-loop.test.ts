@@ -3,7 +3,7 @@
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { MemoryStorage, RawNode, decodeConfChange, encodeConfChange } from "../../raft/index.js";
-import type { ConfState, Entry, Message, NodeId, Snapshot } from "../../raft/types.js";
+import type { ConfChange, ConfState, Entry, Message, NodeId, Snapshot } from "../../raft/types.js";
 import type { TransportHandler } from "../../src/cluster/grpc-transport.js";
 import { RaftHostError } from "../../src/cluster/host-errors.js";
 import type { PersistRequest } from "../../src/cluster/level-storage.js";
@@ -143,6 +143,7 @@ const running: RaftNodeHost[] = [];
 function cluster(options: { proposalTimeoutMs?: number } = {}) {
   const scheduler = new ManualScheduler();
   const network = new MemoryNetwork();
+  const confChanges: { id: NodeId; change: ConfChange }[] = [];
   const nodes = new Map(
     ids.map((id, i) => {
       const storage = new GatedStorage(confState);
@@ -159,13 +160,14 @@ function cluster(options: { proposalTimeoutMs?: number } = {}) {
         electionTicks: 10,
         random: (n) => (i * 7) % n,
         proposalTimeoutMs: options.proposalTimeoutMs ?? 5_000,
+        onConfChange: (change) => confChanges.push({ id, change }),
       });
       host.start();
       running.push(host);
       return [id, { host, storage }] as const;
     }),
   );
-  return { scheduler, network, nodes };
+  return { scheduler, network, nodes, confChanges };
 }
 
 async function electA(c: ReturnType<typeof cluster>): Promise<RaftNodeHost> {
@@ -232,6 +234,21 @@ describe("RaftNodeHost loop (injected clock, in-memory network)", () => {
     assert.ok(hostError("LEADERSHIP_LOST")(await proposal));
     assert.ok(hostError("LEADERSHIP_LOST")(await read));
     assert.equal(leader.isLeader(), false);
+  });
+
+  it("applies a membership change and resolves it with the new configuration", async () => {
+    const c = cluster();
+    const leader = await electA(c);
+    const proposal = leader.proposeConfChange({ changes: [{ type: "add-learner", nodeId: "d" }], context: new TextEncoder().encode("d@addr") });
+    await c.scheduler.advance(50);
+    const confState = await proposal;
+    assert.deepEqual(confState.learners, ["d"]);
+    assert.deepEqual([...confState.voters].sort(), ids);
+    await c.scheduler.advance(50);
+    for (const { host } of c.nodes.values()) assert.deepEqual(host.status().config.learners, ["d"]);
+    const changes = c.confChanges.filter((entry) => entry.change.changes.some((single) => single.nodeId === "d"));
+    assert.equal(changes.length, 3, "every member reported the change");
+    assert.equal(new TextDecoder().decode(changes[0]!.change.context), "d@addr", "the proposer's context reaches onConfChange without the host's header");
   });
 
   it("a stopped host rejects new and outstanding requests with STOPPED", async () => {
