@@ -191,6 +191,8 @@ export class InstanceRunner {
   private readonly instances = new Map<string, Instance>();
   private readonly highestFencingTokens = new Map<string, number>();
   private readonly listeners = new Set<(event: RunnerEvent) => void>();
+  /** Instances prepared and waiting for their spawn; at most instancesMax long. */
+  private readonly spawnQueue: Instance[] = [];
   private readonly clock: Clock;
   private readonly timers: RunnerTimers;
   private readonly consoleBufferLines: number;
@@ -460,11 +462,22 @@ export class InstanceRunner {
       await this.finishFailed(instance, "PREPARE_FAILED", error);
       return;
     }
-    if (instance.stopRequested !== null) {
-      await this.finish(instance, "STOPPED", null, null, null);
-      return;
+    this.spawnQueue.push(instance);
+    if (this.spawnQueue.length === 1) setImmediate(() => this.drainSpawnQueue());
+  }
+
+  /**
+   * spawn() blocks the event loop until the child has exec'd (tens of milliseconds on a busy
+   * machine), so spawns are taken one per event-loop turn: console lines and readiness of the
+   * instances already started are read in between instead of after a whole burst of spawns.
+   */
+  private drainSpawnQueue(): void {
+    const instance = this.spawnQueue.shift();
+    if (instance !== undefined) {
+      if (instance.stopRequested !== null) void this.finish(instance, "STOPPED", null, null, null);
+      else this.spawnProcess(instance);
     }
-    this.spawnProcess(instance);
+    if (this.spawnQueue.length > 0) setImmediate(() => this.drainSpawnQueue());
   }
 
   private spawnProcess(instance: Instance): void {
