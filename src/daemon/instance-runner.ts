@@ -175,6 +175,8 @@ interface Instance {
   spawnedAtMs: number | null;
   readyAtMs: number | null;
   stopRequested: "graceful" | "force" | null;
+  /** The process has exited; lines still draining from its pipes no longer make it ready. */
+  exited: boolean;
   killSentByDaemon: boolean;
   timers: Set<unknown>;
   prepareAbort: AbortController;
@@ -273,6 +275,7 @@ export class InstanceRunner {
       spawnedAtMs: null,
       readyAtMs: null,
       stopRequested: null,
+      exited: false,
       killSentByDaemon: false,
       timers: new Set(),
       prepareAbort: new AbortController(),
@@ -319,7 +322,7 @@ export class InstanceRunner {
   markReady(instanceId: string, fencingToken: number): void {
     const instance = this.fencedInstance(instanceId, fencingToken);
     if (instance.state === "RUNNING") return;
-    if (instance.state !== "STARTING") throw new RunnerError("INVALID_STATE", `Instance ${instanceId} is ${instance.state}, not STARTING`);
+    if (instance.state !== "STARTING" || instance.exited) throw new RunnerError("INVALID_STATE", `Instance ${instanceId} is ${instance.state}, not STARTING`);
     this.becomeReady(instance);
   }
 
@@ -554,7 +557,7 @@ export class InstanceRunner {
     instance.console.push(entry);
     this.emit({ type: "console", instanceId: instance.spec.instanceId, group: instance.spec.group, ...entry });
     const readiness = instance.platform.readiness;
-    if (instance.state === "STARTING" && readiness.kind === "log-line" && line.includes(readiness.pattern)) this.becomeReady(instance);
+    if (instance.state === "STARTING" && !instance.exited && readiness.kind === "log-line" && line.includes(readiness.pattern)) this.becomeReady(instance);
   }
 
   private becomeReady(instance: Instance): void {
@@ -567,7 +570,7 @@ export class InstanceRunner {
     const socket = connect({ host: "127.0.0.1", port: instance.spec.port });
     socket.once("connect", () => {
       socket.destroy();
-      if (instance.state === "STARTING") this.becomeReady(instance);
+      if (instance.state === "STARTING" && !instance.exited) this.becomeReady(instance);
     });
     socket.once("error", () => {
       socket.destroy();
@@ -622,6 +625,7 @@ export class InstanceRunner {
   }
 
   private async onProcessExit(instance: Instance, child: ChildProcess, exitCode: number | null, signal: NodeJS.Signals | null): Promise<void> {
+    instance.exited = true;
     this.clearTimers(instance);
     // The last lines (an OutOfMemoryError) may still be in the pipes: wait for them, bounded,
     // since a leftover grandchild could hold the pipes open.
