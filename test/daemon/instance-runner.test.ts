@@ -246,6 +246,19 @@ describe("instance runner", { timeout: 55_000 }, () => {
     assert.ok(existsSync(workDir));
   });
 
+  it("file port passing patches the properties file the templates left, after unpacking", async () => {
+    const h = await harness({
+      extraPlatforms: [simulatedPlatform({ id: "sim-file-port", portPassing: "file", portFile: { path: "server.properties", key: "server-port" }, readiness: { kind: "log-line", pattern: "Done (" } })],
+      unpackTemplates: async ({ workDir }) => writeFile(join(workDir, "server.properties"), "motd=Welcome\nserver-port=25565\n"),
+    });
+    const spec = await simSpec("props-1", { platform: "sim-file-port", static: true });
+    h.runner.start(spec, 1);
+    await h.waitForState("props-1", "RUNNING");
+    const workDir = h.runner.snapshot("props-1").workDir;
+    assert.equal(await readFile(join(workDir, "server.properties"), "utf8"), `motd=Welcome\nserver-port=${spec.port}\n`);
+    await h.runner.stop("props-1", 1);
+  });
+
   it("a failing unpacker or a missing binary is CRASHED with PREPARE_FAILED / SPAWN_FAILED; a stop while preparing is STOPPED", async () => {
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));

@@ -18,10 +18,11 @@ interface Sim {
 }
 
 const started: ChildProcess[] = [];
-after(() => {
+after(async () => {
   for (const child of started) {
     if (child.pid !== undefined && isAlive(child.pid)) child.kill("SIGKILL");
   }
+  await eventually(() => started.every((child) => child.pid === undefined || !isAlive(child.pid)), 5_000, "every simulated server to be gone");
 });
 
 async function startSim(env: Record<string, string> = {}): Promise<Sim & { port: number }> {
