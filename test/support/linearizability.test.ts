@@ -144,6 +144,18 @@ describe("checkLinearizable: operations with unknown outcome", () => {
     assertNotLinearizable([put(3, "x", "b", 0, 1), { ...pending, callMs: 2 }, get(2, "x", "a", 10, 11)]);
   });
 
+  it("needs a timed-out write that no one read to explain a failed compare-and-set", () => {
+    assertLinearizable([put(1, "x", "a", 0, 1), put(2, "x", "b", 2, null), cas(3, "x", "a", "c", false, 5, 6)]);
+    assertNotLinearizable([put(1, "x", "a", 0, 1), put(2, "x", "b", 7, null), cas(3, "x", "a", "c", false, 5, 6)]);
+  });
+
+  it("stays fast with many timed-out writes nobody observed", () => {
+    const history: Operation[] = [put(0, "x", "seen", 0, 1)];
+    for (let i = 1; i <= 200; i++) history.push(put(i, "x", `lost${i}`, 2, null));
+    for (let i = 0; i < 50; i++) history.push(get(999, "x", "seen", 3 + 2 * i, 4 + 2 * i));
+    assert.deepEqual(checkLinearizable(history, { timeoutMs: 2_000 }), { ok: true });
+  });
+
   it("ignores reads with unknown outcome", () => {
     assertLinearizable([put(1, "x", "a", 0, 1), get(2, "x", "nonsense", 2, null)]);
   });

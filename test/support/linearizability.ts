@@ -181,60 +181,77 @@ function unlift(call: EventNode): void {
   (call.next as EventNode).prev = call;
 }
 
-/** A set of operation ids with an incrementally maintained Zobrist hash. */
+/**
+ * The set of linearized operations, numbered in call order. Linearized operations are nearly always
+ * "every id below `low`" plus a few ids above it (those inside the current concurrency window), so
+ * the set is written as that pair: a key whose length follows the window, not the history.
+ */
 class LinearizedSet {
-  readonly words: Uint32Array;
-  hash = 0;
+  private readonly members: Uint8Array;
+  /** The lowest id not in the set. */
+  private low = 0;
+  /** Ids in the set above `low`, ascending. */
+  private above: number[] = [];
 
   constructor(size: number) {
-    this.words = new Uint32Array(Math.ceil(size / 32) + 1);
+    this.members = new Uint8Array(size + 1);
   }
 
-  toggle(id: number): void {
-    this.words[id >>> 5] ^= 1 << (id & 31);
-    this.hash = (this.hash ^ zobrist(id)) >>> 0;
-  }
-
-  equals(words: Uint32Array): boolean {
-    for (let i = 0; i < words.length; i++) if (words[i] !== this.words[i]) return false;
-    return true;
-  }
-}
-
-function zobrist(id: number): number {
-  let x = (id + 1) * 0x9e3779b9;
-  x = Math.imul(x ^ (x >>> 16), 0x85ebca6b);
-  x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35);
-  return (x ^ (x >>> 16)) >>> 0;
-}
-
-function hashState(state: RegisterState): number {
-  if (state === null) return 0x5bd1e995;
-  let h = 0x811c9dc5;
-  for (let i = 0; i < state.length; i++) h = Math.imul(h ^ state.charCodeAt(i), 0x01000193);
-  return h >>> 0;
-}
-
-interface CacheEntry {
-  readonly words: Uint32Array;
-  readonly state: RegisterState;
-}
-
-class ExploredCache {
-  private readonly buckets = new Map<number, CacheEntry[]>();
-
-  /** Adds (set, state); returns false when the pair had been explored already. */
-  add(set: LinearizedSet, state: RegisterState): boolean {
-    const key = (set.hash ^ hashState(state)) >>> 0;
-    let bucket = this.buckets.get(key);
-    if (bucket === undefined) {
-      bucket = [];
-      this.buckets.set(key, bucket);
+  add(id: number): void {
+    this.members[id] = 1;
+    if (id !== this.low) {
+      let at = this.above.length;
+      while (at > 0 && this.above[at - 1] > id) at--;
+      this.above.splice(at, 0, id);
+      return;
     }
-    for (const entry of bucket) if (entry.state === state && set.equals(entry.words)) return false;
-    bucket.push({ words: set.words.slice(), state });
-    return true;
+    while (this.members[this.low] === 1) this.low++;
+    let drop = 0;
+    while (drop < this.above.length && this.above[drop] < this.low) drop++;
+    if (drop > 0) this.above = this.above.slice(drop);
   }
+
+  remove(id: number): void {
+    this.members[id] = 0;
+    if (id >= this.low) {
+      this.above.splice(this.above.indexOf(id), 1);
+      return;
+    }
+    const between: number[] = [];
+    for (let i = id + 1; i < this.low; i++) between.push(i);
+    this.above = between.concat(this.above);
+    this.low = id;
+  }
+
+  /** A key for the pair (this set, `state`). */
+  key(state: RegisterState): string {
+    return `${this.low}:${this.above.join(",")}|${state === null ? "" : `=${state}`}`;
+  }
+}
+
+/**
+ * A write whose outcome is unknown and whose value nobody could have observed may be left out:
+ * taking effect could only have made later reads and compare-and-sets harder to explain. "Nobody"
+ * means no get returned the value, no compare-and-set expected it, and no compare-and-set that
+ * failed (which needs the value to differ from what it expected) returned after the write's call.
+ */
+function dropUnobservableWrites(ops: readonly Operation[]): Operation[] {
+  const observed = new Set<string>();
+  let lastFailedCasReturnMs = Number.NEGATIVE_INFINITY;
+  for (const op of ops) {
+    if (op.kind === "get" && typeof op.output === "string") observed.add(op.output);
+    if (op.kind === "cas" && typeof op.expected === "string") observed.add(op.expected);
+    if (op.kind === "cas" && op.returnMs !== null && op.output === false) {
+      lastFailedCasReturnMs = Math.max(lastFailedCasReturnMs, op.returnMs);
+    }
+  }
+  return ops.filter(
+    (op) =>
+      op.returnMs !== null ||
+      op.kind === "get" ||
+      observed.has(op.value ?? "") ||
+      lastFailedCasReturnMs > op.callMs,
+  );
 }
 
 interface Frame {
@@ -242,13 +259,17 @@ interface Frame {
   readonly stateBefore: RegisterState;
 }
 
-function checkKey(key: string, ops: readonly Operation[], deadline: number): CheckResult {
+function checkKey(key: string, keyOps: readonly Operation[], deadline: number): CheckResult {
+  const ops = dropUnobservableWrites(keyOps).sort((a, b) => a.callMs - b.callMs);
   const head = buildEventList(ops);
   const linearized = new LinearizedSet(ops.length);
-  const cache = new ExploredCache();
+  const explored = new Set<string>();
   const stack: Frame[] = [];
   let state: RegisterState = null;
-  let best: { ids: number[]; state: RegisterState } = { ids: [], state: null };
+  // The deepest linearization reached, for the explanation. `shared` is how much of the stack
+  // still equals `best` since it was recorded, so a new record copies only what changed.
+  const best: { ids: number[]; state: RegisterState } = { ids: [], state: null };
+  let shared = 0;
   let steps = 0;
   let entry = head.next;
   while (entry !== null) {
@@ -256,16 +277,23 @@ function checkKey(key: string, ops: readonly Operation[], deadline: number): Che
     if (entry.isCall) {
       const result = stepModel(state, ops[entry.id]);
       if (result.legal) {
-        linearized.toggle(entry.id);
-        if (cache.add(linearized, result.next)) {
+        linearized.add(entry.id);
+        const exploredKey = linearized.key(result.next);
+        if (!explored.has(exploredKey)) {
+          explored.add(exploredKey);
           stack.push({ call: entry, stateBefore: state });
           state = result.next;
           lift(entry);
-          if (stack.length > best.ids.length) best = { ids: stack.map((f) => f.call.id), state };
+          if (stack.length > best.ids.length) {
+            best.ids.length = shared;
+            for (let i = shared; i < stack.length; i++) best.ids.push(stack[i].call.id);
+            best.state = state;
+            shared = stack.length;
+          }
           entry = head.next;
           continue;
         }
-        linearized.toggle(entry.id);
+        linearized.remove(entry.id);
       }
       entry = entry.next;
       continue;
@@ -275,7 +303,8 @@ function checkKey(key: string, ops: readonly Operation[], deadline: number): Che
     if (frame === undefined) {
       return { ok: false, key, explanation: explainFailure(key, ops, best.ids, best.state) };
     }
-    linearized.toggle(frame.call.id);
+    linearized.remove(frame.call.id);
+    shared = Math.min(shared, stack.length);
     state = frame.stateBefore;
     unlift(frame.call);
     entry = frame.call.next;
