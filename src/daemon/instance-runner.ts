@@ -20,10 +20,10 @@ import { INSTANCE_ENV } from "./simulated-server/contract.js";
 /** States the runner reports; SCHEDULED and DRAINING are controller-side only. */
 export type InstanceRunState = "PREPARING" | "STARTING" | "RUNNING" | "STOPPING" | "STOPPED" | "CRASHED";
 
-/** One template layer to unpack, by name and content hash. */
+/** One template layer to unpack: a template name, at a content hash or (without one) its current version. */
 export interface TemplateLayerRef {
   name: string;
-  hash: string;
+  hash?: string;
 }
 
 /** What the controller asks the daemon to run. */
@@ -44,6 +44,10 @@ export interface InstanceSpec {
   workloadToken?: string;
   /** Extra environment for this instance (wins over the platform's). */
   env?: Readonly<Record<string, string>>;
+  /** `{{var}}` substitutions handed to the unpacker. */
+  variables?: Readonly<Record<string, string>>;
+  /** Overrides the runner's controllerUrl for this instance (CLOUD_CONTROLLER_URL). */
+  controllerUrl?: string;
 }
 
 /** Input of the injected template unpacker. */
@@ -52,6 +56,7 @@ export interface TemplateUnpackRequest {
   group: string;
   workDir: string;
   templates: readonly TemplateLayerRef[];
+  variables: Readonly<Record<string, string>>;
   /** False when a static instance's persistent directory already existed (its data must survive). */
   freshDirectory: boolean;
   /** Aborted when the instance is stopped while preparing. */
@@ -452,6 +457,7 @@ export class InstanceRunner {
           group: spec.group,
           workDir: instance.workDir,
           templates: spec.templates,
+          variables: spec.variables ?? {},
           freshDirectory,
           signal: instance.prepareAbort.signal,
         });
@@ -547,7 +553,8 @@ export class InstanceRunner {
     env[INSTANCE_ENV.group] = instance.spec.group;
     env[INSTANCE_ENV.port] = String(instance.spec.port);
     env[INSTANCE_ENV.memoryMb] = String(instance.spec.memoryMb);
-    if (this.options.controllerUrl) env[INSTANCE_ENV.controllerUrl] = this.options.controllerUrl;
+    const controllerUrl = instance.spec.controllerUrl || this.options.controllerUrl;
+    if (controllerUrl) env[INSTANCE_ENV.controllerUrl] = controllerUrl;
     if (instance.spec.workloadToken) env[INSTANCE_ENV.workloadToken] = instance.spec.workloadToken;
     return env;
   }

@@ -268,7 +268,7 @@ describe("instance runner", { timeout: 55_000 }, () => {
       },
     });
     const templates = [{ name: "base", hash: "aaa" }, { name: "survival", hash: "bbb" }];
-    const spec = await simSpec("survival-1", { group: "survival", static: true, templates });
+    const spec = await simSpec("survival-1", { group: "survival", static: true, templates, variables: { motd: "Survival" } });
     h.runner.start(spec, 1);
     await h.waitForState("survival-1", "RUNNING");
     const workDir = h.runner.snapshot("survival-1").workDir;
@@ -283,6 +283,7 @@ describe("instance runner", { timeout: 55_000 }, () => {
       ["survival-1", true, ["base", "survival"]],
       ["survival-1", false, ["base", "survival"]],
     ]);
+    assert.deepEqual(requests[0].variables, { motd: "Survival" });
     assert.equal(await readFile(join(workDir, "world.dat"), "utf8"), "seed=1\nplayed=yes\n", "data survives a restart");
     await h.runner.stop("survival-1", 1);
     assert.ok(existsSync(workDir));
