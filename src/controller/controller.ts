@@ -33,6 +33,8 @@ import type { Logger } from "../logs/types.js";
 import { createMetrics, type MetricsService } from "../metrics/metrics.js";
 import { systemClock, type Clock } from "../shared/clock.js";
 import { TemplateService } from "../templates/template-service.js";
+import { createDaemonGateway } from "../gateway/create-gateway.js";
+import type { DaemonGateway, GatewayTuning } from "../gateway/daemon-gateway.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
 
 /** How long `stop()` lets open HTTP connections finish before closing them. */
@@ -52,17 +54,18 @@ export interface StartControllerOptions {
   env?: Readonly<Record<string, string | undefined>>;
   /** Opens the stores; {@link openControllerStores} (the store factory) by default. */
   openStores?: (config: ControllerConfig, logs: ControllerLogService, clock: Clock) => Promise<ControllerStores>;
+  /** Daemon gateway bounds (heartbeat interval, ...); tests shorten them. */
+  gatewayTuning?: Partial<GatewayTuning>;
 }
 
 /** A running controller. */
 export interface RunningController {
   /** Base URL of the HTTP API, e.g. `http://127.0.0.1:8080` (the real port when 0 was configured). */
   httpUrl: string;
-  /**
-   * The configured gRPC port. The daemon gateway (gRPC server) arrives with the daemon issue; until
-   * then nothing listens on it.
-   */
+  /** The port the daemon gateway (gRPC) listens on (the real port when 0 was configured). */
   grpcPort: number;
+  /** The daemon gateway: sessions and commands to daemons. */
+  gateway: DaemonGateway;
   config: ControllerConfig;
   logs: ControllerLogService;
   metrics: MetricsService;
@@ -175,12 +178,28 @@ export async function startController(config: ControllerConfig, opts: StartContr
     cleanups.push({ name: "HTTP server", run: () => closeServer(server, HTTP_DRAIN_TIMEOUT_MS) });
     const httpUrl = urlForAddress(server.address() as AddressInfo);
     log.info(`${LISTENING_MESSAGE_PREFIX}${httpUrl}`);
-    // A later issue starts the gRPC daemon gateway here, on config.grpc.port.
+    // The daemon gateway binds the HTTP host on config.grpc.port; it stops before the stores close.
+    const gateway = await createDaemonGateway({
+      host: config.http.host,
+      port: config.grpc.port,
+      documents,
+      nodes,
+      nodeTokens,
+      events,
+      metrics,
+      clock,
+      logger: logs.logger("cloud.gateway"),
+      tuning: opts.gatewayTuning,
+    });
+    cleanups.push({ name: "daemon gateway", run: () => gateway.stop() });
+    const grpcPort = await gateway.start();
+    log.info(`Daemon gateway (gRPC) listening on port ${grpcPort}`);
 
     let stopping: Promise<void> | null = null;
     return {
       httpUrl,
-      grpcPort: config.grpc.port,
+      grpcPort,
+      gateway,
       config,
       logs,
       metrics,

@@ -1,0 +1,44 @@
+/**
+ * Where the cluster CA lives until the Raft-replicated cluster state owns it: one document in the
+ * document store collection `cluster_ca` (id `cluster`). The first controller to start creates it;
+ * a concurrent creator loses the insert race and reads the winner's CA, so every controller sharing
+ * the store signs with the same CA. See docs/decisions/daemon-stream.md.
+ */
+import { createClusterCa, issueNodeCertificate, type CertificateAndKey, type ClusterCa } from "../cluster/ca.js";
+import type { Clock } from "../shared/clock.js";
+import { DuplicateKeyError, type Doc, type DocumentStore } from "../store/ports.js";
+
+/** Collection holding the cluster CA document. */
+export const CLUSTER_CA_COLLECTION = "cluster_ca";
+/** Id of the one CA document. */
+export const CLUSTER_CA_DOCUMENT_ID = "cluster";
+/** Common name (and DNS name) of every controller's gateway certificate; daemons check it. */
+export const CONTROLLER_CERTIFICATE_NAME = "cloud-controller";
+
+interface StoredClusterCa extends Doc {
+  certPem: string;
+  keyPem: string;
+  createdAt: string;
+}
+
+/** Reads the cluster CA, creating and storing it on first use. */
+export async function loadOrCreateClusterCa(documents: DocumentStore, clock: Clock): Promise<ClusterCa> {
+  const collection = documents.collection<StoredClusterCa>(CLUSTER_CA_COLLECTION);
+  const existing = await collection.get(CLUSTER_CA_DOCUMENT_ID);
+  if (existing) return { certPem: existing.certPem, keyPem: existing.keyPem };
+  const created = createClusterCa({ clock });
+  try {
+    await collection.insert({ _id: CLUSTER_CA_DOCUMENT_ID, ...created, createdAt: new Date(clock.nowMs()).toISOString() });
+    return created;
+  } catch (err) {
+    if (!(err instanceof DuplicateKeyError)) throw err;
+    const winner = await collection.get(CLUSTER_CA_DOCUMENT_ID);
+    if (!winner) throw err;
+    return { certPem: winner.certPem, keyPem: winner.keyPem };
+  }
+}
+
+/** A fresh TLS server certificate for this controller's gateway, issued by the cluster CA. */
+export function issueControllerCertificate(ca: ClusterCa, hosts: readonly string[], clock: Clock): CertificateAndKey {
+  return issueNodeCertificate(ca, { nodeId: CONTROLLER_CERTIFICATE_NAME, hosts, clock });
+}
