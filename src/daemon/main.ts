@@ -1,0 +1,84 @@
+#!/usr/bin/env node
+/**
+ * `cloud-daemon`: the node daemon. Reads daemon.yml (`--config <file>` or CLOUD_DAEMON_CONFIG),
+ * joins the cluster once with the node join token, then stays connected to a controller. Exit
+ * status: 0 after SIGINT/SIGTERM, 78 for a configuration problem, 77 when the join is refused or
+ * the controller's protocol is incompatible, 1 otherwise.
+ */
+import { mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { DaemonConfigError, loadDaemonConfig, locateDaemonConfig } from "./config.js";
+import { GatewayClient, GatewayClientError, type ClientLogger } from "./gateway-client.js";
+
+/** Exit status for a configuration problem (EX_CONFIG). */
+export const EXIT_CONFIG = 78;
+/** Exit status for a refused join or an incompatible controller (EX_NOPERM). */
+export const EXIT_REFUSED = 77;
+
+function daemonVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(join(import.meta.dirname, "..", "..", "package.json"), "utf8")) as { version?: string };
+    return pkg.version ?? "0.0.0";
+  } catch {
+    return "0.0.0";
+  }
+}
+
+function lineLogger(): ClientLogger {
+  const write = (level: string, message: string) => process.stdout.write(`${new Date().toISOString()} ${level} cloud.daemon ${message}\n`);
+  return { info: (m) => write("INFO", m), warn: (m) => write("WARN", m), error: (m) => write("ERROR", m) };
+}
+
+async function main(): Promise<void> {
+  const logger = lineLogger();
+  let config;
+  try {
+    config = loadDaemonConfig(locateDaemonConfig(process.argv.slice(2), process.env));
+  } catch (err) {
+    if (err instanceof DaemonConfigError) {
+      process.stderr.write(`cloud-daemon: ${err.message}\n`);
+      process.exit(EXIT_CONFIG);
+    }
+    throw err;
+  }
+  mkdirSync(config.workDir, { recursive: true });
+  const client = new GatewayClient({
+    controllers: config.controllers,
+    token: config.token,
+    nodeId: config.nodeId,
+    hostname: config.hostname,
+    dataDir: config.dataDir,
+    maxMemoryMb: config.maxMemoryMb,
+    daemonVersion: daemonVersion(),
+    statusIntervalMs: config.statusIntervalMs,
+    reconnectDelayMinMs: config.reconnectDelayMinMs,
+    reconnectDelayMaxMs: config.reconnectDelayMaxMs,
+    logger,
+    onStateChange: (state, detail) => logger.info(`state ${state}: ${detail}`),
+    onFatal: (error) => {
+      logger.error(error.message);
+      process.exit(EXIT_REFUSED);
+    },
+  });
+  const shutdown = (signal: string) => {
+    logger.info(`Received ${signal}; stopping`);
+    client.stop();
+    process.exit(0);
+  };
+  process.once("SIGINT", () => shutdown("SIGINT"));
+  process.once("SIGTERM", () => shutdown("SIGTERM"));
+  try {
+    await client.start();
+  } catch (err) {
+    if (err instanceof GatewayClientError) {
+      logger.error(err.message);
+      process.exit(EXIT_REFUSED);
+    }
+    throw err;
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`cloud-daemon: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});
