@@ -1,0 +1,115 @@
+// The daemon side without a full controller where possible: daemon.yml parsing, the back-off
+// bound, rotating to a live controller address, and a hello_ack with protocol_compatible false
+// (from a minimal NodeGateway server) ending the client for good.
+import assert from "node:assert/strict";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import * as grpc from "@grpc/grpc-js";
+import { createClusterCa, issueNodeCertificate } from "../../src/cluster/ca.js";
+import { DaemonConfigError, locateDaemonConfig, parseDaemonConfig } from "../../src/daemon/config.js";
+import { backoffDelayMs, GatewayClientError, IDENTITY_FILES } from "../../src/daemon/gateway-client.js";
+import { CONTROLLER_CERTIFICATE_NAME } from "../../src/gateway/cluster-ca-store.js";
+import { controllerMessage, loadNodeGateway, type ControllerMessage, type DaemonMessage } from "../../src/gateway/daemon-proto.js";
+import { freePorts } from "../cluster/support/free-ports.js";
+import { cleanupDirs, createToken, eventsOf, eventually, startGatewayController, tempDir, testClient, type GatewayController, type TestClient } from "./harness.js";
+
+describe("daemon.yml", () => {
+  it("fills defaults and resolves directories against the file's directory", () => {
+    const config = parseDaemonConfig({ controllers: ["127.0.0.1:9090"], token: "cnt_x" }, "/etc/cloud");
+    assert.equal(config.workDir, "/etc/cloud/work");
+    assert.equal(config.dataDir, "/etc/cloud/data");
+    assert.ok(config.maxMemoryMb > 0);
+    assert.equal(config.reconnectDelayMinMs, 500);
+    assert.equal(config.reconnectDelayMaxMs, 30_000);
+    assert.equal(parseDaemonConfig({ controllers: ["a:1"], dataDir: "/var/lib/d", maxMemoryMb: 512 }, "/x").dataDir, "/var/lib/d");
+  });
+
+  it("names the offending key", () => {
+    assert.throws(() => parseDaemonConfig({}, "/x"), (err: unknown) => err instanceof DaemonConfigError && /controllers/.test(err.message));
+    assert.throws(() => parseDaemonConfig({ controllers: [] }, "/x"), /controllers/);
+    assert.throws(() => parseDaemonConfig({ controllers: ["a:1"], maxMemoryMB: 1 }, "/x"), DaemonConfigError);
+    assert.throws(() => parseDaemonConfig({ controllers: ["a:1"], reconnectDelayMinMs: 10, reconnectDelayMaxMs: 5 }, "/x"), /reconnectDelayMaxMs/);
+  });
+
+  it("is located by --config, then CLOUD_DAEMON_CONFIG, then ./daemon.yml", () => {
+    assert.equal(locateDaemonConfig(["--config", "/a/d.yml"], { CLOUD_DAEMON_CONFIG: "/b/d.yml" }), "/a/d.yml");
+    assert.equal(locateDaemonConfig(["--config=/a/e.yml"], {}), "/a/e.yml");
+    assert.equal(locateDaemonConfig([], { CLOUD_DAEMON_CONFIG: "/b/d.yml" }), "/b/d.yml");
+    assert.match(locateDaemonConfig([], {}), /daemon\.yml$/);
+  });
+});
+
+describe("reconnect back-off", () => {
+  it("doubles from the minimum, never exceeds the maximum, jitters ±50 %", () => {
+    assert.equal(backoffDelayMs(0, 100, 10_000, () => 0.5), 100);
+    assert.equal(backoffDelayMs(3, 100, 10_000, () => 0.5), 800);
+    assert.equal(backoffDelayMs(0, 100, 10_000, () => 0), 50);
+    for (let attempt = 0; attempt < 80; attempt++) {
+      for (const r of [0, 0.5, 0.999]) {
+        const delayMs = backoffDelayMs(attempt, 100, 10_000, () => r);
+        assert.ok(delayMs >= 50 && delayMs <= 10_000, `${attempt} ${r} → ${delayMs}`);
+      }
+    }
+  });
+});
+
+describe("gateway client against servers", { timeout: 60_000 }, () => {
+  const clients: TestClient[] = [];
+  const stops: (() => Promise<void>)[] = [];
+  after(async () => {
+    for (const t of clients) t.client.stop();
+    for (const stop of stops) await stop();
+    cleanupDirs();
+  });
+
+  it("rotates past a dead controller address to a live one, for the join and the stream", async () => {
+    const c: GatewayController = await startGatewayController();
+    stops.push(() => c.stop());
+    const [deadPort] = await freePorts(1);
+    const { token } = await createToken(c);
+    const t = testClient([`127.0.0.1:${deadPort}`, c.grpcAddress], { token });
+    clients.push(t);
+    await t.client.start();
+    await eventually(() => eventsOf(c, "NODE_CONNECTED", t.client.nodeId!)[0], "connected through the live address");
+  });
+
+  it("a hello_ack with protocol_compatible false stops the client without reconnecting", async () => {
+    const ca = createClusterCa();
+    const serverCert = issueNodeCertificate(ca, { nodeId: CONTROLLER_CERTIFICATE_NAME });
+    const nodeCert = issueNodeCertificate(ca, { nodeId: "node-incompatible" });
+    let connects = 0;
+    const server = new grpc.Server();
+    server.addService(loadNodeGateway().service, {
+      Join: (_call: unknown, callback: grpc.sendUnaryData<unknown>) => callback({ code: grpc.status.UNIMPLEMENTED }),
+      Connect: (call: grpc.ServerDuplexStream<DaemonMessage, ControllerMessage>) => {
+        connects += 1;
+        call.on("error", () => undefined);
+        call.once("data", () => call.write(controllerMessage("hello_ack", { protocol_version: 2, protocol_compatible: false, session_id: "s", heartbeat_interval_ms: 0 })));
+      },
+    });
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync(
+        "127.0.0.1:0",
+        grpc.ServerCredentials.createSsl(Buffer.from(ca.certPem), [{ private_key: Buffer.from(serverCert.keyPem), cert_chain: Buffer.from(serverCert.certPem) }], true),
+        (err, p) => (err ? reject(err) : resolve(p)),
+      ),
+    );
+    stops.push(async () => void server.forceShutdown());
+    const dataDir = tempDir("cloud-gw-incompatible-");
+    mkdirSync(dataDir, { recursive: true });
+    writeFileSync(join(dataDir, IDENTITY_FILES.key), nodeCert.keyPem);
+    writeFileSync(join(dataDir, IDENTITY_FILES.certificate), nodeCert.certPem);
+    writeFileSync(join(dataDir, IDENTITY_FILES.ca), ca.certPem);
+    writeFileSync(join(dataDir, IDENTITY_FILES.nodeId), "node-incompatible\n");
+    const fatal: GatewayClientError[] = [];
+    const t = testClient([`127.0.0.1:${port}`], { dataDir, onFatal: (e) => void fatal.push(e) });
+    clients.push(t);
+    await t.client.start();
+    await eventually(() => fatal[0], "fatal error");
+    assert.equal(fatal[0]!.code, "PROTOCOL_INCOMPATIBLE");
+    assert.equal(t.client.state, "stopped");
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(connects, 1, "no reconnect after an incompatible controller");
+  });
+});
