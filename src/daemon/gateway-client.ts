@@ -98,6 +98,8 @@ type NodeGatewayClient = grpc.Client & {
 
 const connectTimeoutMsDefault = 15_000;
 const joinTimeoutMsDefault = 15_000;
+/** Heartbeat intervals without any controller message after which the daemon reconnects. */
+export const controllerSilenceHeartbeats = 4;
 
 /** Delay before reconnect attempt `attempt` (0-based): min·2^attempt capped at max, with ±50 % jitter. */
 export function backoffDelayMs(attempt: number, minMs: number, maxMs: number, random: () => number): number {
@@ -146,6 +148,8 @@ export class GatewayClient {
   private stopped = false;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private statusTimer: NodeJS.Timeout | null = null;
+  private silenceTimer: NodeJS.Timeout | null = null;
+  private lastHeardAtMs = 0;
   private connectTimer: NodeJS.Timeout | null = null;
   private stateValue: ClientState = "connecting";
   private lastCpu = cpus().map((c) => c.times);
@@ -282,7 +286,10 @@ export class GatewayClient {
       this.scheduleReconnect(`${address}: ${why}`);
     };
     this.connectTimer = setTimeout(() => end("no hello_ack in time"), this.options.connectTimeoutMs ?? connectTimeoutMsDefault);
-    stream.on("data", (message: ControllerMessage) => this.receive(stream, message, address, end));
+    stream.on("data", (message: ControllerMessage) => {
+      this.lastHeardAtMs = Date.now();
+      this.receive(stream, message, address, end);
+    });
     stream.on("error", (err: grpc.ServiceError) => end(err.details || err.message));
     stream.on("end", () => end("controller ended the stream"));
     stream.write(
@@ -318,6 +325,7 @@ export class GatewayClient {
         this.setState("connected", `${address} session ${message.hello_ack.session_id}`);
         this.sendStatus(stream);
         this.statusTimer = setInterval(() => this.sendStatus(stream), this.options.statusIntervalMs);
+        this.watchSilence(message.hello_ack.heartbeat_interval_ms, end);
         return;
       }
       case "ping":
@@ -361,6 +369,18 @@ export class GatewayClient {
     stream.write(daemonMessage("node_status", { cpu_usage: this.cpuUsage(), used_memory_mb: this.usedMemoryMb(), total_memory_mb: this.options.maxMemoryMb }));
   }
 
+  /**
+   * A controller that pings every `heartbeatIntervalMs` and then falls silent for
+   * {@link controllerSilenceHeartbeats} intervals (a half-open connection) is left for the next address.
+   */
+  private watchSilence(heartbeatIntervalMs: number, end: (why: string) => void): void {
+    if (heartbeatIntervalMs <= 0) return;
+    const silenceMs = heartbeatIntervalMs * controllerSilenceHeartbeats;
+    this.silenceTimer = setInterval(() => {
+      if (Date.now() - this.lastHeardAtMs > silenceMs) end(`controller silent for more than ${silenceMs} ms`);
+    }, heartbeatIntervalMs);
+  }
+
   private scheduleReconnect(why: string): void {
     const delayMs = backoffDelayMs(this.attempt, this.options.reconnectDelayMinMs, this.options.reconnectDelayMaxMs, this.random);
     this.attempt += 1;
@@ -374,8 +394,8 @@ export class GatewayClient {
 
   private clearTimers(): void {
     for (const timer of [this.reconnectTimer, this.connectTimer]) if (timer) clearTimeout(timer);
-    if (this.statusTimer) clearInterval(this.statusTimer);
-    this.reconnectTimer = this.connectTimer = this.statusTimer = null;
+    for (const timer of [this.statusTimer, this.silenceTimer]) if (timer) clearInterval(timer);
+    this.reconnectTimer = this.connectTimer = this.statusTimer = this.silenceTimer = null;
   }
 
   private setState(state: ClientState, detail: string): void {

@@ -1,8 +1,9 @@
 // The daemon side without a full controller where possible: daemon.yml parsing, the back-off
 // bound, rotating to a live controller address, and a hello_ack with protocol_compatible false
-// (from a minimal NodeGateway server) ending the client for good.
+// and a controller falling silent (from a minimal NodeGateway server): the first ends the client for
+// good, the second makes it reconnect.
 import assert from "node:assert/strict";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
@@ -74,18 +75,19 @@ describe("gateway client against servers", { timeout: 60_000 }, () => {
     await eventually(() => eventsOf(c, "NODE_CONNECTED", t.client.nodeId!)[0], "connected through the live address");
   });
 
-  it("a hello_ack with protocol_compatible false stops the client without reconnecting", async () => {
+  /** A minimal NodeGateway server over mutual TLS that answers hello with `ack`; counts Connect calls. */
+  async function fakeController(ack: { protocol_version: number; protocol_compatible: boolean; heartbeat_interval_ms: number }, nodeId: string) {
     const ca = createClusterCa();
     const serverCert = issueNodeCertificate(ca, { nodeId: CONTROLLER_CERTIFICATE_NAME });
-    const nodeCert = issueNodeCertificate(ca, { nodeId: "node-incompatible" });
-    let connects = 0;
+    const nodeCert = issueNodeCertificate(ca, { nodeId });
+    const state = { connects: 0 };
     const server = new grpc.Server();
     server.addService(loadNodeGateway().service, {
       Join: (_call: unknown, callback: grpc.sendUnaryData<unknown>) => callback({ code: grpc.status.UNIMPLEMENTED }),
       Connect: (call: grpc.ServerDuplexStream<DaemonMessage, ControllerMessage>) => {
-        connects += 1;
+        state.connects += 1;
         call.on("error", () => undefined);
-        call.once("data", () => call.write(controllerMessage("hello_ack", { protocol_version: 2, protocol_compatible: false, session_id: "s", heartbeat_interval_ms: 0 })));
+        call.once("data", () => call.write(controllerMessage("hello_ack", { ...ack, session_id: `s${state.connects}` })));
       },
     });
     const port = await new Promise<number>((resolve, reject) =>
@@ -96,20 +98,34 @@ describe("gateway client against servers", { timeout: 60_000 }, () => {
       ),
     );
     stops.push(async () => void server.forceShutdown());
-    const dataDir = tempDir("cloud-gw-incompatible-");
-    mkdirSync(dataDir, { recursive: true });
+    const dataDir = tempDir("cloud-gw-fake-");
     writeFileSync(join(dataDir, IDENTITY_FILES.key), nodeCert.keyPem);
     writeFileSync(join(dataDir, IDENTITY_FILES.certificate), nodeCert.certPem);
     writeFileSync(join(dataDir, IDENTITY_FILES.ca), ca.certPem);
-    writeFileSync(join(dataDir, IDENTITY_FILES.nodeId), "node-incompatible\n");
+    writeFileSync(join(dataDir, IDENTITY_FILES.nodeId), `${nodeId}\n`);
+    return { address: `127.0.0.1:${port}`, dataDir, state };
+  }
+
+  it("a controller that stops pinging (half-open stream) is left and reconnected to", async () => {
+    const fake = await fakeController({ protocol_version: 1, protocol_compatible: true, heartbeat_interval_ms: 100 }, "node-silent");
+    const t = testClient([fake.address], { dataDir: fake.dataDir });
+    clients.push(t);
+    await t.client.start();
+    await eventually(() => fake.state.connects >= 2, "a reconnect after the controller fell silent");
+    assert.ok(t.states.includes("backoff"));
+  });
+
+  it("a hello_ack with protocol_compatible false stops the client without reconnecting", async () => {
+    const fake = await fakeController({ protocol_version: 2, protocol_compatible: false, heartbeat_interval_ms: 0 }, "node-incompatible");
+    const dataDir = fake.dataDir;
     const fatal: GatewayClientError[] = [];
-    const t = testClient([`127.0.0.1:${port}`], { dataDir, onFatal: (e) => void fatal.push(e) });
+    const t = testClient([fake.address], { dataDir, onFatal: (e) => void fatal.push(e) });
     clients.push(t);
     await t.client.start();
     await eventually(() => fatal[0], "fatal error");
     assert.equal(fatal[0]!.code, "PROTOCOL_INCOMPATIBLE");
     assert.equal(t.client.state, "stopped");
     await new Promise((r) => setTimeout(r, 300));
-    assert.equal(connects, 1, "no reconnect after an incompatible controller");
+    assert.equal(fake.state.connects, 1, "no reconnect after an incompatible controller");
   });
 });
