@@ -121,6 +121,8 @@ export class DaemonGateway {
   private readonly tuning: GatewayTuning;
   private readonly sessions = new Map<string, Session>();
   private readonly reportHandlers = new Set<(report: DaemonReport) => void>();
+  /** Per node, the tail of its record writes: connect, status and disconnect apply in order. */
+  private readonly nodeWrites = new Map<string, Promise<void>>();
   private stopped = false;
   private boundPort: number | null = null;
 
@@ -205,6 +207,8 @@ export class DaemonGateway {
         resolve();
       });
     });
+    // Node record writes still queued finish before the stores close.
+    await Promise.all(this.nodeWrites.values());
   }
 
   private handleJoin(call: grpc.ServerUnaryCall<JoinRequest, JoinResponse>, callback: grpc.sendUnaryData<JoinResponse>): void {
@@ -290,7 +294,7 @@ export class DaemonGateway {
     const nowIso = this.nowIso();
     this.options.logger.info(`Node ${nodeId} connected (session ${session.id}, daemon ${hello.daemon_version || "unknown"})`);
     this.options.events.publish(EventTypes.NODE_CONNECTED, { nodeId, sessionId: session.id, timestamp: nowIso } satisfies NodeConnectedPayload);
-    void this.markConnected(nodeId, hello, nowIso).catch((err: unknown) => this.options.logger.error(`Recording the connection of node ${nodeId} failed`, err));
+    this.writeNode(nodeId, "the connection", () => this.markConnected(nodeId, hello, nowIso));
   }
 
   /**
@@ -314,7 +318,7 @@ export class DaemonGateway {
   private handleMessage(session: Session, message: DaemonMessage): void {
     switch (message.payload) {
       case "node_status":
-        void this.recordStatus(session, message.node_status);
+        this.recordStatus(session, message.node_status);
         return;
       case "command_result":
         session.resolveCommand(message.command_result);
@@ -333,9 +337,19 @@ export class DaemonGateway {
     }
   }
 
-  private async recordStatus(session: Session, status: NodeStatusReport): Promise<void> {
+  /** Queues a write of one node's record behind the previous ones; failures are logged. */
+  private writeNode(nodeId: string, what: string, write: () => Promise<void>): void {
+    const previous = this.nodeWrites.get(nodeId) ?? Promise.resolve();
+    const next = previous.then(write).catch((err: unknown) => this.options.logger.error(`Recording ${what} of node ${nodeId} failed`, err));
+    this.nodeWrites.set(nodeId, next);
+    void next.then(() => {
+      if (this.nodeWrites.get(nodeId) === next) this.nodeWrites.delete(nodeId);
+    });
+  }
+
+  private recordStatus(session: Session, status: NodeStatusReport): void {
     const nowIso = this.nowIso();
-    try {
+    this.writeNode(session.nodeId, "the status", async () => {
       const record = await this.options.nodes.get(session.nodeId);
       await this.options.nodes.upsert(session.nodeId, {
         host: record.host,
@@ -344,9 +358,7 @@ export class DaemonGateway {
         totalMemoryMb: Math.round(status.total_memory_mb),
         lastHeartbeatAt: nowIso,
       });
-    } catch (err) {
-      this.options.logger.warn(`Recording the status of node ${session.nodeId} failed`, err);
-    }
+    });
     this.options.events.publish(EventTypes.NODE_STATUS, {
       nodeId: session.nodeId,
       cpuUsage: status.cpu_usage,
@@ -364,7 +376,7 @@ export class DaemonGateway {
     this.options.logger.info(`Node ${nodeId} disconnected (session ${session.id}): ${reason}`);
     this.options.events.publish(EventTypes.NODE_DISCONNECTED, { nodeId, reason, timestamp: this.nowIso() } satisfies NodeDisconnectedPayload);
     if (!current || !markUnreachable) return;
-    void this.markUnreachable(nodeId).catch((err: unknown) => this.options.logger.error(`Recording the disconnection of node ${nodeId} failed`, err));
+    this.writeNode(nodeId, "the disconnection", () => this.markUnreachable(nodeId));
   }
 
   /**

@@ -7,9 +7,9 @@ import { after, describe, it } from "node:test";
 import { freePorts } from "../cluster/support/free-ports.js";
 import { cleanupDirs, createToken, eventsOf, eventually, getNode, spawnDaemon, startGatewayController, tempDir, type DaemonProcess, type GatewayController } from "./harness.js";
 
-const processWaitMs = 40_000;
+const processWaitMs = 25_000;
 
-describe("cloud-daemon process", { timeout: 120_000 }, () => {
+describe("cloud-daemon process", { timeout: 60_000 }, () => {
   const daemons: DaemonProcess[] = [];
   const controllers: GatewayController[] = [];
   after(async () => {
