@@ -5,8 +5,8 @@
  * status: 0 after SIGINT/SIGTERM, 78 for a configuration problem, 77 when the join is refused or
  * the controller's protocol is incompatible, 1 otherwise.
  */
-import { mkdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { DaemonConfigError, loadDaemonConfig, locateDaemonConfig } from "./config.js";
 import { GatewayClient, GatewayClientError, type ClientLogger } from "./gateway-client.js";
 
@@ -15,13 +15,21 @@ export const EXIT_CONFIG = 78;
 /** Exit status for a refused join or an incompatible controller (EX_NOPERM). */
 export const EXIT_REFUSED = 77;
 
+/** The version of the nearest package.json above this file (source tree or build output). */
 function daemonVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(join(import.meta.dirname, "..", "..", "package.json"), "utf8")) as { version?: string };
-    return pkg.version ?? "0.0.0";
-  } catch {
-    return "0.0.0";
+  let dir = import.meta.dirname;
+  for (let depth = 0; depth < 6; depth++) {
+    const path = join(dir, "package.json");
+    if (existsSync(path)) {
+      try {
+        return (JSON.parse(readFileSync(path, "utf8")) as { version?: string }).version ?? "0.0.0";
+      } catch {
+        return "0.0.0";
+      }
+    }
+    dir = dirname(dir);
   }
+  return "0.0.0";
 }
 
 function lineLogger(): ClientLogger {

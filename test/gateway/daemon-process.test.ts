@@ -3,6 +3,8 @@
 // restarts (same data directory and port) it reconnects with its stored identity; SIGKILL makes the
 // node UNREACHABLE with NODE_DISCONNECTED. A refused token makes the daemon exit with status 77.
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { freePorts } from "../cluster/support/free-ports.js";
 import { cleanupDirs, createToken, eventsOf, eventually, getNode, spawnDaemon, startGatewayController, tempDir, type DaemonProcess, type GatewayController } from "./harness.js";
@@ -30,6 +32,8 @@ describe("cloud-daemon process", { timeout: 60_000 }, () => {
     const connected = await eventually(() => eventsOf(first, "NODE_CONNECTED")[0], `NODE_CONNECTED\n${daemon.output()}`, processWaitMs);
     const nodeId = String(connected.data.nodeId);
     await eventually(async () => (await getNode(first, nodeId))?.state === "ONLINE", "ONLINE");
+    const packageVersion = (JSON.parse(readFileSync(join(import.meta.dirname, "..", "..", "package.json"), "utf8")) as { version: string }).version;
+    assert.equal((await getNode(first, nodeId)).version, packageVersion, "the daemon reports its package version");
 
     await first.stop();
     const second = await startGatewayController({ dataDir, grpcPort });
