@@ -10,7 +10,7 @@ const impureCalls = /\b(Date\.now|Math\.random|setTimeout|setInterval|setImmedia
 
 function files(dir: string): string[] {
   const out: string[] = [];
-  let names: string[] = [];
+  let names: string[];
   try { names = readdirSync(dir); } catch { return out; }
   for (const name of names) {
     const full = join(dir, name);
