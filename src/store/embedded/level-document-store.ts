@@ -8,6 +8,7 @@
  * read-modify-write of index entries and the unique checks race-free within this process (the
  * directory is locked by LevelDB, so no other process can open it).
  */
+import { TtlSweeper } from "../ttl-sweeper.js";
 import { Level } from "level";
 import type { Clock } from "../../shared/clock.js";
 import { systemClock } from "../../shared/clock.js";
@@ -76,8 +77,7 @@ export class LevelDocumentStore implements DocumentStore {
   private readonly collections = new Map<string, LevelCollection<Doc>>();
   private readonly clock: Clock;
   private readonly ttlSweepBatchMax: number;
-  private readonly sweepTimer: NodeJS.Timeout | undefined;
-  private sweeping: Promise<unknown> = Promise.resolve();
+  private readonly sweeper: TtlSweeper;
   private closed = false;
 
   constructor(
@@ -87,13 +87,7 @@ export class LevelDocumentStore implements DocumentStore {
     this.clock = options.clock ?? systemClock;
     this.ttlSweepBatchMax = options.ttlSweepBatchMax ?? defaultTtlSweepBatchMax;
     assert(this.ttlSweepBatchMax > 0, "ttlSweepBatchMax must be positive");
-    const intervalMs = options.ttlSweepIntervalMs ?? defaultTtlSweepIntervalMs;
-    if (intervalMs > 0) {
-      this.sweepTimer = setInterval(() => {
-        this.sweeping = this.sweepExpired().catch(() => undefined);
-      }, intervalMs);
-      this.sweepTimer.unref();
-    }
+    this.sweeper = new TtlSweeper(options.ttlSweepIntervalMs ?? defaultTtlSweepIntervalMs, () => this.sweepExpired());
   }
 
   collection<T extends Doc = Doc>(name: string, spec?: CollectionSpec): Collection<T> {
@@ -126,8 +120,7 @@ export class LevelDocumentStore implements DocumentStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.sweepTimer) clearInterval(this.sweepTimer);
-    await this.sweeping;
+    await this.sweeper.stop();
     for (const collection of this.collections.values()) await collection.quiesce();
     await this.db.close();
   }

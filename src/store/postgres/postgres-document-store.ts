@@ -9,6 +9,7 @@
  * `expires_at`. Reads hide expired rows, and a sweeper deletes them in bounded batches.
  * Each statement commits on its own, durably (PostgreSQL's defaults: fsync, synchronous_commit).
  */
+import { TtlSweeper } from "../ttl-sweeper.js";
 import { createHash } from "node:crypto";
 import pg from "pg";
 import type { Clock } from "../../shared/clock.js";
@@ -66,8 +67,7 @@ export class PostgresDocumentStore implements DocumentStore {
   private readonly collections = new Map<string, PostgresCollection<Doc>>();
   private readonly clock: Clock;
   private readonly ttlSweepBatchMax: number;
-  private readonly sweepTimer: NodeJS.Timeout | undefined;
-  private sweeping: Promise<unknown> = Promise.resolve();
+  private readonly sweeper: TtlSweeper;
   private closed = false;
 
   constructor(
@@ -77,13 +77,7 @@ export class PostgresDocumentStore implements DocumentStore {
     this.clock = options.clock ?? systemClock;
     this.ttlSweepBatchMax = options.ttlSweepBatchMax ?? defaultTtlSweepBatchMax;
     assert(this.ttlSweepBatchMax > 0, "ttlSweepBatchMax must be positive");
-    const intervalMs = options.ttlSweepIntervalMs ?? defaultTtlSweepIntervalMs;
-    if (intervalMs > 0) {
-      this.sweepTimer = setInterval(() => {
-        this.sweeping = this.sweepExpired().catch(() => undefined);
-      }, intervalMs);
-      this.sweepTimer.unref();
-    }
+    this.sweeper = new TtlSweeper(options.ttlSweepIntervalMs ?? defaultTtlSweepIntervalMs, () => this.sweepExpired());
   }
 
   collection<T extends Doc = Doc>(name: string, spec?: CollectionSpec): Collection<T> {
@@ -115,8 +109,7 @@ export class PostgresDocumentStore implements DocumentStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.sweepTimer) clearInterval(this.sweepTimer);
-    await this.sweeping;
+    await this.sweeper.stop();
     await this.pool.end();
   }
 }
