@@ -33,6 +33,7 @@ import {
   loadNodeGateway,
   payloadCase,
   unsupportedProtocolMessage,
+  type ApiCredential,
   type CommandResult,
   type ControllerMessage,
   type DaemonMessage,
@@ -92,6 +93,10 @@ export interface DaemonGatewayOptions {
   clock: Clock;
   logger: Logger;
   tuning?: Partial<GatewayTuning>;
+  /** Issues the credential a daemon uses on the controller's template routes (sent in hello_ack). */
+  issueApiCredential?: (nodeId: string) => ApiCredential;
+  /** The controller's HTTP port, announced in hello_ack. */
+  httpPort?: number;
 }
 
 /** A daemon message the gateway does not handle itself (instance state, console, crash, log). */
@@ -288,6 +293,8 @@ export class DaemonGateway {
         protocol_compatible: true,
         session_id: session.id,
         heartbeat_interval_ms: this.tuning.heartbeatIntervalMs,
+        api_credential: this.options.issueApiCredential?.(nodeId) ?? null,
+        http_port: this.options.httpPort ?? 0,
       }),
     );
     session.startHeartbeats();

@@ -69,6 +69,8 @@ export interface CrashReportMessage {
 }
 export interface LogRecordMessage { level: string; logger: string; message: string; timestamp_ms: number }
 export interface CommandResult { command_id: string; ok: boolean; error_code: string; message: string }
+export interface Inventory { instances: InstanceStateReport[] }
+export interface CacheStatus { total_size_bytes: number; entry_count: number }
 
 /** Payload cases of DaemonMessage and their message types. */
 export interface DaemonPayloads {
@@ -81,11 +83,23 @@ export interface DaemonPayloads {
   crash_report: CrashReportMessage;
   log_record: LogRecordMessage;
   command_result: CommandResult;
+  inventory: Inventory;
+  cache_status: CacheStatus;
 }
 /** A daemon -> controller message: exactly one payload case set, named by `payload`. */
 export type DaemonMessage = { [K in keyof DaemonPayloads]: { payload?: K } & { [P in K]: DaemonPayloads[K] } }[keyof DaemonPayloads];
 
-export interface HelloAck { protocol_version: number; protocol_compatible: boolean; session_id: string; heartbeat_interval_ms: number }
+export interface ApiCredential { token: string; expires_at_ms: number }
+export interface HelloAck {
+  protocol_version: number;
+  protocol_compatible: boolean;
+  session_id: string;
+  heartbeat_interval_ms: number;
+  /** Null when the controller sends none (an older controller). */
+  api_credential: ApiCredential | null;
+  http_port: number;
+}
+export interface TemplateLayerRef { name: string; hash: string }
 
 /** What a daemon needs to run one instance. */
 export interface InstanceSpec {
@@ -100,6 +114,8 @@ export interface InstanceSpec {
   workload_token: string;
   controller_url: string;
   variables: Record<string, string>;
+  templates: TemplateLayerRef[];
+  jar_file: string;
 }
 /** Fields every instance command carries. */
 export interface CommandHeader { command_id: string; group: string; fencing_token: number }
@@ -108,6 +124,7 @@ export interface StartInstance extends CommandHeader { spec: InstanceSpec }
 export interface StopInstance extends CommandHeader { instance_id: string }
 export interface ForceStopInstance extends CommandHeader { instance_id: string }
 export interface StdinInstance extends CommandHeader { instance_id: string; line: string }
+export interface MarkInstanceReady extends CommandHeader { instance_id: string }
 export interface ModuleEvent { module: string; event_type: string; payload_json: string }
 
 /** Instance command cases of ControllerMessage. */
@@ -117,6 +134,7 @@ export interface CommandPayloads {
   stop_instance: StopInstance;
   force_stop_instance: ForceStopInstance;
   stdin_instance: StdinInstance;
+  mark_instance_ready: MarkInstanceReady;
 }
 /** Payload cases of ControllerMessage and their message types. */
 export interface ControllerPayloads extends CommandPayloads {
@@ -124,6 +142,7 @@ export interface ControllerPayloads extends CommandPayloads {
   ping: Ping;
   pong: Pong;
   module_event: ModuleEvent;
+  api_credential: ApiCredential;
 }
 /** A controller -> daemon message. */
 export type ControllerMessage = { [K in keyof ControllerPayloads]: { payload?: K } & { [P in K]: ControllerPayloads[K] } }[keyof ControllerPayloads];

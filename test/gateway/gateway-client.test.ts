@@ -87,7 +87,7 @@ describe("gateway client against servers", { timeout: 60_000 }, () => {
       Connect: (call: grpc.ServerDuplexStream<DaemonMessage, ControllerMessage>) => {
         state.connects += 1;
         call.on("error", () => undefined);
-        call.once("data", () => call.write(controllerMessage("hello_ack", { ...ack, session_id: `s${state.connects}` })));
+        call.once("data", () => call.write(controllerMessage("hello_ack", { ...ack, session_id: `s${state.connects}`, api_credential: null, http_port: 0 })));
       },
     });
     const port = await new Promise<number>((resolve, reject) =>
