@@ -33,6 +33,10 @@ export const NodeSchema = Type.Object({
   lastHeartbeatAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
   /** When the current drain was requested; null unless DRAINING. */
   drainRequestedAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
+  /** True while the node's certificate is revoked: its daemon cannot open a stream (computed). */
+  certificateRevoked: Type.Boolean(),
+  /** When the certificate was revoked; null unless revoked (computed). */
+  certificateRevokedAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
 });
 /** A node record. */
 export type NodeRecord = Static<typeof NodeSchema>;

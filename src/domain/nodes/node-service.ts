@@ -1,7 +1,9 @@
 /**
  * Nodes: worker hosts running a daemon. The service owns the `nodes` collection (indexed on state)
- * and the operator transitions drain (any state → DRAINING) and undrain (DRAINING → ONLINE). The
- * daemon gateway keeps the live fields current through {@link NodeService.upsert}.
+ * and the certificate revocation list, and applies the operator actions: drain (any state →
+ * DRAINING), undrain (DRAINING → ONLINE), cordon and uncordon (the `cordoned` flag), delete, and
+ * certificate revoke / unrevoke. The daemon gateway keeps the live fields current through
+ * {@link NodeService.upsert} and refuses revoked nodes (docs/decisions/node-states.md).
  */
 import type { Clock } from "../../shared/clock.js";
 import { conflict, notFound } from "../../shared/errors.js";
@@ -14,11 +16,18 @@ import type { NodeRecord, NodeState } from "./node-schemas.js";
 
 /** Collection owned by {@link NodeService}. */
 export const NODES_COLLECTION = "nodes";
+/**
+ * Revoked node certificates, keyed by node id; owned by {@link NodeService}. Kept apart from the
+ * node record so that a revocation outlives the deletion of the record.
+ */
+export const NODE_CERTIFICATE_REVOCATIONS_COLLECTION = "node_certificate_revocations";
 
-/** The stored fields of a node: the record without the computed instanceCount. */
-export type NodeFields = Omit<NodeRecord, "instanceCount">;
+/** The stored fields of a node: the record without the computed instance count and revocation. */
+export type NodeFields = Omit<NodeRecord, "instanceCount" | "certificateRevoked" | "certificateRevokedAt">;
 /** The stored node document, keyed by node id. */
 export type StoredNode = NodeFields & Doc;
+/** A revocation of a node's certificate, keyed by node id. */
+export type StoredRevocation = Doc & { nodeId: string; revokedAt: string };
 
 /** Where instance counts come from (the instance service). */
 export interface NodeInstanceCounts {
@@ -51,10 +60,19 @@ export interface NodeTransition {
 /** What the daemon gateway reports about a node. */
 export type NodeUpsert = Pick<NodeFields, "host"> & Partial<Omit<NodeFields, "id" | "registeredAt">>;
 
-/** Lists nodes and applies the operator transitions, publishing NODE_DRAIN_* events. */
+/** Options of {@link NodeService.delete}. */
+export interface DeleteNodeOptions {
+  /** Delete even when instances on the node are still live (their records are left as they are). */
+  force?: boolean;
+}
+
+/** Lists nodes and applies the operator actions, publishing NODE_DRAIN_* events. */
 export class NodeService {
   private readonly nodes: Collection<StoredNode>;
+  private readonly revocations: Collection<StoredRevocation>;
   private readonly writes = new KeyedMutex();
+  /** Per node id, who is told when its certificate is revoked (the daemon gateway's connections). */
+  private readonly revocationListeners = new Map<string, Set<() => void>>();
 
   constructor(
     store: DocumentStore,
@@ -66,21 +84,24 @@ export class NodeService {
     this.nodes = store.collection<StoredNode>(NODES_COLLECTION, {
       indexes: [{ name: "nodes_state", field: "state" }],
     });
+    this.revocations = store.collection<StoredRevocation>(NODE_CERTIFICATE_REVOCATIONS_COLLECTION);
   }
 
   /** Every node (or those in `state`), ordered by id. */
   async list(state?: NodeState): Promise<NodeRecord[]> {
-    const [docs, counts] = await Promise.all([
+    const [docs, counts, revocations] = await Promise.all([
       this.nodes.find(state ? { state } : {}),
       this.instanceCounts.liveCountByNode(),
+      this.revocations.find(),
     ]);
-    return docs.map((doc) => toRecord(doc, counts.get(doc.id) ?? 0));
+    const revokedAt = new Map(revocations.map((r) => [r.nodeId, r.revokedAt]));
+    return docs.map((doc) => toRecord(doc, counts.get(doc.id) ?? 0, revokedAt.get(doc.id) ?? null));
   }
 
   /** One node; 404 `Node not found: <id>` when unknown. */
   async get(id: string): Promise<NodeRecord> {
     const doc = await this.require(id);
-    return toRecord(doc, await this.instanceCounts.liveCountForNode(id));
+    return this.recordOf(doc);
   }
 
   /**
@@ -117,6 +138,89 @@ export class NodeService {
   }
 
   /**
+   * Sets the `cordoned` flag: placement skips the node; its state and running instances are
+   * untouched. Cordoning a cordoned node changes nothing.
+   */
+  cordon(id: string): Promise<NodeTransition> {
+    return this.change(id, (doc) => (doc.cordoned ? null : { ...doc, cordoned: true }));
+  }
+
+  /** Clears the `cordoned` flag: placement may use the node again. Not cordoned → 409 INVALID_STATE. */
+  uncordon(id: string): Promise<NodeTransition> {
+    return this.change(id, (doc) => {
+      if (!doc.cordoned) throw conflict(`Node ${id} is not cordoned`, "INVALID_STATE");
+      return { ...doc, cordoned: false };
+    });
+  }
+
+  /**
+   * Removes the node record and answers it as it was. Refused with 409 INVALID_STATE while the node
+   * is ONLINE or DRAINING (its daemon holds a stream and would write the record again), and with
+   * 409 CONFLICT while instances on it are live, unless `force`. A certificate revocation stays.
+   */
+  async delete(id: string, options: DeleteNodeOptions = {}): Promise<NodeRecord> {
+    return this.writes.run(id, async () => {
+      const doc = await this.require(id);
+      const record = await this.recordOf(doc);
+      if (doc.state === "ONLINE" || doc.state === "DRAINING") {
+        const hint = "stop its daemon or revoke its certificate first";
+        throw conflict(`Node ${id} is ${doc.state}: only an UNREACHABLE or OFFLINE node can be deleted (${hint})`, "INVALID_STATE");
+      }
+      if (record.instanceCount > 0 && options.force !== true) {
+        const instances = record.instanceCount === 1 ? "1 live instance" : `${record.instanceCount} live instances`;
+        throw conflict(`Node ${id} has ${instances}; pass force=true to delete it anyway`);
+      }
+      await this.nodes.delete(id);
+      return record;
+    });
+  }
+
+  /**
+   * Revokes the node's certificate: from now on its daemon cannot open a stream, and the listeners
+   * registered with {@link onCertificateRevoked} (the gateway's connections of that node) are told
+   * once the revocation is stored. Revoking a revoked certificate keeps the first revocation time.
+   */
+  async revokeCertificate(id: string): Promise<NodeTransition> {
+    const transition = await this.changeRevocation(id, async (current) => {
+      if (current) return current.revokedAt;
+      const revokedAt = isoFromMs(this.clock.nowMs());
+      await this.revocations.put({ _id: id, nodeId: id, revokedAt });
+      return revokedAt;
+    });
+    for (const listener of [...(this.revocationListeners.get(id) ?? [])]) listener();
+    return transition;
+  }
+
+  /** Lifts the revocation: the node's daemon may connect again. Not revoked → 409 INVALID_STATE. */
+  unrevokeCertificate(id: string): Promise<NodeTransition> {
+    return this.changeRevocation(id, async (current) => {
+      if (!current) throw conflict(`The certificate of node ${id} is not revoked`, "INVALID_STATE");
+      await this.revocations.delete(id);
+      return null;
+    });
+  }
+
+  /** True when the certificate of `id` is revoked; also for a node whose record was deleted. */
+  async isCertificateRevoked(id: string): Promise<boolean> {
+    return (await this.revocations.get(id)) !== null;
+  }
+
+  /**
+   * Calls `listener` each time the certificate of `id` is revoked through this service; returns
+   * the function that removes it. Listeners run synchronously after the revocation is stored and
+   * must not throw.
+   */
+  onCertificateRevoked(id: string, listener: () => void): () => void {
+    let listeners = this.revocationListeners.get(id);
+    if (!listeners) this.revocationListeners.set(id, (listeners = new Set()));
+    listeners.add(listener);
+    return () => {
+      listeners.delete(listener);
+      if (listeners.size === 0 && this.revocationListeners.get(id) === listeners) this.revocationListeners.delete(id);
+    };
+  }
+
+  /**
    * Creates or updates a node from what its daemon reports. A new node starts ONLINE unless a
    * state is given; fields not given keep their stored values.
    */
@@ -142,7 +246,7 @@ export class NodeService {
       };
       const next: StoredNode = { ...base, ...update, _id: id, id, registeredAt: base.registeredAt };
       await this.nodes.put(next);
-      return toRecord(next, await this.instanceCounts.liveCountForNode(id));
+      return this.recordOf(next);
     });
   }
 
@@ -151,21 +255,46 @@ export class NodeService {
     return this.nodes.count();
   }
 
-  private async transition(id: string, target: (doc: StoredNode) => NodeState | null): Promise<NodeTransition> {
+  private transition(id: string, target: (doc: StoredNode) => NodeState | null): Promise<NodeTransition> {
+    return this.change(id, (doc) => {
+      const state = target(doc);
+      if (state === null) return null;
+      return { ...doc, state, drainRequestedAt: state === "DRAINING" ? isoFromMs(this.clock.nowMs()) : null };
+    });
+  }
+
+  /** Read-modify-write of one node record; `next` answers null when nothing changes. */
+  private async change(id: string, next: (doc: StoredNode) => StoredNode | null): Promise<NodeTransition> {
     const { before, after, changed } = await this.writes.run(id, async () => {
       const before = await this.require(id);
-      const state = target(before);
-      if (state === null) return { before, after: before, changed: false };
-      const after: StoredNode = {
-        ...before,
-        state,
-        drainRequestedAt: state === "DRAINING" ? isoFromMs(this.clock.nowMs()) : null,
-      };
+      const after = next(before);
+      if (after === null) return { before, after: before, changed: false };
       await this.nodes.put(after);
       return { before, after, changed: true };
     });
+    const [instanceCount, revocation] = await Promise.all([this.instanceCounts.liveCountForNode(id), this.revocations.get(id)]);
+    const revokedAt = revocation?.revokedAt ?? null;
+    return { before: toRecord(before, instanceCount, revokedAt), after: toRecord(after, instanceCount, revokedAt), changed };
+  }
+
+  /** Read-modify-write of one node's revocation; `next` stores the change and answers the new revokedAt. */
+  private async changeRevocation(id: string, next: (current: StoredRevocation | null) => Promise<string | null>): Promise<NodeTransition> {
+    const { doc, revokedBefore, revokedAfter } = await this.writes.run(id, async () => {
+      const doc = await this.require(id);
+      const current = await this.revocations.get(id);
+      return { doc, revokedBefore: current?.revokedAt ?? null, revokedAfter: await next(current) };
+    });
     const instanceCount = await this.instanceCounts.liveCountForNode(id);
-    return { before: toRecord(before, instanceCount), after: toRecord(after, instanceCount), changed };
+    return {
+      before: toRecord(doc, instanceCount, revokedBefore),
+      after: toRecord(doc, instanceCount, revokedAfter),
+      changed: revokedBefore !== revokedAfter,
+    };
+  }
+
+  private async recordOf(doc: StoredNode): Promise<NodeRecord> {
+    const [instanceCount, revocation] = await Promise.all([this.instanceCounts.liveCountForNode(doc.id), this.revocations.get(doc.id)]);
+    return toRecord(doc, instanceCount, revocation?.revokedAt ?? null);
   }
 
   private async require(id: string): Promise<StoredNode> {
@@ -175,7 +304,7 @@ export class NodeService {
   }
 }
 
-function toRecord(doc: StoredNode, instanceCount: number): NodeRecord {
+function toRecord(doc: StoredNode, instanceCount: number, certificateRevokedAt: string | null): NodeRecord {
   return {
     id: doc.id,
     state: doc.state,
@@ -191,5 +320,7 @@ function toRecord(doc: StoredNode, instanceCount: number): NodeRecord {
     connectedAt: doc.connectedAt,
     lastHeartbeatAt: doc.lastHeartbeatAt,
     drainRequestedAt: doc.drainRequestedAt,
+    certificateRevoked: certificateRevokedAt !== null,
+    certificateRevokedAt,
   };
 }
