@@ -23,8 +23,10 @@ export const DaemonConfigSchema = Type.Object(
     hostname: Type.Optional(Type.String({ minLength: 1 })),
     /** Instance working directories live here. */
     workDir: Type.String({ default: "work" }),
-    /** Node identity (node id, key, certificate, CA) after joining; keep it across restarts. */
+    /** Node identity (node id, key, certificate, CA) after joining, and the template cache; keep it across restarts. */
     dataDir: Type.String({ default: "data" }),
+    /** Template files cached under `dataDir/template-cache`, at most this many MiB after an unpack (least recently used go first). */
+    templateCacheSizeMbMax: Type.Integer({ minimum: 1, default: 10_240 }),
     /** Memory the daemon may hand to instances; the host's total memory by default. */
     maxMemoryMb: Type.Optional(Type.Integer({ minimum: 1 })),
     /** How often the daemon reports node status (cpu, memory). */

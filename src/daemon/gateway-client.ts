@@ -4,7 +4,9 @@
  * hello first, answers pings, reports node status periodically, dispatches instance commands to
  * an injected handler. Every controller address is kept; a broken stream is re-opened on the next
  * address after an exponential back-off with jitter, bounded by `reconnectDelayMaxMs`. A hello_ack
- * with protocol_compatible false ends the client (no reconnect).
+ * with protocol_compatible false ends the client (no reconnect). Reports go out through
+ * {@link GatewayClient.send}; {@link GatewayClientOptions.onSessionOpen} runs right after each
+ * hello_ack, before anything else is sent on the new stream.
  */
 import { existsSync } from "node:fs";
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
@@ -19,7 +21,9 @@ import {
   loadNodeGateway,
   type CommandResult,
   type ControllerMessage,
+  type ApiCredential,
   type DaemonMessage,
+  type HelloAck,
   type InstanceCommand,
   type JoinRequest,
   type JoinResponse,
@@ -45,6 +49,22 @@ export interface ClientLogger {
   info(message: string): void;
   warn(message: string): void;
   error(message: string): void;
+}
+
+/** A stream the controller acknowledged. */
+export interface SessionInfo {
+  /** The controller address this stream dialled (`host:port`). */
+  address: string;
+  helloAck: HelloAck;
+}
+
+/** Options of {@link GatewayClient.send}. */
+export interface SendOptions {
+  /**
+   * Dropped (send returns false) when the stream already buffers
+   * {@link outboundBufferedMessagesMax} messages: console lines, not state reports.
+   */
+  droppable?: boolean;
 }
 
 /** Where the client is. */
@@ -87,6 +107,13 @@ export interface GatewayClientOptions {
   /** Memory currently used by instances; host memory in use by default. */
   usedMemoryMb?: () => number;
   onStateChange?: (state: ClientState, detail: string) => void;
+  /**
+   * Runs synchronously right after a compatible hello_ack, before the first node status: what is
+   * sent here is the first thing the controller receives on the session.
+   */
+  onSessionOpen?: (session: SessionInfo) => void;
+  /** The controller sent a fresh API credential (`api_credential`). */
+  onApiCredential?: (credential: ApiCredential) => void;
   /** Called when the client gives up for good (refused join, incompatible protocol). */
   onFatal?: (error: GatewayClientError) => void;
 }
@@ -100,6 +127,8 @@ const connectTimeoutMsDefault = 15_000;
 const joinTimeoutMsDefault = 15_000;
 /** Heartbeat intervals without any controller message after which the daemon reconnects. */
 export const controllerSilenceHeartbeats = 4;
+/** Messages the outgoing stream may buffer before droppable messages (console lines) are dropped. */
+export const outboundBufferedMessagesMax = 1_024;
 
 /** Delay before reconnect attempt `attempt` (0-based): min·2^attempt capped at max, with ±50 % jitter. */
 export function backoffDelayMs(attempt: number, minMs: number, maxMs: number, random: () => number): number {
@@ -184,10 +213,18 @@ export class GatewayClient {
     this.connect();
   }
 
-  /** Sends a report (instance state, console line, crash report, log record); false when not connected or buffered too much. */
-  send(message: DaemonMessage): boolean {
-    if (!this.stream || this.stateValue !== "connected") return false;
-    return this.stream.write(message);
+  /**
+   * Hands a report (instance state, console line, crash report, inventory, cache status) to the
+   * current stream. True when it was handed over; false when no session is open, or when a
+   * `droppable` message meets a full outgoing buffer. A message handed over can still be lost
+   * with a breaking connection: the inventory after the next hello_ack covers that.
+   */
+  send(message: DaemonMessage, options: SendOptions = {}): boolean {
+    const stream = this.stream;
+    if (!stream || this.stateValue !== "connected") return false;
+    if (options.droppable && stream.writableLength >= outboundBufferedMessagesMax) return false;
+    stream.write(message);
+    return true;
   }
 
   /** Closes the stream and stops reconnecting. */
@@ -323,6 +360,7 @@ export class GatewayClient {
         }
         this.attempt = 0;
         this.setState("connected", `${address} session ${message.hello_ack.session_id}`);
+        this.options.onSessionOpen?.({ address, helloAck: message.hello_ack });
         this.sendStatus(stream);
         this.statusTimer = setInterval(() => this.sendStatus(stream), this.options.statusIntervalMs);
         this.watchSilence(message.hello_ack.heartbeat_interval_ms, end);
@@ -334,18 +372,23 @@ export class GatewayClient {
       case "pong":
       case "module_event":
         return;
+      case "api_credential":
+        this.options.onApiCredential?.(message.api_credential);
+        return;
       case "prepare_instance":
       case "start_instance":
       case "stop_instance":
       case "force_stop_instance":
-      case "stdin_instance": {
+      case "stdin_instance":
+      case "mark_instance_ready": {
         const type = message.payload;
         const body = (message as unknown as Record<string, { command_id: string }>)[type]!;
         void this.dispatch(stream, { type, body, commandId: body.command_id } as unknown as InstanceCommand & { commandId: string });
         return;
       }
       default:
-        end(`unexpected message ${String((message as { payload?: string }).payload)}`);
+        // Additive protocol: a newer controller may send cases this daemon does not know.
+        this.options.logger.warn(`Ignoring an unknown controller message (${String((message as { payload?: string }).payload)})`);
     }
   }
 

@@ -103,6 +103,8 @@ export type RunnerEvent =
       state: InstanceRunState;
       previousState: InstanceRunState | null;
       timestampMs: number;
+      /** The instance's port (from its spec). */
+      port: number;
       /** Set with STOPPED and CRASHED when a process ran. */
       exitCode?: number | null;
       signal?: string | null;
@@ -258,9 +260,7 @@ export class InstanceRunner {
    */
   start(spec: InstanceSpec, fencingToken: number): InstanceSnapshot {
     if (this.closed) throw new RunnerError("RUNNER_SHUT_DOWN", "The runner is shutting down");
-    this.validateSpec(spec);
-    const platform = this.options.platforms.get(spec.platform);
-    if (platform === undefined) throw new RunnerError("UNKNOWN_PLATFORM", `Unknown platform ${spec.platform}`);
+    const platform = this.validate(spec);
     if (this.instances.has(spec.instanceId)) throw new RunnerError("INSTANCE_EXISTS", `Instance ${spec.instanceId} is already on this node`);
     if (this.instances.size >= this.instancesMax) throw new RunnerError("TOO_MANY_INSTANCES", `At most ${this.instancesMax} instances per daemon`);
     this.observeFencingToken(spec.group, fencingToken);
@@ -288,7 +288,7 @@ export class InstanceRunner {
       resolveExit,
     };
     this.instances.set(spec.instanceId, instance);
-    this.emit({ type: "state", instanceId: spec.instanceId, group: spec.group, state: "PREPARING", previousState: null, timestampMs: this.clock.nowMs() });
+    this.emit({ type: "state", instanceId: spec.instanceId, group: spec.group, state: "PREPARING", previousState: null, timestampMs: this.clock.nowMs(), port: spec.port });
     void this.prepareAndSpawn(instance);
     return this.snapshotOf(instance);
   }
@@ -369,6 +369,17 @@ export class InstanceRunner {
     }
   }
 
+  /**
+   * Checks a spec the way {@link start} does (INVALID_SPEC, UNKNOWN_PLATFORM) without starting
+   * anything or touching fencing tokens; returns the spec's platform.
+   */
+  validate(spec: InstanceSpec): PlatformDefinition {
+    this.validateSpec(spec);
+    const platform = this.options.platforms.get(spec.platform);
+    if (platform === undefined) throw new RunnerError("UNKNOWN_PLATFORM", `Unknown platform ${spec.platform}`);
+    return platform;
+  }
+
   private validateSpec(spec: InstanceSpec): void {
     const fail = (why: string): never => {
       throw new RunnerError("INVALID_SPEC", `Instance ${spec.instanceId}: ${why}`);
@@ -426,6 +437,7 @@ export class InstanceRunner {
       state,
       previousState,
       timestampMs: this.clock.nowMs(),
+      port: instance.spec.port,
       ...(instance.pid !== null ? { pid: instance.pid } : {}),
       ...extra,
     });

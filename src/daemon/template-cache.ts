@@ -22,8 +22,8 @@ export interface FetchedManifest {
 
 /** Where versions come from (the controller over HTTP in production, anything in tests). */
 export interface TemplateSource {
-  manifest(templateName: string, version?: string): Promise<FetchedManifest>;
-  blob(templateName: string, sha256: string, version: string): Promise<Uint8Array>;
+  manifest(templateName: string, version?: string, signal?: AbortSignal): Promise<FetchedManifest>;
+  blob(templateName: string, sha256: string, version: string, signal?: AbortSignal): Promise<Uint8Array>;
 }
 
 /** One layer to unpack: a template, at a version hash or its current one. */
@@ -92,11 +92,15 @@ export class TemplateCache {
 
   /**
    * Unpacks `layers` in order into `targetDir` (later layers overwrite earlier files). Variables are
-   * the layers' own, later layers winning, then `overrides`.
+   * the layers' own, later layers winning, then `overrides`. An aborted `signal` ends the unpack
+   * before the next request or file (an instance stopped while preparing).
    */
-  async unpack(layers: readonly TemplateLayer[], targetDir: string, overrides: Readonly<Record<string, string>> = {}): Promise<UnpackReport> {
+  async unpack(layers: readonly TemplateLayer[], targetDir: string, overrides: Readonly<Record<string, string>> = {}, signal?: AbortSignal): Promise<UnpackReport> {
     const manifests: FetchedManifest[] = [];
-    for (const layer of layers) manifests.push(await this.options.source.manifest(layer.name, layer.version));
+    for (const layer of layers) {
+      signal?.throwIfAborted();
+      manifests.push(await this.options.source.manifest(layer.name, layer.version, signal));
+    }
     const variables: Record<string, string> = {};
     for (const m of manifests) Object.assign(variables, m.variables);
     Object.assign(variables, overrides);
@@ -107,6 +111,7 @@ export class TemplateCache {
     await mkdir(root, { recursive: true });
     for (const manifest of manifests) {
       for (const entry of manifest.entries) {
+        signal?.throwIfAborted();
         // The controller confines paths already; the daemon checks again before touching its disk.
         const relative = normalizeTemplatePath(entry.path, "manifest entry");
         const destination = resolve(root, ...relative.split("/"));
@@ -117,7 +122,7 @@ export class TemplateCache {
         }
         if (!hashPattern.test(entry.sha256)) throw new Error(`manifest entry has no valid sha256: ${entry.path}`);
         pinned.add(entry.sha256);
-        const data = await this.blobFor(manifest, entry.sha256, report);
+        const data = await this.blobFor(manifest, entry.sha256, report, signal);
         await replaceWithFile(destination, this.render(data, variables), entry.mode & 0o777);
         report.filesWritten++;
       }
@@ -137,7 +142,7 @@ export class TemplateCache {
     return join(this.options.directory, sha256.slice(0, 2), sha256);
   }
 
-  private async blobFor(manifest: FetchedManifest, sha256: string, report: UnpackReport): Promise<Uint8Array> {
+  private async blobFor(manifest: FetchedManifest, sha256: string, report: UnpackReport, signal: AbortSignal | undefined): Promise<Uint8Array> {
     if (this.blobs.has(sha256)) {
       try {
         const data = new Uint8Array(await readFile(this.pathOf(sha256)));
@@ -150,7 +155,7 @@ export class TemplateCache {
       }
       this.forget(sha256);
     }
-    const data = await this.options.source.blob(manifest.templateName, sha256, manifest.hash);
+    const data = await this.options.source.blob(manifest.templateName, sha256, manifest.hash, signal);
     if (sha256Hex(data) !== sha256) throw new Error(`blob ${sha256} of ${manifest.templateName} arrived corrupt`);
     report.blobsDownloaded++;
     report.bytesDownloaded += data.byteLength;
@@ -204,23 +209,47 @@ async function replaceWithFile(path: string, data: Uint8Array, mode: number): Pr
   await chmod(path, mode || 0o644);
 }
 
-/** A {@link TemplateSource} on the controller's manifest and blob routes. */
-export class HttpTemplateSource implements TemplateSource {
-  constructor(private readonly options: { baseUrl: string; token: string; fetch?: typeof fetch }) {}
+/** Options of {@link HttpTemplateSource}; a function is read again at every request. */
+export interface HttpTemplateSourceOptions {
+  /** The controller's HTTP base URL (`http://host:port`). */
+  baseUrl: string | (() => string);
+  /** Bearer token for the manifest and blob routes. */
+  token: string | (() => string);
+  /** One request (headers and body) may take this long; default {@link templateRequestTimeoutMsDefault}. */
+  requestTimeoutMs?: number;
+  fetch?: typeof fetch;
+}
 
-  async manifest(templateName: string, version?: string): Promise<FetchedManifest> {
+/** Bound of one manifest or blob request: a large server jar over a slow link, not a hung controller. */
+export const templateRequestTimeoutMsDefault = 120_000;
+
+/**
+ * A {@link TemplateSource} on the controller's manifest and blob routes. The base URL and token
+ * may be functions: the daemon's controller and credential change with every session.
+ */
+export class HttpTemplateSource implements TemplateSource {
+  constructor(private readonly options: HttpTemplateSourceOptions) {}
+
+  async manifest(templateName: string, version?: string, signal?: AbortSignal): Promise<FetchedManifest> {
     const query = version ? `?version=${encodeURIComponent(version)}` : "";
-    const res = await this.get(`/api/v1/templates/${encodeURIComponent(templateName)}/manifest${query}`);
+    const res = await this.get(`/api/v1/templates/${encodeURIComponent(templateName)}/manifest${query}`, signal);
     return (await res.json()) as FetchedManifest;
   }
 
-  async blob(templateName: string, sha256: string, version: string): Promise<Uint8Array> {
-    const res = await this.get(`/api/v1/templates/${encodeURIComponent(templateName)}/blobs/${sha256}?version=${encodeURIComponent(version)}`);
+  async blob(templateName: string, sha256: string, version: string, signal?: AbortSignal): Promise<Uint8Array> {
+    const res = await this.get(`/api/v1/templates/${encodeURIComponent(templateName)}/blobs/${sha256}?version=${encodeURIComponent(version)}`, signal);
     return new Uint8Array(await res.arrayBuffer());
   }
 
-  private async get(path: string): Promise<Response> {
-    const res = await (this.options.fetch ?? fetch)(this.options.baseUrl + path, { headers: { authorization: `Bearer ${this.options.token}` } });
+  private async get(path: string, signal: AbortSignal | undefined): Promise<Response> {
+    const { baseUrl, token } = this.options;
+    const base = typeof baseUrl === "function" ? baseUrl() : baseUrl;
+    const bearer = typeof token === "function" ? token() : token;
+    const timeout = AbortSignal.timeout(this.options.requestTimeoutMs ?? templateRequestTimeoutMsDefault);
+    const res = await (this.options.fetch ?? fetch)(base + path, {
+      headers: { authorization: `Bearer ${bearer}` },
+      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+    });
     if (!res.ok) throw new Error(`GET ${path} failed: ${res.status} ${(await res.text()).slice(0, 200)}`);
     return res;
   }
