@@ -1,14 +1,17 @@
 #!/usr/bin/env node
 /**
  * `cloud-daemon`: the node daemon. Reads daemon.yml (`--config <file>` or CLOUD_DAEMON_CONFIG),
- * joins the cluster once with the node join token, then stays connected to a controller. Exit
- * status: 0 after SIGINT/SIGTERM, 78 for a configuration problem, 77 when the join is refused or
- * the controller's protocol is incompatible, 1 otherwise.
+ * joins the cluster once with the node join token, then stays connected to a controller and runs
+ * the instances it is told to. SIGINT/SIGTERM stop every instance (bounded) before the daemon
+ * exits; a second signal, or any other exit, kills them at once so no server outlives the daemon.
+ * Exit status: 0 after SIGINT/SIGTERM, 78 for a configuration problem, 77 when the join is refused
+ * or the controller's protocol is incompatible, 1 otherwise.
  */
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { DaemonConfigError, loadDaemonConfig, locateDaemonConfig } from "./config.js";
-import { GatewayClient, GatewayClientError, type ClientLogger } from "./gateway-client.js";
+import { GatewayClientError, type ClientLogger } from "./gateway-client.js";
+import { createNodeDaemon } from "./node-daemon.js";
 
 /** Exit status for a configuration problem (EX_CONFIG). */
 export const EXIT_CONFIG = 78;
@@ -49,18 +52,9 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  mkdirSync(config.workDir, { recursive: true });
-  const client = new GatewayClient({
-    controllers: config.controllers,
-    token: config.token,
-    nodeId: config.nodeId,
-    hostname: config.hostname,
-    dataDir: config.dataDir,
-    maxMemoryMb: config.maxMemoryMb,
+  const daemon = await createNodeDaemon({
+    config,
     daemonVersion: daemonVersion(),
-    statusIntervalMs: config.statusIntervalMs,
-    reconnectDelayMinMs: config.reconnectDelayMinMs,
-    reconnectDelayMaxMs: config.reconnectDelayMaxMs,
     logger,
     onStateChange: (state, detail) => logger.info(`state ${state}: ${detail}`),
     onFatal: (error) => {
@@ -68,16 +62,30 @@ async function main(): Promise<void> {
       process.exit(EXIT_REFUSED);
     },
   });
+  // Whatever ends the process, no game server may outlive the daemon.
+  process.on("exit", () => daemon.killAllNow());
+  let signalled = false;
   const shutdown = (signal: string) => {
-    logger.info(`Received ${signal}; stopping`);
-    client.stop();
-    process.exit(0);
+    if (signalled) {
+      logger.warn(`Received ${signal} again; killing every instance`);
+      process.exit(0);
+    }
+    signalled = true;
+    logger.info(`Received ${signal}; stopping every instance (at most ${daemon.shutdownTimeoutMs} ms)`);
+    void daemon.shutdown().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.error(`Shutdown failed: ${(err as Error).message}`);
+        process.exit(1);
+      },
+    );
   };
-  process.once("SIGINT", () => shutdown("SIGINT"));
-  process.once("SIGTERM", () => shutdown("SIGTERM"));
+  process.on("SIGINT", () => shutdown("SIGINT"));
+  process.on("SIGTERM", () => shutdown("SIGTERM"));
   try {
-    await client.start();
+    await daemon.start();
   } catch (err) {
+    if (signalled) return; // a join interrupted by the shutdown
     if (err instanceof GatewayClientError) {
       logger.error(err.message);
       process.exit(EXIT_REFUSED);

@@ -1,0 +1,152 @@
+/**
+ * The daemon's composition root: builds the instance runner (built-in platforms, `workDir`), the
+ * template cache (`dataDir/template-cache`, fetching from the current controller over HTTP), the
+ * command handler, the reporter and the gateway client, and wires them together. `cloud-daemon`
+ * (main.ts) adds configuration loading, signals and exit statuses.
+ */
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import type { Clock } from "../shared/clock.js";
+import { createCommandHandler } from "./command-handler.js";
+import type { DaemonConfig } from "./config.js";
+import { ControllerEndpoint } from "./controller-endpoint.js";
+import { GatewayClient, type ClientLogger, type ClientState, type GatewayClientError } from "./gateway-client.js";
+import { InstanceReporter } from "./instance-reports.js";
+import { InstanceRunner } from "./instance-runner.js";
+import { builtInPlatforms, type PlatformDefinition } from "./platforms.js";
+import { HttpTemplateSource, TemplateCache } from "./template-cache.js";
+
+/** Directory of the template cache inside `dataDir`. */
+export const TEMPLATE_CACHE_DIRECTORY = "template-cache";
+/** Margin on top of the slowest platform's stop sequence before a shutdown kills what is left. */
+export const shutdownMarginMs = 5_000;
+
+export interface NodeDaemonOptions {
+  config: DaemonConfig;
+  daemonVersion: string;
+  logger: ClientLogger;
+  /** The built-in platforms by default. */
+  platforms?: Map<string, PlatformDefinition>;
+  clock?: Clock;
+  onStateChange?: (state: ClientState, detail: string) => void;
+  /** The client gave up for good (refused join, incompatible protocol). */
+  onFatal?: (error: GatewayClientError) => void;
+}
+
+/** A wired daemon; {@link NodeDaemon.start} joins (when needed) and connects. */
+export interface NodeDaemon {
+  client: GatewayClient;
+  runner: InstanceRunner;
+  cache: TemplateCache;
+  reporter: InstanceReporter;
+  endpoint: ControllerEndpoint;
+  /** How long {@link NodeDaemon.shutdown} lets instances stop before killing them. */
+  shutdownTimeoutMs: number;
+  start(): Promise<void>;
+  /**
+   * Stops every instance with its platform's bounded sequence while the stream stays up (so the
+   * controller receives the STOPPED reports), kills what is left after `shutdownTimeoutMs`, then
+   * closes the stream.
+   */
+  shutdown(): Promise<void>;
+  /** Synchronous last resort for a process `exit` handler: SIGKILL to every instance. */
+  killAllNow(): void;
+}
+
+/** The slowest stop sequence of `platforms` (stop command, then SIGTERM) plus {@link shutdownMarginMs}. */
+export function shutdownTimeoutMsFor(platforms: ReadonlyMap<string, PlatformDefinition>): number {
+  let slowestMs = 0;
+  for (const platform of platforms.values()) slowestMs = Math.max(slowestMs, platform.stopTimeoutMs + platform.termTimeoutMs);
+  return slowestMs + shutdownMarginMs;
+}
+
+/** Builds the daemon from its configuration; nothing connects before `start()`. */
+export async function createNodeDaemon(options: NodeDaemonOptions): Promise<NodeDaemon> {
+  const { config, logger } = options;
+  await mkdir(config.workDir, { recursive: true });
+  const endpoint = new ControllerEndpoint();
+  const cache = await TemplateCache.open({
+    directory: join(config.dataDir, TEMPLATE_CACHE_DIRECTORY),
+    sizeBytesMax: config.templateCacheSizeMbMax * 1024 * 1024,
+    source: new HttpTemplateSource({ baseUrl: () => endpoint.requireBaseUrl(), token: () => endpoint.requireToken() }),
+  });
+  const platforms = options.platforms ?? builtInPlatforms();
+  // The unpacker, the sink and the session hook refer to objects built after them; none of them
+  // runs before start() connects.
+  const runner = new InstanceRunner({
+    workDir: config.workDir,
+    platforms,
+    ...(options.clock ? { clock: options.clock } : {}),
+    unpackTemplates: async (request) => {
+      try {
+        await cache.unpack(
+          request.templates.map((layer) => ({ name: layer.name, version: layer.hash || undefined })),
+          request.workDir,
+          request.variables,
+          request.signal,
+        );
+      } finally {
+        reporter.cacheChanged();
+      }
+    },
+  });
+  const reporter = new InstanceReporter({
+    runner,
+    sink: { send: (message, sendOptions) => client.send(message, sendOptions) },
+    cacheStatus: () => cache.status(),
+    ...(options.clock ? { clock: options.clock } : {}),
+    onFinalReportsDropped: (count) => logger.warn(`Dropped ${count} instance reports kept while disconnected (queue full)`),
+  });
+  const handler = createCommandHandler({ runner, controllerUrl: () => endpoint.httpBaseUrl });
+  const client = new GatewayClient({
+    controllers: config.controllers,
+    token: config.token,
+    nodeId: config.nodeId,
+    hostname: config.hostname,
+    dataDir: config.dataDir,
+    maxMemoryMb: config.maxMemoryMb,
+    daemonVersion: options.daemonVersion,
+    statusIntervalMs: config.statusIntervalMs,
+    reconnectDelayMinMs: config.reconnectDelayMinMs,
+    reconnectDelayMaxMs: config.reconnectDelayMaxMs,
+    commandHandler: handler,
+    logger,
+    onStateChange: options.onStateChange,
+    onFatal: options.onFatal,
+    onSessionOpen: ({ address, helloAck }) => {
+      endpoint.sessionOpened(address, helloAck);
+      reporter.sessionOpened();
+    },
+    onApiCredential: (credential) => endpoint.credentialReceived(credential),
+  });
+  const shutdownTimeoutMs = shutdownTimeoutMsFor(platforms);
+  let shuttingDown: Promise<void> | null = null;
+
+  return {
+    client: client,
+    runner,
+    cache,
+    reporter: reporter,
+    endpoint,
+    shutdownTimeoutMs,
+    start: () => client.start(),
+    shutdown: () => {
+      shuttingDown ??= (async () => {
+        let timer: NodeJS.Timeout | undefined;
+        const stopped = await Promise.race([
+          runner.shutdown("graceful").then(() => true),
+          new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), shutdownTimeoutMs))),
+        ]);
+        clearTimeout(timer);
+        if (!stopped) {
+          logger.warn(`Instances still running after ${shutdownTimeoutMs} ms; killing them`);
+          runner.killAllNow();
+        }
+        reporter.close();
+        client.stop();
+      })();
+      return shuttingDown;
+    },
+    killAllNow: () => runner.killAllNow(),
+  };
+}
