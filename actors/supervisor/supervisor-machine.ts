@@ -11,9 +11,9 @@
  * dropped (the scope is not ours, or the child already finished).
  */
 import { assign, enqueueActions, setup, type AnyActorRef } from "xstate";
-import { groupMachine } from "../group/group-machine.js";
+import { groupMachine, type GroupTimings } from "../group/group-machine.js";
 import type { GroupEvent } from "../group/transitions.js";
-import { instanceMachine } from "../instance/instance-machine.js";
+import { instanceMachine, type InstanceTimeouts } from "../instance/instance-machine.js";
 import type { InstanceAdoptableState, InstanceEvent } from "../instance/transitions.js";
 
 /** A group of the scope, as its record says. */
@@ -21,6 +21,8 @@ export interface ScopeGroup {
   group: string;
   maintenance?: boolean;
   paused?: boolean;
+  /** Loop timings other than the defaults (the host's configuration). */
+  timings?: Partial<GroupTimings>;
 }
 
 /** A live instance of the scope, as its record says. */
@@ -30,6 +32,8 @@ export interface ScopeInstance {
   node: string;
   /** Omitted for an instance the scheduler just created. */
   adoptState?: InstanceAdoptableState;
+  /** Bounded waits other than the defaults (the host's configuration). */
+  timeouts?: Partial<InstanceTimeouts>;
 }
 
 /** Events of a supervisor. */
@@ -85,11 +89,11 @@ export const supervisorMachine = setup({
       if (event.type !== "SCOPE_ACQUIRED") return;
       const instances: Record<string, string> = {};
       for (const g of event.groups) {
-        enqueue.spawnChild("group", { id: groupChildId(g.group), input: { group: g.group, maintenance: g.maintenance, paused: g.paused } });
+        enqueue.spawnChild("group", { id: groupChildId(g.group), input: { group: g.group, maintenance: g.maintenance, paused: g.paused, timings: g.timings } });
       }
       for (const i of event.instances) {
         instances[i.instanceId] = i.group;
-        enqueue.spawnChild("instance", { id: instanceChildId(i.instanceId), input: { instanceId: i.instanceId, group: i.group, node: i.node, adoptState: i.adoptState } });
+        enqueue.spawnChild("instance", { id: instanceChildId(i.instanceId), input: { instanceId: i.instanceId, group: i.group, node: i.node, adoptState: i.adoptState, timeouts: i.timeouts } });
       }
       enqueue.assign({ fencingToken: event.fencingToken, groups: event.groups.map((g) => g.group), instances });
     }),
@@ -101,7 +105,7 @@ export const supervisorMachine = setup({
     addGroup: enqueueActions(({ context, event, enqueue }) => {
       if (event.type !== "GROUP_ADDED" || context.groups.includes(event.group.group)) return;
       const g = event.group;
-      enqueue.spawnChild("group", { id: groupChildId(g.group), input: { group: g.group, maintenance: g.maintenance, paused: g.paused } });
+      enqueue.spawnChild("group", { id: groupChildId(g.group), input: { group: g.group, maintenance: g.maintenance, paused: g.paused, timings: g.timings } });
       enqueue.assign({ groups: [...context.groups, g.group] });
     }),
     removeGroup: enqueueActions(({ context, event, enqueue }) => {
@@ -112,7 +116,7 @@ export const supervisorMachine = setup({
     addInstance: enqueueActions(({ context, event, enqueue }) => {
       if (event.type !== "INSTANCE_ADDED" || event.instance.instanceId in context.instances) return;
       const i = event.instance;
-      enqueue.spawnChild("instance", { id: instanceChildId(i.instanceId), input: { instanceId: i.instanceId, group: i.group, node: i.node, adoptState: i.adoptState } });
+      enqueue.spawnChild("instance", { id: instanceChildId(i.instanceId), input: { instanceId: i.instanceId, group: i.group, node: i.node, adoptState: i.adoptState, timeouts: i.timeouts } });
       enqueue.assign({ instances: { ...context.instances, [i.instanceId]: i.group } });
     }),
     releaseInstance: enqueueActions(({ context, event, enqueue }) => {

@@ -17,13 +17,13 @@ interface SecretDoc extends Doc {
   createdAt: string;
 }
 
-/** Loads the shared signing secret, creating it when no controller has yet. */
-export async function loadOrCreateSigningSecret(documents: DocumentStore, clock: Clock): Promise<Uint8Array> {
+/** Loads a shared signing secret (the JWT one by default), creating it when no controller has yet. */
+export async function loadOrCreateSigningSecret(documents: DocumentStore, clock: Clock, secretId: string = JWT_SECRET_ID): Promise<Uint8Array> {
   const secrets = documents.collection<SecretDoc>(SECRETS_COLLECTION);
-  const existing = await secrets.get(JWT_SECRET_ID);
+  const existing = await secrets.get(secretId);
   if (existing) return decode(existing);
   const candidate: SecretDoc = {
-    _id: JWT_SECRET_ID,
+    _id: secretId,
     value: randomBytes(SECRET_BYTES).toString("base64url"),
     createdAt: new Date(clock.nowMs()).toISOString(),
   };
@@ -33,7 +33,7 @@ export async function loadOrCreateSigningSecret(documents: DocumentStore, clock:
   } catch (err) {
     if (!(err instanceof DuplicateKeyError)) throw err;
     // Another controller won the race: use its secret.
-    const winner = await secrets.get(JWT_SECRET_ID);
+    const winner = await secrets.get(secretId);
     assert(winner, "signing secret vanished after a duplicate-key insert");
     return decode(winner);
   }

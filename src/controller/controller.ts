@@ -35,6 +35,19 @@ import { systemClock, type Clock } from "../shared/clock.js";
 import { TemplateService } from "../templates/template-service.js";
 import { createDaemonGateway } from "../gateway/create-gateway.js";
 import type { DaemonGateway, GatewayTuning } from "../gateway/daemon-gateway.js";
+import { ConsoleHub } from "../gateway/console-hub.js";
+import { controllerMessage } from "../gateway/daemon-proto.js";
+import { Tickets } from "../coordination/tickets.js";
+import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
+import { groupSchedulingRoutes } from "../http/routes/group-scheduling.js";
+import { instanceControlRoutes, type ConsoleTicket } from "../http/routes/instance-control.js";
+import { pluginRoutes } from "../http/routes/plugin.js";
+import { MachineCredentials, nodeCredentialTtlMs } from "../plugin-api/credentials.js";
+import { PlayerService } from "../plugin-api/players.js";
+import { SchedulerHost, type SchedulerTuning } from "../scheduler/scheduler-host.js";
+import { SingleScopeOwnership } from "../scheduler/scopes.js";
+import { startClusterService } from "../cluster/start-cluster.js";
+import { clusterRoutes } from "../http/routes/cluster.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
 
 /** How long `stop()` lets open HTTP connections finish before closing them. */
@@ -56,6 +69,8 @@ export interface StartControllerOptions {
   openStores?: (config: ControllerConfig, logs: ControllerLogService, clock: Clock) => Promise<ControllerStores>;
   /** Daemon gateway bounds (heartbeat interval, ...); tests shorten them. */
   gatewayTuning?: Partial<GatewayTuning>;
+  /** Scheduler timings (instance timeouts, node grace period, ...); tests shorten them. */
+  schedulerTuning?: Partial<SchedulerTuning>;
 }
 
 /** A running controller. */
@@ -66,6 +81,8 @@ export interface RunningController {
   grpcPort: number;
   /** The daemon gateway: sessions and commands to daemons. */
   gateway: DaemonGateway;
+  /** The scheduler: actors of the groups, instances and nodes this controller owns. */
+  scheduler: SchedulerHost;
   config: ControllerConfig;
   logs: ControllerLogService;
   metrics: MetricsService;
@@ -114,6 +131,17 @@ export async function startController(config: ControllerConfig, opts: StartContr
     cleanups.length = 0;
   };
 
+  let stopping: Promise<void> | null = null;
+  const stopController = (): Promise<void> => {
+    stopping ??= (async () => {
+      running = false;
+      log.info("Stopping controller");
+      await runCleanups();
+      log.info("Controller stopped");
+    })();
+    return stopping;
+  };
+
   try {
     const stores: ControllerStores = await (opts.openStores ?? openControllerStores)(config, logs, clock);
     cleanups.push({ name: "stores", run: () => stores.close() });
@@ -124,6 +152,9 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const auth = new AuthService({ documents, config: config.auth, clock, logger: logs.logger("cloud.auth"), env });
     await auth.start();
     const audit = new AuditService({ documents, clock });
+    // Before the daemon gateway: its CA document takes the Raft-held cluster CA.
+    const cluster = await startClusterService({ config, documents, audit, clock, logs, onLeft: () => void stopController() });
+    cleanups.push({ name: "cluster", run: () => cluster.stop() });
 
     const instances = new InstanceService(documents, clock);
     const crashes = new CrashService(documents, clock);
@@ -140,12 +171,62 @@ export async function startController(config: ControllerConfig, opts: StartContr
       playersTotal: async () => (await instances.liveTotals()).playerCount,
     });
 
+    // Machine credentials: instances' workload tokens and daemons' template-fetch credentials.
+    const credentials = await MachineCredentials.open(documents, clock, async (id) => {
+      const doc = await instances.getDoc(id);
+      return doc !== null && !FINISHED_STATES.has(doc.state);
+    });
+    auth.verifyWorkloadToken = (token) => credentials.principalOf(token);
+    const consoleHub = new ConsoleHub();
+    const consoleTickets = new Tickets<ConsoleTicket>({ kv, clock });
+
+    let httpPort = 0;
+    // The daemon gateway binds the HTTP host on config.grpc.port; it stops before the stores close.
+    const gateway = await createDaemonGateway({
+      host: config.http.host,
+      port: config.grpc.port,
+      documents,
+      nodes,
+      nodeTokens,
+      events,
+      metrics,
+      clock,
+      logger: logs.logger("cloud.gateway"),
+      tuning: opts.gatewayTuning,
+      issueApiCredential: (nodeId) => {
+        const issued = credentials.issueNodeCredential(nodeId);
+        return { token: issued.token, expires_at_ms: issued.expiresAtMs };
+      },
+      httpPort: () => httpPort,
+    });
+    cleanups.push({ name: "daemon gateway", run: () => gateway.stop() });
+
+    const scheduler = new SchedulerHost({
+      groups,
+      instances,
+      nodes,
+      crashes,
+      events,
+      daemons: gateway,
+      credentials,
+      // One scope owned for good: the development profile's single controller (per-group leases
+      // replace it for several controllers).
+      scopes: new SingleScopeOwnership(),
+      crashLoop: { crashLoopThreshold: config.crashes.crashLoopThreshold, crashLoopWindowMs: config.crashes.crashLoopWindowSeconds * 1000 },
+      clock,
+      logger: logs.logger("cloud.scheduler"),
+      metrics,
+      tuning: { evaluationIntervalMs: config.scheduler.evaluationIntervalSeconds * 1000, ...opts.schedulerTuning },
+    });
+    scheduler.setConsole(consoleHub);
+    const players = new PlayerService(documents, events, clock, (id, count) => scheduler.playerCountChanged(id, count));
+
     const readiness = createReadinessProbe({
       stateStore: () => documents.ping(),
       coordinationStore: () => kv.ping(),
-      // The scheduler and the platform module manager arrive with later issues; until then these
-      // report whether this controller is up and not stopping.
-      scheduler: () => running,
+      scheduler: () => running && scheduler.isRunning(),
+      // The platform module manager arrives with a later issue; until then this reports whether
+      // this controller is up and not stopping.
       platformModules: () => running,
     });
 
@@ -162,12 +243,16 @@ export async function startController(config: ControllerConfig, opts: StartContr
       version: resolveVersionInfo({ rootDir: findRootDir(), env }),
       routeModules: [
         groupRoutes(groups, audit),
+        groupSchedulingRoutes(groups, scheduler, audit),
         serviceRoutes(instances),
+        instanceControlRoutes({ instances, operations: scheduler, console: consoleHub, tickets: consoleTickets, audit, metrics }),
         crashRoutes(crashes),
         nodeRoutes(nodes, audit),
         adminTokenRoutes(nodeTokens, audit),
         overviewRoutes(overview),
         templateRoutes(templates, audit),
+        clusterRoutes(cluster, audit),
+        pluginRoutes({ instances, players, credentials, operations: scheduler }),
       ],
       clock,
     });
@@ -176,43 +261,40 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const serveRequest: FetchHandler = (request, bindings) => logs.withThread("http", () => app.fetch(request, bindings));
     const server = await listen(serveRequest, config.http.host, config.http.port);
     cleanups.push({ name: "HTTP server", run: () => closeServer(server, HTTP_DRAIN_TIMEOUT_MS) });
-    const httpUrl = urlForAddress(server.address() as AddressInfo);
+    const address = server.address() as AddressInfo;
+    httpPort = address.port;
+    const httpUrl = urlForAddress(address);
     log.info(`${LISTENING_MESSAGE_PREFIX}${httpUrl}`);
-    // The daemon gateway binds the HTTP host on config.grpc.port; it stops before the stores close.
-    const gateway = await createDaemonGateway({
-      host: config.http.host,
-      port: config.grpc.port,
-      documents,
-      nodes,
-      nodeTokens,
-      events,
-      metrics,
-      clock,
-      logger: logs.logger("cloud.gateway"),
-      tuning: opts.gatewayTuning,
-    });
-    cleanups.push({ name: "daemon gateway", run: () => gateway.stop() });
     const grpcPort = await gateway.start();
+    cluster.announce({ httpPort: Number(new URL(httpUrl).port), grpcPort });
     log.info(`Daemon gateway (gRPC) listening on port ${grpcPort}`);
 
-    let stopping: Promise<void> | null = null;
+    // A connected daemon gets a fresh template credential every half of its lifetime.
+    const credentialTimer = setInterval(() => {
+      for (const session of gateway.listSessions()) {
+        const issued = credentials.issueNodeCredential(session.nodeId);
+        gateway.sendToNode(session.nodeId, controllerMessage("api_credential", { token: issued.token, expires_at_ms: issued.expiresAtMs }));
+      }
+    }, nodeCredentialTtlMs / 2);
+    credentialTimer.unref();
+    cleanups.push({ name: "credential refresh", run: () => clearInterval(credentialTimer) });
+
+    players.start();
+    cleanups.push({ name: "players", run: () => players.stop() });
+    await scheduler.start();
+    // Stops first: no actor reacts to the sessions the gateway then closes.
+    cleanups.push({ name: "scheduler", run: () => scheduler.stop() });
+
     return {
       httpUrl,
       grpcPort,
       gateway,
+      scheduler,
       config,
       logs,
       metrics,
       events,
-      stop: () => {
-        stopping ??= (async () => {
-          running = false;
-          log.info("Stopping controller");
-          await runCleanups();
-          log.info("Controller stopped");
-        })();
-        return stopping;
-      },
+      stop: stopController,
     };
   } catch (err) {
     running = false;

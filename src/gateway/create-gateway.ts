@@ -9,7 +9,7 @@ import type { MetricsService } from "../metrics/metrics.js";
 import type { Clock } from "../shared/clock.js";
 import type { Doc, DocumentStore } from "../store/ports.js";
 import { issueControllerCertificate, loadOrCreateClusterCa } from "./cluster-ca-store.js";
-import { DaemonGateway, type GatewayNodes, type GatewayTuning } from "./daemon-gateway.js";
+import { DaemonGateway, type DaemonGatewayOptions, type GatewayNodes, type GatewayTuning } from "./daemon-gateway.js";
 import { JoinService } from "./join-service.js";
 
 export interface CreateDaemonGatewayOptions {
@@ -23,6 +23,8 @@ export interface CreateDaemonGatewayOptions {
   clock: Clock;
   logger: Logger;
   tuning?: Partial<GatewayTuning>;
+  issueApiCredential?: DaemonGatewayOptions["issueApiCredential"];
+  httpPort?: DaemonGatewayOptions["httpPort"];
 }
 
 /** A gateway ready to {@link DaemonGateway.start}. */
@@ -49,5 +51,7 @@ export async function createDaemonGateway(options: CreateDaemonGatewayOptions): 
     clock: options.clock,
     logger: options.logger,
     tuning: options.tuning,
+    issueApiCredential: options.issueApiCredential,
+    httpPort: options.httpPort,
   });
 }

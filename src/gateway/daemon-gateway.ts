@@ -95,8 +95,8 @@ export interface DaemonGatewayOptions {
   tuning?: Partial<GatewayTuning>;
   /** Issues the credential a daemon uses on the controller's template routes (sent in hello_ack). */
   issueApiCredential?: (nodeId: string) => ApiCredential;
-  /** The controller's HTTP port, announced in hello_ack. */
-  httpPort?: number;
+  /** The controller's HTTP port, announced in hello_ack (read at each handshake: known once HTTP listens). */
+  httpPort?: () => number;
 }
 
 /** A daemon message the gateway does not handle itself (instance state, console, crash, log). */
@@ -200,6 +200,11 @@ export class DaemonGateway {
     return session.sendCommand(command, timeoutMs);
   }
 
+  /** Sends a message that expects no answer (e.g. a fresh API credential); false when not delivered. */
+  sendToNode(nodeId: string, message: ControllerMessage): boolean {
+    return this.sessions.get(nodeId)?.send(message) ?? false;
+  }
+
   /** Ends every session and stops the server; safe to call more than once. */
   async stop(): Promise<void> {
     if (this.stopped) return;
@@ -294,7 +299,7 @@ export class DaemonGateway {
         session_id: session.id,
         heartbeat_interval_ms: this.tuning.heartbeatIntervalMs,
         api_credential: this.options.issueApiCredential?.(nodeId) ?? null,
-        http_port: this.options.httpPort ?? 0,
+        http_port: this.options.httpPort?.() ?? 0,
       }),
     );
     session.startHeartbeats();

@@ -53,6 +53,8 @@ export interface MetricsService {
   setGaugeSources(sources: GaugeSources): void;
   readonly schedulerTickDuration: HistogramHandle;
   readonly schedulerTickFailures: CounterHandle;
+  /** Groups paused by the crash-loop detector. */
+  readonly schedulerCrashLoops: CounterHandle;
   readonly leaseAcquisitions: CounterHandle;
   readonly leaseRenewals: CounterHandle;
   readonly leaseContentions: CounterHandle;
@@ -100,6 +102,7 @@ export function createMetrics(options: MetricsOptions): MetricsService {
       },
       schedulerTickDuration: noopHistogram,
       schedulerTickFailures: noopCounter,
+      schedulerCrashLoops: noopCounter,
       leaseAcquisitions: noopCounter,
       leaseRenewals: noopCounter,
       leaseContentions: noopCounter,
@@ -191,6 +194,7 @@ export function createMetrics(options: MetricsOptions): MetricsService {
     },
     schedulerTickDuration: { observe: (v) => tickDuration.observe(v), startTimer: () => tickDuration.startTimer() },
     schedulerTickFailures: counter("cloud_scheduler_tick_failures_total", "Scheduler passes that threw"),
+    schedulerCrashLoops: counter("cloud_scheduler_crash_loops_total", "Groups paused by the crash-loop detector"),
     leaseAcquisitions: counter("cloud_coordination_lease_acquisitions_total", "Leases acquired, excluding renewals"),
     leaseRenewals: counter("cloud_coordination_lease_renewals_total", "Lease renewals by the holder"),
     leaseContentions: counter("cloud_coordination_lease_contentions_total", "Lost lease acquisition races"),

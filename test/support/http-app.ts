@@ -34,6 +34,14 @@ import { nodeRoutes } from "../../src/http/routes/nodes.js";
 import { overviewRoutes } from "../../src/http/routes/overview.js";
 import { serviceRoutes } from "../../src/http/routes/services.js";
 import { templateRoutes } from "../../src/http/routes/templates.js";
+import { groupSchedulingRoutes } from "../../src/http/routes/group-scheduling.js";
+import { instanceControlRoutes, type ConsoleTicket } from "../../src/http/routes/instance-control.js";
+import { pluginRoutes } from "../../src/http/routes/plugin.js";
+import { Tickets } from "../../src/coordination/tickets.js";
+import { ConsoleHub } from "../../src/gateway/console-hub.js";
+import { MachineCredentials } from "../../src/plugin-api/credentials.js";
+import { PlayerService } from "../../src/plugin-api/players.js";
+import { AssertionError } from "../../src/shared/errors.js";
 import type { AppEnv } from "../../src/http/types.js";
 import { createLogService, type ControllerLogService } from "../../src/logs/logger.js";
 import { createMetrics, type MetricsService } from "../../src/metrics/metrics.js";
@@ -114,6 +122,28 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
+/**
+ * The scheduler's operations in an app without a scheduler: the HTTP tests reach them only through
+ * resources that do not exist here (404 first), so a call is a broken test.
+ */
+const schedulerNotRunning = {
+  startExplicitly: (): never => {
+    throw new AssertionError("the HTTP test app runs no scheduler");
+  },
+  resume: (): never => {
+    throw new AssertionError("the HTTP test app runs no scheduler");
+  },
+  stopInstance: (): never => {
+    throw new AssertionError("the HTTP test app runs no scheduler");
+  },
+  sendCommand: (): never => {
+    throw new AssertionError("the HTTP test app runs no scheduler");
+  },
+  markReady: (): never => {
+    throw new AssertionError("the HTTP test app runs no scheduler");
+  },
+};
+
 /** The domain resources' route modules, built on the real services. */
 function domainRouteModules(services: {
   groups: GroupService;
@@ -124,10 +154,24 @@ function domainRouteModules(services: {
   overview: OverviewService;
   audit: AuditService;
   templates: TemplateService;
+  kv: KvStore;
+  metrics: MetricsService;
+  credentials: MachineCredentials;
+  players: PlayerService;
 }): RouteModule[] {
   return [
     groupRoutes(services.groups, services.audit),
+    groupSchedulingRoutes(services.groups, schedulerNotRunning, services.audit),
     serviceRoutes(services.instances),
+    instanceControlRoutes({
+      instances: services.instances,
+      operations: schedulerNotRunning,
+      console: new ConsoleHub(),
+      tickets: new Tickets<ConsoleTicket>({ kv: services.kv }),
+      audit: services.audit,
+      metrics: services.metrics,
+    }),
+    pluginRoutes({ instances: services.instances, players: services.players, credentials: services.credentials, operations: schedulerNotRunning }),
     crashRoutes(services.crashes),
     nodeRoutes(services.nodes, services.audit),
     adminTokenRoutes(services.nodeTokens, services.audit),
@@ -175,6 +219,8 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const nodeTokens = new NodeTokenService(documents, clock);
   const overview = new OverviewService(groups, instances, nodes);
   const templates = new TemplateService({ documents, blobs, events, clock });
+  const credentials = await MachineCredentials.open(documents, clock, async (id) => (await instances.getDoc(id)) !== null);
+  auth.verifyWorkloadToken = (token) => credentials.principalOf(token);
   const readiness = createReadinessProbe({
     stateStore: () => documents.ping(),
     coordinationStore: () => kv.ping(),
@@ -195,7 +241,20 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     readiness,
     version: { version: "0.1.0-test", gitCommit: "0123456789abcdef0123456789abcdef01234567", runtimeVersion: process.version },
     routeModules: [
-      ...domainRouteModules({ groups, instances, crashes, nodes, nodeTokens, overview, audit, templates }),
+      ...domainRouteModules({
+        groups,
+        instances,
+        crashes,
+        nodes,
+        nodeTokens,
+        overview,
+        audit,
+        templates,
+        kv,
+        metrics,
+        credentials,
+        players: new PlayerService(documents, events, clock, () => undefined),
+      }),
       ...(options.routeModules ?? []),
     ],
     clock,

@@ -56,6 +56,16 @@ export const UpdateStrategySchema = Type.Object(
   { additionalProperties: false },
 );
 
+/** Why a group's instances cannot be placed (placement failure codes of src/scheduler/placement.ts). */
+export const SchedulingIssueSchema = Type.Object({
+  code: Type.String(),
+  message: Type.String(),
+  /** When the scheduler first hit this issue (ISO 8601); kept while the issue persists. */
+  since: Type.String({ format: "date-time" }),
+});
+/** A scheduling issue on a group record. */
+export type SchedulingIssue = Static<typeof SchedulingIssueSchema>;
+
 /** The full group document as returned by GET /api/v1/groups/{name}. */
 export const GroupSchema = Type.Object({
   name: Type.String(),
@@ -75,6 +85,10 @@ export const GroupSchema = Type.Object({
   static: Type.Boolean(),
   updateStrategy: UpdateStrategySchema,
   parent: Type.Union([Type.String(), Type.Null()]),
+  /** Paused by the crash-loop detector; `POST /api/v1/groups/{group}/resume` or leaving maintenance clears it. */
+  paused: Type.Boolean(),
+  /** Why the scheduler cannot start the instances the group needs; null when nothing blocks it. */
+  schedulingIssue: Type.Union([SchedulingIssueSchema, Type.Null()]),
   runningInstances: Type.Integer(),
   totalPlayers: Type.Integer(),
   createdAt: Type.String({ format: "date-time" }),

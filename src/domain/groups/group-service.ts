@@ -19,6 +19,7 @@ import {
   type GroupCreate,
   type GroupListItem,
   type GroupPatch,
+  type SchedulingIssue,
 } from "./group-schemas.js";
 import { validateGroupInvariants } from "./group-validation.js";
 
@@ -26,7 +27,18 @@ import { validateGroupInvariants } from "./group-validation.js";
 export const GROUPS_COLLECTION = "groups";
 
 /** The stored document: the group without its computed aggregates, keyed by name. */
-export type StoredGroup = Omit<Group, "runningInstances" | "totalPlayers"> & Doc;
+export type StoredGroup = Omit<Group, "runningInstances" | "totalPlayers" | "paused" | "schedulingIssue"> &
+  Doc & {
+    /** Absent on groups stored before the scheduler wrote it: read as false / null. */
+    paused?: boolean;
+    schedulingIssue?: SchedulingIssue | null;
+  };
+
+/** The scheduler's own fields of a group record (written without GROUP_UPDATED). */
+export interface GroupSchedulingState {
+  paused?: boolean;
+  schedulingIssue?: SchedulingIssue | null;
+}
 
 /** Per-group aggregates computed from the instances. */
 export interface GroupAggregates {
@@ -88,6 +100,34 @@ export class GroupService {
     return this.withAggregates(await this.require(name));
   }
 
+  /** The stored document, or null (the scheduler reads it without computing aggregates). */
+  getDoc(name: string): Promise<StoredGroup | null> {
+    return this.groups.get(name);
+  }
+
+  /** Every stored group document (the scheduler adopts them when it starts). */
+  listDocs(): Promise<StoredGroup[]> {
+    return this.groups.find();
+  }
+
+  /**
+   * Writes the scheduler's fields (crash-loop pause, scheduling issue) of a group, serialized with
+   * PATCHes; no GROUP_UPDATED is published (the scheduler itself is the listener). Returns false
+   * when the group no longer exists.
+   */
+  async setSchedulingState(name: string, state: GroupSchedulingState): Promise<boolean> {
+    return this.writes.run(name, async () => {
+      const current = await this.groups.get(name);
+      if (!current) return false;
+      const next: StoredGroup = { ...current };
+      if (state.paused !== undefined) next.paused = state.paused;
+      if (state.schedulingIssue !== undefined) next.schedulingIssue = state.schedulingIssue;
+      if (next.paused === current.paused && JSON.stringify(next.schedulingIssue ?? null) === JSON.stringify(current.schedulingIssue ?? null)) return true;
+      await this.groups.put(next);
+      return true;
+    });
+  }
+
   /** Whether a group exists (for callers that must not throw). */
   async exists(name: string): Promise<boolean> {
     return (await this.groups.get(name)) !== null;
@@ -117,6 +157,8 @@ export class GroupService {
       static: scalingMode === "STATIC",
       updateStrategy: { ...(input.updateStrategy ?? GROUP_DEFAULTS.updateStrategy) },
       parent: input.parent ?? GROUP_DEFAULTS.parent,
+      paused: false,
+      schedulingIssue: null,
       createdAt: nowIso,
       updatedAt: nowIso,
     };
@@ -203,6 +245,6 @@ export class GroupService {
 }
 
 function toGroup(doc: StoredGroup, aggregates: GroupAggregates): Group {
-  const { _id: _ignored, ...rest } = doc;
-  return { ...(rest as Omit<Group, "runningInstances" | "totalPlayers">), ...aggregates };
+  const { _id: _ignored, paused, schedulingIssue, ...rest } = doc;
+  return { ...(rest as Omit<Group, "runningInstances" | "totalPlayers" | "paused" | "schedulingIssue">), paused: paused ?? false, schedulingIssue: schedulingIssue ?? null, ...aggregates };
 }

@@ -119,6 +119,16 @@ export class InstanceService implements GroupAggregateSource {
     await this.instances.put({ ...instance, _id: instance.id });
   }
 
+  /** The stored document, or null (the scheduler's own reads). */
+  getDoc(id: string): Promise<StoredInstance | null> {
+    return this.instances.get(id);
+  }
+
+  /** Stored documents matching the filter (the scheduler's own reads). */
+  findDocs(filter: InstanceFilter = {}): Promise<StoredInstance[]> {
+    return this.instances.find(toStoreFilter(filter));
+  }
+
   /** Removes an instance document; true when it existed. */
   remove(id: string): Promise<boolean> {
     return this.instances.delete(id);

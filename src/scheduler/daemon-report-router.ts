@@ -1,0 +1,164 @@
+/**
+ * Daemon reports → instance actor events. The daemon's runner states map onto the actor's events
+ * (PREPARING ≈ DISPATCHED, STARTING ≈ SPAWNED, RUNNING ≈ READY, STOPPED/CRASHED ≈ EXITED, a crash
+ * before the process ran ≈ FAILED); the actor's table decides what each means in its state, so a
+ * report repeated after a reconnect changes nothing.
+ *
+ * Reconciliation: a report about an instance that is not live in the records (a replaced instance
+ * on a node that came back, a leftover of a daemon restart) makes the owner force-stop it, so one
+ * instance id never runs twice. An inventory (sent by the daemon after each handshake) that lacks
+ * an instance the records place on the node means its process is gone: EXITED, recorded as LOST.
+ */
+import type { InstanceEvent } from "../../actors/instance/transitions.js";
+import type { InstanceService } from "../domain/instances/instance-service.js";
+import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
+import { EventTypes, type InstanceConsoleOutputPayload, type NodeCacheStatusPayload } from "../events/event-types.js";
+import type { EventBus } from "../events/types.js";
+import type { CrashReportMessage, InstanceStateReport } from "../gateway/daemon-proto.js";
+import type { DaemonReport } from "../gateway/daemon-gateway.js";
+import type { Logger } from "../logs/types.js";
+import type { Clock } from "../shared/clock.js";
+import type { LiveInstances } from "./live-instances.js";
+
+/** What a crash record needs from the daemon's crash report. */
+export interface CrashDetails {
+  exitCode: number;
+  classification: string;
+  logTail: string[];
+  uptimeMs: number;
+  timestampMs: number;
+}
+
+/** Crash reports waiting for their CRASHED state; bounded because a report may never be consumed. */
+export const pendingCrashReportsMax = 10_000;
+
+/** Console output of one instance, delivered to the console hub. */
+export interface ConsoleSink {
+  line(instanceId: string, line: string, stream: string, timestampMs: number): void;
+}
+
+export interface DaemonReportRouterDeps {
+  live: LiveInstances;
+  instances: InstanceService;
+  events: EventBus;
+  logger: Logger;
+  clock: Clock;
+  console?: ConsoleSink;
+  /** Whether an instance actor runs here for `instanceId`. */
+  isSupervised(instanceId: string): boolean;
+  toInstance(instanceId: string, event: InstanceEvent): void;
+  forceStopStray(nodeId: string, instanceId: string, group: string): Promise<void>;
+}
+
+/** Routes one daemon's reports to the scheduler's actors. */
+export class DaemonReportRouter {
+  private readonly crashDetails = new Map<string, CrashDetails>();
+  console: ConsoleSink | null;
+
+  constructor(private readonly deps: DaemonReportRouterDeps) {
+    this.console = deps.console ?? null;
+  }
+
+  route(report: DaemonReport): void {
+    const { message, nodeId } = report;
+    switch (message.payload) {
+      case "instance_state":
+        this.state(nodeId, message.instance_state);
+        return;
+      case "crash_report":
+        this.crash(message.crash_report);
+        return;
+      case "console_line": {
+        const line = message.console_line;
+        this.console?.line(line.instance_id, line.line, line.stream, line.timestamp_ms);
+        this.deps.events.publish(EventTypes.INSTANCE_CONSOLE_OUTPUT, { instanceId: line.instance_id, line: line.line, timestampMs: line.timestamp_ms } satisfies InstanceConsoleOutputPayload);
+        return;
+      }
+      case "inventory":
+        void this.inventory(nodeId, message.inventory.instances).catch((err: unknown) => this.deps.logger.error(`Reconciling the inventory of node ${nodeId} failed`, err));
+        return;
+      case "cache_status":
+        this.deps.events.publish(EventTypes.NODE_CACHE_STATUS, {
+          nodeId,
+          totalSizeBytes: message.cache_status.total_size_bytes,
+          timestamp: new Date(this.deps.clock.nowMs()).toISOString(),
+        } satisfies NodeCacheStatusPayload);
+        return;
+      default:
+        return;
+    }
+  }
+
+  /** The crash details the daemon reported for an instance, once. */
+  takeCrashDetails(instanceId: string): CrashDetails | undefined {
+    const details = this.crashDetails.get(instanceId);
+    this.crashDetails.delete(instanceId);
+    return details;
+  }
+
+  private state(nodeId: string, report: InstanceStateReport): void {
+    const live = this.deps.live.get(report.instance_id);
+    if (!live || live.node !== nodeId || FINISHED_STATES.has(live.state)) {
+      void this.reconcileUnknown(nodeId, report);
+      return;
+    }
+    if (!this.deps.isSupervised(report.instance_id)) return;
+    const event = eventOfReport(report);
+    if (event) this.deps.toInstance(report.instance_id, event);
+  }
+
+  private crash(report: CrashReportMessage): void {
+    if (this.crashDetails.size >= pendingCrashReportsMax) this.crashDetails.delete(this.crashDetails.keys().next().value as string);
+    this.crashDetails.set(report.instance_id, {
+      exitCode: report.exit_code,
+      classification: report.classification || "ERROR_EXIT",
+      logTail: report.last_lines,
+      uptimeMs: report.uptime_ms,
+      timestampMs: report.timestamp_ms || this.deps.clock.nowMs(),
+    });
+  }
+
+  /** A report about an instance that is not live here: stop the process unless the records say it is live. */
+  private async reconcileUnknown(nodeId: string, report: InstanceStateReport): Promise<void> {
+    if (report.state === "STOPPED" || report.state === "CRASHED") return;
+    const doc = await this.deps.instances.getDoc(report.instance_id);
+    if (doc && doc.node === nodeId && !FINISHED_STATES.has(doc.state)) return;
+    await this.deps.forceStopStray(nodeId, report.instance_id, report.group);
+  }
+
+  private async inventory(nodeId: string, reports: readonly InstanceStateReport[]): Promise<void> {
+    const reported = new Set<string>();
+    for (const report of reports) {
+      reported.add(report.instance_id);
+      this.state(nodeId, report);
+    }
+    for (const instance of this.deps.live.onNode(nodeId)) {
+      if (reported.has(instance.id) || !this.deps.isSupervised(instance.id)) continue;
+      // SCHEDULED: the start command may still be on its way; the dispatch timeout covers it.
+      if (instance.state === "SCHEDULED") continue;
+      if (instance.state !== "STOPPING") {
+        this.crashDetails.set(instance.id, { exitCode: -1, classification: "LOST", logTail: [], uptimeMs: 0, timestampMs: this.deps.clock.nowMs() });
+      }
+      this.deps.logger.warn(`Node ${nodeId} no longer runs ${instance.id} (was ${instance.state})`);
+      this.deps.toInstance(instance.id, instance.state === "PREPARING" ? { type: "FAILED", reason: "LOST" } : { type: "EXITED", exitCode: -1 });
+    }
+  }
+}
+
+/** The actor event a daemon state report stands for, if any. */
+export function eventOfReport(report: Pick<InstanceStateReport, "state" | "exit_code" | "message">): InstanceEvent | null {
+  switch (report.state) {
+    case "PREPARING":
+      return { type: "DISPATCHED" };
+    case "STARTING":
+      return { type: "SPAWNED" };
+    case "RUNNING":
+      return { type: "READY" };
+    case "STOPPED":
+      return { type: "EXITED", exitCode: report.exit_code };
+    case "CRASHED":
+      return /PREPARE_FAILED|SPAWN_FAILED/.test(report.message) ? { type: "FAILED", reason: report.message } : { type: "EXITED", exitCode: report.exit_code };
+    default:
+      return null;
+  }
+}

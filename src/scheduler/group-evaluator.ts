@@ -1,0 +1,168 @@
+/**
+ * One evaluation of a group: decide (scaling.ts), place each new instance (placement.ts), record
+ * it SCHEDULED and hand it to its instance actor; stops go to the instance actors. Evaluations and
+ * explicit starts of one group never interleave. A placement failure is written on the group
+ * record (`schedulingIssue`) and cleared by the next evaluation that needs no placement or places.
+ */
+import { randomBytes } from "node:crypto";
+import type { EvaluationOutput } from "../../actors/group/transitions.js";
+import type { InstanceEvent } from "../../actors/instance/transitions.js";
+import type { GroupService, StoredGroup } from "../domain/groups/group-service.js";
+import type { SchedulingIssue } from "../domain/groups/group-schemas.js";
+import type { InstanceFields, InstanceService } from "../domain/instances/instance-service.js";
+import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
+import type { NodeRecord } from "../domain/nodes/node-schemas.js";
+import type { NodeService } from "../domain/nodes/node-service.js";
+import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
+import { isoFromMs } from "../domain/shared/time.js";
+import type { Logger } from "../logs/types.js";
+import type { Clock } from "../shared/clock.js";
+import { notFound } from "../shared/errors.js";
+import type { LiveInstances } from "./live-instances.js";
+import { placeInstance, type PlacementFailure, type PlacementNode } from "./placement.js";
+import { decideExplicitStart, decideScaling, trackIdle, type ScalingInstance } from "./scaling.js";
+
+export interface GroupEvaluatorDeps {
+  groups: GroupService;
+  instances: InstanceService;
+  nodes: NodeService;
+  live: LiveInstances;
+  clock: Clock;
+  logger: Logger;
+  nodeListCacheMs: number;
+  fencingTokenOf(group: string): number | null;
+  /** Fencing check before a record is written; throws when the group's scope moved. */
+  ensureCurrent(group: string): Promise<void>;
+  /** A new instance was recorded SCHEDULED: start its actor. */
+  instanceAdded(instance: InstanceFields): void;
+  toInstance(instanceId: string, event: InstanceEvent): void;
+}
+
+/** Decides and carries out the scaling of groups. */
+export class GroupEvaluator {
+  private readonly perGroup = new KeyedMutex();
+  private readonly idleSince = new Map<string, Map<string, number>>();
+  private nodeCache: { atMs: number; nodes: Promise<NodeRecord[]> } | null = null;
+
+  constructor(private readonly deps: GroupEvaluatorDeps) {}
+
+  /** The group actor's evaluation. */
+  evaluate(name: string, signal: AbortSignal): Promise<EvaluationOutput> {
+    return this.perGroup.run(name, async () => {
+      const group = await this.deps.groups.getDoc(name);
+      if (!group || signal.aborted) return { again: false };
+      const nowMs = this.deps.clock.nowMs();
+      const instances = this.deps.live.ofGroup(name);
+      const idle = trackIdle(this.idleSince.get(name) ?? new Map(), instances, nowMs);
+      this.idleSince.set(name, idle);
+      const decision = decideScaling({ group, instances, paused: group.paused ?? false, nowMs, idleSinceMs: idle });
+      if (decision.action === "SKIP") return { again: false };
+      const drains = group.scalingMode === "DYNAMIC" && decision.target >= group.minInstances && decision.target <= Math.max(group.minInstances, group.maxInstances);
+      for (const id of decision.stop) this.deps.toInstance(id, { type: drains && this.deps.live.get(id)?.state === "RUNNING" ? "DRAIN" : "STOP" });
+      const placed = await this.schedule(group, decision.start, signal);
+      return { again: decision.capped && placed === decision.start };
+    });
+  }
+
+  /** `POST /api/v1/groups/{group}/start`: what the scaling mode allows now, placed at once. */
+  startExplicitly(name: string): Promise<{ count: number; reason?: string }> {
+    return this.perGroup.run(name, async () => {
+      const group = await this.deps.groups.getDoc(name);
+      if (!group) throw notFound(`Group not found: ${name}`);
+      const decision = decideExplicitStart(group, this.deps.live.ofGroup(name), group.paused ?? false);
+      if (decision.count === 0) return decision;
+      const placed = await this.schedule(group, decision.count, new AbortController().signal);
+      if (placed === 0) return { count: 0, reason: (await this.deps.groups.getDoc(name))?.schedulingIssue?.message ?? "no instance could be placed" };
+      return { count: placed };
+    });
+  }
+
+  /** Forgets a deleted group's bookkeeping. */
+  forget(name: string): void {
+    this.idleSince.delete(name);
+  }
+
+  /** The next placement reads the node records again. */
+  invalidateNodes(): void {
+    this.nodeCache = null;
+  }
+
+  /** Places and records up to `count` new instances; returns how many were scheduled. */
+  private async schedule(group: StoredGroup, count: number, signal: AbortSignal): Promise<number> {
+    if (count === 0) {
+      if (group.schedulingIssue) await this.setIssue(group, null);
+      return 0;
+    }
+    const nodes = await this.placementNodes();
+    let placed = 0;
+    for (let i = 0; i < count && !signal.aborted; i++) {
+      const id = this.nextInstanceId(group);
+      const preferred = this.preferredNode(group, id, nodes);
+      let result = preferred ? placeInstance({ group }, [preferred], this.deps.live.placement) : null;
+      if (!result?.ok) result = placeInstance({ group }, nodes, this.deps.live.placement);
+      if (!result.ok) {
+        await this.setIssue(group, result);
+        break;
+      }
+      const instance: InstanceFields = {
+        id,
+        group: group.name,
+        node: result.nodeId,
+        state: "SCHEDULED",
+        port: result.port,
+        playerCount: 0,
+        memoryMb: group.memoryMb,
+        startedAt: null,
+        stoppedAt: null,
+        deploymentRevision: 0,
+      };
+      await this.deps.ensureCurrent(group.name);
+      await this.deps.instances.save(instance);
+      this.deps.instanceAdded(instance);
+      placed++;
+    }
+    if (placed === count && group.schedulingIssue) await this.setIssue(group, null);
+    if (placed > 0) this.deps.logger.info(`Scheduled ${placed} instance${placed === 1 ? "" : "s"} of group ${group.name}`);
+    return placed;
+  }
+
+  /**
+   * Ids: `<group>-<n>` (lowest free n from 1) for STATIC groups, whose working directories persist
+   * under that name; `<group>-<8 hex>` for the others, never reused.
+   */
+  private nextInstanceId(group: StoredGroup): string {
+    if (!group.static) return `${group.name}-${randomBytes(4).toString("hex")}`;
+    const taken = new Set(this.deps.live.ofGroup(group.name).filter((i) => !FINISHED_STATES.has(i.state)).map((i) => i.id));
+    for (let n = 1; ; n++) {
+      const id = `${group.name}-${n}`;
+      if (!taken.has(id)) return id;
+    }
+  }
+
+  /** A static instance goes back to the node that holds its working directory, when it can. */
+  private preferredNode(group: StoredGroup, id: string, nodes: readonly PlacementNode[]): PlacementNode | null {
+    if (!group.static) return null;
+    const previous = this.deps.live.get(id);
+    return (previous && nodes.find((n) => n.id === previous.node)) ?? null;
+  }
+
+  private placementNodes(): Promise<NodeRecord[]> {
+    const nowMs = this.deps.clock.nowMs();
+    if (!this.nodeCache || nowMs - this.nodeCache.atMs > this.deps.nodeListCacheMs) {
+      const nodes = this.deps.nodes.list();
+      this.nodeCache = { atMs: nowMs, nodes };
+      nodes.catch(() => (this.nodeCache = null));
+    }
+    return this.nodeCache.nodes;
+  }
+
+  private async setIssue(group: StoredGroup, failure: PlacementFailure | null): Promise<void> {
+    const issue: SchedulingIssue | null = failure
+      ? { code: failure.code, message: failure.message, since: group.schedulingIssue?.code === failure.code ? group.schedulingIssue.since : isoFromMs(this.deps.clock.nowMs()) }
+      : null;
+    if (failure && group.schedulingIssue?.message !== failure.message) this.deps.logger.warn(`Group ${group.name} cannot start instances: ${failure.message}`);
+    await this.deps.groups.setSchedulingState(group.name, { schedulingIssue: issue });
+  }
+}
+
+export type { ScalingInstance };

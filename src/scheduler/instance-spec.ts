@@ -1,0 +1,26 @@
+/**
+ * What a daemon gets to run one instance: the proto `InstanceSpec` built from the group record, the
+ * instance record and the instance's workload token.
+ */
+import type { StoredGroup } from "../domain/groups/group-service.js";
+import type { InstanceFields } from "../domain/instances/instance-service.js";
+import type { InstanceSpec } from "../gateway/daemon-proto.js";
+
+/** Builds the spec of `instance` of `group`; the daemon fills the controller URL it reached. */
+export function buildInstanceSpec(group: StoredGroup, instance: InstanceFields, workloadToken: string): InstanceSpec {
+  return {
+    instance_id: instance.id,
+    group: group.name,
+    platform: group.platform,
+    port: instance.port,
+    memory_mb: instance.memoryMb,
+    static: group.static,
+    environment: {},
+    template_hashes: [],
+    workload_token: workloadToken,
+    controller_url: "",
+    variables: {},
+    templates: group.templates.map((name) => ({ name, hash: "" })),
+    jar_file: group.jarFile,
+  };
+}

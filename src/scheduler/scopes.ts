@@ -1,0 +1,64 @@
+/**
+ * Scope ownership: which groups this controller schedules, and the fencing token its daemon
+ * commands carry. The scheduler host only talks to this interface, so the development profile (one
+ * scope that every controller owns) and per-group leases in the key-value store are interchangeable.
+ */
+
+/** Callbacks of a {@link ScopeOwnership}. */
+export interface ScopeListener {
+  /** The scope is ours with `fencingToken` (again, after a renewal with a new token). */
+  acquired(scope: string, fencingToken: number): void;
+  /** The scope is no longer ours: stop acting on it at once. */
+  lost(scope: string): void;
+}
+
+/** Thrown by {@link ScopeOwnership.ensureCurrent} when the scope moved: the mutation must not happen. */
+export class ScopeLostError extends Error {
+  readonly code = "LEASE_LOST";
+  constructor(readonly scope: string) {
+    super(`Scope ${scope} is no longer owned by this controller`);
+    this.name = "ScopeLostError";
+  }
+}
+
+/** Which scopes this controller owns. */
+export interface ScopeOwnership {
+  /** The scope a group belongs to. */
+  scopeOf(group: string): string;
+  /** Starts reporting acquisitions and losses to `listener`. */
+  start(listener: ScopeListener): Promise<void>;
+  /** A group exists (created, or found at start): its scope may now be acquired. */
+  track(group: string): void;
+  /** A group is gone: its scope no longer needs an owner. */
+  untrack(group: string): void;
+  /** Fencing check before a write: resolves when `scope` is still ours with `fencingToken`, else throws {@link ScopeLostError}. */
+  ensureCurrent(scope: string, fencingToken: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** The scope of every group on the development profile. */
+export const SINGLE_SCOPE = "groups";
+/** The fencing token of the single scope (one controller: no other epoch exists). */
+export const SINGLE_SCOPE_TOKEN = 1;
+
+/**
+ * The development profile: one controller owns one scope holding every group, at once and for
+ * good, so every group is scheduled here and no check can fail.
+ */
+export class SingleScopeOwnership implements ScopeOwnership {
+  scopeOf(): string {
+    return SINGLE_SCOPE;
+  }
+
+  async start(listener: ScopeListener): Promise<void> {
+    listener.acquired(SINGLE_SCOPE, SINGLE_SCOPE_TOKEN);
+  }
+
+  track(): void {}
+
+  untrack(): void {}
+
+  async ensureCurrent(): Promise<void> {}
+
+  async stop(): Promise<void> {}
+}
