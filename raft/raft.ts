@@ -460,17 +460,31 @@ export class Raft {
 
   // ---- log handling --------------------------------------------------------------------------
 
-  /** Appends proposed entries at the leader; false when the uncommitted log is full. */
+  /**
+   * Appends proposed entries at the leader; false when the uncommitted log is full. The leader's
+   * own match does not move here: the entries count towards a commit once the host reports them
+   * durable ({@link appendPersisted}).
+   */
   appendEntry(entries: Entry[]): boolean {
     const last = this.log.lastIndex();
     const stamped = entries.map((e, i) => ({ ...e, term: this.term, index: last + 1 + i }));
     const size = payloadSizeBytes(stamped);
     if (this.uncommittedSizeBytes > 0 && size > 0 && this.uncommittedSizeBytes + size > this.maxUncommittedEntriesSizeBytes) return false;
     this.uncommittedSizeBytes += size;
-    const newLast = this.log.append(stamped);
-    this.tracker.progress.get(this.id)?.maybeUpdate(newLast);
-    this.maybeCommit();
+    this.log.append(stamped);
     return true;
+  }
+
+  /**
+   * The host made our log durable up to `index` (an entry of `term`). A leader may write its log
+   * in parallel with replicating it, provided it counts itself only for what is durable (thesis
+   * §10.2.1): this is that acknowledgement, which may commit and spread the new commit index.
+   */
+  appendPersisted(index: number, term: number): void {
+    if (this.role !== StateRole.Leader || !this.log.matchTerm(index, term)) return;
+    const pr = this.tracker.progress.get(this.id);
+    if (pr === undefined || !pr.maybeUpdate(index)) return;
+    if (this.maybeCommit()) this.bcastAppend();
   }
 
   /** Proposals must fit one message; bigger ones could never be sent. */

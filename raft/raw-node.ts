@@ -4,12 +4,15 @@
  *
  *     if (node.hasReady()) {
  *       const rd = node.ready();
+ *       send rd.messages[0, rd.messagesBeforePersist);
  *       persist rd.hardState, rd.entries, rd.snapshot (fsync when rd.mustSync);
- *       send rd.messages; apply rd.snapshot and rd.committedEntries; serve rd.readStates;
+ *       send the rest of rd.messages; apply rd.snapshot and rd.committedEntries; serve rd.readStates;
  *       node.advance(rd);
  *     }
  *
- * Nothing in a Ready may be sent before what it carries is durable.
+ * Only the first `messagesBeforePersist` messages may leave before the Ready is durable (a
+ * leader's appends, thesis §10.2.1); the leader counts its own log towards a commit only from
+ * `advance()` on, so no commit index ever rests on a write that is not durable.
  */
 import { encodeConfChange } from "./codec.js";
 import { RaftError, RaftErrorCode, assert } from "./errors.js";
@@ -146,15 +149,20 @@ export class RawNode {
     const hardChanged = !hardStateEqual(hard, this.prevHardState);
     const entries = r.log.unstableEntries();
     const snapshot = r.log.unstable.snapshot;
+    const termOrVoteChanged = hard.term !== this.prevHardState.term || hard.vote !== this.prevHardState.vote;
+    // In a term (and vote) already durable, what a leader sends depends on nothing this Ready
+    // persists; anything else waits for the write.
+    const { messages, beforePersist } = termOrVoteChanged || snapshot !== null ? { messages: r.msgs, beforePersist: 0 } : partitionMessages(r.msgs);
     const rd: Ready = {
       softState: softChanged ? soft : null,
       hardState: hardChanged ? hard : null,
       entries,
       snapshot,
       committedEntries: r.log.nextEntries(),
-      messages: r.msgs,
+      messages,
+      messagesBeforePersist: beforePersist,
       readStates: r.readStates,
-      mustSync: entries.length > 0 || snapshot !== null || hard.term !== this.prevHardState.term || hard.vote !== this.prevHardState.vote,
+      mustSync: entries.length > 0 || snapshot !== null || termOrVoteChanged,
     };
     r.msgs = [];
     r.readStates = [];
@@ -163,7 +171,11 @@ export class RawNode {
     return rd;
   }
 
-  /** Tells the node the host persisted, sent and applied everything in `rd`. */
+  /**
+   * Tells the node the host persisted, sent and applied everything in `rd`. A leader counts the
+   * entries `rd` carried towards commitment from here on (its own acknowledgement of a durable
+   * write), which may commit them and queue appends carrying the new commit index.
+   */
   advance(rd: Ready): void {
     assert(this.readyOutstanding, "advance() without ready()");
     this.readyOutstanding = false;
@@ -172,6 +184,7 @@ export class RawNode {
     if (rd.entries.length > 0) {
       const last = rd.entries[rd.entries.length - 1];
       r.log.stableTo(last.index, last.term);
+      r.appendPersisted(last.index, last.term);
     }
     if (rd.snapshot !== null) r.log.stableSnapTo(rd.snapshot.metadata.index);
     if (rd.committedEntries.length > 0) {
@@ -203,4 +216,26 @@ export class RawNode {
       progress,
     };
   }
+}
+
+/**
+ * Messages sent by a leader in its (durable) term that carry nothing the receiver must not see
+ * before this node's write is durable: appends (whose commit index rests only on durable
+ * acknowledgements), heartbeats, snapshots (read from storage), TimeoutNow and read answers.
+ */
+const sendableBeforePersist: ReadonlySet<MessageType> = new Set([
+  MessageType.App,
+  MessageType.Heartbeat,
+  MessageType.Snap,
+  MessageType.TimeoutNow,
+  MessageType.ReadIndexResp,
+]);
+
+/** Orders `msgs` so the ones that may leave before the Ready is persisted come first (each group keeps its order). */
+function partitionMessages(msgs: Message[]): { messages: Message[]; beforePersist: number } {
+  const early: Message[] = [];
+  const late: Message[] = [];
+  for (const m of msgs) (sendableBeforePersist.has(m.type) ? early : late).push(m);
+  if (late.length === 0) return { messages: msgs, beforePersist: msgs.length };
+  return { messages: early.concat(late), beforePersist: early.length };
 }

@@ -146,7 +146,9 @@ export interface ReadState {
 
 /**
  * Everything the host must do, in order: persist `hardState`, `entries` and `snapshot` (fsync),
- * then send `messages`, then apply `committedEntries`, then call `advance()`.
+ * then send `messages`, then apply `committedEntries`, then call `advance()`. Two things may go
+ * earlier, in parallel with the write: the first `messagesBeforePersist` messages, and the
+ * committed entries when they are all below `entries[0].index` (`committedEntriesDurable` in util.ts).
  */
 export interface Ready {
   readonly softState: SoftState | null;
@@ -155,6 +157,14 @@ export interface Ready {
   readonly snapshot: Snapshot | null;
   readonly committedEntries: readonly Entry[];
   readonly messages: readonly Message[];
+  /**
+   * How many of `messages`, from the first, depend on nothing this Ready persists: a leader's
+   * appends, heartbeats, snapshots, TimeoutNow and read answers in a term that is already durable.
+   * The host may send them before (or while) it persists: a leader writes its log in parallel with
+   * replicating it (thesis §10.2.1), and counts its own entries towards a commit only once
+   * `advance()` reports them durable. The rest (votes, acknowledgements) wait for the write.
+   */
+  readonly messagesBeforePersist: number;
   readonly readStates: readonly ReadState[];
   /** True when `hardState`/`entries`/`snapshot` must be fsynced before `messages` go out. */
   readonly mustSync: boolean;

@@ -1,7 +1,7 @@
 /**
  * Small helpers over plain values: message construction, entry sizes and message classification.
  */
-import type { ConfState, Entry, HardState, Message, NodeId } from "./types.js";
+import type { ConfState, Entry, HardState, Message, NodeId, Ready } from "./types.js";
 import { EntryType, MessageType } from "./types.js";
 
 /** The shared empty payload. */
@@ -124,4 +124,14 @@ export function isEmptyHardState(hs: HardState): boolean {
 /** Field-wise equality of hard states. */
 export function hardStateEqual(a: HardState, b: HardState): boolean {
   return a.term === b.term && a.vote === b.vote && a.commit === b.commit;
+}
+
+/**
+ * True when every committed entry of `rd` was durable before `rd` (none is among `rd.entries`, and
+ * no snapshot replaces the log): the host may apply them while it persists `rd`.
+ */
+export function committedEntriesDurable(rd: Ready): boolean {
+  if (rd.committedEntries.length === 0 || rd.snapshot !== null) return false;
+  if (rd.entries.length === 0) return true;
+  return rd.committedEntries[rd.committedEntries.length - 1].index < rd.entries[0].index;
 }

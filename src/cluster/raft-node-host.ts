@@ -1,10 +1,12 @@
 /**
  * The Raft node host: drives one pure Raft node with time, disk and network. One loop, never
- * re-entered: take a Ready → persist hard state, entries and snapshot in one fsynced batch →
- * restore a received snapshot → send the messages → apply the committed entries → `advance()`.
- * Nothing leaves the node before the state it depends on is durable. Proposals and inbound
- * messages that arrive while a batch is being persisted are folded into the next Ready, so one
- * fsync covers many proposals under load.
+ * re-entered: take a Ready → send what may leave before the write (a leader's appends) → persist
+ * hard state, entries and snapshot in one fsynced batch, applying meanwhile the committed entries
+ * that were already durable → restore a received snapshot → send the other messages → apply the
+ * other committed entries → `advance()`. Nothing leaves the node before the state it depends on is
+ * durable; a leader's own entries count towards a commit only from `advance()` on. Proposals and
+ * inbound messages that arrive while a batch is being persisted are folded into the next Ready, so
+ * one fsync covers many proposals under load.
  *
  * Clients get promises: {@link RaftNodeHost.propose} resolves with the state machine's result once
  * the entry is applied here; {@link RaftNodeHost.linearizableRead} resolves once this node's
@@ -13,6 +15,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type { ConfChange, ConfState, Entry, Message, NodeId, RaftConfig, Ready, Snapshot, SoftState, Status, Storage } from "../../raft/types.js";
+import { committedEntriesDurable } from "../../raft/util.js";
 import { assert } from "../shared/errors.js";
 import { HostErrorCode, notLeader, RaftHostError } from "./host-errors.js";
 import type { PersistRequest } from "./level-storage.js";
@@ -409,8 +412,18 @@ export class RaftNodeHost {
     for (const readState of ready.readStates) this.onReadState(readState.requestCtx, readState.index);
     for (const entry of ready.entries) this.noteProposalIndex(entry);
 
+    // A leader's appends leave now and its own write runs meanwhile (thesis §10.2.1); the library
+    // counts the leader's entries towards a commit only after advance() below.
+    const sendBeforePersist = ready.messagesBeforePersist ?? 0;
+    if (sendBeforePersist > 0) this.config.transport.send(sendBeforePersist === ready.messages.length ? ready.messages : ready.messages.slice(0, sendBeforePersist));
     if (ready.hardState || ready.entries.length > 0 || ready.snapshot) {
-      await this.config.storage.persist(ready);
+      const persisting = this.config.storage.persist(ready);
+      if (committedEntriesDurable(ready)) {
+        // Awaited below; an early failure must not count as an unhandled rejection meanwhile.
+        persisting.catch(() => undefined);
+        await this.applyCommitted(ready);
+      }
+      await persisting;
     }
     if (ready.snapshot && ready.snapshot.metadata.index > this.appliedIndex) {
       this.config.stateMachine.restore(ready.snapshot.data);
@@ -419,15 +432,21 @@ export class RaftNodeHost {
       this.confState = ready.snapshot.metadata.confState;
       this.failOverwrittenProposals();
     }
-    if (ready.messages.length > 0) this.config.transport.send(ready.messages);
-    for (const entry of ready.committedEntries) {
-      if (entry.index <= this.appliedIndex) continue;
-      await this.applyEntry(entry);
-    }
+    if (ready.messages.length > sendBeforePersist) this.config.transport.send(sendBeforePersist === 0 ? ready.messages : ready.messages.slice(sendBeforePersist));
+    await this.applyCommitted(ready);
     this.rawNode.advance(ready);
     this.failOverwrittenProposals();
     this.serveReads();
     await this.maybeSnapshot();
+  }
+
+  /** Applies the Ready's committed entries that are not applied yet, then serves the reads they allow. */
+  private async applyCommitted(ready: Ready): Promise<void> {
+    for (const entry of ready.committedEntries) {
+      if (entry.index <= this.appliedIndex) continue;
+      await this.applyEntry(entry);
+    }
+    this.serveReads();
   }
 
   private async applyEntry(entry: Entry): Promise<void> {

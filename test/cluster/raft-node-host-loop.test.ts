@@ -213,6 +213,27 @@ describe("RaftNodeHost loop (injected clock, in-memory network)", () => {
     assert.equal(await proposal, "x");
   });
 
+  it("sends the leader's appends while its own write is in progress (thesis §10.2.1)", async () => {
+    const c = cluster();
+    const leader = await electA(c);
+    const a = c.nodes.get("a")!;
+    const commitBefore = leader.status().hardState.commit;
+    a.storage.hold();
+    const proposal = leader.propose(new TextEncoder().encode("parallel"));
+    await c.scheduler.advance(30);
+    assert.ok(a.storage.persistsPending > 0, "the leader's write is held");
+    const appended = c.network.sent.filter((m) => m.from === "a" && m.type === "app" && m.entries.some((e) => new TextDecoder().decode(e.data).endsWith("parallel")));
+    assert.deepEqual(appended.map((m) => m.to).sort(), ["b", "c"]);
+    const index = appended[0]!.entries.at(-1)!.index;
+    // b and c persisted and acknowledged: a quorum without the leader's own write.
+    assert.ok(c.network.sent.some((m) => m.from === "b" && m.type === "app-resp" && m.index >= index));
+    assert.equal(leader.status().hardState.commit, index, "committed on the followers' acknowledgements");
+    assert.ok(leader.status().progress!["a"]!.match < index, "the leader counted its own write before it was durable");
+    assert.ok(leader.status().hardState.commit > commitBefore);
+    a.storage.release();
+    assert.equal(await proposal, "parallel");
+  });
+
   it("rejects a proposal with TIMEOUT when the injected clock passes its deadline", async () => {
     const c = cluster({ proposalTimeoutMs: 50 });
     const leader = await electA(c);

@@ -9,7 +9,7 @@ import { decodeConfChange } from "../../raft/codec.js";
 import { RaftError } from "../../raft/errors.js";
 import { MemoryStorage } from "../../raft/memory-storage.js";
 import { RawNode } from "../../raft/raw-node.js";
-import type { ConfChangeSingle, ConfChangeTransition, ConfState, Entry, Message, RaftConfig, Snapshot } from "../../raft/types.js";
+import type { ConfChangeSingle, ConfChangeTransition, ConfState, Entry, Message, RaftConfig, Ready, Snapshot } from "../../raft/types.js";
 import { type TestCommand, argBool, argNumber, argString, argValues, positional } from "./datadriven.js";
 import { formatConfState, formatEntry, formatHardState, formatMessage, formatReady, formatSnapshot } from "./format.js";
 
@@ -22,6 +22,8 @@ interface NodeUnderTest {
   applied: { index: number; text: string }[];
   appliedIndex: number;
   lastCommit: number;
+  /** A Ready whose early messages were sent but whose write is still pending (`ready-send-early`). */
+  pending: Ready | null;
 }
 
 const stabilizeRoundsMax = 1000;
@@ -61,6 +63,12 @@ export class InteractionEnv {
     tick: (c) => this.ticks(c, () => argNumber(c, "n", 1)),
     "process-ready": (c, out) => {
       for (const id of this.idsOrAll(c)) out.push(...this.processReady(id));
+    },
+    "ready-send-early": (c, out) => {
+      for (const id of positional(c)) out.push(...this.readySendEarly(id));
+    },
+    "persist-ready": (c, out) => {
+      for (const id of positional(c)) out.push(...this.persistReady(id));
     },
     "deliver-msgs": (c, out) => this.deliverMsgs(c, out),
     stabilize: (c, out) => this.stabilize(this.idsOrAll(c), out),
@@ -114,6 +122,9 @@ export class InteractionEnv {
       for (const id of positional(c)) {
         const n = this.get(id);
         const snap = n.storage.snapshot();
+        // A Ready whose write was pending is lost with the process.
+        if (n.pending !== null) out.push(`${n.id}: lost a Ready that was not persisted`);
+        n.pending = null;
         n.node = new RawNode({ ...n.config, applied: snap.metadata.index });
         n.applied = snap.metadata.index > 0 ? [{ index: snap.metadata.index, text: `<${decoder.decode(snap.data)}>` }] : [];
         n.appliedIndex = snap.metadata.index;
@@ -170,6 +181,7 @@ export class InteractionEnv {
         applied: index > 0 ? [{ index, text: `<${argString(c, "content", "")}>` }] : [],
         appliedIndex: index,
         lastCommit: index,
+        pending: null,
       };
       this.nodes.set(id, n);
       this.summaries.set(id, this.summary(n));
@@ -227,10 +239,36 @@ export class InteractionEnv {
 
   private processReady(id: string): string[] {
     const n = this.get(id);
+    // A node whose write is pending takes no Ready until `persist-ready`.
+    if (n.pending !== null || !n.node.hasReady()) return [];
+    const rd = n.node.ready();
+    return [...formatReady(id, rd), ...this.finishReady(n, rd)];
+  }
+
+  /** Takes a Ready, sends the messages allowed before its write, and leaves the write pending. */
+  private readySendEarly(id: string): string[] {
+    const n = this.get(id);
+    assert.ok(n.pending === null, `${id} already has a Ready pending`);
     if (!n.node.hasReady()) return [];
     const rd = n.node.ready();
-    const out = formatReady(id, rd);
-    // Persist first (what the messages depend on), then send, then apply.
+    n.pending = rd;
+    this.queue.push(...rd.messages.slice(0, rd.messagesBeforePersist));
+    return [...formatReady(id, rd), `  sent before persisting: ${rd.messagesBeforePersist} of ${rd.messages.length} messages`];
+  }
+
+  /** Completes the pending Ready of `ready-send-early`: the write is durable now. */
+  private persistReady(id: string): string[] {
+    const n = this.get(id);
+    const rd = n.pending;
+    assert.ok(rd !== null, `${id} has no Ready pending`);
+    n.pending = null;
+    return [`> ${id} persisted its Ready`, ...this.finishReady(n, rd, rd.messagesBeforePersist)];
+  }
+
+  /** Persists (what the messages depend on), sends the messages from `sentAlready` on, applies, advances. */
+  private finishReady(n: NodeUnderTest, rd: Ready, sentAlready = 0): string[] {
+    const id = n.id;
+    const out: string[] = [];
     if (rd.snapshot !== null) n.storage.applySnapshot(rd.snapshot);
     n.storage.append([...rd.entries]);
     if (rd.hardState !== null) {
@@ -238,7 +276,7 @@ export class InteractionEnv {
       n.lastCommit = rd.hardState.commit;
       n.storage.setHardState(rd.hardState);
     }
-    this.queue.push(...rd.messages);
+    this.queue.push(...rd.messages.slice(sentAlready));
     if (rd.snapshot !== null) {
       n.applied = [{ index: rd.snapshot.metadata.index, text: `<${decoder.decode(rd.snapshot.data)}>` }];
       n.appliedIndex = rd.snapshot.metadata.index;

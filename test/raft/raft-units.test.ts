@@ -15,6 +15,7 @@ import { RawNode } from "../../raft/raw-node.js";
 import { Inflights } from "../../raft/tracker/inflights.js";
 import { configToConfState } from "../../raft/tracker/tracker.js";
 import type { ConfState, Message } from "../../raft/types.js";
+import { committedEntriesDurable } from "../../raft/util.js";
 
 const threeVoters: ConfState = { voters: ["a", "b", "c"], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
 
@@ -99,6 +100,86 @@ describe("RawNode errors", () => {
     n.campaign();
     n.ready();
     assert.throws(() => n.ready(), RaftAssertionError);
+  });
+});
+
+describe("messages sent before the Ready is persisted (thesis §10.2.1)", () => {
+  /** Handles a Ready completely: persist, then apply, then advance; returns it. */
+  function handle(n: RawNode, storage: MemoryStorage): ReturnType<RawNode["ready"]> {
+    const rd = n.ready();
+    storage.append([...rd.entries]);
+    if (rd.hardState !== null) storage.setHardState(rd.hardState);
+    for (const e of rd.committedEntries) if (e.type === "conf-change") n.applyConfChange(decodeConfChange(e.data));
+    n.advance(rd);
+    return rd;
+  }
+
+  it("sends nothing early from a Ready that changes term or vote", () => {
+    // A single voter with a learner elects itself and takes a proposal before its next Ready: the
+    // append to the learner carries the new term, which is not durable yet.
+    const storage = new MemoryStorage({ voters: ["a"], learners: ["l"], votersOutgoing: [], learnersNext: [], autoLeave: false });
+    const n = new RawNode({ id: "a", electionTick: 10, heartbeatTick: 1, storage, random: () => 0 });
+    handle(n, storage);
+    n.campaign();
+    n.propose(new Uint8Array([1]));
+    const rd = handle(n, storage);
+    assert.equal(rd.hardState?.term, 2);
+    assert.ok(rd.messages.some((m) => m.type === "app" && m.to === "l"));
+    assert.equal(rd.messagesBeforePersist, 0);
+  });
+
+  it("puts a leader's appends first and its vote answers after the write", () => {
+    const storage = new MemoryStorage(threeVoters);
+    const n = new RawNode({ id: "a", electionTick: 10, heartbeatTick: 1, storage, random: () => 0 });
+    handle(n, storage);
+    n.campaign();
+    handle(n, storage); // pre-vote
+    n.step({ type: "pre-vote-resp", from: "b", to: "a", term: 2, logTerm: 0, index: 0, entries: [], commit: 0, snapshot: null, reject: false, rejectHint: 0, context: new Uint8Array() });
+    handle(n, storage); // vote requests with the durable term 2
+    n.step({ type: "vote", from: "c", to: "a", term: 2, logTerm: 1, index: 3, entries: [], commit: 0, snapshot: null, reject: false, rejectHint: 0, context: new Uint8Array() });
+    n.step({ type: "vote-resp", from: "b", to: "a", term: 2, logTerm: 0, index: 0, entries: [], commit: 0, snapshot: null, reject: false, rejectHint: 0, context: new Uint8Array() });
+    const rd = n.ready();
+    assert.equal(n.status().softState.role, "leader");
+    assert.deepEqual(rd.messages.map((m) => `${m.type}>${m.to}`), ["app>b", "app>c", "vote-resp>c"]);
+    assert.equal(rd.messagesBeforePersist, 2);
+    assert.equal(rd.messages[2]?.reject, true);
+  });
+
+  it("never sends a follower's acknowledgement early", () => {
+    const storage = new MemoryStorage(threeVoters);
+    const n = new RawNode({ id: "b", electionTick: 10, heartbeatTick: 1, storage, random: () => 0 });
+    handle(n, storage);
+    const entry = { term: 1, index: 4, type: "normal" as const, data: new Uint8Array([1]) };
+    n.step({ type: "app", from: "a", to: "b", term: 1, logTerm: 1, index: 3, entries: [entry], commit: 3, snapshot: null, reject: false, rejectHint: 0, context: new Uint8Array() });
+    const rd = n.ready();
+    assert.deepEqual(rd.messages.map((m) => m.type), ["app-resp"]);
+    assert.equal(rd.messagesBeforePersist, 0);
+  });
+
+  it("counts the leader's own entries towards a commit only after advance()", () => {
+    const storage = new MemoryStorage({ voters: ["a"], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false });
+    const n = new RawNode({ id: "a", electionTick: 10, heartbeatTick: 1, storage, random: () => 0 });
+    handle(n, storage);
+    n.campaign();
+    handle(n, storage);
+    handle(n, storage);
+    const commitBefore = n.status().hardState.commit;
+    n.propose(new Uint8Array([7]));
+    const rd = n.ready();
+    assert.equal(rd.entries.length, 1);
+    assert.equal(n.status().hardState.commit, commitBefore, "committed before the write was durable");
+    storage.append([...rd.entries]);
+    n.advance(rd);
+    assert.equal(n.status().hardState.commit, rd.entries[0]!.index);
+  });
+
+  it("tells which committed entries were durable before their Ready", () => {
+    const e = (index: number) => ({ term: 1, index, type: "normal" as const, data: new Uint8Array() });
+    const rd = (committed: number[], entries: number[]) => ({ softState: null, hardState: null, snapshot: null, messages: [], messagesBeforePersist: 0, readStates: [], mustSync: false, committedEntries: committed.map(e), entries: entries.map(e) });
+    assert.equal(committedEntriesDurable(rd([4, 5], [6])), true);
+    assert.equal(committedEntriesDurable(rd([4, 5], [])), true);
+    assert.equal(committedEntriesDurable(rd([4, 5], [5, 6])), false);
+    assert.equal(committedEntriesDurable(rd([], [])), false);
   });
 });
 

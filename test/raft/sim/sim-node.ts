@@ -2,9 +2,11 @@
  * One simulated controller: a Raft RawNode, its MemoryStorage, a disk with an fsync delay, and the
  * key-value state machine, driven by a host loop faithful to the real one:
  *
- *   take Ready → write hard state / entries / snapshot → fsync (takes virtual time; a crash meanwhile
- *   loses what was not synced) → append to MemoryStorage → send messages → apply committed entries
- *   and serve reads whose read index is applied → advance → maybe snapshot and compact.
+ *   take Ready → send the messages that may leave before the write (a leader's appends) → write
+ *   hard state / entries / snapshot → apply committed entries that were durable before this Ready
+ *   → fsync (takes virtual time; a crash meanwhile loses what was not synced) → append to
+ *   MemoryStorage → send the other messages → apply the other committed entries and serve reads
+ *   whose read index is applied → advance → maybe snapshot and compact.
  *
  * A crash drops everything in memory; a restart rebuilds the node from what the disk made durable.
  */
@@ -22,6 +24,7 @@ import type {
   Status,
 } from "../../../raft/types.js";
 import { EntryType, StateRole } from "../../../raft/types.js";
+import { committedEntriesDurable } from "../../../raft/util.js";
 import { KvStateMachine, decodeCommand, encodeCommand, type KvCommand, type KvResult } from "./kv-state-machine.js";
 import type { Prng } from "./prng.js";
 import { SafetyViolation, type SafetyMonitor } from "./safety-monitor.js";
@@ -384,9 +387,11 @@ export class SimNode {
         this.env.monitor.onLeader(this.id, becameLeaderOfTerm);
         this.env.trace(`${this.id} leader of term ${becameLeaderOfTerm}`);
       }
+      for (const message of ready.messages.slice(0, ready.messagesBeforePersist)) this.env.send(message);
       if (ready.hardState !== null || ready.entries.length > 0 || ready.snapshot !== null) {
         this.disk.write({ hardState: ready.hardState, entries: ready.entries, snapshot: ready.snapshot });
       }
+      if (committedEntriesDurable(ready)) this.applyCommitted(raw, ready);
       const inFlight: ReadyInFlight = {
         raw,
         ready,
@@ -423,10 +428,10 @@ export class SimNode {
     if (ready.snapshot !== null) storage.applySnapshot(ready.snapshot);
     if (ready.hardState !== null) storage.setHardState(ready.hardState);
     storage.append(ready.entries);
-    for (const message of ready.messages) this.env.send(message);
+    for (const message of ready.messages.slice(ready.messagesBeforePersist)) this.env.send(message);
     if (ready.snapshot !== null) this.installSnapshot(ready.snapshot.metadata.index, ready.snapshot.data);
     if (ready.snapshot !== null) this.confState = ready.snapshot.metadata.confState;
-    for (const entry of ready.committedEntries) this.applyEntry(raw, entry);
+    this.applyCommitted(raw, ready);
     for (const readState of ready.readStates) {
       const ctx = decoder.decode(readState.requestCtx);
       const pending = this.pendingReads.get(ctx);
@@ -440,6 +445,12 @@ export class SimNode {
       this.env.monitor.checkLeaderLog(this.id, becameLeaderOfTerm, storage);
     }
     this.maybeSnapshot(storage);
+  }
+
+  /** Applies the Ready's committed entries not applied yet (some may have been before its fsync). */
+  private applyCommitted(raw: RawNodeLike, ready: Ready): void {
+    for (const entry of ready.committedEntries) if (entry.index > this.applied) this.applyEntry(raw, entry);
+    this.serveReads();
   }
 
   private installSnapshot(index: number, data: Uint8Array): void {
