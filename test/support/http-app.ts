@@ -49,6 +49,9 @@ import { systemClock, type Clock } from "../../src/shared/clock.js";
 import { openBlobStore, openDocumentStore, openKvStore } from "../../src/store/open.js";
 import type { BlobStore, DocumentStore, KvStore } from "../../src/store/ports.js";
 import { TemplateService } from "../../src/templates/template-service.js";
+import type { ClusterService } from "../../src/cluster/cluster-service.js";
+import { startClusterService } from "../../src/cluster/start-cluster.js";
+import { clusterRoutes } from "../../src/http/routes/cluster.js";
 
 /** Password of the bootstrap admin unless a test asks for a generated one. */
 export const ADMIN_PASSWORD = "admin-password-1";
@@ -111,6 +114,8 @@ export interface TestApp {
   nodeTokens: NodeTokenService;
   blobs: BlobStore;
   templates: TemplateService;
+  /** A single-member cluster (Raft in `<dir>/raft`, transport on an ephemeral port). */
+  cluster: ClusterService;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
   /** Signs in and returns the token. */
   login(username: string, password: string): Promise<string>;
@@ -158,6 +163,7 @@ function domainRouteModules(services: {
   metrics: MetricsService;
   credentials: MachineCredentials;
   players: PlayerService;
+  cluster: ClusterService;
 }): RouteModule[] {
   return [
     groupRoutes(services.groups, services.audit),
@@ -176,6 +182,7 @@ function domainRouteModules(services: {
     nodeRoutes(services.nodes, services.audit),
     adminTokenRoutes(services.nodeTokens, services.audit),
     overviewRoutes(services.overview),
+    clusterRoutes(services.cluster, services.audit),
     templateRoutes(services.templates, services.audit),
   ];
 }
@@ -212,6 +219,14 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   });
   await auth.start();
   const audit = new AuditService({ documents, clock });
+  const cluster = await startClusterService({
+    config: { ...config, raft: { ...config.raft, host: "127.0.0.1", port: 0, dataDir: join(dir, "raft") } },
+    documents,
+    audit,
+    clock,
+    logs,
+    onLeft: () => undefined,
+  });
   const instances = new InstanceService(documents, clock);
   const groups = new GroupService(documents, events, clock, instances);
   const crashes = new CrashService(documents, clock);
@@ -254,6 +269,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
         metrics,
         credentials,
         players: new PlayerService(documents, events, clock, () => undefined),
+        cluster,
       }),
       ...(options.routeModules ?? []),
     ],
@@ -315,6 +331,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       server.close(() => resolve());
       (server as { closeAllConnections?: () => void }).closeAllConnections?.();
     });
+    await cluster.stop();
     await events.flush();
     await documents.close();
     await kv.close();
@@ -342,6 +359,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     nodeTokens,
     blobs,
     templates,
+    cluster,
     request,
     login,
     tokenFor,
