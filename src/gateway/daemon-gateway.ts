@@ -65,6 +65,9 @@ export const pendingCommandsMaxDefault = 4_096;
 export interface GatewayNodes {
   upsert(id: string, update: NodeUpsert): Promise<NodeRecord>;
   get(id: string): Promise<NodeRecord>;
+  isCertificateRevoked(id: string): Promise<boolean>;
+  /** Calls `listener` when the certificate of `id` is revoked; returns the function that stops it. */
+  onCertificateRevoked(id: string, listener: () => void): () => void;
 }
 
 /** Tunable bounds of the gateway; every field has a default. */
@@ -253,12 +256,19 @@ export class DaemonGateway {
       call.emit("error", { code: grpc.status.UNAVAILABLE, details: "Controller is stopping" });
       return;
     }
+    // Watching starts before the revocation is read, so a revocation in between is not missed.
+    let session: Session | null = null;
+    const stopWatching = this.options.nodes.onCertificateRevoked(nodeId, () => {
+      if (session) session.close(certificateRevokedMessage(nodeId), { status: grpc.status.UNAUTHENTICATED, markUnreachable: true });
+      else refuse(grpc.status.UNAUTHENTICATED, certificateRevokedMessage(nodeId));
+    });
     const helloTimer = setTimeout(() => refuse(grpc.status.DEADLINE_EXCEEDED, "No hello received in time"), this.tuning.helloTimeoutMs);
     let settled = false;
     const refuse = (code: grpc.status, details: string) => {
       if (settled) return;
       settled = true;
       clearTimeout(helloTimer);
+      stopWatching();
       call.emit("error", { code, details });
     };
     const onError = () => refuse(grpc.status.CANCELLED, "stream error");
@@ -274,19 +284,41 @@ export class DaemonGateway {
         this.options.logger.warn(`Refused node ${nodeId}: ${unsupportedProtocolMessage(hello.protocol_version)}`);
         return refuse(grpc.status.FAILED_PRECONDITION, unsupportedProtocolMessage(hello.protocol_version));
       }
-      settled = true;
-      clearTimeout(helloTimer);
-      // Only this handler's listeners: grpc-js keeps its own "error" listener, which sends the status.
-      call.off("error", onError);
-      call.off("end", onEnd);
-      this.openSession(nodeId, call, hello);
+      // Messages after hello wait in the stream until the session listens.
+      call.pause();
+      this.options.nodes.isCertificateRevoked(nodeId).then(
+        (revoked) => {
+          if (settled) return;
+          if (revoked) {
+            this.options.logger.warn(`Refused node ${nodeId}: its certificate is revoked`);
+            return refuse(grpc.status.UNAUTHENTICATED, certificateRevokedMessage(nodeId));
+          }
+          if (this.stopped) return refuse(grpc.status.UNAVAILABLE, "Controller is stopping");
+          if (call.cancelled) return refuse(grpc.status.CANCELLED, "stream cancelled before hello_ack");
+          settled = true;
+          clearTimeout(helloTimer);
+          // Only this handler's listeners: grpc-js keeps its own "error" listener, which sends the status.
+          call.off("error", onError);
+          call.off("end", onEnd);
+          session = this.openSession(nodeId, call, hello, stopWatching);
+          call.resume();
+        },
+        (err: unknown) => {
+          this.options.logger.error(`Cannot read the certificate revocation of node ${nodeId}`, err);
+          refuse(grpc.status.UNAVAILABLE, "Cannot check the node certificate; try again");
+        },
+      );
     });
   }
 
-  private openSession(nodeId: string, call: ConnectCall, hello: Hello): void {
+  /** Opens the node's session; `onEnded` runs once the session has closed. */
+  private openSession(nodeId: string, call: ConnectCall, hello: Hello, onEnded: () => void): Session {
     const session = new Session(nodeId, call, hello, this.tuning, this.options, {
       onMessage: (s, message) => this.handleMessage(s, message),
-      onClosed: (s, reason, markUnreachable) => this.sessionClosed(s, reason, markUnreachable),
+      onClosed: (s, reason, markUnreachable) => {
+        onEnded();
+        this.sessionClosed(s, reason, markUnreachable);
+      },
     });
     const previous = this.sessions.get(nodeId);
     this.sessions.set(nodeId, session);
@@ -307,6 +339,7 @@ export class DaemonGateway {
     this.options.logger.info(`Node ${nodeId} connected (session ${session.id}, daemon ${hello.daemon_version || "unknown"})`);
     this.options.events.publish(EventTypes.NODE_CONNECTED, { nodeId, sessionId: session.id, timestamp: nowIso } satisfies NodeConnectedPayload);
     this.writeNode(nodeId, "the connection", () => this.markConnected(nodeId, hello, nowIso));
+    return session;
   }
 
   /**
@@ -565,6 +598,11 @@ class Session {
       lastHeartbeatAt: new Date(this.lastHeartbeatAtMs).toISOString(),
     } satisfies NodeHeartbeatResumedPayload);
   }
+}
+
+/** Why a revoked node's stream is refused or ended (UNAUTHENTICATED). */
+export function certificateRevokedMessage(nodeId: string): string {
+  return `The certificate of node ${nodeId} has been revoked`;
 }
 
 /**
