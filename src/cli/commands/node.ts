@@ -1,4 +1,7 @@
-/** `cloudctl node list|info|drain|undrain` and `cloudctl token create|list|revoke`. */
+/**
+ * `cloudctl node list|info|drain|undrain|cordon|uncordon|revoke-cert|unrevoke-cert|delete` and
+ * `cloudctl token create|list|revoke`.
+ */
 import type { Command } from "commander";
 import { listOf, segment } from "../http-client.js";
 import { display } from "../render.js";
@@ -7,11 +10,21 @@ import type { RuntimeFactory } from "../runtime.js";
 type NodeRecord = Record<string, unknown> & { id?: string; state?: string };
 
 /** Columns shown after ID and STATE when the controller's node records carry them. */
-const optionalNodeColumns = ["host", "address", "version", "instanceCount", "memoryMb"];
+const optionalNodeColumns = ["host", "address", "version", "instanceCount", "memoryMb", "cordoned", "certificateRevoked"];
+
+/** Node actions that POST to `/api/v1/nodes/{id}/<action>`, with their help and success texts. */
+const nodeActions = [
+  { action: "drain", help: "stop placing new instances on a node (running ones continue)", done: "draining" },
+  { action: "undrain", help: "resume placement on a drained node", done: "online" },
+  { action: "cordon", help: "exclude a node from placement (state and running instances untouched)", done: "cordoned" },
+  { action: "uncordon", help: "let placement use a cordoned node again", done: "uncordoned" },
+  { action: "revoke-cert", help: "revoke a node's certificate: its daemon is disconnected and cannot reconnect", done: "certificate revoked" },
+  { action: "unrevoke-cert", help: "lift a certificate revocation: the node's daemon may connect again", done: "certificate no longer revoked" },
+] as const;
 
 /** Registers node and token commands. */
 export function registerNodeCommands(program: Command, runtime: RuntimeFactory): void {
-  const node = program.command("node").description("inspect and drain worker nodes");
+  const node = program.command("node").description("inspect, drain, cordon and remove worker nodes");
 
   node
     .command("list")
@@ -41,17 +54,40 @@ export function registerNodeCommands(program: Command, runtime: RuntimeFactory):
       rt.out.fields(Object.entries(response.data ?? {}));
     });
 
-  for (const action of ["drain", "undrain"] as const) {
+  for (const { action, help, done } of nodeActions) {
     node
       .command(`${action} <id>`)
-      .description(action === "drain" ? "stop placing new instances on a node (running ones continue)" : "resume placement on a drained node")
+      .description(help)
       .action(async (id: string, _opts, cmd: Command) => {
         const rt = runtime(cmd);
         const response = await rt.client().post<NodeRecord>(`/api/v1/nodes/${segment(id)}/${action}`);
         if (rt.json) return rt.out.raw(response.raw);
-        rt.out.success(`node ${rt.out.accent(id)} ${action === "drain" ? "draining" : "online"}${response.data?.state ? ` (${display(response.data.state)})` : ""}`);
+        rt.out.success(`node ${rt.out.accent(id)} ${done}${response.data?.state ? ` (${display(response.data.state)})` : ""}`);
       });
   }
+
+  node
+    .command("delete <id>")
+    .alias("rm")
+    .description("delete an UNREACHABLE or OFFLINE node's record (asks first)")
+    .option("--force", "delete even while instances on the node are live")
+    .option("-y, --yes", "do not ask for confirmation")
+    .action(async (id: string, opts: { force?: boolean; yes?: boolean }, cmd: Command) => {
+      const rt = runtime(cmd);
+      const client = rt.client();
+      if (!opts.yes) {
+        const live = opts.force ? " even if instances on it are live" : "";
+        const reconnect = "A daemon with a valid certificate registers it again when it connects.";
+        const confirmed = await rt.prompter.confirm(`Delete node "${id}"${live}? ${reconnect}`);
+        if (!confirmed) {
+          rt.out.note("cancelled");
+          return;
+        }
+      }
+      const response = await client.delete(`/api/v1/nodes/${segment(id)}`, { force: opts.force ? true : undefined });
+      if (rt.json) return rt.out.raw(response.raw || "{}");
+      rt.out.success(`deleted node ${rt.out.accent(id)}`);
+    });
 
   const token = program.command("token").description("node join tokens (daemon credentials)");
 
