@@ -39,7 +39,7 @@ import {
   type Member,
   type SeedRotation,
 } from "./cluster-schemas.js";
-import type { ClusterStateMachine, JoinTokenRecord, LeaseRecord, MemberRecord, SeedState } from "./cluster-state-machine.js";
+import type { ClusterMaterial, ClusterStateMachine, JoinTokenRecord, LeaseRecord, MemberRecord, SeedState } from "./cluster-state-machine.js";
 import { RaftHostError } from "./host-errors.js";
 import { hashJoinToken, newJoinTokenId, newSeedSecret, signJoinToken } from "./join-token.js";
 import { certificateFingerprintSha256 } from "./ca.js";
@@ -138,6 +138,11 @@ export class ClusterService {
   /** True once the cluster meta is stamped in this controller's applied state. */
   isReady(): boolean {
     return this.options.machine.meta() !== null;
+  }
+
+  /** The cluster CA as this controller applied it (null before the stamp). */
+  material(): ClusterMaterial | null {
+    return this.options.machine.material();
   }
 
   /** The Raft leader as this controller knows it. */

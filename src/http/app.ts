@@ -17,7 +17,7 @@ import type { LogService } from "../logs/types.js";
 import { systemClock, type Clock } from "../shared/clock.js";
 import type { DocumentStore, KvStore } from "../store/ports.js";
 import { authenticate } from "./middleware/authenticate.js";
-import { bodyLimit } from "./middleware/body-limit.js";
+import { bodyLimit, type BodyLimitRoute } from "./middleware/body-limit.js";
 import { clientAddress } from "./middleware/client-address.js";
 import { crossOrigin } from "./middleware/cross-origin.js";
 import { drainBody } from "./middleware/drain-body.js";
@@ -34,6 +34,7 @@ import { metricsRoutes } from "./routes/metrics.js";
 import { openApiRoutes } from "./routes/openapi.js";
 import { roleRoutes } from "./routes/roles.js";
 import { systemRoutes, type ReadinessProbe, type VersionInfo } from "./routes/system.js";
+import { TEMPLATE_BODY_LIMIT_ROUTES } from "./routes/templates.js";
 import { userRoutes } from "./routes/users.js";
 import type { AppEnv } from "./types.js";
 
@@ -66,6 +67,8 @@ export interface HttpDeps {
   /** Time source of the rate limiters; the system clock by default. */
   clock?: Clock;
   bodyLimitBytes?: number;
+  /** Routes whose bodies stream with their own limit; the template uploads and imports by default. */
+  bodyLimitRoutes?: readonly BodyLimitRoute[];
 }
 
 /** Builds the application and the registry of every route mounted on it. */
@@ -90,7 +93,7 @@ export function createHttpApp(deps: HttpDeps): { app: Hono<AppEnv>; registry: Ro
   app.use("*", perIpRateLimit({ perMinute: rateLimit.perIpPerMinute, clock }));
   app.use("*", authenticate({ auth: deps.auth }));
   app.use("*", perUserRateLimit({ perMinute: rateLimit.perUserPerMinute, clock }));
-  app.use("*", bodyLimit({ maxBytes: bodyLimitBytes }));
+  app.use("*", bodyLimit({ maxBytes: bodyLimitBytes, routes: deps.bodyLimitRoutes ?? TEMPLATE_BODY_LIMIT_ROUTES }));
 
   const core: RouteModule[] = [
     metricsRoutes({ metrics: deps.metrics }),

@@ -3,16 +3,16 @@
  * Pure: new file contents are collected in `pendingBlobs` for the caller to store after every check
  * passed, so a refused operation writes nothing.
  */
-import { createHash } from "node:crypto";
 import { conflict, notFound } from "../shared/errors.js";
+import { contentOfBytes, type BlobSource, type FileContent } from "./file-content.js";
 import { DIR_MODE, FILE_MODE, NO_CONTENT, fileMode, isDirEntry, sortEntries, type ManifestEntry } from "./manifest.js";
 import { ancestorsOf, isWithin } from "./paths.js";
 
 /** The entries of a version being edited. */
 export class FileTree {
   private readonly entries: Map<string, ManifestEntry>;
-  /** Contents written by this edit, by sha256; stored by the service before the manifest. */
-  readonly pendingBlobs = new Map<string, Uint8Array>();
+  /** Blobs written by this edit, by sha256, with where their bytes are; stored by the service before the manifest. */
+  readonly pendingBlobs = new Map<string, BlobSource>();
 
   constructor(entries: Iterable<ManifestEntry>) {
     this.entries = new Map([...entries].map((e) => [e.path, e]));
@@ -40,14 +40,19 @@ export class FileTree {
     }
   }
 
-  /** Writes a file (replacing one at `path`); 409 when `path` is a directory or under a file. */
+  /** Writes a file from bytes in memory; see {@link writeContent}. */
   writeFile(path: string, data: Uint8Array, mode?: number): void {
+    this.writeContent(path, contentOfBytes(data), mode);
+  }
+
+  /** Writes a file (replacing one at `path`); 409 when `path` is a directory or under a file. */
+  writeContent(path: string, content: FileContent, mode?: number): void {
     const existing = this.entries.get(path);
     if (existing && isDirEntry(existing)) throw conflict(`Is a directory: ${path}`);
     for (const dir of ancestorsOf(path)) this.mkdir(dir);
-    const sha256 = createHash("sha256").update(data).digest("hex");
-    this.pendingBlobs.set(sha256, data);
-    this.entries.set(path, { path, mode: fileMode(mode ?? existing?.mode ?? FILE_MODE), size: data.byteLength, sha256 });
+    for (const [hash, source] of content.sources) this.pendingBlobs.set(hash, source);
+    const entry: ManifestEntry = { path, mode: fileMode(mode ?? existing?.mode ?? FILE_MODE), size: content.size, sha256: content.sha256 };
+    this.entries.set(path, content.chunks ? { ...entry, chunks: content.chunks } : entry);
   }
 
   /** Removes `path` and everything beneath it; 404 when nothing is there. Returns how many entries. */

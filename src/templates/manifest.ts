@@ -4,7 +4,8 @@
  * children (sorted by name; a subdirectory is listed with the hash of its own tree object), and the
  * template hash is the hash of the root tree. The encoding is deterministic, so the hash depends on
  * the files only, and an edit of one file stores that file plus the tree objects on its path — not a
- * new copy of the whole listing.
+ * new copy of the whole listing. A file stored in chunks (see `file-content.ts`) carries its chunk
+ * hashes as a fifth field of its row.
  */
 import { createHash } from "node:crypto";
 import { assert } from "../shared/errors.js";
@@ -25,6 +26,8 @@ export interface ManifestEntry {
   mode: number;
   size: number;
   sha256: string;
+  /** Chunk blobs of a file above FILE_CHUNK_BYTES, in order; absent for every other entry. */
+  chunks?: readonly string[];
 }
 
 /** True when mode bits say directory. */
@@ -55,6 +58,8 @@ export interface TreeChild {
   /** File bytes; for a directory, the total file bytes beneath it. */
   size: number;
   sha256: string;
+  /** Chunk blobs of a chunked file. */
+  chunks?: readonly string[];
 }
 
 /** The tree objects of a version: the root hash (the template hash) and every tree by hash. */
@@ -65,7 +70,9 @@ export interface TreeSet {
 
 /** The canonical bytes of one tree object. */
 export function encodeTree(children: readonly TreeChild[]): Uint8Array {
-  const rows = [...children].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).map((c) => [c.name, c.mode, c.size, c.sha256]);
+  const rows = [...children]
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+    .map((c) => (c.chunks ? [c.name, c.mode, c.size, c.sha256, c.chunks] : [c.name, c.mode, c.size, c.sha256]));
   return new TextEncoder().encode(JSON.stringify({ format: TREE_FORMAT, tree: rows }));
 }
 
@@ -74,10 +81,12 @@ export function decodeTree(bytes: Uint8Array): TreeChild[] {
   const parsed = JSON.parse(new TextDecoder().decode(bytes)) as { format?: unknown; tree?: unknown };
   assert(parsed.format === TREE_FORMAT && Array.isArray(parsed.tree), "tree object has the canonical shape");
   return (parsed.tree as unknown[]).map((row) => {
-    assert(Array.isArray(row) && row.length === 4, "tree row has four fields");
-    const [name, mode, size, sha256] = row as [unknown, unknown, unknown, unknown];
+    assert(Array.isArray(row) && (row.length === 4 || row.length === 5), "tree row has four or five fields");
+    const [name, mode, size, sha256, chunks] = row as [unknown, unknown, unknown, unknown, unknown];
     assert(typeof name === "string" && typeof mode === "number" && typeof size === "number" && typeof sha256 === "string", "tree row types");
-    return { name, mode, size, sha256 };
+    if (chunks === undefined) return { name, mode, size, sha256 };
+    assert(Array.isArray(chunks) && chunks.length > 1 && chunks.every((c) => typeof c === "string"), "chunk list of a tree row");
+    return { name, mode, size, sha256, chunks: chunks as string[] };
   });
 }
 
@@ -107,7 +116,7 @@ export function buildTrees(entries: Iterable<ManifestEntry>): TreeSet {
     const rows: TreeChild[] = children.get(dir)!.map((e) => {
       if (!isDirEntry(e)) {
         size += e.size;
-        return { name: baseName(e.path), mode: e.mode, size: e.size, sha256: e.sha256 };
+        return { name: baseName(e.path), mode: e.mode, size: e.size, sha256: e.sha256, chunks: e.chunks };
       }
       const sub = treeOf.get(e.path)!;
       size += sub.size;

@@ -8,6 +8,7 @@
  * Writes (and blob garbage collection) run one at a time per controller: a blob shared by two
  * templates must not be collected while another write is about to reference it again.
  */
+import { readFile } from "node:fs/promises";
 import type { Clock } from "../shared/clock.js";
 import { ApiError, badRequest, conflict, notFound, validationError } from "../shared/errors.js";
 import { EventTypes } from "../events/event-types.js";
@@ -16,6 +17,8 @@ import type { BlobStore, Collection, DocumentStore } from "../store/ports.js";
 import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
 import { isoFromMs } from "../domain/shared/time.js";
 import { archiveError, type ArchiveEntry } from "./archive-limits.js";
+import { FileBlobs } from "./file-blobs.js";
+import { contentOfBytes, storedBlobsOf, type FileContent } from "./file-content.js";
 import { FileTree } from "./file-tree.js";
 import { NO_CONTENT, buildTrees, decodeTree, isDirEntry, isDirMode, manifestSizeBytes, type ManifestEntry } from "./manifest.js";
 import { baseName, joinTemplatePath, normalizeTemplatePath, parentOf } from "./paths.js";
@@ -36,6 +39,7 @@ import {
   type TemplateVersion,
 } from "./template-records.js";
 import { decodeText, placeholdersIn } from "./text-scan.js";
+import type { SpooledFile } from "./upload-spool.js";
 import { looksLikeZip, readZip } from "./zip.js";
 
 /** Lock key of every template write and of blob collection. */
@@ -80,16 +84,24 @@ export interface SearchHit {
   preview?: string;
 }
 
-/** A file given to {@link TemplateService.upload}. */
-export interface UploadedFile {
-  fileName: string;
-  data: Uint8Array;
+/** A file given to {@link TemplateService.upload}: bytes in memory, or a multipart part spooled to disk. */
+export type UploadedFile = { fileName: string; data: Uint8Array } | SpooledFile;
+
+/** A file's bytes as a stream, with what the response headers need. */
+export interface FileStream {
+  entry: ManifestEntry;
+  stream: ReadableStream<Uint8Array>;
 }
+
+/** One change of an upload or an archive: a directory, or a file with its content. */
+type TreeWrite = { path: string; kind: "dir"; mode: number } | { path: string; kind: "file"; mode: number; content: FileContent };
 
 interface ParsedManifest {
   entries: ManifestEntry[];
   byPath: Map<string, ManifestEntry>;
-  /** File blobs. */
+  /** File entries by the sha256 of their bytes (what the blob route serves). */
+  files: Map<string, ManifestEntry>;
+  /** Blobs holding file bytes: whole files, and the chunks of chunked files. */
   blobs: Set<string>;
   /** Tree objects, the root (the template hash) included. */
   trees: Set<string>;
@@ -110,6 +122,7 @@ export class TemplateService {
   private readonly templates: Collection<StoredTemplate>;
   private readonly versions: Collection<StoredTemplateVersion>;
   private readonly blobs: BlobStore;
+  private readonly fileBlobs: FileBlobs;
   private readonly events: EventBus;
   private readonly clock: Clock;
   private readonly lock = new KeyedMutex();
@@ -122,6 +135,7 @@ export class TemplateService {
       indexes: [{ name: "template_versions_template", field: "templateName" }],
     });
     this.blobs = deps.blobs;
+    this.fileBlobs = new FileBlobs(deps.blobs);
     this.events = deps.events;
     this.clock = deps.clock;
   }
@@ -234,18 +248,27 @@ export class TemplateService {
     const doc = await this.load(name);
     const hash = await this.resolveVersion(doc, version);
     const parsed = await this.readManifest(hash);
-    return { templateName: name, hash, variables: { ...doc.variables }, entries: parsed.entries };
+    const entries = parsed.entries.map((e) => ({ path: e.path, mode: e.mode, size: e.size, sha256: e.sha256 }));
+    return { templateName: name, hash, variables: { ...doc.variables }, entries };
   }
 
-  /** The bytes of blob `sha256` when it belongs to `version` (default: current) of template `name`. */
+  /**
+   * The bytes named `sha256` when they belong to `version` (default: current) of template `name`: a
+   * file of that version (whole, however it is stored) or its root tree object.
+   */
   async blob(name: string, sha256: string, version?: string): Promise<Uint8Array> {
-    const doc = await this.load(name);
-    const hash = await this.resolveVersion(doc, version);
-    const parsed = await this.readManifest(hash);
-    if (sha256 !== hash && !parsed.blobs.has(sha256)) throw notFound(`Blob not found in ${name}@${hash}: ${sha256}`);
-    const data = await this.blobs.get(sha256);
-    if (!data) throw noSnapshot(name, hash);
+    const found = await this.findBlob(name, sha256, version);
+    const data = "tree" in found ? found.tree : await this.fileBlobs.read(found.entry);
+    if (!data) throw noSnapshot(name, found.hash);
     return data;
+  }
+
+  /** {@link blob} as a stream that holds one stored blob at a time. */
+  async openBlob(name: string, sha256: string, version?: string): Promise<{ size: number; stream: ReadableStream<Uint8Array> }> {
+    const found = await this.findBlob(name, sha256, version);
+    if ("tree" in found) return { size: found.tree.byteLength, stream: new Blob([found.tree]).stream() };
+    if (!(await this.fileBlobs.has(found.entry))) throw noSnapshot(name, found.hash);
+    return { size: found.entry.size, stream: this.fileBlobs.stream(found.entry) };
   }
 
   /** Lists the directory `path` (root when empty) of `version` (default: current). */
@@ -268,9 +291,19 @@ export class TemplateService {
     const { parsed, hash } = await this.readVersion(name, version);
     const entry = parsed.byPath.get(file);
     if (!entry || isDirEntry(entry)) throw notFound(`File not found: ${file}`);
-    const data = await this.blobs.get(entry.sha256);
+    const data = await this.fileBlobs.read(entry);
     if (!data) throw noSnapshot(name, hash);
     return { entry, data };
+  }
+
+  /** A file of `version` (default: current) as a stream that holds one stored blob at a time. */
+  async openFile(name: string, path: string | undefined, version?: string): Promise<FileStream> {
+    const file = normalizeTemplatePath(path ?? "", "path");
+    const { parsed, hash } = await this.readVersion(name, version);
+    const entry = parsed.byPath.get(file);
+    if (!entry || isDirEntry(entry)) throw notFound(`File not found: ${file}`);
+    if (!(await this.fileBlobs.has(entry))) throw noSnapshot(name, hash);
+    return { entry, stream: this.fileBlobs.stream(entry) };
   }
 
   /** Reads a text file (UTF-8, at most `textBytesMax`); 422 NOT_TEXT for binary or larger files. */
@@ -305,23 +338,26 @@ export class TemplateService {
 
   /**
    * Stores uploaded files under directory `dir`; with `extract`, ZIP files are unpacked there instead
-   * (every entry checked before anything is written).
+   * (every entry checked before anything is written). A spooled file is stored from disk one chunk
+   * at a time; a ZIP to extract is read into memory (bounded by the upload size).
    */
   async upload(name: string, dir: string | undefined, files: readonly UploadedFile[], extract: boolean): Promise<TemplateChange> {
     const base = normalizeTemplatePath(dir ?? "", "path", { allowRoot: true });
     if (files.length === 0) throw validationError("file: at least one file is required");
-    const writes: ArchiveEntry[] = [];
+    const writes: TreeWrite[] = [];
     for (const file of files) {
-      if (extract && (file.fileName.toLowerCase().endsWith(".zip") || looksLikeZip(file.data))) {
-        for (const entry of readZip(file.data, this.limits)) writes.push({ ...entry, path: joinTemplatePath(base, entry.path) });
+      if (extract && isZipUpload(file)) {
+        const archive = "data" in file ? file.data : new Uint8Array(await readFile(file.path));
+        for (const entry of readZip(archive, this.limits)) writes.push(treeWrite({ ...entry, path: joinTemplatePath(base, entry.path) }));
       } else {
         const fileName = normalizeTemplatePath(file.fileName, "file name");
-        writes.push({ path: joinTemplatePath(base, fileName), kind: "file", mode: 0, data: file.data });
+        const content = "data" in file ? contentOfBytes(file.data) : file.content;
+        writes.push({ path: joinTemplatePath(base, fileName), kind: "file", mode: 0, content });
       }
     }
     this.checkArchiveBounds(writes);
     for (const w of writes) normalizeTemplatePath(w.path, "path");
-    return this.change(name, (tree) => applyEntries(tree, writes));
+    return this.change(name, (tree) => applyWrites(tree, writes));
   }
 
   /** Unpacks the ZIP at `path` into `destination` (default: the ZIP's directory). */
@@ -329,9 +365,9 @@ export class TemplateService {
     const { data } = await this.readFile(name, path);
     const target = normalizeTemplatePath(destination ?? parentOf(normalizeTemplatePath(path, "path")), "destination", { allowRoot: true });
     if (!looksLikeZip(data)) throw archiveError("the file is not a ZIP archive");
-    const writes = readZip(data, this.limits).map((e) => ({ ...e, path: joinTemplatePath(target, e.path) }));
+    const writes = readZip(data, this.limits).map((e) => treeWrite({ ...e, path: joinTemplatePath(target, e.path) }));
     for (const w of writes) normalizeTemplatePath(w.path, "path");
-    return this.change(name, (tree) => applyEntries(tree, writes));
+    return this.change(name, (tree) => applyWrites(tree, writes));
   }
 
   /** Moves a file or directory. */
@@ -451,7 +487,7 @@ export class TemplateService {
         members.push({ path: entry.path, kind: "dir", mode: entry.mode });
         continue;
       }
-      const data = await this.blobs.get(entry.sha256);
+      const data = await this.fileBlobs.read(entry);
       if (!data) throw noSnapshot(name, hash);
       members.push({ path: entry.path, kind: "file", mode: entry.mode, data });
     }
@@ -461,11 +497,11 @@ export class TemplateService {
   /** Creates template `name` from a tar.gz archive; 409 when it exists. */
   async importArchive(name: string, archive: Uint8Array, meta: { description?: string; platform?: string } = {}): Promise<Template> {
     assertTemplateName(name, "name");
-    const entries = readTarGz(archive, this.limits);
+    const writes = readTarGz(archive, this.limits).map(treeWrite);
     return this.lock.run(WRITE_LOCK, async () => {
       if (await this.templates.get(name)) throw conflict(`Template already exists: ${name}`);
       const tree = new FileTree([]);
-      applyEntries(tree, entries);
+      applyWrites(tree, writes);
       await this.storeBlobs(tree);
       return this.insertTemplate(name, meta.description ?? "", meta.platform ?? "", tree.toEntries());
     });
@@ -495,6 +531,21 @@ export class TemplateService {
     return { doc, hash, parsed: await this.readManifest(hash, name) };
   }
 
+  /** The root tree object or the file entry that `sha256` names in a version; 404 when it names neither. */
+  private async findBlob(name: string, sha256: string, version?: string): Promise<{ hash: string; tree: Uint8Array } | { hash: string; entry: ManifestEntry }> {
+    const doc = await this.load(name);
+    const hash = await this.resolveVersion(doc, version);
+    const parsed = await this.readManifest(hash);
+    if (sha256 === hash) {
+      const tree = await this.blobs.get(hash);
+      if (!tree) throw noSnapshot(name, hash);
+      return { hash, tree };
+    }
+    const entry = parsed.files.get(sha256);
+    if (!entry) throw notFound(`Blob not found in ${name}@${hash}: ${sha256}`);
+    return { hash, entry };
+  }
+
   /** The parsed manifest blob `hash`; 422 NO_SNAPSHOT when the blob is gone. */
   private async readManifest(hash: string, name = ""): Promise<ParsedManifest> {
     const cached = this.manifestCache.get(hash);
@@ -518,15 +569,18 @@ export class TemplateService {
           entries.push({ path, mode: child.mode, size: 0, sha256: NO_CONTENT });
           pending.push({ dir: path, hash: child.sha256 });
         } else {
-          entries.push({ path, mode: child.mode, size: child.size, sha256: child.sha256 });
+          const entry: ManifestEntry = { path, mode: child.mode, size: child.size, sha256: child.sha256 };
+          entries.push(child.chunks ? { ...entry, chunks: child.chunks } : entry);
         }
       }
     }
     entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+    const fileEntries = entries.filter((e) => !isDirEntry(e));
     const parsed: ParsedManifest = {
       entries,
       byPath: new Map(entries.map((e) => [e.path, e])),
-      blobs: new Set(entries.filter((e) => !isDirEntry(e)).map((e) => e.sha256)),
+      files: new Map(fileEntries.map((e) => [e.sha256, e])),
+      blobs: new Set(fileEntries.flatMap((e) => storedBlobsOf(e))),
       trees,
     };
     this.manifestCache.set(hash, parsed);
@@ -553,9 +607,7 @@ export class TemplateService {
   }
 
   private async storeBlobs(tree: FileTree): Promise<void> {
-    for (const [sha256, data] of tree.pendingBlobs) {
-      if (!(await this.blobs.has(sha256))) await this.blobs.put(data);
-    }
+    await this.fileBlobs.store(tree.pendingBlobs);
   }
 
   private async insertTemplate(name: string, description: string, platform: string, entries: ManifestEntry[]): Promise<Template> {
@@ -632,17 +684,17 @@ export class TemplateService {
       if (isDirEntry(entry) || entry.size > this.limits.textBytesMax) continue;
       scannedBytes += entry.size;
       if (scannedBytes > this.limits.scanBytesMax) return true;
-      const data = await this.blobs.get(entry.sha256);
+      const data = await this.fileBlobs.read(entry);
       const text = data ? decodeText(data) : null;
       if (text !== null && !visit(entry.path, text)) return true;
     }
     return false;
   }
 
-  private checkArchiveBounds(writes: readonly ArchiveEntry[]): void {
+  private checkArchiveBounds(writes: readonly TreeWrite[]): void {
     if (writes.length > this.limits.entriesMax) throw archiveError(`more than ${this.limits.entriesMax} entries`);
     let total = 0;
-    for (const w of writes) total += w.data.byteLength;
+    for (const w of writes) total += w.kind === "file" ? w.content.size : 0;
     if (total > this.limits.unpackedBytesMax) throw archiveError(`unpacks to more than ${this.limits.unpackedBytesMax} bytes`);
   }
 }
@@ -662,9 +714,18 @@ function noSnapshot(name: string, hash: string): ApiError {
   return new ApiError(422, "NO_SNAPSHOT", `Snapshot unavailable: ${name ? `${name}@` : ""}${hash}`);
 }
 
-function applyEntries(tree: FileTree, entries: readonly ArchiveEntry[]): void {
-  for (const entry of entries) {
-    if (entry.kind === "dir") tree.mkdir(entry.path);
-    else tree.writeFile(entry.path, entry.data, entry.mode);
+function treeWrite(entry: ArchiveEntry): TreeWrite {
+  if (entry.kind === "dir") return { path: entry.path, kind: "dir", mode: entry.mode };
+  return { path: entry.path, kind: "file", mode: entry.mode, content: contentOfBytes(entry.data) };
+}
+
+function applyWrites(tree: FileTree, writes: readonly TreeWrite[]): void {
+  for (const write of writes) {
+    if (write.kind === "dir") tree.mkdir(write.path);
+    else tree.writeContent(write.path, write.content, write.mode);
   }
+}
+
+function isZipUpload(file: UploadedFile): boolean {
+  return file.fileName.toLowerCase().endsWith(".zip") || looksLikeZip("data" in file ? file.data : file.head);
 }

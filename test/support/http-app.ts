@@ -25,6 +25,7 @@ import { NodeService } from "../../src/domain/nodes/node-service.js";
 import { OverviewService } from "../../src/domain/overview/overview-service.js";
 import { createEventBus, type ControllerEventBus } from "../../src/events/bus.js";
 import { createHttpApp } from "../../src/http/app.js";
+import type { BodyLimitRoute } from "../../src/http/middleware/body-limit.js";
 import { createReadinessProbe, type ReadinessComponents } from "../../src/http/readiness.js";
 import type { RouteModule, RouteRegistry } from "../../src/http/route.js";
 import { adminTokenRoutes } from "../../src/http/routes/admin-tokens.js";
@@ -74,6 +75,10 @@ export interface TestAppOptions {
   routeModules?: RouteModule[];
   /** Keep the real scrypt cost instead of {@link TEST_SCRYPT}. */
   realScryptCost?: boolean;
+  /** Streamed routes with their own body limit, instead of the template uploads' defaults. */
+  bodyLimitRoutes?: readonly BodyLimitRoute[];
+  /** Where template uploads are spooled; the system temporary directory by default. */
+  templateSpoolDirectory?: string;
 }
 
 export interface RequestOptions {
@@ -159,6 +164,7 @@ function domainRouteModules(services: {
   overview: OverviewService;
   audit: AuditService;
   templates: TemplateService;
+  templateSpoolDirectory?: string;
   kv: KvStore;
   metrics: MetricsService;
   credentials: MachineCredentials;
@@ -183,7 +189,7 @@ function domainRouteModules(services: {
     adminTokenRoutes(services.nodeTokens, services.audit),
     overviewRoutes(services.overview),
     clusterRoutes(services.cluster, services.audit),
-    templateRoutes(services.templates, services.audit),
+    templateRoutes(services.templates, services.audit, { spoolDirectory: services.templateSpoolDirectory }),
   ];
 }
 
@@ -265,6 +271,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
         overview,
         audit,
         templates,
+        templateSpoolDirectory: options.templateSpoolDirectory,
         kv,
         metrics,
         credentials,
@@ -274,6 +281,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       ...(options.routeModules ?? []),
     ],
     clock,
+    bodyLimitRoutes: options.bodyLimitRoutes,
   });
 
   const server: ServerType = await new Promise((resolve) => {

@@ -3,12 +3,19 @@
  * variables, inheritance, search, export and import, plus the two routes the daemon fetches versions
  * with (manifest and blob). Field names are recorded in docs/decisions/templates.md. Every mutation
  * is audited with its template.* action (spec document 2).
+ *
+ * Uploads and imports stream: their multipart bodies are spooled to disk part by part (bounded by
+ * {@link TEMPLATE_UPLOAD_BYTES_MAX}), and downloads and blobs are served one stored chunk at a time.
  */
+import { readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import type { Hono } from "hono";
 import { Type } from "@sinclair/typebox";
 import type { AuditRecorder } from "../../audit/types.js";
-import { ApiError, badRequest, validationError } from "../../shared/errors.js";
-import type { TemplateChange, TemplateService, UploadedFile } from "../../templates/template-service.js";
+import { badRequest, validationError } from "../../shared/errors.js";
+import { assertTemplateName, type TemplateChange, type TemplateService } from "../../templates/template-service.js";
+import { spoolMultipart, type SpooledFile } from "../../templates/upload-spool.js";
+import type { BodyLimitRoute } from "../middleware/body-limit.js";
 import { addRoute, type RouteRegistry } from "../route.js";
 import { audited } from "../audited.js";
 import type { AppContext, AppEnv } from "../types.js";
@@ -20,6 +27,17 @@ const PathField = Type.String({ maxLength: 4096 });
 const HashField = Type.String({ maxLength: 128 });
 /** The most hits one search returns (spec document 1, "Limits"). */
 export const TEMPLATE_SEARCH_RESULTS_MAX = 200;
+/**
+ * Largest request body of an upload or an import. The body streams to disk, so this bounds disk
+ * use per request, not memory; the default body limit of every other route stays.
+ */
+export const TEMPLATE_UPLOAD_BYTES_MAX = 256 * 1024 * 1024;
+const UPLOAD_MIB = TEMPLATE_UPLOAD_BYTES_MAX / (1024 * 1024);
+/** The routes that take {@link TEMPLATE_UPLOAD_BYTES_MAX}, for the body-limit middleware. */
+export const TEMPLATE_BODY_LIMIT_ROUTES: readonly BodyLimitRoute[] = [
+  { method: "POST", path: "/api/v1/templates/import", maxBytes: TEMPLATE_UPLOAD_BYTES_MAX },
+  { method: "POST", path: "/api/v1/templates/:name/files/upload", maxBytes: TEMPLATE_UPLOAD_BYTES_MAX },
+];
 
 const TemplateSchema = Type.Object({
   name: Type.String(),
@@ -42,25 +60,18 @@ const PatchBody = Type.Object({
 const FileQuery = Type.Object({ path: Type.Optional(PathField), version: Type.Optional(HashField) });
 const VariablesBody = Type.Object({ variables: Type.Record(Type.String(), Type.String({ maxLength: 4096 }), { maxProperties: 256 }) });
 
-/** Bytes of a multipart body, as files; 400 when the body is not multipart/form-data. */
-async function multipartFiles(c: AppContext, field: string): Promise<UploadedFile[]> {
-  if (!(c.req.header("content-type") ?? "").toLowerCase().startsWith("multipart/form-data")) {
-    throw badRequest("Expected a multipart/form-data body");
-  }
-  let form: FormData;
+/**
+ * Spools the file parts named `field` of the request, runs `use` on them, then removes them: 400 for
+ * a body that is not multipart/form-data, 422 when no file part came.
+ */
+async function withSpooledFiles<T>(c: AppContext, field: string, spoolDirectory: string, use: (files: SpooledFile[]) => Promise<T>): Promise<T> {
+  const spool = await spoolMultipart(c.req.raw.body, c.req.header("content-type"), { directory: spoolDirectory, field });
   try {
-    form = await c.req.raw.formData();
-  } catch (err) {
-    if (err instanceof ApiError) throw err;
-    throw badRequest("Malformed multipart body");
+    if (spool.files.length === 0) throw validationError(`${field}: a file part is required`);
+    return await use(spool.files);
+  } finally {
+    await spool.dispose();
   }
-  const files: UploadedFile[] = [];
-  for (const value of form.getAll(field)) {
-    if (typeof value === "string") continue;
-    files.push({ fileName: value.name, data: new Uint8Array(await value.arrayBuffer()) });
-  }
-  if (files.length === 0) throw validationError(`${field}: a file part is required`);
-  return files;
 }
 
 /** Response body of a change: the hashes and the template after it. */
@@ -68,21 +79,28 @@ function changeBody(change: TemplateChange) {
   return { oldHash: change.oldHash, newHash: change.newHash, changed: change.changed, template: change.template };
 }
 
-function attachment(data: Uint8Array, fileName: string, contentType: string, extra: Record<string, string> = {}): Response {
+function attachment(body: Uint8Array | ReadableStream<Uint8Array>, sizeBytes: number, fileName: string, contentType: string, extra: Record<string, string> = {}): Response {
   const ascii = fileName.replace(/[^A-Za-z0-9._-]/g, "_");
-  return new Response(data, {
+  return new Response(body, {
     status: 200,
     headers: {
       "content-type": contentType,
-      "content-length": String(data.byteLength),
+      "content-length": String(sizeBytes),
       "content-disposition": `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(fileName)}`,
       ...extra,
     },
   });
 }
 
+/** Options of {@link templateRoutes}. */
+export interface TemplateRouteOptions {
+  /** Where uploads are spooled while they stream in; the system temporary directory by default. */
+  spoolDirectory?: string;
+}
+
 /** Mounts every template route on `app`. */
-export function templateRoutes(templates: TemplateService, audit: AuditRecorder): (app: Hono<AppEnv>, registry: RouteRegistry) => void {
+export function templateRoutes(templates: TemplateService, audit: AuditRecorder, options: TemplateRouteOptions = {}): (app: Hono<AppEnv>, registry: RouteRegistry) => void {
+  const spoolDirectory = options.spoolDirectory ?? tmpdir();
   return (app, registry) => {
     const fileAudit = async (c: AppContext, action: string, name: string, change: TemplateChange, details: Record<string, unknown>) => {
       await audited(audit, c, { action, resourceType: "template", resourceId: name, details: { ...details, oldHash: change.oldHash, newHash: change.newHash } });
@@ -95,7 +113,7 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder)
       {
         method: "post",
         path: "/api/v1/templates/import",
-        summary: "Import a template from a multipart tar.gz (part `file`); query name, description, platform",
+        summary: `Import a template from a multipart tar.gz (part \`file\`, body up to ${UPLOAD_MIB} MiB); query name, description, platform`,
         tag,
         permission: "templates.create",
         query: Type.Object({ name: Name, description: Type.Optional(Type.String({ maxLength: 1024 })), platform: Type.Optional(Type.String({ maxLength: 64, pattern: "^[a-z0-9_-]*$" })) }),
@@ -103,9 +121,12 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder)
         successStatus: 201,
       },
       async ({ query, c }) => {
-        const [file] = await multipartFiles(c, "file");
-        const created = await templates.importArchive(query.name, file.data, { description: query.description, platform: query.platform });
-        await audited(audit, c, { action: "template.import", resourceType: "template", resourceId: created.name, details: { bytes: file.data.byteLength }, after: created });
+        assertTemplateName(query.name, "name"); // before the body streams in, not after
+        const { created, bytes } = await withSpooledFiles(c, "file", spoolDirectory, async ([file]) => {
+          const archive = new Uint8Array(await readFile(file.path));
+          return { created: await templates.importArchive(query.name, archive, { description: query.description, platform: query.platform }), bytes: archive.byteLength };
+        });
+        await audited(audit, c, { action: "template.import", resourceType: "template", resourceId: created.name, details: { bytes }, after: created });
         return c.json(created, 201);
       },
     );
@@ -236,8 +257,8 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder)
         query: Type.Object({ version: Type.Optional(HashField) }),
       },
       async ({ params, query }) => {
-        const data = await templates.blob(params.name, params.sha256, query.version);
-        return new Response(data, { headers: { "content-type": "application/octet-stream", "content-length": String(data.byteLength) } });
+        const { size, stream } = await templates.openBlob(params.name, params.sha256, query.version);
+        return new Response(stream, { headers: { "content-type": "application/octet-stream", "content-length": String(size) } });
       },
     );
 
@@ -301,8 +322,8 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder)
       registry,
       { method: "get", path: "/api/v1/templates/:name/files/download", summary: "Download a file (query path, version)", tag, permission: "templates.view", params: NameParams, query: FileQuery },
       async ({ params, query }) => {
-        const { entry, data } = await templates.readFile(params.name, query.path, query.version);
-        return attachment(data, entry.path.slice(entry.path.lastIndexOf("/") + 1), "application/octet-stream", { "x-content-sha256": entry.sha256 });
+        const { entry, stream } = await templates.openFile(params.name, query.path, query.version);
+        return attachment(stream, entry.size, entry.path.slice(entry.path.lastIndexOf("/") + 1), "application/octet-stream", { "x-content-sha256": entry.sha256 });
       },
     );
 
@@ -312,7 +333,7 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder)
       {
         method: "post",
         path: "/api/v1/templates/:name/files/upload",
-        summary: "Upload multipart files (parts `file`) into directory `path`; extract=true unpacks ZIP files",
+        summary: `Upload multipart files (parts \`file\`, body up to ${UPLOAD_MIB} MiB, streamed) into directory \`path\`; extract=true unpacks ZIP files`,
         tag,
         permission: "templates.update",
         params: NameParams,
@@ -320,10 +341,13 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder)
         response: ChangeSchema,
       },
       async ({ params, query, c }) => {
-        const files = await multipartFiles(c, "file");
-        const change = await templates.upload(params.name, query.path, files, query.extract ?? false);
+        await templates.get(params.name); // 404 before the body streams in, not after
+        const { change, fileNames } = await withSpooledFiles(c, "file", spoolDirectory, async (files) => ({
+          change: await templates.upload(params.name, query.path, files, query.extract ?? false),
+          fileNames: files.map((f) => f.fileName).slice(0, 50),
+        }));
         if (change.changed) {
-          await fileAudit(c, "template.file.upload", params.name, change, { path: query.path ?? "", files: files.map((f) => f.fileName).slice(0, 50), extract: query.extract ?? false });
+          await fileAudit(c, "template.file.upload", params.name, change, { path: query.path ?? "", files: fileNames, extract: query.extract ?? false });
         }
         return changeBody(change);
       },
@@ -460,7 +484,7 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder)
       async ({ params, query, c }) => {
         const { hash, archive } = await templates.exportArchive(params.name, query.version);
         await audited(audit, c, { action: "template.export", resourceType: "template", resourceId: params.name, details: { hash, bytes: archive.byteLength } });
-        return attachment(archive, `${params.name}-${hash.slice(0, 12)}.tar.gz`, "application/gzip", { "x-template-hash": hash });
+        return attachment(archive, archive.byteLength, `${params.name}-${hash.slice(0, 12)}.tar.gz`, "application/gzip", { "x-template-hash": hash });
       },
     );
   };
