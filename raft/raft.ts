@@ -87,6 +87,8 @@ export class Raft {
   readonly maxPendingReadRequests: number;
   private readonly random: (n: number) => number;
   private stepRole: StepRole = stepFollower;
+  private appendsOwed = false;
+  private readonly emptyAppendOwedTo = new Set<NodeId>();
   private tickRole: () => void = () => this.tickElection();
 
   constructor(config: RaftConfig) {
@@ -216,7 +218,46 @@ export class Raft {
     for (const id of this.tracker.ids()) if (id !== this.id) this.sendAppend(id);
   }
 
+  /**
+   * Owes every follower an append (even an empty one when `commitMoved`), sent when the
+   * host takes the next Ready ({@link flushAppends}): the proposals and acknowledgements stepped
+   * until then share one append per follower instead of one each.
+   */
+  bcastAppendLater(commitMoved: boolean): void {
+    this.appendsOwed = true;
+    if (commitMoved) for (const id of this.tracker.progress.keys()) if (id !== this.id) this.emptyAppendOwedTo.add(id);
+  }
+
+  /** Owes `to` an append even without new entries (e.g. to carry the commit index), sent with the next Ready. */
+  sendAppendLater(to: NodeId): void {
+    this.appendsOwed = true;
+    this.emptyAppendOwedTo.add(to);
+  }
+
+  /** Whether {@link flushAppends} has anything to do. */
+  hasAppendsOwed(): boolean {
+    return this.appendsOwed && this.role === StateRole.Leader;
+  }
+
+  /**
+   * Sends the appends owed since the last Ready: to each follower what its flow control allows,
+   * and an empty append carrying a commit index it has not been sent.
+   */
+  flushAppends(): void {
+    if (!this.appendsOwed) return;
+    this.appendsOwed = false;
+    if (this.role !== StateRole.Leader) return;
+    for (const id of this.tracker.ids()) {
+      if (id === this.id) continue;
+      const sendIfEmpty = this.emptyAppendOwedTo.has(id);
+      for (let sent = 0; sent < this.tracker.inflightMsgsMax && this.maybeSendAppend(id, sendIfEmpty && sent === 0); sent++);
+    }
+    this.emptyAppendOwedTo.clear();
+  }
+
   bcastHeartbeat(context: Uint8Array | null = this.readOnly.lastPendingContext()): void {
+    // Appends owed so far leave ahead of the heartbeat, as they would have without the deferral.
+    this.flushAppends();
     for (const id of this.tracker.ids()) {
       if (id === this.id) continue;
       const pr = this.tracker.progress.get(id)!;
@@ -227,6 +268,8 @@ export class Raft {
   }
 
   sendTimeoutNow(to: NodeId): void {
+    // The transferee gets the appends owed so far (the latest commit index) before it campaigns.
+    this.flushAppends();
     this.send({ type: MessageType.TimeoutNow, to });
   }
 
@@ -253,6 +296,8 @@ export class Raft {
     }
     this.pendingConfIndex = 0;
     this.uncommittedSizeBytes = 0;
+    this.appendsOwed = false;
+    this.emptyAppendOwedTo.clear();
     this.readOnly = new ReadOnly(this.maxPendingReadRequests);
     this.pendingReadIndexMessages = [];
   }
@@ -484,7 +529,7 @@ export class Raft {
     if (this.role !== StateRole.Leader || !this.log.matchTerm(index, term)) return;
     const pr = this.tracker.progress.get(this.id);
     if (pr === undefined || !pr.maybeUpdate(index)) return;
-    if (this.maybeCommit()) this.bcastAppend();
+    if (this.maybeCommit()) this.bcastAppendLater(true);
   }
 
   /** Proposals must fit one message; bigger ones could never be sent. */
@@ -578,8 +623,7 @@ export class Raft {
       this.becomeFollower(this.term, null);
       return cs;
     }
-    if (this.maybeCommit()) this.bcastAppend();
-    else for (const id of this.tracker.ids()) if (id !== this.id) this.maybeSendAppend(id, false);
+    this.bcastAppendLater(this.maybeCommit());
     if (this.leadTransferee !== null && !this.tracker.isVoter(this.leadTransferee)) this.leadTransferee = null;
     return cs;
   }
@@ -598,7 +642,7 @@ export class Raft {
       const leave = { term: 0, index: 0, type: EntryType.ConfChange, data: encodeLeaveJoint() };
       if (this.appendEntry([leave])) {
         this.pendingConfIndex = this.log.lastIndex();
-        this.bcastAppend();
+        this.bcastAppendLater(false);
       }
     }
   }

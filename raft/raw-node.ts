@@ -128,6 +128,8 @@ export class RawNode {
   /** Whether {@link ready} has anything for the host. */
   hasReady(): boolean {
     const r = this.raft;
+    // Appends owed to followers are made now; ready() hands them over.
+    if (r.hasAppendsOwed()) r.flushAppends();
     const soft = r.softState();
     if (soft.leader !== this.prevSoftState.leader || soft.role !== this.prevSoftState.role) return true;
     if (!hardStateEqual(r.hardState(), this.prevHardState)) return true;
@@ -143,6 +145,7 @@ export class RawNode {
   ready(): Ready {
     assert(!this.readyOutstanding, "ready() called again before advance()");
     const r = this.raft;
+    r.flushAppends();
     const soft = r.softState();
     const hard = r.hardState();
     const softChanged = soft.leader !== this.prevSoftState.leader || soft.role !== this.prevSoftState.role;

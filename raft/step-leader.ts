@@ -49,13 +49,11 @@ export function stepLeader(r: Raft, m: Message): void {
       } else if (pr.state === "replicate") {
         pr.inflights.freeLE(m.index);
       }
-      if (r.maybeCommit()) {
-        r.bcastAppend();
-      } else if (wasPaused) {
-        r.sendAppend(m.from);
-      }
+      if (r.maybeCommit()) r.bcastAppendLater(true);
+      // A follower that was paused may lack the latest commit index.
+      else if (wasPaused) r.sendAppendLater(m.from);
       // Keep the pipe full, within the inflight and message size bounds.
-      for (let sent = 0; sent < r.tracker.inflightMsgsMax && r.maybeSendAppend(m.from, false); sent++);
+      else r.bcastAppendLater(false);
       if (m.from === r.leadTransferee && pr.match === r.log.lastIndex()) r.sendTimeoutNow(m.from);
       return;
     }
@@ -111,7 +109,7 @@ function propose(r: Raft, m: Message): void {
     r.pendingConfIndex = r.log.lastIndex() + i + 1;
   }
   if (!r.appendEntry(entries)) r.throwDropped("uncommitted-size-exceeded", `uncommitted log exceeds ${r.maxUncommittedEntriesSizeBytes} bytes`);
-  r.bcastAppend();
+  r.bcastAppendLater(false);
 }
 
 function transferLeader(r: Raft, m: Message): void {

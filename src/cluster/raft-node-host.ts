@@ -389,9 +389,11 @@ export class RaftNodeHost {
       return;
     }
     this.loopRunning = true;
-    // Deferred to the end of the current callback, so that the messages of one envelope share a
-    // Ready; proposals arriving while a Ready is being persisted are folded into the next one.
-    queueMicrotask(() => {
+    // Deferred until the I/O callbacks of this event-loop turn have run, so that the messages of
+    // every envelope and the requests of every client read in this turn share a Ready (one fsync,
+    // one append per follower); proposals arriving while a Ready is being persisted are folded
+    // into the next one.
+    setImmediate(() => {
       this.runLoop().catch((error: unknown) => this.fatal(error));
     });
   }
