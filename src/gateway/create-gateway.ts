@@ -25,6 +25,7 @@ export interface CreateDaemonGatewayOptions {
   tuning?: Partial<GatewayTuning>;
   issueApiCredential?: DaemonGatewayOptions["issueApiCredential"];
   httpPort?: DaemonGatewayOptions["httpPort"];
+  services?: DaemonGatewayOptions["services"];
 }
 
 /** A gateway ready to {@link DaemonGateway.start}. */
@@ -53,5 +54,6 @@ export async function createDaemonGateway(options: CreateDaemonGatewayOptions): 
     tuning: options.tuning,
     issueApiCredential: options.issueApiCredential,
     httpPort: options.httpPort,
+    services: options.services,
   });
 }

@@ -100,6 +100,14 @@ export interface DaemonGatewayOptions {
   issueApiCredential?: (nodeId: string) => ApiCredential;
   /** The controller's HTTP port, announced in hello_ack (read at each handshake: known once HTTP listens). */
   httpPort?: () => number;
+  /** Further services served on the same port and TLS settings (the cluster membership service). */
+  services?: readonly GatewayService[];
+}
+
+/** A gRPC service served by the gateway's server beside NodeGateway. */
+export interface GatewayService {
+  definition: grpc.ServiceDefinition;
+  implementation: grpc.UntypedServiceImplementation;
 }
 
 /** A daemon message the gateway does not handle itself (instance state, console, crash, log). */
@@ -153,6 +161,7 @@ export class DaemonGateway {
       Join: this.handleJoin.bind(this),
       Connect: this.handleConnect.bind(this),
     });
+    for (const service of options.services ?? []) this.server.addService(service.definition, service.implementation);
   }
 
   /** Binds the server; resolves with the bound port (the real one when 0 was configured). */
