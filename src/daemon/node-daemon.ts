@@ -4,6 +4,7 @@
  * command handler, the reporter and the gateway client, and wires them together. `cloud-daemon`
  * (main.ts) adds configuration loading, signals and exit statuses.
  */
+import { instancesMemoryMb } from "./instance-memory.js";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { Clock } from "../shared/clock.js";
@@ -105,6 +106,7 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
     hostname: config.hostname,
     dataDir: config.dataDir,
     maxMemoryMb: config.maxMemoryMb,
+    usedMemoryMb: () => instancesMemoryMb(runner.list().map((instance) => instance.pid)),
     daemonVersion: options.daemonVersion,
     statusIntervalMs: config.statusIntervalMs,
     reconnectDelayMinMs: config.reconnectDelayMinMs,

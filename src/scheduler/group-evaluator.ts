@@ -36,6 +36,8 @@ export interface GroupEvaluatorDeps {
   /** A new instance was recorded SCHEDULED: start its actor. */
   instanceAdded(instance: InstanceFields): void;
   toInstance(instanceId: string, event: InstanceEvent): void;
+  /** The node records placement just read (the host learns nodes it has not seen yet). */
+  nodesSeen(nodes: readonly NodeRecord[]): void;
 }
 
 /** Decides and carries out the scaling of groups. */
@@ -149,7 +151,10 @@ export class GroupEvaluator {
   private placementNodes(): Promise<NodeRecord[]> {
     const nowMs = this.deps.clock.nowMs();
     if (!this.nodeCache || nowMs - this.nodeCache.atMs > this.deps.nodeListCacheMs) {
-      const nodes = this.deps.nodes.list();
+      const nodes = this.deps.nodes.list().then((list) => {
+        this.deps.nodesSeen(list);
+        return list;
+      });
       this.nodeCache = { atMs: nowMs, nodes };
       nodes.catch(() => (this.nodeCache = null));
     }

@@ -15,8 +15,18 @@ export type LiveInstance = Pick<InstanceFields, "id" | "group" | "node" | "port"
 export class LiveInstances {
   private readonly byId = new Map<string, LiveInstance>();
   private readonly idsByGroup = new Map<string, Set<string>>();
+  /** The machine of each node (its reported host); nodes on one machine share its ports. */
+  private readonly nodeHosts = new Map<string, string>();
   /** Reservations of every live instance known here (all groups), for placement. */
-  readonly placement = new PlacementIndex();
+  readonly placement = new PlacementIndex((nodeId) => this.nodeHosts.get(nodeId) ?? nodeId);
+
+  /**
+   * Records the host of a node. Call it before instances of the node are added: a reservation is
+   * filed under the host known when it was added.
+   */
+  setNodeHost(nodeId: string, host: string): void {
+    if (!this.nodeHosts.has(nodeId)) this.nodeHosts.set(nodeId, host);
+  }
 
   /** Records an instance (new or adopted). Finished instances are not indexed for placement. */
   put(instance: LiveInstance): void {

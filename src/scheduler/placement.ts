@@ -52,7 +52,6 @@ export type PlacementResult = Placement | PlacementFailure;
 
 interface NodeUsage {
   reservedMemoryMb: number;
-  ports: Set<number>;
   instancesByGroup: Map<string, number>;
 }
 
@@ -64,13 +63,24 @@ interface NodeUsage {
  */
 export class PlacementIndex {
   private readonly usage = new Map<string, NodeUsage>();
+  /** Ports in use per host: nodes on one machine (several daemons on one host) share its ports. */
+  private readonly portsByHost = new Map<string, Set<number>>();
+
+  /** `hostOf` names the machine of a node; by default every node is its own machine. */
+  constructor(private readonly hostOf: (nodeId: string) => string = (nodeId) => nodeId) {}
 
   /** Records a live instance. */
   add(instance: PlacementInstance): void {
     if (FINISHED_STATES.has(instance.state)) return;
     const u = this.usageOf(instance.node);
     u.reservedMemoryMb += instance.memoryMb;
-    u.ports.add(instance.port);
+    const host = this.hostOf(instance.node);
+    let ports = this.portsByHost.get(host);
+    if (!ports) {
+      ports = new Set();
+      this.portsByHost.set(host, ports);
+    }
+    ports.add(instance.port);
     u.instancesByGroup.set(instance.group, (u.instancesByGroup.get(instance.group) ?? 0) + 1);
   }
 
@@ -79,7 +89,10 @@ export class PlacementIndex {
     const u = this.usage.get(instance.node);
     if (!u) return;
     u.reservedMemoryMb -= instance.memoryMb;
-    u.ports.delete(instance.port);
+    const host = this.hostOf(instance.node);
+    const ports = this.portsByHost.get(host);
+    ports?.delete(instance.port);
+    if (ports?.size === 0) this.portsByHost.delete(host);
     const left = (u.instancesByGroup.get(instance.group) ?? 0) - 1;
     if (left > 0) u.instancesByGroup.set(instance.group, left);
     else u.instancesByGroup.delete(instance.group);
@@ -95,15 +108,15 @@ export class PlacementIndex {
     return this.usage.get(nodeId)?.instancesByGroup.get(group) ?? 0;
   }
 
-  /** Whether a live instance on `nodeId` uses `port`. */
+  /** Whether a live instance on `nodeId`'s machine uses `port`. */
   portUsed(nodeId: string, port: number): boolean {
-    return this.usage.get(nodeId)?.ports.has(port) ?? false;
+    return this.portsByHost.get(this.hostOf(nodeId))?.has(port) ?? false;
   }
 
   private usageOf(nodeId: string): NodeUsage {
     let u = this.usage.get(nodeId);
     if (!u) {
-      u = { reservedMemoryMb: 0, ports: new Set(), instancesByGroup: new Map() };
+      u = { reservedMemoryMb: 0, instancesByGroup: new Map() };
       this.usage.set(nodeId, u);
     }
     return u;

@@ -138,6 +138,12 @@ export class SchedulerHost {
       ensureCurrent: (group) => this.ensureCurrent(group),
       instanceAdded: (instance) => this.instanceAdded(instance),
       toInstance: (id, event) => this.toInstance(id, event),
+      nodesSeen: (nodes) => {
+        for (const node of nodes) {
+          this.live.setNodeHost(node.id, node.host);
+          if (!this.stopped) this.startNodeActor(node);
+        }
+      },
     });
     this.reports = new DaemonReportRouter({
       live: this.live,
@@ -169,7 +175,10 @@ export class SchedulerHost {
       events.subscribe(EventTypes.NODE_DRAIN_COMPLETED, (e) => this.nodeEvent(String(e.data.nodeId), { type: "UNDRAIN" })),
     );
     this.unsubscribeReports = this.options.daemons.onReport((report) => this.reports.route(report));
-    for (const node of await this.options.nodes.list()) this.startNodeActor(node);
+    for (const node of await this.options.nodes.list()) {
+      this.live.setNodeHost(node.id, node.host);
+      this.startNodeActor(node);
+    }
     const groups = await this.options.groups.listDocs();
     for (const group of groups) this.options.scopes.track(group.name);
     await this.options.scopes.start({
@@ -599,7 +608,10 @@ export class SchedulerHost {
     } else if (event.type === "CONNECTED") {
       this.track(
         this.options.nodes.get(nodeId).then(
-          (node) => this.startNodeActor(node).send(event),
+          (node) => {
+            this.live.setNodeHost(node.id, node.host);
+            this.startNodeActor(node).send(event);
+          },
           () => undefined,
         ),
       );

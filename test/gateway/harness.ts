@@ -12,6 +12,7 @@ import { startController, type RunningController } from "../../src/controller/co
 import { GatewayClient, type ClientState, type GatewayClientOptions } from "../../src/daemon/gateway-client.js";
 import type { CloudEvent } from "../../src/events/types.js";
 import type { GatewayTuning } from "../../src/gateway/daemon-gateway.js";
+import type { SchedulerTuning } from "../../src/scheduler/scheduler-host.js";
 import { loadNodeGateway, type ControllerMessage, type DaemonMessage, type JoinRequest, type JoinResponse } from "../../src/gateway/daemon-proto.js";
 import { CONTROLLER_CERTIFICATE_NAME } from "../../src/gateway/cluster-ca-store.js";
 import { login, TEST_ADMIN_PASSWORD, testConfig } from "../support/controller.js";
@@ -56,7 +57,7 @@ export interface GatewayController {
 }
 
 export async function startGatewayController(
-  opts: { dataDir?: string; grpcPort?: number; tuning?: Partial<GatewayTuning> } = {},
+  opts: { dataDir?: string; grpcPort?: number; tuning?: Partial<GatewayTuning>; scheduler?: Partial<SchedulerTuning> } = {},
 ): Promise<GatewayController> {
   const dataDir = opts.dataDir ?? tempDir("cloud-gw-controller-");
   const config = parseControllerConfig(testConfig(dataDir, { grpc: { port: opts.grpcPort ?? 0 } }), { env: {}, source: "test configuration" });
@@ -65,6 +66,7 @@ export async function startGatewayController(
     env: {},
     logOut: { write: (chunk: string) => void (output = (output + chunk).slice(-200_000)) },
     gatewayTuning: opts.tuning,
+    schedulerTuning: opts.scheduler,
   });
   const events: CloudEvent[] = [];
   controller.events.subscribeAll((event) => void events.push(event));
@@ -80,7 +82,7 @@ export async function startGatewayController(
   };
 }
 
-async function api(c: GatewayController, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
+export async function api(c: GatewayController, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
   const res = await fetch(`${c.url}${path}`, {
     method,
     headers: { authorization: `Bearer ${c.adminToken}`, "content-type": "application/json" },

@@ -1,0 +1,212 @@
+// Instances for real: a controller (in this process, real HTTP and gRPC on 127.0.0.1), two
+// `cloud-daemon` child processes joined with node tokens, and simulated game servers as their
+// children. Checked: a group of min 3 reaches 3 RUNNING spread over both nodes; console lines arrive
+// over SSE and a command reaches stdin; a killed process is CRASHED with a crash record and
+// replaced; 3 quick crashes pause the group and resume restarts it; a drained node gets nothing
+// new; stop and force-stop; STATIC ids and MANUAL explicit starts; kill -9 of a daemon makes its
+// node UNREACHABLE then OFFLINE and its instances come back on the other node.
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { api, cleanupDirs, createToken, eventsOf, eventually, spawnDaemon, startGatewayController, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+
+const waitMs = 45_000;
+const offlineGraceMs = 3_000;
+
+interface Instance {
+  id: string;
+  group: string;
+  node: string;
+  state: string;
+  port: number;
+  playerCount: number;
+}
+
+/** The pid of the simulated server of `instanceId` (its environment names it). */
+function pidOfInstance(instanceId: string): number | null {
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const environ = readFileSync(`/proc/${entry}/environ`, "utf8");
+      if (environ.split("\0").includes(`CLOUD_INSTANCE_ID=${instanceId}`)) return Number(entry);
+    } catch {
+      // The process ended or is not ours to read.
+    }
+  }
+  return null;
+}
+
+describe("instances on real daemons", { timeout: 300_000 }, () => {
+  let c: GatewayController;
+  const daemons: DaemonProcess[] = [];
+  const nodeIds: string[] = [];
+
+  const list = async (query = ""): Promise<Instance[]> => (await api(c, "GET", `/api/v1/services${query}`)).json as Instance[];
+  const running = async (group: string) => (await list(`?group=${group}&state=RUNNING`)).filter((i) => i.group === group);
+  const untilRunning = (group: string, count: number, what: string) =>
+    eventually(async () => {
+      const r = await running(group);
+      return r.length === count ? r : null;
+    }, `${count} RUNNING of ${group}: ${what}\n${daemons.map((d) => d.output().slice(-2_000)).join("\n")}`, waitMs);
+  const stateOf = async (id: string) => ((await api(c, "GET", `/api/v1/services/${id}`)).json as Instance).state;
+
+  before(async () => {
+    c = await startGatewayController({
+      tuning: { heartbeatIntervalMs: 500 },
+      scheduler: {
+        evaluationIntervalMs: 1_000,
+        nodeTimeouts: { offlineGraceMs },
+        instanceTimeouts: { stopTimeoutMs: 10_000 },
+      },
+    });
+    for (let i = 0; i < 2; i++) {
+      const { token } = await createToken(c);
+      daemons.push(spawnDaemon([c.grpcAddress], token, { maxMemoryMb: 2048 }));
+    }
+    await eventually(() => eventsOf(c, "NODE_CONNECTED").length >= 2, "two daemons connected", waitMs);
+    nodeIds.push(...new Set(eventsOf(c, "NODE_CONNECTED").map((e) => String(e.data.nodeId))));
+  });
+
+  after(async () => {
+    for (const d of daemons) await d.stop();
+    await c?.stop();
+    cleanupDirs();
+  });
+
+  it("a DYNAMIC group of min 3 reaches 3 RUNNING spread over both nodes", async () => {
+    const created = await api(c, "POST", "/api/v1/groups", { name: "lobby", platform: "simulated", scalingMode: "DYNAMIC", minInstances: 3, maxInstances: 6, memoryMb: 128, maxPlayers: 20, portRange: { start: 41000, end: 41100 } });
+    assert.equal(created.status, 201, JSON.stringify(created.json));
+    const up = await untilRunning("lobby", 3, "after create");
+    assert.deepEqual(new Set(up.map((i) => i.node)), new Set(nodeIds), "spread over both nodes");
+    assert.equal(new Set(up.map((i) => `${i.node}:${i.port}`)).size, 3, "ports unique per node");
+    const group = (await api(c, "GET", "/api/v1/groups/lobby")).json;
+    assert.equal(group.runningInstances, 3);
+    assert.equal(group.schedulingIssue, null);
+  });
+
+  it("console lines arrive over SSE and a command reaches the process's stdin", async () => {
+    const [target] = await running("lobby");
+    const ticket = (await api(c, "POST", `/api/v1/services/${target.id}/console/ticket`)).json;
+    const controller = new AbortController();
+    const res = await fetch(`${c.url}/api/v1/services/${target.id}/console?ticket=${ticket.ticket}`, { signal: controller.signal });
+    assert.equal(res.headers.get("content-type")?.startsWith("text/event-stream"), true);
+    const reader = res.body!.getReader();
+    let text = "";
+    const sent = await api(c, "POST", `/api/v1/services/${target.id}/command`, { command: "say hello-e2e" });
+    assert.equal(sent.status, 200, JSON.stringify(sent.json));
+    const deadline = Date.now() + 20_000;
+    while (!text.includes("[Server] hello-e2e") && Date.now() < deadline) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+    controller.abort();
+    assert.match(text, /event: console/);
+    assert.match(text, /Done \(/, "the backlog holds the start-up lines");
+    assert.match(text, /\[Server\] hello-e2e/, "the command reached stdin and its output came back");
+    const reused = await fetch(`${c.url}/api/v1/services/${target.id}/console?ticket=${ticket.ticket}`);
+    assert.match(await reused.text(), /event: error\ndata: \{"message":"Unauthorized"\}/, "a ticket works once");
+  });
+
+  it("a killed process is CRASHED with a crash record and replaced", async () => {
+    const [victim] = await running("lobby");
+    const pid = pidOfInstance(victim.id);
+    assert.ok(pid, `process of ${victim.id} found`);
+    process.kill(pid, "SIGKILL");
+    await eventually(async () => (await stateOf(victim.id)) === "CRASHED", `${victim.id} CRASHED`, waitMs);
+    const crashes = (await api(c, "GET", "/api/v1/crashes?group=lobby")).json as { instanceId: string; classification: string; uptimeMs: number; logTail: string[] }[];
+    const record = crashes.find((r) => r.instanceId === victim.id);
+    assert.ok(record, "crash record written");
+    assert.equal(record.classification, "OUT_OF_MEMORY", "a SIGKILL the daemon did not send looks like the OOM killer");
+    assert.ok(record.logTail.some((l) => l.includes("Done (")), "the log tail holds the console lines");
+    assert.ok(eventsOf(c, "INSTANCE_CRASHED").some((e) => e.data.instanceId === victim.id));
+    const replaced = await untilRunning("lobby", 3, "replacement");
+    assert.ok(!replaced.some((i) => i.id === victim.id));
+  });
+
+  it("three quick crashes pause the group; resume starts it again", async () => {
+    for (const victim of (await running("lobby")).slice(0, 2)) {
+      await api(c, "POST", `/api/v1/services/${victim.id}/command`, { command: "crash 7" });
+    }
+    await eventually(async () => (await api(c, "GET", "/api/v1/groups/lobby")).json.paused === true, "paused after 3 crashes", waitMs);
+    assert.ok(eventsOf(c, "GROUP_CRASH_LOOP").some((e) => e.data.group === "lobby" && e.data.crashCount === 3));
+    const metrics = await (await fetch(`${c.url}/metrics`)).text();
+    assert.match(metrics, /cloud_scheduler_crash_loops_total 1/);
+    // Paused: nothing new is scheduled (a replacement started before the third crash may finish starting).
+    const known = new Set((await list("?group=lobby")).map((i) => i.id));
+    await new Promise((r) => setTimeout(r, 2_500));
+    assert.deepEqual((await list("?group=lobby")).filter((i) => !known.has(i.id)), [], "no instance scheduled while paused");
+    const start = await api(c, "POST", "/api/v1/groups/lobby/start");
+    assert.equal(start.json.count, 0);
+    assert.match(start.json.reason, /paused/);
+    const resumed = await api(c, "POST", "/api/v1/groups/lobby/resume");
+    assert.equal(resumed.status, 200);
+    assert.equal(resumed.json.paused, false);
+    await untilRunning("lobby", 3, "after resume");
+  });
+
+  it("a drained node gets no new instance", async () => {
+    const [drained, other] = nodeIds;
+    assert.equal((await api(c, "POST", `/api/v1/nodes/${drained}/drain`)).status, 200);
+    const before = new Set((await list("?group=lobby")).map((i) => i.id));
+    assert.equal((await api(c, "PATCH", "/api/v1/groups/lobby", { minInstances: 5 })).status, 200);
+    const up = await untilRunning("lobby", 5, "scale to 5 with one node drained");
+    const added = up.filter((i) => !before.has(i.id));
+    assert.equal(added.length, 2);
+    assert.ok(added.every((i) => i.node === other), `new instances on ${other} only: ${JSON.stringify(added)}`);
+    assert.equal((await api(c, "POST", `/api/v1/nodes/${drained}/undrain`)).status, 200);
+    assert.equal((await api(c, "PATCH", "/api/v1/groups/lobby", { minInstances: 3, maxInstances: 5 })).status, 200);
+  });
+
+  it("stop and force-stop end instances; the scheduler replaces them", async () => {
+    const [graceful, forced] = await running("lobby");
+    const stopped = await api(c, "POST", `/api/v1/services/${graceful.id}/stop`);
+    assert.equal(stopped.status, 202, JSON.stringify(stopped.json));
+    const killed = await api(c, "POST", `/api/v1/services/${forced.id}/force-stop`);
+    assert.equal(killed.status, 202);
+    await eventually(async () => (await stateOf(graceful.id)) === "STOPPED", "graceful stop reaches STOPPED", waitMs);
+    await eventually(async () => (await stateOf(forced.id)) === "STOPPED", "force-stop reaches STOPPED", waitMs);
+    assert.equal((await api(c, "POST", `/api/v1/services/${graceful.id}/stop`)).status, 409, "a stopped instance cannot be stopped again");
+    const audit = (await api(c, "GET", "/api/v1/audit?action=instance.force-stop")).json;
+    assert.ok(JSON.stringify(audit).includes(forced.id), "force-stop audited");
+    const up = await eventually(async () => {
+      const r = await running("lobby");
+      return r.length >= 3 ? r : null;
+    }, "replaced after stops", waitMs);
+    assert.ok(!up.some((i) => i.id === graceful.id || i.id === forced.id));
+  });
+
+  it("STATIC groups keep their ids; MANUAL groups start only when told", async () => {
+    await api(c, "POST", "/api/v1/groups", { name: "hub", platform: "simulated", scalingMode: "STATIC", minInstances: 2, memoryMb: 128, portRange: { start: 42000, end: 42010 } });
+    const hub = await untilRunning("hub", 2, "static group");
+    assert.deepEqual(hub.map((i) => i.id).sort(), ["hub-1", "hub-2"]);
+    await api(c, "POST", "/api/v1/groups", { name: "event", platform: "simulated", scalingMode: "MANUAL", minInstances: 1, maxInstances: 2, memoryMb: 128, portRange: { start: 43000, end: 43010 } });
+    await new Promise((r) => setTimeout(r, 2_500));
+    assert.equal((await list("?group=event")).length, 0, "MANUAL starts nothing on its own");
+    const start = await api(c, "POST", "/api/v1/groups/event/start");
+    assert.deepEqual(start.json, { count: 1 });
+    await untilRunning("event", 1, "explicit start");
+    assert.equal((await api(c, "DELETE", "/api/v1/groups/event")).status, 204);
+    await eventually(async () => (await list("?group=event")).every((i) => i.state === "STOPPED"), "deleted group's instances stop", waitMs);
+  });
+
+  it("kill -9 of a daemon: its node goes UNREACHABLE, then OFFLINE, and its instances come back on the other node", async () => {
+    const victimIndex = 0;
+    // The daemon's identity file names its node.
+    const victimNode = readFileSync(join(daemons[victimIndex].dataDir, "node-id"), "utf8").trim();
+    const survivor = nodeIds.find((id) => id !== victimNode)!;
+    assert.ok(nodeIds.includes(victimNode));
+    const onVictim = (await running("lobby")).filter((i) => i.node === victimNode);
+    assert.ok(onVictim.length > 0, "the victim node runs lobby instances");
+    await daemons[victimIndex].kill9();
+    await eventually(async () => (await api(c, "GET", `/api/v1/nodes/${victimNode}`)).json.state === "UNREACHABLE", "UNREACHABLE", waitMs);
+    await eventually(async () => (await api(c, "GET", `/api/v1/nodes/${victimNode}`)).json.state === "OFFLINE", "OFFLINE after the grace period", waitMs);
+    for (const lost of onVictim) await eventually(async () => (await stateOf(lost.id)) === "CRASHED", `${lost.id} CRASHED (node lost)`, waitMs);
+    const up = await untilRunning("lobby", 3, "back on the survivor");
+    assert.ok(up.every((i) => i.node === survivor), "every lobby instance runs on the survivor");
+    const lostCrash = ((await api(c, "GET", "/api/v1/crashes?group=lobby")).json as { instanceId: string; classification: string }[]).find((r) => r.instanceId === onVictim[0].id);
+    assert.equal(lostCrash?.classification, "NODE_LOST");
+    for (const lost of onVictim) assert.equal(pidOfInstance(lost.id), null, `${lost.id} no longer runs (its server left with its daemon)`);
+  });
+});
