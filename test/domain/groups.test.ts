@@ -49,6 +49,8 @@ describe("GroupService", () => {
         static: false,
         updateStrategy: { type: "ROLLING", maxSurge: 1, maxUnavailable: 0 },
         parent: null,
+        paused: false,
+        schedulingIssue: null,
         runningInstances: 0,
         totalPlayers: 0,
         createdAt: undefined,
