@@ -4,8 +4,9 @@
  * LevelDB first with `sync: true` (level does not fsync unless told) and the in-memory mirror is
  * updated only once the write is durable. {@link LevelStorage.persist} writes everything one Ready
  * carries — hard state, snapshot and entries — in one atomic batch, so one Ready costs at most one
- * fsync (none when only the commit index moved). LevelDB applies writes in order, so a later
- * synced batch also makes every earlier unsynced one durable.
+ * fsync. A Ready that only moves the commit index writes nothing: the latest hard state travels
+ * with the next write (entries, a term or vote, a snapshot), and a commit index lost in a crash is
+ * learnt again from the leader.
  *
  * Layout (keys are UTF-8, values bytes):
  *   `hard-state`       JSON {@link HardState}
@@ -35,8 +36,8 @@ export interface PersistRequest {
   readonly entries: readonly Entry[];
   readonly snapshot: Snapshot | null;
   /**
-   * False when only the commit index changed: the write then skips the fsync (a lost commit index
-   * is re-learned from the leader). Defaults to true.
+   * False when only the commit index changed: nothing is written then; the hard state goes out
+   * with the next write (a lost commit index is re-learned from the leader). Defaults to true.
    */
   readonly mustSync?: boolean;
 }
@@ -52,8 +53,8 @@ export class LevelStorage implements Storage {
   /** Writes are chained so they reach LevelDB in the order they were requested. */
   private writeChain: Promise<void> = Promise.resolve();
   private closed = false;
-  /** A failed write nobody awaited; every later write fails with it. */
-  private deferredWriteError: unknown = null;
+  /** The in-memory hard state moved (only its commit index) since it was last written. */
+  private hardStateUnwritten = false;
 
   private constructor(
     private readonly db: Level<string, Uint8Array>,
@@ -135,7 +136,8 @@ export class LevelStorage implements Storage {
   /**
    * Makes what one Ready carries durable in a single atomic, fsynced batch: snapshot first (it
    * replaces the log), then entries, then hard state. When the request says no sync is needed
-   * (only the commit index changed) it resolves at once and the write follows in order.
+   * (only the commit index changed) nothing is written: the next batch, snapshot or `close()`
+   * carries the hard state.
    */
   async persist(request: PersistRequest): Promise<void> {
     const ops: BatchOp[] = [];
@@ -146,21 +148,19 @@ export class LevelStorage implements Storage {
     }
     if (request.entries.length > 0) log = this.planAppend(log, request.entries, ops);
     const hardState = request.hardState ?? this.hardState;
-    if (request.hardState) ops.push({ type: "put", key: hardStateKey, value: textEncoder.encode(JSON.stringify(request.hardState)) });
-    if (ops.length === 0) return;
-    if (request.mustSync === false && log === this.log && snapshot === this.latestSnapshot) {
-      // Only the commit index moved: nothing waits for this write. It is queued behind earlier
-      // writes and ahead of later ones; a failure surfaces at the next write.
+    if (request.mustSync === false && ops.length === 0) {
+      // Only the commit index moved: written with the next batch.
       this.hardState = hardState;
-      this.write(ops, false).catch((error: unknown) => {
-        this.deferredWriteError ??= error;
-      });
+      this.hardStateUnwritten = this.hardStateUnwritten || request.hardState !== null;
       return;
     }
+    if (request.hardState || this.hardStateUnwritten) ops.push(this.hardStateOp(hardState));
+    if (ops.length === 0) return;
     await this.write(ops, request.mustSync ?? true);
     this.log = log;
     this.latestSnapshot = snapshot;
     this.hardState = hardState;
+    this.hardStateUnwritten = false;
   }
 
   /** Appends entries, replacing any conflicting tail (entries already compacted are skipped). */
@@ -186,8 +186,12 @@ export class LevelStorage implements Storage {
     if (index <= this.latestSnapshot.metadata.index) throw new ErrSnapOutOfDate(index);
     assert(index <= this.lastIndex(), `snapshot index ${index} beyond last index ${this.lastIndex()}`);
     const snapshot: Snapshot = { metadata: { index, term: this.term(index), confState }, data };
-    await this.write([{ type: "put", key: snapshotKey, value: encodeSnapshot(snapshot) }]);
+    // The hard state goes along: its commit index, at or past what was applied, must not fall
+    // behind the snapshot on disk.
+    const hardState = this.hardState;
+    await this.write([{ type: "put", key: snapshotKey, value: encodeSnapshot(snapshot) }, this.hardStateOp(hardState)]);
     this.latestSnapshot = snapshot;
+    if (this.hardState === hardState) this.hardStateUnwritten = false;
     return snapshot;
   }
 
@@ -205,9 +209,14 @@ export class LevelStorage implements Storage {
 
   async close(): Promise<void> {
     if (this.closed) return;
+    if (this.hardStateUnwritten) await this.write([this.hardStateOp(this.hardState)], false).catch(() => undefined);
     this.closed = true;
     await this.writeChain.catch(() => undefined);
     await this.db.close();
+  }
+
+  private hardStateOp(hardState: HardState): BatchOp {
+    return { type: "put", key: hardStateKey, value: textEncoder.encode(JSON.stringify(hardState)) };
   }
 
   private planSnapshot(snapshot: Snapshot, ops: BatchOp[]): { log: Entry[]; snapshot: Snapshot } {
@@ -234,7 +243,6 @@ export class LevelStorage implements Storage {
 
   private write(ops: BatchOp[], sync = true): Promise<void> {
     assert(!this.closed, "write to a closed LevelStorage");
-    if (this.deferredWriteError !== null) return Promise.reject(this.deferredWriteError);
     const result = this.writeChain.then(() => this.db.batch(ops, { sync }));
     this.writeChain = result.catch(() => undefined);
     return result;

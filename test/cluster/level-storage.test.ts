@@ -53,6 +53,34 @@ test("a fresh storage is empty and bootstrap sets the first configuration", asyn
   });
 });
 
+test("a hard state that only moved the commit index is written with the next batch or snapshot", async () => {
+  const dir = freshDir();
+  let s = await LevelStorage.open(dir);
+  await s.bootstrap(confState);
+  await s.persist({ hardState: { term: 2, vote: "a", commit: 1 }, entries: [entry(1, 1), entry(2, 2), entry(3, 2)], snapshot: null });
+  await s.persist({ hardState: { term: 2, vote: "a", commit: 2 }, entries: [], snapshot: null, mustSync: false });
+  assert.deepEqual(s.currentHardState(), { term: 2, vote: "a", commit: 2 });
+  await s.persist({ hardState: null, entries: [entry(4, 2)], snapshot: null });
+  await s.persist({ hardState: { term: 2, vote: "a", commit: 4 }, entries: [], snapshot: null, mustSync: false });
+  await s.createSnapshot(4, confState, new Uint8Array([1]));
+  await s.close();
+  s = await LevelStorage.open(dir);
+  try {
+    // The snapshot went to disk with the hard state: its commit index is not behind the snapshot.
+    assert.deepEqual(s.initialState().hardState, { term: 2, vote: "a", commit: 4 });
+    await s.persist({ hardState: { term: 2, vote: "a", commit: 4 }, entries: [entry(5, 2)], snapshot: null });
+    await s.persist({ hardState: { term: 2, vote: "a", commit: 5 }, entries: [], snapshot: null, mustSync: false });
+  } finally {
+    await s.close();
+  }
+  s = await LevelStorage.open(dir);
+  try {
+    assert.deepEqual(s.initialState().hardState, { term: 2, vote: "a", commit: 5 }, "close() wrote the last hard state");
+  } finally {
+    await s.close();
+  }
+});
+
 test("persist writes hard state and entries in one batch and survives a reopen", async () => {
   const dir = freshDir();
   const s = await LevelStorage.open(dir);
