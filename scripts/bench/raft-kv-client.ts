@@ -1,6 +1,9 @@
 /**
  * Client of the raft-kv servers: finds the leader, follows NOT_LEADER redirects and reports
  * whether a failed request's outcome is known. Used by the real-process test and the benchmark.
+ * Puts travel by default over one long-lived stream per member (`PutStream`): the puts issued in
+ * one event-loop turn share a message, and so do their answers, instead of one HTTP/2 stream
+ * (headers, trailers, deadline timer) per put. `putPath: "unary"` uses one `Put` call per put.
  */
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
@@ -18,6 +21,8 @@ export interface RaftKvClientOptions {
   readonly redirectsMax?: number;
   /** Pause before retrying when no leader is known (an election is running). */
   readonly noLeaderBackoffMs?: number;
+  /** How puts travel: batched on a long-lived stream (default) or one unary call each. */
+  readonly putPath?: "stream" | "unary";
 }
 
 /**
@@ -44,10 +49,28 @@ interface KvErrorReply {
 
 type Rpc = (request: object, metadata: grpc.Metadata, options: grpc.CallOptions, callback: (error: grpc.ServiceError | null, reply: any) => void) => void;
 
+type KvGrpcClient = grpc.Client & Record<string, Rpc> & { PutStream(): grpc.ClientDuplexStream<PutBatch, PutOutcomes> };
+
+interface PutBatch {
+  puts: { id: number; key: string; value: Buffer }[];
+}
+
+interface PutOutcomes {
+  outcomes: { id: number; error: KvErrorReply | null; index: number }[];
+}
+
+/** What a failed transport reports; shaped like grpc-js's ServiceError, which the retry logic reads. */
+type TransportFailure = Pick<grpc.ServiceError, "code" | "details">;
+
+/** Bound on puts waiting for an answer on one stream; beyond it puts are refused at once. */
+const streamPutsInFlightMax = 10_000;
+
 const definedCodesWithKnownOutcome = new Set(["NOT_LEADER", "PROPOSAL_DROPPED"]);
 
 export class RaftKvClient {
-  private readonly clients = new Map<string, grpc.Client & Record<string, Rpc>>();
+  private readonly clients = new Map<string, KvGrpcClient>();
+  private readonly putStreams = new Map<string, PutStreamLink>();
+  private readonly putPath: "stream" | "unary";
   private readonly addresses: string[];
   private leaderAddress: string;
   private readonly requestTimeoutMs: number;
@@ -63,10 +86,15 @@ export class RaftKvClient {
     this.requestTimeoutMs = options.requestTimeoutMs ?? 2_000;
     this.redirectsMax = options.redirectsMax ?? 50;
     this.noLeaderBackoffMs = options.noLeaderBackoffMs ?? 20;
+    this.putPath = options.putPath ?? "stream";
   }
 
   async put(key: string, value: Uint8Array): Promise<{ index: number }> {
-    const reply = await this.call("Put", { key, value: Buffer.from(value) }, false);
+    const bytes = Buffer.from(value);
+    const reply =
+      this.putPath === "stream"
+        ? await this.withRedirects((address) => this.putStreamTo(address).put(key, bytes, this.requestTimeoutMs), false)
+        : await this.call("Put", { key, value: bytes }, false);
     return { index: Number(reply.index) };
   }
 
@@ -105,17 +133,24 @@ export class RaftKvClient {
   }
 
   close(): void {
+    for (const link of this.putStreams.values()) link.close();
+    this.putStreams.clear();
     for (const client of this.clients.values()) client.close();
     this.clients.clear();
   }
 
-  private async call(method: string, request: object, idempotent: boolean): Promise<any> {
+  private call(method: string, request: object, idempotent: boolean): Promise<any> {
+    return this.withRedirects((address) => this.rpc(address, method, request), idempotent);
+  }
+
+  /** Sends through `send` to the member believed leader, following redirects and retrying what is safe to retry. */
+  private async withRedirects(send: (address: string) => Promise<any>, idempotent: boolean): Promise<any> {
     let lastError: KvClientError | null = null;
     for (let attempt = 0; attempt <= this.redirectsMax; attempt++) {
       const address = this.leaderAddress;
       let reply: any;
       try {
-        reply = await this.rpc(address, method, request);
+        reply = await send(address);
       } catch (error) {
         this.rotateFrom(address);
         const serviceError = error as grpc.ServiceError;
@@ -149,22 +184,126 @@ export class RaftKvClient {
     this.leaderAddress = this.addresses[(at + 1) % this.addresses.length]!;
   }
 
-  private rpc(address: string, method: string, request: object): Promise<any> {
+  private clientFor(address: string): KvGrpcClient {
     let client = this.clients.get(address);
     if (!client) {
       client = new this.service(address, grpc.credentials.createInsecure(), {
         "grpc.initial_reconnect_backoff_ms": 20,
         "grpc.max_reconnect_backoff_ms": 200,
-      }) as unknown as grpc.Client & Record<string, Rpc>;
+      }) as unknown as KvGrpcClient;
       this.clients.set(address, client);
     }
-    const target = client;
+    return client;
+  }
+
+  private putStreamTo(address: string): PutStreamLink {
+    let link = this.putStreams.get(address);
+    if (!link || link.broken) {
+      link = new PutStreamLink(this.clientFor(address));
+      this.putStreams.set(address, link);
+    }
+    return link;
+  }
+
+  private rpc(address: string, method: string, request: object): Promise<any> {
+    const target = this.clientFor(address);
     return new Promise((resolve, reject) => {
       target[method]!.call(target, request, new grpc.Metadata(), { deadline: Date.now() + this.requestTimeoutMs }, (error, reply) =>
         error ? reject(error) : resolve(reply),
       );
     });
   }
+}
+
+/**
+ * One long-lived `PutStream` to a member. Puts issued in the same turn go out in one message; each
+ * settles with the server's answer (`{ error, index }`, like a unary reply), or fails like a unary
+ * call would: DEADLINE_EXCEEDED after its timeout, the stream's status when the stream breaks.
+ */
+class PutStreamLink {
+  broken = false;
+  private readonly stream: grpc.ClientDuplexStream<PutBatch, PutOutcomes>;
+  private readonly waiting = new Map<number, PutWaiter>();
+  private queued: { put: PutBatch["puts"][number]; waiter: PutWaiter }[] = [];
+  private nextId = 1;
+
+  constructor(client: KvGrpcClient) {
+    this.stream = client.PutStream();
+    this.stream.on("data", (message: PutOutcomes) => {
+      for (const outcome of message.outcomes) {
+        const id = Number(outcome.id);
+        const waiter = this.waiting.get(id);
+        if (!waiter) continue;
+        this.settle(id, waiter);
+        waiter.resolve(outcome);
+      }
+    });
+    this.stream.on("error", (error: grpc.ServiceError) => this.fail({ code: error.code, details: error.details }));
+    this.stream.on("end", () => this.fail({ code: grpc.status.UNAVAILABLE, details: "put stream ended" }));
+  }
+
+  put(key: string, value: Buffer, timeoutMs: number): Promise<any> {
+    if (this.broken) return Promise.reject({ code: grpc.status.UNAVAILABLE, details: "put stream broken" });
+    if (this.waiting.size >= streamPutsInFlightMax) return Promise.reject({ code: grpc.status.RESOURCE_EXHAUSTED, details: "too many puts in flight" });
+    const id = this.nextId++;
+    if (this.queued.length === 0) queueMicrotask(() => this.flush(timeoutMs));
+    return new Promise((resolve, reject) => {
+      const waiter: PutWaiter = { resolve, reject, batch: null };
+      this.waiting.set(id, waiter);
+      this.queued.push({ put: { id, key, value }, waiter });
+    });
+  }
+
+  close(): void {
+    this.fail({ code: grpc.status.CANCELLED, details: "client closed" });
+  }
+
+  private flush(timeoutMs: number): void {
+    const queued = this.queued;
+    this.queued = [];
+    if (this.broken || queued.length === 0) return;
+    this.stream.write({ puts: queued.map((q) => q.put) });
+    // One deadline for the whole batch: its puts were issued together.
+    const batch: PutBatchDeadline = { unsettled: queued.length, timer: null };
+    batch.timer = setTimeout(() => {
+      for (const { put } of queued) {
+        const waiter = this.waiting.get(put.id);
+        if (!waiter) continue;
+        this.waiting.delete(put.id);
+        waiter.reject({ code: grpc.status.DEADLINE_EXCEEDED, details: `no answer within ${timeoutMs} ms` });
+      }
+    }, timeoutMs);
+    batch.timer.unref();
+    for (const { waiter } of queued) waiter.batch = batch;
+  }
+
+  private settle(id: number, waiter: PutWaiter): void {
+    this.waiting.delete(id);
+    const batch = waiter.batch;
+    if (batch !== null && --batch.unsettled === 0 && batch.timer !== null) clearTimeout(batch.timer);
+  }
+
+  private fail(failure: TransportFailure): void {
+    if (this.broken) return;
+    this.broken = true;
+    this.queued = [];
+    for (const [id, waiter] of this.waiting) {
+      this.settle(id, waiter);
+      waiter.reject(failure);
+    }
+    this.stream.cancel();
+  }
+}
+
+interface PutBatchDeadline {
+  unsettled: number;
+  timer: NodeJS.Timeout | null;
+}
+
+interface PutWaiter {
+  readonly resolve: (reply: any) => void;
+  readonly reject: (failure: TransportFailure) => void;
+  batch: PutBatchDeadline | null;
 }
 
 function sleep(ms: number): Promise<void> {

@@ -69,6 +69,11 @@ export class RaftKvCluster {
     return this.processes.has(id);
   }
 
+  /** Process ids of the running members (for CPU accounting). */
+  pids(): number[] {
+    return [...this.processes.values()].flatMap((child) => (child.pid === undefined ? [] : [child.pid]));
+  }
+
   /** Starts one member and resolves once it prints READY. */
   async start(id: string): Promise<void> {
     if (this.processes.has(id)) return;

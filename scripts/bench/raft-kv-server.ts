@@ -84,6 +84,59 @@ interface KvErrorReply {
   leader_address: string;
 }
 
+interface PutBatch {
+  puts: { id: number; key: string; value: Uint8Array }[];
+}
+
+interface PutOutcome {
+  id: number;
+  error?: KvErrorReply;
+  index?: number;
+}
+
+interface PutOutcomes {
+  outcomes: PutOutcome[];
+}
+
+/**
+ * One client's put stream: every put is proposed as it arrives and answered once it settles; the
+ * answers settled in one event-loop turn travel in one message. Answers for a stream that ended
+ * are dropped (the client counts those puts as of unknown outcome).
+ */
+function servePutStream(
+  call: grpc.ServerDuplexStream<PutBatch, PutOutcomes>,
+  put: (key: string, value: Uint8Array) => Promise<{ index: number }>,
+  errorReply: (error: unknown) => KvErrorReply,
+): void {
+  let settled: PutOutcome[] = [];
+  let open = true;
+  const flush = () => {
+    const outcomes = settled;
+    settled = [];
+    if (open && outcomes.length > 0) call.write({ outcomes });
+  };
+  const settle = (outcome: PutOutcome) => {
+    if (settled.length === 0) setImmediate(flush);
+    settled.push(outcome);
+  };
+  call.on("data", (batch: PutBatch) => {
+    for (const { id, key, value } of batch.puts) {
+      put(key, value).then(
+        ({ index }) => settle({ id, index }),
+        (error: unknown) => settle({ id, error: errorReply(error) }),
+      );
+    }
+  });
+  const close = () => {
+    if (!open) return;
+    open = false;
+    call.end();
+  };
+  call.on("end", close);
+  call.on("error", close);
+  call.on("cancelled", close);
+}
+
 /** Diagnostics on stderr (RAFT_KV_TRACE=1): persists, entries, fsync time and event-loop delay per second. */
 function traceEverySecond(storage: LevelStorage, host: RaftNodeHost): void {
   const delay = monitorEventLoopDelay({ resolution: 5 });
@@ -142,16 +195,24 @@ async function main(): Promise<void> {
   await transport.start();
   if (process.env.RAFT_KV_TRACE) traceEverySecond(storage, host);
   if (process.env.RAFT_KV_TRACE === "2") {
+    // Wall-clock milliseconds (with fractions), comparable across the members' traces.
+    const nowMs = () => (performance.timeOrigin + performance.now()).toFixed(1);
     const send = transport.send.bind(transport);
     transport.send = (messages) => {
-      process.stderr.write(`trace2 ${performance.now().toFixed(1)} send ${messages.map((m) => `${m.type}>${m.to}:${m.index}+${m.entries.length}c${m.commit}${m.reject ? "R" : ""}`).join(" ")}\n`);
+      process.stderr.write(`trace2 ${nowMs()} send ${messages.map((m) => `${m.type}>${m.to}:${m.index}+${m.entries.length}c${m.commit}${m.reject ? "R" : ""}`).join(" ")}\n`);
       send(messages);
+    };
+    const receive = host.receive.bind(host);
+    host.receive = (message) => {
+      process.stderr.write(`trace2 ${nowMs()} receive ${message.type}<${message.from}:${message.index}+${message.entries.length}c${message.commit}\n`);
+      receive(message);
     };
     const persist = storage.persist;
     storage.persist = async (request) => {
       const t0 = performance.now();
+      const startedAt = nowMs();
       await persist(request);
-      process.stderr.write(`trace2 ${t0.toFixed(1)} persist ${request.entries.length} sync ${request.mustSync} took ${(performance.now() - t0).toFixed(1)}\n`);
+      process.stderr.write(`trace2 ${startedAt} persist ${request.entries.length} sync ${request.mustSync} took ${(performance.now() - t0).toFixed(1)}\n`);
     };
   }
 
@@ -162,6 +223,14 @@ async function main(): Promise<void> {
       return { code: error.code, message: error.message, leader_id: leader ?? "", leader_address: (leader && kvAddressOf.get(leader)) || "" };
     }
     throw error;
+  };
+  const streamErrorReply = (error: unknown): KvErrorReply => {
+    try {
+      return errorReply(error);
+    } catch (unexpected) {
+      // Not one of the host's errors: report it with a code whose outcome the client counts as unknown.
+      return { code: "INTERNAL", message: String(unexpected), leader_id: "", leader_address: "" };
+    }
   };
 
   const definition = protoLoader.loadSync(raftKvProtoPath, { keepCase: true, longs: Number, defaults: true });
@@ -193,11 +262,13 @@ async function main(): Promise<void> {
       commit: status.hardState.commit,
     };
   };
+  const put = async (key: string, value: Uint8Array): Promise<{ index: number }> => {
+    const result = (await host.propose(encodeKvCommand({ op: "put", key, value: b64(value) }))) as PutResult;
+    return { index: result.index };
+  };
   server.addService(loaded.cloud.raftkv.RaftKv.service, {
-    Put: unary(async (request: { key: string; value: Uint8Array }) => {
-      const result = (await host.propose(encodeKvCommand({ op: "put", key: request.key, value: b64(request.value) }))) as PutResult;
-      return { index: result.index };
-    }),
+    Put: unary(async (request: { key: string; value: Uint8Array }) => put(request.key, request.value)),
+    PutStream: (call: grpc.ServerDuplexStream<PutBatch, PutOutcomes>) => servePutStream(call, put, streamErrorReply),
     Get: unary(async (request: { key: string }) => {
       await host.linearizableRead();
       const value = stateMachine.get(request.key);

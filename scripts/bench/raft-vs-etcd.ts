@@ -1,21 +1,27 @@
 /**
  * The project's Raft (3 raft-kv servers) side by side with etcd 3.4 (3 members), same timing
  * (heartbeat 100 ms, election timeout 1000 ms), same loopback, same Node client harness:
- *   - sequential puts (1 in flight) and 64 in flight, for --duration-s each: ops/s, p50, p99;
+ *   - sequential puts (1 in flight) and 64 in flight, for --duration-s each: ops/s, p50, p99, and
+ *     the CPU time the members and the client spent per put;
  *   - leader failover --failovers times: kill -9 the leader, time until a put to a survivor succeeds;
  *   - a steady load for --steady-s: the leader must not change.
- * Prints one table and a JSON line (`RESULT {...}`). Run through raft-vs-etcd.sh, which installs
- * etcd if missing.
+ * Both clusters run from the start; the load phases alternate between them in slices of --slice-s
+ * (and the failover rounds alternate too), so both see the same background load on a shared
+ * machine. Prints one table and a JSON line (`RESULT {...}`). Run through raft-vs-etcd.sh, which
+ * installs etcd if missing.
  *
- *   tsx scripts/bench/raft-vs-etcd.ts [--duration-s 10] [--failovers 5] [--steady-s 60]
+ *   tsx scripts/bench/raft-vs-etcd.ts [--duration-s 10] [--slice-s 2] [--failovers 5] [--steady-s 60]
  *     [--inflight 64] [--value-bytes 128] [--only raft|etcd] [--raft-tick-ms 100]
+ *     [--raft-put-path stream|unary]
  *
  * etcd ticks once per heartbeat interval; raft-kv does the same by default (tick 100 ms, heartbeat
  * 1 tick, election timeout 10 ticks), so both wake up as often. --raft-tick-ms 10 gives raft-kv
- * 10 ms ticks (heartbeat 10, election 100 ticks).
+ * 10 ms ticks (heartbeat 10, election 100 ticks). etcd is driven through its client's unary `Put`;
+ * raft-kv's client sends puts over one stream per member by default (see raft-kv-client.ts), and
+ * with --raft-put-path unary through one unary `Put` call each, as etcd.
  */
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -33,6 +39,9 @@ interface Flags {
   only: "raft" | "etcd" | null;
   /** raft-kv tick; heartbeat (100 ms) and election timeout (1000 ms) are given in ticks of it. */
   raftTickMs: number;
+  /** Length of one turn of a system in the alternating load phases. */
+  sliceS: number;
+  raftPutPath: "stream" | "unary";
 }
 
 function readFlags(argv: readonly string[]): Flags {
@@ -49,6 +58,8 @@ function readFlags(argv: readonly string[]): Flags {
     valueBytes: Number(value("value-bytes", "128")),
     only: only === "raft" || only === "etcd" ? only : null,
     raftTickMs: Number(value("raft-tick-ms", "100")),
+    sliceS: Number(value("slice-s", "2")),
+    raftPutPath: value("raft-put-path", "stream") === "unary" ? "unary" : "stream",
   };
 }
 
@@ -63,6 +74,8 @@ interface System {
   restart(index: number): Promise<void>;
   /** One put through a client that only knows the given members; rejects on failure. */
   putVia(members: readonly number[], key: string, value: Uint8Array): Promise<void>;
+  /** Process ids of the running members. */
+  pids(): number[];
   stop(): Promise<void>;
 }
 
@@ -72,6 +85,10 @@ interface LoadResult {
   p50Ms: number;
   p99Ms: number;
   errors: number;
+  /** CPU time (user + system) of all members together, per put; NaN where /proc is missing. */
+  memberCpuMsPerPut: number;
+  /** CPU time of the harness process (the client) per put. */
+  clientCpuMsPerPut: number;
 }
 
 interface SystemResult {
@@ -97,29 +114,104 @@ function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
-async function runLoad(system: System, inflight: number, durationS: number, valueBytes: number): Promise<LoadResult> {
-  const value = new Uint8Array(valueBytes).fill(0x61);
-  const latenciesMs: number[] = [];
-  let errors = 0;
-  const endMs = performance.now() + durationS * 1000;
+/** Clock ticks per second of /proc/<pid>/stat CPU times. */
+const clockTicksPerS = (() => {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** CPU time (user + system) of the given processes, in ms; NaN when it cannot be read. */
+function processesCpuMs(pids: readonly number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      // Fields after the command name: state is field 3, utime 14 and stime 15 (proc(5)).
+      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      return NaN;
+    }
+  }
+  return (ticks * 1000) / clockTicksPerS;
+}
+
+function harnessCpuMs(): number {
+  const usage = process.cpuUsage();
+  return (usage.user + usage.system) / 1000;
+}
+
+/** A load phase of one system, accumulated over its slices. */
+class LoadAccumulator {
+  readonly latenciesMs: number[] = [];
+  errors = 0;
+  elapsedS = 0;
+  memberCpuMs = 0;
+  clientCpuMs = 0;
+  /** Per worker, the number of its next put (keys cycle through 100 per worker). */
+  readonly nextPut: number[];
+
+  constructor(readonly inflight: number) {
+    this.nextPut = new Array<number>(inflight).fill(0);
+  }
+
+  result(): LoadResult {
+    const sorted = [...this.latenciesMs].sort((a, b) => a - b);
+    const ops = sorted.length;
+    return {
+      ops,
+      opsPerS: ops / this.elapsedS,
+      p50Ms: percentile(sorted, 50),
+      p99Ms: percentile(sorted, 99),
+      errors: this.errors,
+      memberCpuMsPerPut: this.memberCpuMs / ops,
+      clientCpuMsPerPut: this.clientCpuMs / ops,
+    };
+  }
+}
+
+/** Closed-loop puts by `acc.inflight` workers for `durationS`, added to `acc`. */
+async function runLoadSlice(system: System, acc: LoadAccumulator, durationS: number, value: Uint8Array): Promise<void> {
+  const pids = system.pids();
+  const memberCpuBefore = processesCpuMs(pids);
+  const clientCpuBefore = harnessCpuMs();
   const startMs = performance.now();
+  const endMs = startMs + durationS * 1000;
   await Promise.all(
-    Array.from({ length: inflight }, async (_, worker) => {
-      let n = 0;
+    Array.from({ length: acc.inflight }, async (_, worker) => {
       while (performance.now() < endMs) {
         const t0 = performance.now();
         try {
-          await system.put(`bench/${worker}/${n++ % 100}`, value);
-          latenciesMs.push(performance.now() - t0);
+          await system.put(`bench/${worker}/${acc.nextPut[worker]!++ % 100}`, value);
+          acc.latenciesMs.push(performance.now() - t0);
         } catch {
-          errors += 1;
+          acc.errors += 1;
         }
       }
     }),
   );
-  const elapsedS = (performance.now() - startMs) / 1000;
-  latenciesMs.sort((a, b) => a - b);
-  return { ops: latenciesMs.length, opsPerS: latenciesMs.length / elapsedS, p50Ms: percentile(latenciesMs, 50), p99Ms: percentile(latenciesMs, 99), errors };
+  acc.elapsedS += (performance.now() - startMs) / 1000;
+  acc.memberCpuMs += processesCpuMs(pids) - memberCpuBefore;
+  acc.clientCpuMs += harnessCpuMs() - clientCpuBefore;
+}
+
+/**
+ * One load phase for every system: turns of `sliceS` each, alternating between the systems (and
+ * which goes first), until each has run `durationS`.
+ */
+async function runLoadPhase(systems: readonly System[], inflight: number, durationS: number, sliceS: number, valueBytes: number): Promise<LoadResult[]> {
+  const value = new Uint8Array(valueBytes).fill(0x61);
+  const accs = systems.map(() => new LoadAccumulator(inflight));
+  const slices = Math.max(1, Math.ceil(durationS / sliceS));
+  for (let slice = 0; slice < slices; slice++) {
+    const sliceLengthS = Math.min(sliceS, durationS - slice * sliceS);
+    const order = systems.map((_, i) => i);
+    if (slice % 2 === 1) order.reverse();
+    for (const i of order) await runLoadSlice(systems[i]!, accs[i]!, sliceLengthS, value);
+  }
+  return accs.map((acc) => acc.result());
 }
 
 async function waitForLeader(system: System, timeoutMs = 30_000): Promise<{ index: number; term: number }> {
@@ -190,22 +282,30 @@ async function measureSteady(system: System, seconds: number, valueBytes: number
   return { seconds, ops, leaderChanges, termBefore: before.term, termAfter: after.term };
 }
 
-async function benchmark(system: System, flags: Flags): Promise<SystemResult> {
-  await waitForLeader(system);
-  const log = (text: string) => process.stderr.write(`[${system.name}] ${text}\n`);
-  await runLoad(system, 4, 1, flags.valueBytes); // warm-up: connections, JIT
-  const sequential = await runLoad(system, 1, flags.durationS, flags.valueBytes);
-  log(`sequential ${sequential.opsPerS.toFixed(0)} ops/s p50 ${sequential.p50Ms.toFixed(2)} ms`);
-  const concurrent = await runLoad(system, flags.inflight, flags.durationS, flags.valueBytes);
-  log(`${flags.inflight} in flight ${concurrent.opsPerS.toFixed(0)} ops/s p50 ${concurrent.p50Ms.toFixed(2)} ms`);
-  const failoverMs: number[] = [];
-  for (let i = 0; i < flags.failovers; i++) {
-    failoverMs.push(await measureFailover(system, flags.valueBytes));
-    log(`failover ${i + 1}: ${failoverMs.at(-1)!.toFixed(0)} ms`);
+async function benchmark(systems: readonly System[], flags: Flags): Promise<SystemResult[]> {
+  const log = (system: System, text: string) => process.stderr.write(`[${system.name}] ${text}\n`);
+  for (const system of systems) {
+    await waitForLeader(system);
+    await runLoadPhase([system], 4, 1, 1, flags.valueBytes); // warm-up: connections, JIT
   }
-  const steady = await measureSteady(system, flags.steadyS, flags.valueBytes);
-  log(`steady ${steady.seconds} s: ${steady.ops} puts, leader changes ${steady.leaderChanges}`);
-  return { sequential, concurrent, failoverMs, steady };
+  const sequential = await runLoadPhase(systems, 1, flags.durationS, flags.sliceS, flags.valueBytes);
+  systems.forEach((system, i) => log(system, `sequential ${sequential[i]!.opsPerS.toFixed(0)} ops/s p50 ${sequential[i]!.p50Ms.toFixed(2)} ms`));
+  const concurrent = await runLoadPhase(systems, flags.inflight, flags.durationS, flags.sliceS, flags.valueBytes);
+  systems.forEach((system, i) => log(system, `${flags.inflight} in flight ${concurrent[i]!.opsPerS.toFixed(0)} ops/s p50 ${concurrent[i]!.p50Ms.toFixed(2)} ms`));
+  const failoverMs: number[][] = systems.map(() => []);
+  for (let round = 0; round < flags.failovers; round++) {
+    for (const [i, system] of systems.entries()) {
+      failoverMs[i]!.push(await measureFailover(system, flags.valueBytes));
+      log(system, `failover ${round + 1}: ${failoverMs[i]!.at(-1)!.toFixed(0)} ms`);
+    }
+  }
+  const results: SystemResult[] = [];
+  for (const [i, system] of systems.entries()) {
+    const steady = await measureSteady(system, flags.steadyS, flags.valueBytes);
+    log(system, `steady ${steady.seconds} s: ${steady.ops} puts, leader changes ${steady.leaderChanges}`);
+    results.push({ sequential: sequential[i]!, concurrent: concurrent[i]!, failoverMs: failoverMs[i]!, steady });
+  }
+  return results;
 }
 
 // ---- raft-kv ---------------------------------------------------------------------------------
@@ -218,7 +318,7 @@ async function startRaftKv(rootDir: string, flags: Flags): Promise<System> {
     electionTicks: Math.round(electionTimeoutMs / flags.raftTickMs),
   });
   await cluster.startAll();
-  const client = new RaftKvClient(cluster.members, { requestTimeoutMs: 5_000 });
+  const client = new RaftKvClient(cluster.members, { requestTimeoutMs: 5_000, putPath: flags.raftPutPath });
   const statusClient = new RaftKvClient(cluster.members, { requestTimeoutMs: 300 });
   return {
     name: "raft-kv",
@@ -236,7 +336,7 @@ async function startRaftKv(rootDir: string, flags: Flags): Promise<System> {
     putVia: async (members, key, value) => {
       const survivors = new RaftKvClient(
         members.map((i) => cluster.members[i]!),
-        { requestTimeoutMs: failoverPutTimeoutMs, redirectsMax: 3 },
+        { requestTimeoutMs: failoverPutTimeoutMs, redirectsMax: 3, putPath: flags.raftPutPath },
       );
       try {
         await survivors.put(key, value);
@@ -244,6 +344,7 @@ async function startRaftKv(rootDir: string, flags: Flags): Promise<System> {
         survivors.close();
       }
     },
+    pids: () => cluster.pids(),
     stop: async () => {
       client.close();
       statusClient.close();
@@ -327,6 +428,7 @@ async function startEtcd(rootDir: string, _flags: Flags): Promise<System> {
         survivors.close();
       }
     },
+    pids: () => [...processes.values()].flatMap((child) => (child.pid === undefined ? [] : [child.pid])),
     stop: async () => {
       client.close();
       for (const c of statusClients) c.close();
@@ -348,12 +450,16 @@ function formatTable(results: Partial<Record<"etcd" | "raft-kv", SystemResult>>,
     [`${flags.inflight} in flight puts/s`, (r) => r.concurrent.opsPerS, "%.0f", "higher"],
     [`${flags.inflight} in flight p50 ms`, (r) => r.concurrent.p50Ms, "%.2f", "lower"],
     [`${flags.inflight} in flight p99 ms`, (r) => r.concurrent.p99Ms, "%.2f", "lower"],
+    ["sequential member CPU ms per put", (r) => r.sequential.memberCpuMsPerPut, "%.3f", "lower"],
+    [`${flags.inflight} in flight member CPU ms per put`, (r) => r.concurrent.memberCpuMsPerPut, "%.3f", "lower"],
+    [`${flags.inflight} in flight client CPU ms per put`, (r) => r.concurrent.clientCpuMsPerPut, "%.3f", "lower"],
     ["failover median ms", (r) => median(r.failoverMs), "%.0f", "lower"],
     ["failover min ms", (r) => Math.min(...r.failoverMs), "%.0f", "lower"],
     ["failover max ms", (r) => Math.max(...r.failoverMs), "%.0f", "lower"],
     [`leader changes in ${flags.steadyS} s steady load`, (r) => r.steady.leaderChanges, "%.0f", "lower"],
   ];
-  const format = (value: number | undefined, spec: string) => (value === undefined || Number.isNaN(value) ? "-" : value.toFixed(spec === "%.2f" ? 2 : 0));
+  const decimals: Record<string, number> = { "%.0f": 0, "%.2f": 2, "%.3f": 3 };
+  const format = (value: number | undefined, spec: string) => (value === undefined || Number.isNaN(value) ? "-" : value.toFixed(decimals[spec] ?? 0));
   const lines = ["| metric | etcd 3.4 | raft-kv | raft-kv / etcd |", "|---|---:|---:|---:|"];
   for (const [label, pick, spec] of rows) {
     const e = etcd ? pick(etcd) : undefined;
@@ -366,28 +472,31 @@ function formatTable(results: Partial<Record<"etcd" | "raft-kv", SystemResult>>,
 
 async function main(): Promise<void> {
   const flags = readFlags(process.argv.slice(2));
-  const results: Partial<Record<"etcd" | "raft-kv", SystemResult>> = {};
-  const starters: [("etcd" | "raft"), string, (dir: string, flags: Flags) => Promise<System>][] = [
+  const starters: ["etcd" | "raft", "etcd" | "raft-kv", (dir: string, flags: Flags) => Promise<System>][] = [
     ["etcd", "etcd", startEtcd],
     ["raft", "raft-kv", startRaftKv],
   ];
-  for (const [key, name, startSystem] of starters) {
-    if (flags.only && flags.only !== key) continue;
-    const dir = mkdtempSync(join(tmpdir(), `bench-${name}-`));
-    let system: System | null = null;
-    const cleanup = async () => {
-      await system?.stop();
-      rmSync(dir, { recursive: true, force: true });
-    };
-    const onSignal = () => void cleanup().finally(() => process.exit(130));
-    process.once("SIGINT", onSignal);
-    try {
-      system = await startSystem(dir, flags);
-      results[name as "etcd" | "raft-kv"] = await benchmark(system, flags);
-    } finally {
-      process.off("SIGINT", onSignal);
-      await cleanup();
+  const chosen = starters.filter(([key]) => !flags.only || flags.only === key);
+  const dirs: string[] = [];
+  const systems: System[] = [];
+  const cleanup = async () => {
+    for (const system of systems) await system.stop();
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  };
+  const onSignal = () => void cleanup().finally(() => process.exit(130));
+  process.once("SIGINT", onSignal);
+  const results: Partial<Record<"etcd" | "raft-kv", SystemResult>> = {};
+  try {
+    for (const [, name, startSystem] of chosen) {
+      const dir = mkdtempSync(join(tmpdir(), `bench-${name}-`));
+      dirs.push(dir);
+      systems.push(await startSystem(dir, flags));
     }
+    const measured = await benchmark(systems, flags);
+    chosen.forEach(([, name], i) => (results[name] = measured[i]));
+  } finally {
+    process.off("SIGINT", onSignal);
+    await cleanup();
   }
   console.log(formatTable(results, flags));
   console.log(`RESULT ${JSON.stringify({ flags, results })}`);
