@@ -39,6 +39,13 @@ export type Ejection = Static<typeof EjectionSchema>;
 export const LeaveResponseSchema = Type.Object({ nodeId: Type.String(), clusterId: Type.String() });
 export type LeaveResponse = Static<typeof LeaveResponseSchema>;
 
+export const RecoveryResultSchema = Type.Object({
+  clusterId: Type.String(),
+  nodeId: Type.String(),
+  ejected: Type.Array(Type.String()),
+  memberCount: Type.Integer({ minimum: 1 }),
+});
+
 /** Statuses a join token is listed with: the stored ones, and EXPIRED for an ACTIVE one past its expiry. */
 export const JOIN_TOKEN_STATUSES = ["ACTIVE", "USED", "REVOKED", "INVALIDATED", "EXPIRED"] as const;
 

@@ -43,7 +43,11 @@ import type { ClusterMaterial, ClusterStateMachine, JoinTokenRecord, LeaseRecord
 import { RaftHostError } from "./host-errors.js";
 import { hashJoinToken, newJoinTokenId, newSeedSecret, signJoinToken } from "./join-token.js";
 import { certificateFingerprintSha256 } from "./ca.js";
+import type { GatewayService } from "../gateway/daemon-gateway.js";
+import { clusterMembershipService } from "./cluster-grpc-service.js";
+import type { MemberClients } from "./member-clients.js";
 import type { RaftMember, RaftTuning } from "./raft-member.js";
+import { probeMembers, rewriteLogAsSoleMember } from "./recovery.js";
 import type { PendingBootstrap } from "./cluster-identity.js";
 
 /** Membership change a controller asks the leader for. */
@@ -84,6 +88,10 @@ export interface ClusterServiceOptions {
   readonly identityStore: ClusterIdentityStore;
   readonly machine: ClusterStateMachine;
   readonly member: RaftMember;
+  /** Starts the Raft member again on `port` from what its log holds (after a recovery rewrote it). */
+  readonly restartMember: (port: number) => Promise<RaftMember>;
+  /** Clients of the other members' gRPC ports (forwarding, probes, relayed joins). */
+  readonly clients: MemberClients;
   readonly documents: ClusterDocuments;
   readonly audit: AuditRecorder;
   readonly clock: Clock;
@@ -106,6 +114,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 /** See the module comment. */
 export class ClusterService {
   private readonly log: Logger;
+  private member: RaftMember;
   private readonly addresses: AdvertisedAddresses;
   private leaderLink: LeaderLink | null = null;
   private readonly heldLeases = new Map<string, number>();
@@ -115,12 +124,14 @@ export class ClusterService {
   private identity: MemberIdentity;
   private gatewayCaSynced = false;
   private wasMember = false;
+  private recovering = false;
   private left = false;
   private stopped = false;
   private readonly unsubscribe: () => void;
 
   constructor(private readonly options: ClusterServiceOptions) {
     this.log = options.logger;
+    this.member = options.member;
     this.identity = options.identity;
     this.pendingBootstrap = options.pendingBootstrap;
     this.addresses = { raftAddr: `${options.advertisedHost}:${options.member.port}`, restAddr: "", grpcAddr: "" };
@@ -147,7 +158,13 @@ export class ClusterService {
 
   /** The Raft leader as this controller knows it. */
   leaderId(): string | null {
-    return this.options.member.host.leaderId();
+    return this.member.host.leaderId();
+  }
+
+  /** The `ClusterMembership` gRPC service of this controller, for the gateway's server. */
+  grpcService(): GatewayService {
+    const { clients, audit, clock, tuning } = this.options;
+    return clusterMembershipService({ cluster: this, clients, audit, clock, logger: this.log, relayTimeoutMs: 3 * tuning.commitTimeoutMs });
   }
 
   /** Sets the link to the leader used by writes on a controller that does not lead. */
@@ -194,8 +211,9 @@ export class ClusterService {
     this.stopped = true;
     this.unsubscribe();
     if (this.upkeepTimer) clearInterval(this.upkeepTimer);
-    while (this.upkeepRunning) await sleep(10);
-    await this.options.member.stop();
+    while (this.upkeepRunning || this.recovering) await sleep(10);
+    await this.member.stop();
+    this.options.clients.close();
   }
 
   // ---- reads ----
@@ -319,12 +337,12 @@ export class ClusterService {
    */
   async leave(by: string): Promise<LeaveResponse> {
     this.requireMeta();
-    const config = this.options.member.confState();
+    const config = this.member.confState();
     const otherVoters = config.voters.filter((id) => id !== this.nodeId);
     if (otherVoters.length === 0) {
       throw conflict("This controller is the only voting member; a cluster cannot lose its last member", "LAST_MEMBER");
     }
-    const host = this.options.member.host;
+    const host = this.member.host;
     if (host.isLeader()) {
       const transferee = this.mostCaughtUpVoter(otherVoters);
       this.log.info(`Leaving the cluster: handing leadership to ${transferee}`);
@@ -387,7 +405,7 @@ export class ClusterService {
   /** Proposes `command` on this controller, which must lead: the leader's clock stamps it. */
   async proposeAsLeader(command: UnstampedCommand): Promise<AppliedCommand> {
     const stamped = { ...command, atMs: this.options.clock.nowMs() } as ClusterCommand;
-    return (await this.options.member.host.propose(encodeCommand(stamped))) as AppliedCommand;
+    return (await this.member.host.propose(encodeCommand(stamped))) as AppliedCommand;
   }
 
   /** Commits a membership change through the leader. */
@@ -402,7 +420,7 @@ export class ClusterService {
   /** Proposes a membership change on this controller, which must lead. */
   async changeMembershipAsLeader(request: MembershipRequest): Promise<void> {
     const context = { ...request.context, atMs: this.options.clock.nowMs() } as MembershipContext;
-    await this.options.member.host.proposeConfChange({ changes: request.changes, context: encodeMembershipContext(context) });
+    await this.member.host.proposeConfChange({ changes: request.changes, context: encodeMembershipContext(context) });
   }
 
   /** Issues a certificate for a member with the cluster CA (the Raft-held material). */
@@ -412,18 +430,114 @@ export class ClusterService {
     return issueNodeCertificate({ certPem: material.caCertPem, keyPem: material.caKeyPem }, { nodeId, hosts, clock: this.options.clock });
   }
 
+  /** Applies `command` on this controller, which must lead (a write relayed by another member); 409 NOT_LEADER otherwise. */
+  async commitOnLeader(command: UnstampedCommand): Promise<AppliedCommand> {
+    return this.onLeader(this.options.tuning.commitTimeoutMs, () => this.proposeAsLeader(command), null);
+  }
+
+  /** Commits a membership change on this controller, which must lead; 409 NOT_LEADER otherwise. */
+  async changeMembershipOnLeader(request: MembershipRequest): Promise<void> {
+    await this.onLeader(this.options.tuning.commitTimeoutMs, () => this.changeMembershipAsLeader(request), null);
+  }
+
+  isLeader(): boolean {
+    return this.member.host.isLeader();
+  }
+
+  /** This controller's Raft role and applied index. */
+  raftStatus(): { role: string; applied: number } {
+    return { role: this.member.host.status().softState.role, applied: this.member.host.applied() };
+  }
+
+  /** The applied Raft configuration (voters and learners). */
+  configuration(): { voters: readonly string[]; learners: readonly string[] } {
+    const config = this.member.confState();
+    return { voters: config.voters, learners: config.learners };
+  }
+
+  /** True when `nodeId` is a voter, a learner or has a member record. */
+  isMemberId(nodeId: string): boolean {
+    const config = this.member.confState();
+    return config.voters.includes(nodeId) || config.learners.includes(nodeId) || this.options.machine.member(nodeId) !== undefined;
+  }
+
+  /** The member records as applied here. */
+  memberRecords(): readonly MemberRecord[] {
+    return this.options.machine.members();
+  }
+
+  /** Where a member's controller gRPC port is, or null when not known. */
+  grpcAddressOf(nodeId: string): string | null {
+    return this.options.machine.member(nodeId)?.grpcAddr || null;
+  }
+
+  joinTokenRecord(jti: string): JoinTokenRecord | undefined {
+    return this.options.machine.tokens().find((t) => t.jti === jti);
+  }
+
+  seed(): SeedState | null {
+    return this.options.machine.seed();
+  }
+
+  /**
+   * Recovery after the quorum is lost: this controller becomes the only member, the named members
+   * are removed. Every other member must be named, and none of them may answer (on its gRPC or its
+   * Raft port). The log is rewritten as a snapshot of the applied state with this controller as
+   * the only voter; entries not applied here are dropped.
+   */
+  async recover(eject: readonly string[], reason: string, by: string, probeTimeoutMs: number): Promise<{ clusterId: string; nodeId: string; ejected: string[]; memberCount: number }> {
+    this.requireMeta();
+    const machine = this.options.machine;
+    const named = [...new Set(eject)];
+    for (const nodeId of named) {
+      if (nodeId === this.nodeId) throw conflict("A controller cannot eject itself", "CANNOT_EJECT_SELF");
+      if (!this.isMemberId(nodeId)) throw notFound(`Member not found: ${nodeId}`, "MEMBER_NOT_FOUND");
+    }
+    const others = machine.members().map((m) => m.nodeId).filter((id) => id !== this.nodeId);
+    const unnamed = others.filter((id) => !named.includes(id));
+    if (unnamed.length > 0) {
+      throw conflict(`Recovery leaves this controller as the only member: name every other member too (${unnamed.join(", ")}); survivors rejoin with join tokens`, "RECOVERY_INCOMPLETE");
+    }
+    if (this.recovering) throw conflict("A recovery is already running", "RECOVERY_RUNNING");
+    this.recovering = true;
+    try {
+      const reachable = await probeMembers(
+        named.map((nodeId) => machine.member(nodeId) ?? { nodeId, raftAddr: "", grpcAddr: "" }),
+        this.options.clients,
+        probeTimeoutMs,
+      );
+      if (reachable.length > 0) {
+        throw conflict(`These members still answer; eject them with DELETE /api/v1/cluster/members/{nodeId} instead: ${reachable.join(", ")}`, "MEMBERS_REACHABLE");
+      }
+      const host = this.member.host;
+      const waitStarted = performance.now();
+      while (host.applied() < host.status().hardState.commit && performance.now() - waitStarted < this.options.tuning.commitTimeoutMs) await sleep(10);
+      const applied = host.applied();
+      const data = machine.snapshotAsSoleMember(this.nodeId, named, { reason, by, atMs: this.options.clock.nowMs() });
+      const port = this.member.port;
+      this.log.warn(`Recovering cluster ${this.clusterId} as its only member; ejecting ${named.join(", ")}${reason ? `: ${reason}` : ""}`);
+      await this.member.stop();
+      await rewriteLogAsSoleMember(this.options.identityStore.logDir, this.nodeId, applied, data);
+      this.member = await this.options.restartMember(port);
+      this.member.host.campaign();
+      return { clusterId: this.clusterId, nodeId: this.nodeId, ejected: named, memberCount: machine.members().length };
+    } finally {
+      this.recovering = false;
+    }
+  }
+
   // ---- internals ----
 
   /**
    * Runs `asLeader` when this controller leads, else `viaLink` towards the leader; retries while
    * nothing was applied (no leader yet, a refused or dropped proposal) until `timeoutMs` passed.
    */
-  private async onLeader<T>(timeoutMs: number, asLeader: () => Promise<T>, viaLink: (leaderId: string, link: LeaderLink) => Promise<T>): Promise<T> {
+  private async onLeader<T>(timeoutMs: number, asLeader: () => Promise<T>, viaLink: ((leaderId: string, link: LeaderLink) => Promise<T>) | null): Promise<T> {
     const started = performance.now();
     let lastProblem = "no leader is known";
     for (;;) {
       if (this.stopped || this.left) throw raftUnavailable(this.left ? "this controller left the cluster" : "this controller is stopping");
-      const host = this.options.member.host;
+      const host = this.member.host;
       const leaderId = host.leaderId();
       if (host.isLeader()) {
         try {
@@ -433,8 +547,16 @@ export class ClusterService {
           if (!err.outcomeKnown) throw raftUnavailable(err.message);
           lastProblem = err.message;
         }
+      } else if (viaLink === null) {
+        throw conflict(`This controller does not lead; the leader is ${leaderId ?? "not known"}`, "NOT_LEADER");
       } else if (leaderId !== null && this.leaderLink) {
-        return viaLink(leaderId, this.leaderLink);
+        try {
+          return await viaLink(leaderId, this.leaderLink);
+        } catch (err) {
+          if (!(err instanceof RaftHostError)) throw err;
+          if (!err.outcomeKnown) throw raftUnavailable(err.message);
+          lastProblem = err.message;
+        }
       } else if (leaderId !== null) {
         lastProblem = `the leader is ${leaderId}, which this controller cannot reach`;
       }
@@ -446,7 +568,7 @@ export class ClusterService {
   /** Waits (bounded) until this controller applied `index`, so a read after a write sees it. */
   private async waitApplied(index: number): Promise<void> {
     const started = performance.now();
-    const host = this.options.member.host;
+    const host = this.member.host;
     while (host.applied() < index && !this.stopped && performance.now() - started < this.options.tuning.commitTimeoutMs) {
       await sleep(this.options.tuning.tickIntervalMs / 4);
     }
@@ -459,7 +581,7 @@ export class ClusterService {
   }
 
   private mostCaughtUpVoter(voters: readonly string[]): string {
-    const progress = this.options.member.host.status().progress ?? {};
+    const progress = this.member.host.status().progress ?? {};
     return [...voters].sort((a, b) => (progress[b]?.match ?? 0) - (progress[a]?.match ?? 0))[0]!;
   }
 
@@ -470,10 +592,10 @@ export class ClusterService {
 
   /** Wait for the local log to be applied, then campaign when this controller is the only voter. */
   private async campaignIfSoleVoter(waitMs: number): Promise<void> {
-    const host = this.options.member.host;
+    const host = this.member.host;
     const started = performance.now();
     while (host.applied() < host.status().hardState.commit && performance.now() - started < waitMs) await sleep(5);
-    const voters = this.options.member.confState().voters;
+    const voters = this.member.confState().voters;
     if (voters.length === 1 && voters[0] === this.nodeId && !host.isLeader()) host.campaign();
   }
 
@@ -501,12 +623,13 @@ export class ClusterService {
 
   /** Background upkeep: the pending stamp, the gateway's CA document and this member's record. */
   private async upkeep(): Promise<void> {
-    if (this.upkeepRunning || this.stopped || this.left) return;
+    if (this.upkeepRunning || this.stopped || this.left || this.recovering) return;
     this.upkeepRunning = true;
     try {
       await this.stampPendingBootstrap();
       await this.syncGatewayCa();
       await this.updateOwnRecord();
+      await this.promoteCaughtUpLearners();
     } catch (err) {
       this.log.debug("Cluster upkeep did not finish; it runs again shortly", err);
     } finally {
@@ -518,7 +641,7 @@ export class ClusterService {
     const pending = this.pendingBootstrap;
     if (!pending) return;
     if (!this.isReady()) {
-      if (!this.options.member.host.isLeader()) return;
+      if (!this.member.host.isLeader()) return;
       const result = await this.proposeAsLeader({
         op: "cluster.stamp",
         clusterId: pending.clusterId,
@@ -540,6 +663,20 @@ export class ClusterService {
     const outcome = await this.options.documents.syncGatewayCa({ certPem: material.caCertPem, keyPem: material.caKeyPem }, this.options.clock.nowMs());
     if (outcome === "replaced") this.log.warn("The cluster_ca document held another CA; it now holds the Raft-held cluster CA");
     this.gatewayCaSynced = true;
+  }
+
+  /** On the leader: a learner whose log has caught up with the commit index becomes a voter. */
+  private async promoteCaughtUpLearners(): Promise<void> {
+    const host = this.member.host;
+    if (!host.isLeader()) return;
+    const status = host.status();
+    for (const learner of status.config.learners) {
+      const progress = status.progress?.[learner];
+      if (!progress || progress.match < status.hardState.commit) continue;
+      await this.changeMembershipAsLeader({ changes: [{ type: ConfChangeType.AddVoter, nodeId: learner }], context: { kind: "promote" } });
+      this.log.info(`Member ${learner} caught up and became a voter`);
+      return; // one membership change at a time
+    }
   }
 
   private async updateOwnRecord(): Promise<void> {

@@ -230,6 +230,17 @@ export class ClusterStateMachine implements StateMachine {
     this.notify();
   }
 
+  /**
+   * The snapshot of a recovery: this state with `selfId` as the only member (a voter) and the
+   * `ejected` members remembered as removed by recovery. The current state is not changed.
+   */
+  snapshotAsSoleMember(selfId: string, ejected: readonly string[], removal: { reason: string; by: string; atMs: number }): Uint8Array {
+    const self = this.member(selfId) ?? blankMember(selfId);
+    const removed = ejected.map((nodeId) => ({ nodeId, kind: "recover" as const, reason: removal.reason, by: removal.by, removedAtMs: removal.atMs }));
+    const state: ClusterStateData = { ...this.state, members: [{ ...self, role: "voter" }], removed: [...this.state.removed, ...removed].slice(-removedMembersMax) };
+    return textEncoder.encode(JSON.stringify({ format: snapshotFormatVersion, state }));
+  }
+
   snapshot(): Uint8Array {
     return textEncoder.encode(JSON.stringify({ format: snapshotFormatVersion, state: this.state }));
   }

@@ -1,21 +1,30 @@
 /**
  * Builds this controller's cluster service (the composition root calls {@link startClusterService}).
  *
- * - First start (no identity in `raft.dataDir`, no join token file, the database not claimed by a
+ * - Join: a pending join token file (`<data.dir>/cluster-join.token`) and no membership yet: the
+ *   controller joins through the token's join addresses (and `raft.joinAddrs`), receives its
+ *   certificate and the cluster material, becomes a learner, waits until the leader promoted it to
+ *   voter, then writes the cluster id into controller.yml and deletes the token file. Any failure
+ *   leaves the file; a restart continues or retries the join.
+ * - First start (no identity in `raft.dataDir`, no token file, the database not claimed by a
  *   cluster): a fresh single-member cluster with a new cluster id, a seed secret and the cluster
  *   CA — the CA already in the `cluster_ca` document when there is one (daemons that joined before
  *   keep their certificates), a new one otherwise.
  * - Restart: the identity and the Raft log in `raft.dataDir`.
  * - Refusals (a {@link ClusterStartupError}, the controller does not start): `cluster.id` differs
- *   from the cluster this controller belongs to, or is set while this controller belongs to none;
+ *   from the cluster this controller belongs to (or joins), or is set while it belongs to none;
  *   the database belongs to another cluster; this controller left its cluster.
  */
 import { randomUUID } from "node:crypto";
-import { isIP } from "node:net";
-import { resolve } from "node:path";
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { createServer, isIP } from "node:net";
+import { hostname } from "node:os";
+import { join, resolve } from "node:path";
+import { performance } from "node:perf_hooks";
 import type { AuditRecorder } from "../audit/types.js";
+import { resolveConfigPath } from "../config/load.js";
 import type { ControllerConfig } from "../config/schema.js";
-import type { LogService } from "../logs/types.js";
+import type { LogService, Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
 import type { DocumentStore } from "../store/ports.js";
 import { createClusterCa, issueNodeCertificate } from "./ca.js";
@@ -24,11 +33,20 @@ import { ClusterStartupError } from "./cluster-errors.js";
 import { ClusterIdentityStore, type MemberIdentity, type NodeTls, type PendingBootstrap } from "./cluster-identity.js";
 import { ClusterService } from "./cluster-service.js";
 import { ClusterStateMachine } from "./cluster-state-machine.js";
-import { newSeedSecret } from "./join-token.js";
+import { writeClusterIdToConfig } from "./controller-yml.js";
+import { requestJoin } from "./join-client.js";
+import { newSeedSecret, readJoinTokenClaims } from "./join-token.js";
+import { GrpcLeaderLink, MemberClients } from "./member-clients.js";
 import { RaftMember, raftTuningDefaults, type RaftTuning } from "./raft-member.js";
 
 /** How long startup waits for the cluster meta and the CA document before going on without them. */
 export const clusterStartupWaitMs = 15_000;
+/** The pending join token file, in `data.dir`. */
+export const JOIN_TOKEN_FILE_NAME = "cluster-join.token";
+/** How long a joining controller waits to be promoted from learner to voter. */
+export const joinPromotionWaitMs = 60_000;
+/** Bound of one join call to one join address. */
+export const joinCallTimeoutMs = 15_000;
 
 export interface StartClusterServiceOptions {
   readonly config: ControllerConfig;
@@ -38,7 +56,30 @@ export interface StartClusterServiceOptions {
   readonly logs: LogService;
   /** Called once this controller is no longer a member; the composition root stops the controller. */
   readonly onLeft: () => void;
+  /** Where CLOUD_CONFIG is read, to find controller.yml after a join (with `--config`). */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** controller.yml, written after a join; by default `--config` or CLOUD_CONFIG, null for none. */
+  readonly configPath?: string | null;
   readonly tuning?: Partial<RaftTuning>;
+}
+
+/** Path of the pending join token file for `config`. */
+export function joinTokenFilePath(config: ControllerConfig): string {
+  return join(resolve(config.data.dir), JOIN_TOKEN_FILE_NAME);
+}
+
+interface MemberSetup {
+  log: Logger;
+  tuning: RaftTuning;
+  identityStore: ClusterIdentityStore;
+  documents: ClusterDocuments;
+  nodeId: string;
+  identity: MemberIdentity;
+  tls: NodeTls;
+  pending: PendingBootstrap | null;
+  raftPort: number;
+  initialRaftPeers: Record<string, string>;
+  initialGrpcPeers: Record<string, string>;
 }
 
 /** See the module comment. */
@@ -51,15 +92,72 @@ export async function startClusterService(options: StartClusterServiceOptions): 
   const pinned = config.cluster.id;
   const nodeId = identityStore.ensureNodeId();
   const storeClusterId = await documents.clusterIdOfStore();
+  const tokenPath = joinTokenFilePath(config);
+  const token = existsSync(tokenPath) ? readFileSync(tokenPath, "utf8").trim() : null;
   let identity = identityStore.readIdentity();
   let pending = identityStore.readPendingBootstrap();
   let tls: NodeTls;
+  let raftPort = config.raft.port;
+  const initialRaftPeers: Record<string, string> = {};
+  const initialGrpcPeers: Record<string, string> = {};
 
   if (identity?.state === "left") {
     throw new ClusterStartupError(
       `This controller left cluster ${identity.clusterId}. To start it again, delete ${identityStore.dir} and either join a cluster with a join token or start a new cluster.`,
     );
   }
+
+  if (token !== null) {
+    const claims = readJoinTokenClaims(token);
+    if (!claims) throw new ClusterStartupError(`${tokenPath} does not hold a cluster join token`);
+    if (identity && identity.clusterId !== claims.cid) {
+      throw new ClusterStartupError(
+        `This controller is a member of cluster ${identity.clusterId} but ${tokenPath} holds a join token of cluster ${claims.cid}; delete the token file, or delete ${identityStore.dir} to join the other cluster`,
+      );
+    }
+    if (pinned !== undefined && pinned !== claims.cid) {
+      throw new ClusterStartupError(`cluster.id is ${pinned} but the join token in ${tokenPath} is for cluster ${claims.cid}`);
+    }
+    if (storeClusterId !== null && storeClusterId !== claims.cid) {
+      throw new ClusterStartupError(`The database belongs to cluster ${storeClusterId} but the join token in ${tokenPath} is for cluster ${claims.cid}`);
+    }
+    if (!identity) {
+      if (identityStore.hasRaftLog()) {
+        throw new ClusterStartupError(`${identityStore.logDir} holds a Raft log of an earlier membership; delete ${identityStore.dir} to join`);
+      }
+      if (raftPort === 0) raftPort = await freePort();
+      const host = config.raft.host;
+      const addresses = [...new Set([...claims.addrs, ...config.raft.joinAddrs])];
+      log.info(`Joining cluster ${claims.cid} through ${addresses.join(", ")}`);
+      const { response, address } = await requestJoin(
+        addresses,
+        {
+          token,
+          node_id: nodeId,
+          label: hostname(),
+          raft_addr: `${host}:${raftPort}`,
+          rest_addr: config.http.port !== 0 ? `${host}:${config.http.port}` : "",
+          grpc_addr: config.grpc.port !== 0 ? `${host}:${config.grpc.port}` : "",
+          hosts: advertisedHosts(host),
+        },
+        claims,
+        joinCallTimeoutMs,
+        log,
+      );
+      log.info(`Join granted by ${address}: member ${nodeId} of cluster ${response.cluster_id}, learner first`);
+      tls = { caPem: response.ca_certificate_pem, certPem: response.certificate_pem, keyPem: response.private_key_pem };
+      identityStore.writeTls(tls);
+      identity = { clusterId: response.cluster_id, nodeId, state: "joining" };
+      identityStore.writeIdentity(identity);
+      await claimStore(documents, response.cluster_id, clock.nowMs());
+      await documents.syncGatewayCa({ certPem: response.ca_certificate_pem, keyPem: response.ca_private_key_pem }, clock.nowMs());
+      for (const peer of response.members) {
+        if (peer.raft_addr) initialRaftPeers[peer.node_id] = peer.raft_addr;
+        if (peer.grpc_addr) initialGrpcPeers[peer.node_id] = peer.grpc_addr;
+      }
+    }
+  }
+
   if (identity) {
     if (pinned !== undefined && pinned !== identity.clusterId) {
       throw new ClusterStartupError(`cluster.id is ${pinned} but this controller is a member of cluster ${identity.clusterId} (${identityStore.dir}); fix cluster.id in controller.yml`);
@@ -78,11 +176,11 @@ export async function startClusterService(options: StartClusterServiceOptions): 
     if (!pending) {
       if (pinned !== undefined) {
         throw new ClusterStartupError(
-          `cluster.id is ${pinned} but this controller holds no cluster state in ${identityStore.dir}; to join that cluster place a join token file, to create a new cluster remove cluster.id`,
+          `cluster.id is ${pinned} but this controller holds no cluster state in ${identityStore.dir}; to join that cluster place a join token in ${tokenPath}, to create a new cluster remove cluster.id`,
         );
       }
       if (storeClusterId !== null) {
-        throw new ClusterStartupError(`The database already belongs to cluster ${storeClusterId}; join it with a join token instead of creating a new cluster`);
+        throw new ClusterStartupError(`The database already belongs to cluster ${storeClusterId}; join it with a join token (${tokenPath}) instead of creating a new cluster`);
       }
       const ca = (await documents.readGatewayCa()) ?? createClusterCa({ clock });
       pending = { clusterId: randomUUID(), ca, seedSecret: newSeedSecret() };
@@ -99,51 +197,63 @@ export async function startClusterService(options: StartClusterServiceOptions): 
     identityStore.writeIdentity(identity);
   }
 
-  return runMember(options, { log, tuning, identityStore, documents, nodeId, identity, tls, pending });
-}
-
-interface MemberSetup {
-  log: ReturnType<LogService["logger"]>;
-  tuning: RaftTuning;
-  identityStore: ClusterIdentityStore;
-  documents: ClusterDocuments;
-  nodeId: string;
-  identity: MemberIdentity;
-  tls: NodeTls;
-  pending: PendingBootstrap | null;
+  const service = await runMember(options, {
+    log,
+    tuning,
+    identityStore,
+    documents,
+    nodeId,
+    identity,
+    tls,
+    pending: identity.state === "member" ? pending : null,
+    raftPort,
+    initialRaftPeers,
+    initialGrpcPeers,
+  });
+  if (token !== null || identity.state === "joining") {
+    await completeJoin(options, service, identityStore, identity, token !== null ? tokenPath : null, log);
+  }
+  return service;
 }
 
 async function runMember(options: StartClusterServiceOptions, setup: MemberSetup): Promise<ClusterService> {
   const { config, clock } = options;
   const { log, identity, nodeId } = setup;
   const machine = new ClusterStateMachine();
-  const member = await RaftMember.start({
-    nodeId,
-    clusterId: identity.clusterId,
-    logDir: setup.identityStore.logDir,
-    tls: setup.tls,
-    port: config.raft.port,
-    machine,
-    bootstrapVoters: setup.pending ? [nodeId] : undefined,
-    tuning: setup.tuning,
-    logger: log,
-  });
+  const startMember = (port: number, bootstrap: boolean) =>
+    RaftMember.start({
+      nodeId,
+      clusterId: identity.clusterId,
+      logDir: setup.identityStore.logDir,
+      tls: setup.tls,
+      port,
+      machine,
+      bootstrapVoters: bootstrap ? [nodeId] : undefined,
+      initialPeers: setup.initialRaftPeers,
+      tuning: setup.tuning,
+      logger: log,
+    });
+  const member = await startMember(setup.raftPort, setup.pending !== null);
+  const clients = new MemberClients(setup.tls);
   const service = new ClusterService({
     nodeId,
     identity,
     identityStore: setup.identityStore,
     machine,
     member,
+    restartMember: (port) => startMember(port, false),
+    clients,
     documents: setup.documents,
     audit: options.audit,
     clock,
     logger: log,
     tuning: setup.tuning,
     advertisedHost: config.raft.host,
-    label: "",
+    label: hostname(),
     pendingBootstrap: setup.pending,
     onLeft: options.onLeft,
   });
+  service.setLeaderLink(new GrpcLeaderLink(clients, (id) => service.grpcAddressOf(id) ?? setup.initialGrpcPeers[id] ?? null, setup.tuning.commitTimeoutMs));
   try {
     const ready = await service.start(clusterStartupWaitMs);
     const meta = machine.meta();
@@ -159,9 +269,71 @@ async function runMember(options: StartClusterServiceOptions, setup: MemberSetup
   }
 }
 
+/**
+ * The end of a join: wait until this controller is a voter, record it, write the cluster id into
+ * controller.yml and delete the token file. A failure keeps the file for the next start.
+ */
+async function completeJoin(
+  options: StartClusterServiceOptions,
+  service: ClusterService,
+  identityStore: ClusterIdentityStore,
+  identity: MemberIdentity,
+  tokenPath: string | null,
+  log: Logger,
+): Promise<void> {
+  const started = performance.now();
+  while (!service.configuration().voters.includes(identity.nodeId)) {
+    if (performance.now() - started > joinPromotionWaitMs) {
+      await service.stop();
+      throw new ClusterStartupError(
+        `Joined cluster ${identity.clusterId} as a learner but was not promoted to voter within ${joinPromotionWaitMs / 1000} s; a restart continues the join`,
+      );
+    }
+    await new Promise((resolvePromise) => setTimeout(resolvePromise, 50));
+  }
+  if (identity.state !== "member") {
+    identityStore.writeIdentity({ ...identity, state: "member" });
+    log.info(`This controller is a voting member of cluster ${identity.clusterId}`);
+  }
+  if (tokenPath === null) return;
+  const configPath = options.configPath !== undefined ? options.configPath : configPathOf(options.env ?? {});
+  if (configPath) {
+    try {
+      writeClusterIdToConfig(configPath, identity.clusterId);
+      log.info(`cluster.id ${identity.clusterId} written to ${configPath}`);
+    } catch (err) {
+      log.error(`Could not write cluster.id into ${configPath}; ${tokenPath} stays and the next start tries again`, err);
+      return;
+    }
+  } else {
+    log.warn(`No configuration file: set cluster.id ${identity.clusterId} in controller.yml by hand`);
+  }
+  rmSync(tokenPath, { force: true });
+}
+
+function configPathOf(env: Readonly<Record<string, string | undefined>>): string | null {
+  try {
+    return resolveConfigPath(process.argv, env) ?? null;
+  } catch {
+    return null;
+  }
+}
+
 async function claimStore(documents: ClusterDocuments, clusterId: string, nowMs: number): Promise<void> {
   const owner = await documents.claimStore(clusterId, nowMs);
   if (owner !== clusterId) throw new ClusterStartupError(`The database already belongs to cluster ${owner}, not ${clusterId}`);
+}
+
+/** A port the kernel just handed out (free unless another process takes it first). */
+function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolvePort(port));
+    });
+  });
 }
 
 /** Names to put in a member certificate besides its id: the advertised host unless it is a wildcard. */

@@ -153,7 +153,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
     await auth.start();
     const audit = new AuditService({ documents, clock });
     // Before the daemon gateway: its CA document takes the Raft-held cluster CA.
-    const cluster = await startClusterService({ config, documents, audit, clock, logs, onLeft: () => void stopController() });
+    const cluster = await startClusterService({ config, documents, audit, clock, logs, env, onLeft: () => void stopController() });
     cleanups.push({ name: "cluster", run: () => cluster.stop() });
 
     const instances = new InstanceService(documents, clock);
@@ -198,6 +198,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         return { token: issued.token, expires_at_ms: issued.expiresAtMs };
       },
       httpPort: () => httpPort,
+      services: [cluster.grpcService()],
     });
     cleanups.push({ name: "daemon gateway", run: () => gateway.stop() });
 

@@ -13,6 +13,7 @@ import { ClusterDocuments } from "../../src/cluster/cluster-documents.js";
 import { ClusterIdentityStore } from "../../src/cluster/cluster-identity.js";
 import { ClusterService, type HeldLease } from "../../src/cluster/cluster-service.js";
 import { ClusterStateMachine } from "../../src/cluster/cluster-state-machine.js";
+import { MemberClients } from "../../src/cluster/member-clients.js";
 import { RaftMember, raftTuningDefaults, type RaftTuning } from "../../src/cluster/raft-member.js";
 import { startClusterService } from "../../src/cluster/start-cluster.js";
 import { issueNodeCertificate } from "../../src/cluster/ca.js";
@@ -219,6 +220,8 @@ describe("cluster service: readiness and quorum", () => {
       identityStore,
       machine,
       member,
+      restartMember: () => Promise.reject(new Error("not restarted in this test")),
+      clients: new MemberClients(tls),
       documents: new ClusterDocuments(documents),
       audit: new AuditService({ documents, clock }),
       clock,

@@ -18,6 +18,7 @@ import {
   LeaseListSchema,
   LeaveResponseSchema,
   MemberListSchema,
+  RecoveryResultSchema,
   SeedRotationSchema,
 } from "../../cluster/cluster-schemas.js";
 import type { ClusterService } from "../../cluster/cluster-service.js";
@@ -36,6 +37,15 @@ const NodeIdParams = Type.Object({ nodeId: Type.String({ minLength: 1, maxLength
 const JtiParams = Type.Object({ jti: Type.String({ minLength: 1, maxLength: 128 }) });
 const EjectQuery = Type.Object({ reason: Type.Optional(Type.String({ maxLength: 500 })) });
 const EmptyBody = Type.Object({}, { additionalProperties: false });
+const RecoverBody = Type.Object(
+  {
+    eject: Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { minItems: 1, maxItems: 64, description: "Every other member: all must be gone (not answering)" }),
+    reason: Type.Optional(Type.String({ maxLength: 500 })),
+  },
+  { additionalProperties: false },
+);
+/** How long recovery waits for an answer from each named member before calling it gone. */
+export const recoveryProbeTimeoutMs = 3_000;
 /**
  * `joinAddrs` and `ttlSeconds` are checked by the handler so that their failures carry the spec's
  * codes (400 MISSING_JOIN_ADDRS, 400 BAD_TTL) rather than the generic 422.
@@ -204,6 +214,30 @@ export function clusterRoutes(cluster: ClusterService, audit: AuditRecorder): (a
         const rotation = await cluster.rotateSeed(actor(principal));
         await audited(audit, c, { action: "cluster.seed.rotated", resourceType: "cluster", resourceId: rotation.clusterId });
         return rotation;
+      },
+    );
+
+    addRoute(
+      app,
+      registry,
+      {
+        method: "post",
+        path: "/api/v1/cluster/recover",
+        summary:
+          "After the quorum is lost: this controller continues as the only member, the named members are removed. Every other member must be named and none may answer (409 MEMBERS_REACHABLE)",
+        tag,
+        permission: MANAGE,
+        body: RecoverBody,
+        response: RecoveryResultSchema,
+      },
+      async ({ body, principal, c }) => {
+        const reason = body.reason ?? "";
+        const result = await cluster.recover(body.eject, reason, actor(principal), recoveryProbeTimeoutMs);
+        await audited(audit, c, { action: "cluster.recovered", resourceType: "cluster", resourceId: result.clusterId, details: { ejected: result.ejected, reason } });
+        for (const nodeId of result.ejected) {
+          await audited(audit, c, { action: "cluster.member.ejected", resourceType: "cluster-member", resourceId: nodeId, details: { reason, recovery: true } });
+        }
+        return result;
       },
     );
 
