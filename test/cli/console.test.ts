@@ -30,6 +30,7 @@ describe("cloudctl instance console", () => {
     server = await startFakeController((app) => {
       app.post("/api/v1/services/missing/console/ticket", (c) => c.json(envelope(404, "NOT_FOUND", "Instance not found: missing"), 404));
       app.post("/api/v1/services/:id/console/ticket", (c) => c.json({ ticket: `ticket-${++tickets}` }));
+      app.get("/api/v1/services/refused/console", () => new Response('event: error\ndata: {"message":"Unauthorized"}\n\n', { headers: { "content-type": "text/event-stream" } }));
       app.get("/api/v1/services/:id/console", (c) => {
         if (!c.req.query("ticket")?.startsWith("ticket-")) return c.json(envelope(401, "UNAUTHORIZED", "ticket required"), 401);
         let own: ReadableStreamDefaultController<Uint8Array>;
@@ -78,13 +79,15 @@ describe("cloudctl instance console", () => {
     }
   });
 
-  test("lines before a Ctrl-Q in the same chunk are sent before detaching; an unknown instance exits 4", async () => {
+  test("lines before a Ctrl-Q in the same chunk are sent before detaching; an unknown instance exits 4; a refused stream exits 2", async () => {
     const { home, dispose } = homeWithContext(server.url);
     const child = spawnCli(["inst", "console", "inst-2"], { home });
     const missing = spawnCli(["instance", "console", "missing"], { home });
+    const refused = spawnCli(["instance", "console", "refused"], { home });
     try {
       const exited = waitForExit(child);
       const missingExited = waitForExit(missing);
+      const refusedExited = waitForExit(refused);
       missing.stdin.end();
       let stdout = "";
       child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
@@ -95,9 +98,13 @@ describe("cloudctl instance console", () => {
       const commands = server.requests.filter((r) => r.path === "/api/v1/services/inst-2/command").map((r) => JSON.parse(r.body).command);
       assert.deepEqual(commands, ["list"], "the partial line before Ctrl-Q is not sent, nothing after it is read");
       assert.equal((await missingExited).code, 4);
+      const refusal = await refusedExited;
+      assert.equal(refusal.code, 2, "event: error Unauthorized is an authentication failure");
+      assert.match(refusal.stderr, /console stream refused: Unauthorized/);
     } finally {
       child.kill();
       missing.kill();
+      refused.kill();
       dispose();
     }
   });

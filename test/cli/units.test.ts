@@ -1,10 +1,10 @@
-// Pure parts of cloudctl tested in process: backoff, retry policy, config normalization, formatters, SSE parsing.
+// Pure parts of cloudctl tested in process: backoff, retry policy, config normalization, formatters, SSE parsing, the console's events and line editor.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { normalizeConfig, parseConfigText, parseOwnFormat, resolveTarget, stringifyConfig, type CliConfig } from "../../src/cli/config-file.js";
 import { parse as parseYaml } from "yaml";
-import { consoleText, SseParser } from "../../src/cli/console-session.js";
-import { filterAndSortGroups, maintenanceValue } from "../../src/cli/commands/group.js";
+import { ConsoleInput, consoleText, inputLineBytesMax, interpretConsoleEvent, refusalError, SseParser } from "../../src/cli/console-session.js";
+import { filterAndSortGroups, issueText, maintenanceValue } from "../../src/cli/commands/group.js";
 import { previousVersion } from "../../src/cli/commands/template.js";
 import { ApiRequestError, backoffDelayMs, ConnectionError, HttpClient, redactUrl } from "../../src/cli/http-client.js";
 import { sinceToIso } from "../../src/cli/options.js";
@@ -147,5 +147,43 @@ describe("rendering and parsing", () => {
     ]);
     assert.equal(consoleText('{"line":"[Server] ok"}'), "[Server] ok");
     assert.equal(consoleText("plain"), "plain");
+  });
+
+  test("the controller's console frames: connected is ignored, console lines print, error refuses (Unauthorized exits 2)", () => {
+    const frames = new SseParser().push(
+      'event: connected\ndata: {"instanceId":"lobby-1"}\n\n' +
+        'event: console\nid: 7\ndata: {"instanceId":"lobby-1","line":"[Server] hi","stream":"stdout","timestampMs":1}\n\n' +
+        'event: error\ndata: {"message":"Unauthorized"}\n\n',
+    );
+    assert.deepEqual(
+      frames.map((f) => interpretConsoleEvent(f, false)),
+      [{ kind: "ignore" }, { kind: "print", text: "[Server] hi" }, { kind: "refused", message: "Unauthorized" }],
+    );
+    assert.deepEqual(interpretConsoleEvent(frames[1], true), { kind: "print", text: frames[1].data }, "--json prints the data as sent");
+    assert.deepEqual(interpretConsoleEvent({ event: "line", data: "plain" }, false), { kind: "print", text: "plain" });
+    assert.equal(refusalError("Unauthorized").exitCode, 2);
+    assert.equal(refusalError("Too many connections").exitCode, 1);
+  });
+
+  test("console line editor: pipe lines, the detach key, terminal echo and UTF-8 backspace, the line bound", () => {
+    const bytes = (text: string) => Buffer.from(text, "utf8");
+    const pipe = new ConsoleInput(false);
+    assert.deepEqual(pipe.push(bytes("say a\r\nlis")), { lines: ["say a", ""], echo: [], detach: false });
+    assert.deepEqual(pipe.push(bytes("t\nstop\x11ignored\n")), { lines: ["list"], echo: [], detach: true }, "a partial line before Ctrl-Q is dropped");
+    assert.equal(new ConsoleInput(false).push(bytes("\x03")).detach, false, "Ctrl-C is data on a pipe");
+
+    const tty = new ConsoleInput(true);
+    const typed = tty.push(bytes("sé\x7f\x7fay\r"));
+    assert.deepEqual(typed.lines, ["ay"]);
+    assert.equal(Buffer.from(typed.echo).toString("utf8"), "sé\b \b\b \bay\r\n");
+    assert.equal(tty.push(bytes("\x03")).detach, true, "Ctrl-C detaches on a terminal");
+
+    const long = new ConsoleInput(false).push(Buffer.alloc(inputLineBytesMax + 3, 0x61));
+    assert.deepEqual(long.lines.map((l) => l.length), [inputLineBytesMax]);
+  });
+
+  test("scheduling issue text", () => {
+    assert.equal(issueText(null), "");
+    assert.equal(issueText({ code: "NO_CAPACITY", message: "no node has 128 MB free", since: "2026-01-01T00:00:00Z" }), "NO_CAPACITY: no node has 128 MB free");
   });
 });
