@@ -1,11 +1,11 @@
-/** `cloudctl group list|info|create|update|delete|maintenance`. */
+/** `cloudctl group list|info|create|update|delete|maintenance|start|resume`. */
 import type { Command } from "commander";
 import { CliError } from "../exit-codes.js";
 import { listOf, segment, type HttpClient } from "../http-client.js";
 import { collect, parseCount } from "../options.js";
 import { display, formatDuration, groupStatus } from "../render.js";
 import type { Runtime, RuntimeFactory } from "../runtime.js";
-import type { InstanceRecord } from "./instance.js";
+import { startGroup, type InstanceRecord } from "./instance.js";
 
 /** Fields of the list form of a group. */
 export interface GroupListItem {
@@ -113,6 +113,13 @@ export function maintenanceValue(word: string): boolean {
   return ["on", "true", "1"].includes(word.trim().toLowerCase());
 }
 
+/** The `schedulingIssue` of a group record as one line, or "" when there is none. */
+export function issueText(issue: unknown): string {
+  if (!issue || typeof issue !== "object") return "";
+  const { code, message } = issue as { code?: unknown; message?: unknown };
+  return [code, message].filter((part) => typeof part === "string" && part !== "").join(": ");
+}
+
 /** Registers the group commands. */
 export function registerGroupCommands(program: Command, runtime: RuntimeFactory): void {
   const group = program.command("group").description("manage groups (the scheduling unit)");
@@ -160,6 +167,8 @@ export function registerGroupCommands(program: Command, runtime: RuntimeFactory)
         ["Ports", portRange ? `${display(portRange.start)}-${display(portRange.end)}` : ""],
         ["Templates", g.templates],
         ["Maintenance", g.maintenance ? "on" : "off"],
+        ["Paused", g.paused ? "yes: crash loop (`cloudctl group resume` ends it)" : "no"],
+        ["Issue", issueText(g.schedulingIssue)],
       ]);
       o.line();
       o.table(
@@ -253,5 +262,21 @@ export function registerGroupCommands(program: Command, runtime: RuntimeFactory)
       const response = await rt.client().patch(groupPath(name), { maintenance: enabled });
       if (rt.json) return rt.out.raw(response.raw);
       rt.out.success(`maintenance ${enabled ? "on" : "off"} for group ${rt.out.accent(name)}`);
+    });
+
+  group
+    .command("start <name>")
+    .description("ask the scheduler to start instances now, as many as the scaling mode allows")
+    .action(async (name: string, _opts, cmd: Command) => startGroup(runtime(cmd), name));
+
+  group
+    .command("resume <name>")
+    .description("resume a group paused after a crash loop (a group that is not paused is left as it is)")
+    .action(async (name: string, _opts, cmd: Command) => {
+      const rt = runtime(cmd);
+      const response = await rt.client().post<{ paused?: boolean }>(`${groupPath(name)}/resume`);
+      if (rt.json) return rt.out.raw(response.raw);
+      if (response.data?.paused) throw new CliError(`group ${name} is still paused`);
+      rt.out.success(`group ${rt.out.accent(name)} is not paused: the scheduler starts its instances again`);
     });
 }

@@ -1,9 +1,9 @@
-/** `cloudctl instance` (alias `inst`): list, info, start, stop, exec, console. */
+/** `cloudctl instance` (alias `inst`): list, info, start, stop, force-stop, exec, console. */
 import type { Command } from "commander";
 import { runConsole } from "../console-session.js";
 import { listOf, segment } from "../http-client.js";
 import { formatDuration } from "../render.js";
-import type { RuntimeFactory } from "../runtime.js";
+import type { Runtime, RuntimeFactory } from "../runtime.js";
 
 /** Fields of an instance record (document 1). */
 export interface InstanceRecord {
@@ -21,6 +21,34 @@ export interface InstanceRecord {
 
 function servicePath(id: string): string {
   return `/api/v1/services/${segment(id)}`;
+}
+
+/** The answer of `POST /api/v1/groups/{group}/start`. */
+export interface StartResult {
+  count?: number;
+  reason?: string;
+}
+
+/**
+ * `POST /api/v1/groups/{group}/start`, shared by `group start` and `instance start`. A start that
+ * schedules nothing is not a failure (exit 0); the controller's reason is printed.
+ */
+export async function startGroup(rt: Runtime, group: string): Promise<void> {
+  const response = await rt.client().post<StartResult>(`/api/v1/groups/${segment(group)}/start`);
+  if (rt.json) return rt.out.raw(response.raw);
+  const { count, reason } = response.data ?? {};
+  const name = rt.out.accent(group);
+  if (count === undefined) rt.out.success(`start requested for group ${name}`);
+  else if (count > 0) rt.out.success(`${count} instance(s) scheduled for group ${name}`);
+  else rt.out.line(`nothing scheduled for group ${name}${reason ? `: ${reason}` : ""}`);
+}
+
+/** `POST …/stop` or `…/force-stop`: answered 202 with the instance record as the stop begins. */
+async function stopInstance(rt: Runtime, id: string, force: boolean): Promise<void> {
+  const response = await rt.client().post<InstanceRecord>(`${servicePath(id)}/${force ? "force-stop" : "stop"}`);
+  if (rt.json) return rt.out.raw(response.raw || "{}");
+  const state = response.data?.state;
+  rt.out.success(`${force ? "force-stop" : "stop"} requested for ${rt.out.accent(id)}${state ? ` (now ${state})` : ""}`);
 }
 
 /** Registers the instance commands. */
@@ -70,25 +98,19 @@ export function registerInstanceCommands(program: Command, runtime: RuntimeFacto
 
   instance
     .command("start <group>")
-    .description("ask the scheduler to start instances of a group")
-    .action(async (group: string, _opts, cmd: Command) => {
-      const rt = runtime(cmd);
-      const response = await rt.client().post<{ count?: number }>(`/api/v1/groups/${segment(group)}/start`);
-      if (rt.json) return rt.out.raw(response.raw);
-      const count = response.data?.count;
-      rt.out.success(count === undefined ? `start requested for group ${rt.out.accent(group)}` : `${count} instance(s) scheduled for group ${rt.out.accent(group)}`);
-    });
+    .description("ask the scheduler to start instances of a group now (same as `group start`)")
+    .action(async (group: string, _opts, cmd: Command) => startGroup(runtime(cmd), group));
 
   instance
     .command("stop <id>")
-    .description("stop an instance gracefully (--force kills it)")
-    .option("--force", "kill immediately")
-    .action(async (id: string, opts: { force?: boolean }, cmd: Command) => {
-      const rt = runtime(cmd);
-      const response = await rt.client().post(`${servicePath(id)}/${opts.force ? "force-stop" : "stop"}`);
-      if (rt.json) return rt.out.raw(response.raw || "{}");
-      rt.out.success(`${opts.force ? "force-stopped" : "stopping"} ${rt.out.accent(id)}`);
-    });
+    .description("stop an instance gracefully: the platform's stop command, then SIGTERM, then SIGKILL (--force kills at once)")
+    .option("--force", "kill immediately (same as `instance force-stop`)")
+    .action(async (id: string, opts: { force?: boolean }, cmd: Command) => stopInstance(runtime(cmd), id, Boolean(opts.force)));
+
+  instance
+    .command("force-stop <id>")
+    .description("kill an instance at once (same as `instance stop --force`)")
+    .action(async (id: string, _opts, cmd: Command) => stopInstance(runtime(cmd), id, true));
 
   instance
     .command("exec <id> <words...>")
