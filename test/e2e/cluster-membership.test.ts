@@ -7,7 +7,9 @@
 // PostgreSQL database).
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { rmSync, writeFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
+import { newSeedSecret, signJoinToken } from "../../src/cluster/join-token.js";
 import { ClusterHarness, eventually, type ClusterMemberProcess } from "./cluster-harness.js";
 
 function isAlive(pid: number): boolean {
@@ -94,8 +96,27 @@ describe("cluster membership with real controller processes", { timeout: 600_000
     assert.equal((await a.call("GET", "/api/v1/cluster")).json.memberCount, 3);
   });
 
-  it("a member restarted after kill -9 keeps its identity and takes part in commits again", async () => {
+  it("a join token for this cluster with another cluster.id in controller.yml is refused before joining; the token file stays", async () => {
+    const token = await harness.joinToken(a, [a], "pinned elsewhere");
+    const e = await harness.prepare("e");
+    writeFileSync(e.tokenFile(), token);
+    await assert.rejects(harness.launch(e, { cluster: { id: "another-cluster" } }), (err: Error) => {
+      assert.match(err.message, new RegExp(`cluster\\.id is another-cluster but the join token in .* is for cluster ${clusterId}`));
+      return true;
+    });
+    assert.equal(harness.tokenFilePresent(e), true);
+    assert.equal((await a.call("GET", "/api/v1/cluster/join-tokens")).json.tokens.find((t: any) => t.label === "pinned elsewhere").status, "ACTIVE");
+  });
+
+  it("a member restarted after kill -9 keeps its identity and takes part in commits again; a token file of another cluster is refused", async () => {
     await harness.kill9(c);
+    const foreign = signJoinToken({ jti: "x", cid: "foreign-cluster", addrs: ["127.0.0.1:1"], exp: Date.now() + 60_000, sg: 1, caf: "00" }, newSeedSecret());
+    writeFileSync(c.tokenFile(), foreign);
+    await assert.rejects(c.process!.restart(), (err: Error) => {
+      assert.match(err.message, new RegExp(`member of cluster ${clusterId} but .* holds a join token of cluster foreign-cluster`));
+      return true;
+    });
+    rmSync(c.tokenFile());
     await c.process!.restart().then((restarted) => (c.process = restarted));
     const record = (await c.call("GET", "/api/v1/cluster")).json;
     assert.equal(record.nodeId, ids.get("c"));
