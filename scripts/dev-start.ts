@@ -1,10 +1,11 @@
-// `npm start`: the controller on the development profile, everything it writes under ./data
-// (embedded store, blobs, Raft log). Configuration: `npm start -- --config <file>`, CLOUD_CONFIG,
+// `npm start`: the controller on the development profile and a local daemon, everything they write
+// under ./data (embedded store, blobs, Raft log, the daemon's identity and instance directories). Configuration: `npm start -- --config <file>`, CLOUD_CONFIG,
 // or the defaults; the CLOUD_* environment overrides apply (see README). Ctrl-C stops it cleanly.
 import { join, relative, resolve } from "node:path";
 import { ConfigError, loadControllerConfig } from "../src/config/load.js";
 import type { ControllerConfig } from "../src/config/schema.js";
 import { startController, type RunningController } from "../src/controller/controller.js";
+import { startLocalDaemon } from "../src/controller/local-daemon.js";
 import { exitOnSignals } from "../src/controller/shutdown.js";
 import { routeGrpcLogs, routeProcessWarnings } from "../src/logs/third-party.js";
 
@@ -23,12 +24,20 @@ const insideDataDir = (path: string) => {
 };
 
 /**
- * Hook for the local daemon: the daemon issue starts one here (a child process joined with a node
- * token, its files under data/daemon) so that `npm start` runs instances with no other software.
- * Returns a stop function, or null while there is no daemon.
+ * The local daemon (a `cloud-daemon` child process joined with a node token, its files under
+ * data/daemon), so that `npm start` runs instances with no other software. CLOUD_DEV_DAEMON=false
+ * leaves it out. Returns a stop function, or null when there is no daemon.
  */
-async function startLocalDaemon(_controller: RunningController): Promise<(() => Promise<void>) | null> {
-  return null;
+async function startDevDaemon(controller: RunningController): Promise<(() => Promise<void>) | null> {
+  if (process.env.CLOUD_DEV_DAEMON === "false") return null;
+  const daemon = await startLocalDaemon({
+    dir: join(DATA_DIR, "daemon"),
+    rootDir: ROOT_DIR,
+    grpcPort: controller.grpcPort,
+    nodeTokens: controller.nodeTokens,
+    logger: controller.logs.logger("cloud.dev"),
+  });
+  return () => daemon.stop();
 }
 
 async function devStart(): Promise<void> {
@@ -51,7 +60,7 @@ async function devStart(): Promise<void> {
     controller = started;
     routeGrpcLogs(started.logs);
     routeProcessWarnings(started.logs);
-    stopDaemon = await startLocalDaemon(started);
+    stopDaemon = await startDevDaemon(started);
     return started;
   });
   exitOnSignals(

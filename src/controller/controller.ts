@@ -83,6 +83,8 @@ export interface RunningController {
   gateway: DaemonGateway;
   /** The scheduler: actors of the groups, instances and nodes this controller owns. */
   scheduler: SchedulerHost;
+  /** Node join tokens (the development start creates one for its local daemon). */
+  nodeTokens: NodeTokenService;
   config: ControllerConfig;
   logs: ControllerLogService;
   metrics: MetricsService;
@@ -291,6 +293,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       grpcPort,
       gateway,
       scheduler,
+      nodeTokens,
       config,
       logs,
       metrics,

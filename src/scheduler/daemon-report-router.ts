@@ -154,6 +154,9 @@ export function eventOfReport(report: Pick<InstanceStateReport, "state" | "exit_
       return { type: "SPAWNED" };
     case "RUNNING":
       return { type: "READY" };
+    case "STOPPING":
+      // The daemon is stopping it on its own (the daemon itself is shutting down): an expected end.
+      return { type: "STOP" };
     case "STOPPED":
       return { type: "EXITED", exitCode: report.exit_code };
     case "CRASHED":

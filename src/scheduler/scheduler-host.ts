@@ -75,7 +75,9 @@ export const defaultSchedulerTuning: SchedulerTuning = {
 };
 
 /** Daemon error codes after which a dispatch is not retried: the instance fails at once. */
-const PERMANENT_DISPATCH_ERRORS: ReadonlySet<string> = new Set(["UNKNOWN_PLATFORM", "INVALID_PLATFORM", "INVALID_SPEC", "TOO_MANY_INSTANCES", "RUNNER_SHUT_DOWN"]);
+const PERMANENT_DISPATCH_ERRORS: ReadonlySet<string> = new Set(["UNKNOWN_PLATFORM", "INVALID_PLATFORM", "INVALID_SPEC", "TOO_MANY_INSTANCES"]);
+/** Crash classifications that are not the group's fault: they do not count towards a crash loop. */
+const NOT_THE_GROUPS_FAULT: ReadonlySet<string> = new Set(["NODE_LOST", "LOST"]);
 
 export interface SchedulerHostOptions {
   groups: GroupService;
@@ -518,7 +520,7 @@ export class SchedulerHost {
       uptimeMs: details.uptimeMs,
     } satisfies InstanceCrashedPayload);
     this.options.logger.warn(`Instance ${ref.instanceId} of ${ref.group} crashed on ${ref.node}: ${details.classification} (exit ${details.exitCode})`);
-    if (!countsTowardsLoop) return;
+    if (!countsTowardsLoop || NOT_THE_GROUPS_FAULT.has(details.classification)) return;
     const verdict = this.crashLoops.recordCrash(ref.group);
     if (verdict.tripped) this.toGroup(ref.group, { type: "CRASH_LOOP", crashCount: verdict.crashCount, windowStartMs: verdict.windowStartMs });
   }
@@ -617,7 +619,18 @@ export class SchedulerHost {
       );
     }
     this.evaluator.invalidateNodes();
+    if (event.type === "CONNECTED") this.redispatchScheduled(nodeId);
     if (event.type === "CONNECTED" || event.type === "UNDRAIN") this.changedEverywhere();
+  }
+
+  /**
+   * A node (re)connected: instances waiting for it in SCHEDULED are sent now instead of at their
+   * next dispatch attempt (a daemon restart should not cost a dispatch timeout).
+   */
+  private redispatchScheduled(nodeId: string): void {
+    for (const instance of this.live.onNode(nodeId)) {
+      if (this.knownStates.get(instance.id) === "SCHEDULED") this.track(this.dispatch({ instanceId: instance.id, group: instance.group, node: nodeId }));
+    }
   }
 
   /** The node stayed unreachable past its grace period: OFFLINE, and its instances are replaced. */
