@@ -359,6 +359,16 @@ export class Raft {
     return this.electionElapsed >= this.randomizedElectionTimeout;
   }
 
+  /**
+   * The host lost its connection to our leader (say, the leader's process died): we stop honouring
+   * its lease, so a pre-vote from another member is granted at once, and our own election timer
+   * runs only the randomized part of the timeout from here. A message from the leader restarts
+   * both. A leader that is in fact alive keeps its followers: pre-vote asks the others first.
+   */
+  leaderUnreachable(): void {
+    if (this.electionElapsed < this.electionTimeout) this.electionElapsed = this.electionTimeout;
+  }
+
   private tickElection(): void {
     this.electionElapsed++;
     if (this.promotable() && this.pastElectionTimeout()) {

@@ -111,7 +111,11 @@ export class RawNode {
     this.raft.step(makeMessage({ type: MessageType.ReadIndex, from: this.raft.id, context: ctx }));
   }
 
-  /** Reports that the last message to `id` could not be delivered. */
+  /**
+   * Reports that the last message to `id` could not be delivered. A leader falls back to probing
+   * `id`; a follower that cannot reach its leader stops honouring the leader's lease and campaigns
+   * after the randomized part of its election timeout (see `Raft.leaderUnreachable`).
+   */
   reportUnreachable(id: NodeId): void {
     this.stepLocal(makeMessage({ type: MessageType.Unreachable, from: id }));
   }

@@ -44,6 +44,9 @@ export function stepFollower(r: Raft, m: Message): void {
     case MessageType.ReadIndexResp:
       r.readStates.push({ index: m.index, requestCtx: m.context });
       return;
+    case MessageType.Unreachable:
+      if (m.from === r.lead) r.leaderUnreachable();
+      return;
     default:
       return;
   }
