@@ -1,4 +1,4 @@
-// Template, crash, cluster and completion commands against a fake controller: rollback and rendered tables.
+// Template, crash and cluster commands against a fake controller: rollback and rendered tables.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { bodiesOf, homeWithContext, runCli, startFakeController, type FakeController } from "./harness.js";
@@ -9,7 +9,7 @@ const versions = [
   { templateName: "lobby", hash: "aaaaaaaa1111", sizeBytes: 512, createdAt: "2026-11-19T03:00:00Z" },
 ];
 
-describe("cloudctl template, crash, cluster and completion commands", () => {
+describe("cloudctl template, crash and cluster commands", () => {
   let server: FakeController;
   const bodies = (method: string, path: string) => bodiesOf(server, method, path);
   before(async () => {
@@ -89,22 +89,6 @@ describe("cloudctl template, crash, cluster and completion commands", () => {
       assert.deepEqual(bodies("POST", "/api/v1/cluster/recover"), [{ eject: ["c2", "c3"] }], "only the confirmed recover was sent");
       assert.equal(survivor.code, 0);
       assert.match(survivor.stdout, /changed nothing/);
-    } finally {
-      dispose();
-    }
-  });
-
-  test("completion scripts for bash, zsh and fish cover the command tree", async () => {
-    const { home, dispose } = homeWithContext(server.url);
-    try {
-      const [bash, zsh, fish] = await Promise.all(["bash", "zsh", "fish"].map((shell) => runCli(["completion", shell], { home })));
-      assert.equal(bash.code, 0);
-      assert.match(bash.stdout, /complete -F _cloudctl cloudctl/);
-      assert.match(bash.stdout, /'cluster join-token'\) words_='create list ls revoke/);
-      assert.match(zsh.stdout, /#compdef cloudctl/);
-      assert.match(zsh.stdout, /'group list'\) subs=\(\); flags=\('--filter' '--sort' '--watch'\)/);
-      assert.match(fish.stdout, /complete -c cloudctl -n '__cloudctl_at "cluster"' -a 'recover'/);
-      assert.match(fish.stdout, /-l i-have-only-survivor/);
     } finally {
       dispose();
     }

@@ -49,13 +49,20 @@ function quoteFish(text: string): string {
   return `'${text.replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`;
 }
 
-/** Bash completion script (also used by zsh through its own native script below). */
+/**
+ * Bash completion script: the command path is the longest run of known command words on the
+ * line (flags and their values are skipped); a word starting with `-` completes the flags of that
+ * command and the global flags, any other word its subcommands.
+ */
 export function bashCompletion(program: Command): string {
   const nodes = flatten(program);
   const globalFlags = flagWords(program.options).join(" ");
   const keys = nodes.filter((n) => n.path !== "").map((n) => n.path);
   const cases = nodes
-    .map((n) => `    ${quoteSingle(n.path)}) words_=${quoteSingle([...n.subcommands.map((s) => s.name), ...flagWords(n.options)].join(" "))} ;;`)
+    .map((n) => {
+      const flags = n.path === "" ? "" : flagWords(n.options).join(" ");
+      return `    ${quoteSingle(n.path)}) subs_=${quoteSingle(n.subcommands.map((s) => s.name).join(" "))}; flags_=${quoteSingle(flags)} ;;`;
+    })
     .join("\n");
   return `# bash completion for cloudctl; load with: source <(cloudctl completion bash)
 _cloudctl_known() {
@@ -65,7 +72,7 @@ ${keys.map((k) => `    ${quoteSingle(k)}) return 0 ;;`).join("\n")}
   return 1
 }
 _cloudctl() {
-  local cur="\${COMP_WORDS[COMP_CWORD]}" cmdpath="" w candidate words_="" i
+  local cur="\${COMP_WORDS[COMP_CWORD]}" cmdpath="" w candidate subs_="" flags_="" i
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="\${COMP_WORDS[i]}"
     [[ "$w" == -* ]] && continue
@@ -75,8 +82,11 @@ _cloudctl() {
   case "$cmdpath" in
 ${cases}
   esac
-  if [[ "$cur" == -* ]]; then words_="$words_ ${globalFlags}"; fi
-  COMPREPLY=( $(compgen -W "$words_" -- "$cur") )
+  if [[ "$cur" == -* ]]; then
+    COMPREPLY=( $(compgen -W "$flags_ ${globalFlags}" -- "$cur") )
+  else
+    COMPREPLY=( $(compgen -W "$subs_" -- "$cur") )
+  fi
 }
 complete -F _cloudctl cloudctl
 `;
@@ -118,6 +128,13 @@ if [[ "$funcstack[1]" == "_cloudctl" ]]; then _cloudctl "$@"; else compdef _clou
 `;
 }
 
+/** The `-l`/`-s` switches of one option for fish's `complete`, with `-r` when it takes a value. */
+function fishFlags(option: Option): string {
+  const long = option.long ? ` -l ${option.long.replace(/^--/, "")}` : "";
+  const short = option.short ? ` -s ${option.short.replace(/^-/, "")}` : "";
+  return `${long}${short}${option.required || option.optional ? " -r" : ""}`;
+}
+
 /** fish completion script. */
 export function fishCompletion(program: Command): string {
   const nodes = flatten(program);
@@ -139,16 +156,14 @@ export function fishCompletion(program: Command): string {
     "complete -c cloudctl -f",
   ];
   for (const option of program.options) {
-    lines.push(`complete -c cloudctl${option.long ? ` -l ${option.long.replace(/^--/, "")}` : ""}${option.short ? ` -s ${option.short.replace(/^-/, "")}` : ""} -d ${quoteFish(option.description)}`);
+    lines.push(`complete -c cloudctl${fishFlags(option)} -d ${quoteFish(option.description)}`);
   }
   for (const node of nodes) {
     const condition = `-n ${quoteFish(`__cloudctl_at "${node.path}"`)}`;
     for (const sub of node.subcommands) lines.push(`complete -c cloudctl ${condition} -a ${quoteFish(sub.name)} -d ${quoteFish(sub.description)}`);
     if (node.path === "") continue;
     for (const option of node.options) {
-      const long = option.long ? ` -l ${option.long.replace(/^--/, "")}` : "";
-      const short = option.short ? ` -s ${option.short.replace(/^-/, "")}` : "";
-      lines.push(`complete -c cloudctl ${condition}${long}${short}${option.required || option.optional ? " -r" : ""} -d ${quoteFish(option.description)}`);
+      lines.push(`complete -c cloudctl ${condition}${fishFlags(option)} -d ${quoteFish(option.description)}`);
     }
   }
   return `${lines.join("\n")}\n`;
