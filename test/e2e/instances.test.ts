@@ -75,7 +75,7 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
   });
 
   it("a DYNAMIC group of min 3 reaches 3 RUNNING spread over both nodes", async () => {
-    const created = await api(c, "POST", "/api/v1/groups", { name: "lobby", platform: "simulated", scalingMode: "DYNAMIC", minInstances: 3, maxInstances: 6, memoryMb: 128, maxPlayers: 20, portRange: { start: 41000, end: 41100 } });
+    const created = await api(c, "POST", "/api/v1/groups", { name: "lobby", platform: "simulated", scalingMode: "DYNAMIC", minInstances: 3, maxInstances: 6, memoryMb: 128, maxPlayers: 20, portRange: { start: 21000, end: 21100 } });
     assert.equal(created.status, 201, JSON.stringify(created.json));
     const up = await untilRunning("lobby", 3, "after create");
     assert.deepEqual(new Set(up.map((i) => i.node)), new Set(nodeIds), "spread over both nodes");
@@ -178,10 +178,10 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
   });
 
   it("STATIC groups keep their ids; MANUAL groups start only when told", async () => {
-    await api(c, "POST", "/api/v1/groups", { name: "hub", platform: "simulated", scalingMode: "STATIC", minInstances: 2, memoryMb: 128, portRange: { start: 42000, end: 42010 } });
+    await api(c, "POST", "/api/v1/groups", { name: "hub", platform: "simulated", scalingMode: "STATIC", minInstances: 2, memoryMb: 128, portRange: { start: 22000, end: 22010 } });
     const hub = await untilRunning("hub", 2, "static group");
     assert.deepEqual(hub.map((i) => i.id).sort(), ["hub-1", "hub-2"]);
-    await api(c, "POST", "/api/v1/groups", { name: "event", platform: "simulated", scalingMode: "MANUAL", minInstances: 1, maxInstances: 2, memoryMb: 128, portRange: { start: 43000, end: 43010 } });
+    await api(c, "POST", "/api/v1/groups", { name: "event", platform: "simulated", scalingMode: "MANUAL", minInstances: 1, maxInstances: 2, memoryMb: 128, portRange: { start: 23000, end: 23010 } });
     await new Promise((r) => setTimeout(r, 2_500));
     assert.equal((await list("?group=event")).length, 0, "MANUAL starts nothing on its own");
     const start = await api(c, "POST", "/api/v1/groups/event/start");
