@@ -6,15 +6,15 @@
  * most `commitTimeoutMs` for an outcome (503 RAFT_UNAVAILABLE beyond). Every write is refused with
  * 409 CLUSTER_NOT_READY until the cluster meta is stamped.
  *
- * Singleton leases: {@link ClusterService.runUnderLease} grants through the quorum, with expiry
- * decided by the leader's clock and the grant's log index as fencing token.
+ * Singleton leases: {@link ClusterService.runUnderLease} (see `singleton-leases.ts`).
  */
 import { performance } from "node:perf_hooks";
 import { ConfChangeType, type ConfChangeSingle } from "../../raft/types.js";
 import type { AuditRecorder } from "../audit/types.js";
+import type { GatewayService } from "../gateway/daemon-gateway.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
-import { ApiError, assert, conflict, notFound } from "../shared/errors.js";
+import { assert, conflict, notFound } from "../shared/errors.js";
 import { issueNodeCertificate, type CertificateAndKey } from "./ca.js";
 import {
   encodeCommand,
@@ -26,7 +26,8 @@ import {
 } from "./cluster-commands.js";
 import type { ClusterDocuments } from "./cluster-documents.js";
 import { clusterNotReady, raftUnavailable, refusalError } from "./cluster-errors.js";
-import type { ClusterIdentityStore, MemberIdentity } from "./cluster-identity.js";
+import { clusterMembershipService } from "./cluster-grpc-service.js";
+import type { ClusterIdentityStore, MemberIdentity, PendingBootstrap } from "./cluster-identity.js";
 import {
   joinTokenTtlSecondsDefault,
   type ClusterRecord,
@@ -39,16 +40,16 @@ import {
   type Member,
   type SeedRotation,
 } from "./cluster-schemas.js";
-import type { ClusterMaterial, ClusterStateMachine, JoinTokenRecord, LeaseRecord, MemberRecord, SeedState } from "./cluster-state-machine.js";
+import type { ClusterMaterial, ClusterStateMachine, JoinTokenRecord, MemberRecord, SeedState } from "./cluster-state-machine.js";
+import { caFingerprint, iso, joinTokenView, leaseView, memberView } from "./cluster-views.js";
 import { RaftHostError } from "./host-errors.js";
 import { hashJoinToken, newJoinTokenId, newSeedSecret, signJoinToken } from "./join-token.js";
-import { certificateFingerprintSha256 } from "./ca.js";
-import type { GatewayService } from "../gateway/daemon-gateway.js";
-import { clusterMembershipService } from "./cluster-grpc-service.js";
 import type { MemberClients } from "./member-clients.js";
 import type { RaftMember, RaftTuning } from "./raft-member.js";
 import { probeMembers, rewriteLogAsSoleMember } from "./recovery.js";
-import type { PendingBootstrap } from "./cluster-identity.js";
+import { SingletonLeases, type HeldLease } from "./singleton-leases.js";
+
+export type { HeldLease } from "./singleton-leases.js";
 
 /** Membership change a controller asks the leader for. */
 export interface MembershipRequest {
@@ -65,14 +66,6 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
 export interface LeaderLink {
   propose(leaderId: string, command: UnstampedCommand): Promise<AppliedCommand>;
   changeMembership(leaderId: string, request: MembershipRequest): Promise<void>;
-}
-
-/** A lease held while a singleton job runs. */
-export interface HeldLease {
-  readonly name: string;
-  readonly fencingToken: number;
-  /** Aborted when a renewal is refused or fails: the job must stop acting for the cluster. */
-  readonly signal: AbortSignal;
 }
 
 /** Addresses this controller advertises in its member record. */
@@ -106,6 +99,9 @@ export interface ClusterServiceOptions {
   readonly onLeft: () => void;
 }
 
+/** How long stopping waits for each held singleton lease to be released. */
+const leaseReleaseTimeoutMs = 1_000;
+
 /** How often the background upkeep runs (pending stamp, own member record, CA document). */
 export const upkeepIntervalMs = 1_000;
 
@@ -117,7 +113,7 @@ export class ClusterService {
   private member: RaftMember;
   private readonly addresses: AdvertisedAddresses;
   private leaderLink: LeaderLink | null = null;
-  private readonly heldLeases = new Map<string, number>();
+  private readonly singletonLeases: SingletonLeases;
   private upkeepTimer: NodeJS.Timeout | null = null;
   private upkeepRunning = false;
   private pendingBootstrap: PendingBootstrap | null;
@@ -132,6 +128,7 @@ export class ClusterService {
   constructor(private readonly options: ClusterServiceOptions) {
     this.log = options.logger;
     this.member = options.member;
+    this.singletonLeases = new SingletonLeases(this, options.logger);
     this.identity = options.identity;
     this.pendingBootstrap = options.pendingBootstrap;
     this.addresses = { raftAddr: `${options.advertisedHost}:${options.member.port}`, restAddr: "", grpcAddr: "" };
@@ -204,10 +201,7 @@ export class ClusterService {
   /** Stops the upkeep and the Raft member; held singleton leases are released first (best effort). */
   async stop(): Promise<void> {
     if (this.stopped) return;
-    const releases = [...this.heldLeases].map(([name, fencingToken]) =>
-      this.commit({ op: "lease.release", name, holder: this.nodeId, fencingToken }, 1_000).catch(() => undefined),
-    );
-    await Promise.all(releases);
+    await this.singletonLeases.releaseAll(leaseReleaseTimeoutMs);
     this.stopped = true;
     this.unsubscribe();
     if (this.upkeepTimer) clearInterval(this.upkeepTimer);
@@ -354,41 +348,11 @@ export class ClusterService {
   }
 
   /**
-   * Runs `fn` while this controller holds the singleton lease `name` (granted through the quorum,
-   * renewed every third of `ttlMs` while `fn` runs). Returns false without running `fn` when
-   * another controller holds it or Raft cannot commit; the caller retries on its next tick. The
-   * lease is kept after `fn` (the next run renews it) and released when the controller stops.
+   * Runs `fn` while this controller holds the singleton lease `name`; false without running it
+   * when another controller holds it or Raft cannot commit. See {@link SingletonLeases}.
    */
-  async runUnderLease(name: string, ttlMs: number, fn: (lease: HeldLease) => Promise<void> | void): Promise<boolean> {
-    let granted: LeaseRecord;
-    try {
-      const result = await this.commit<LeaseRecord>({ op: "lease.acquire", name, holder: this.nodeId, ttlMs });
-      if (!result.ok) return false;
-      granted = result.value;
-    } catch (err) {
-      if (err instanceof ApiError) return false;
-      throw err;
-    }
-    this.heldLeases.set(name, granted.fencingToken);
-    const abort = new AbortController();
-    const renewEveryMs = Math.max(1, Math.floor(ttlMs / 3));
-    let renewing: Promise<void> = Promise.resolve();
-    const timer = setInterval(() => {
-      renewing = this.commit<LeaseRecord>({ op: "lease.renew", name, holder: this.nodeId, fencingToken: granted.fencingToken, ttlMs }).then(
-        (result) => {
-          if (!result.ok) this.loseLease(name, abort, result.message);
-        },
-        (err: unknown) => this.loseLease(name, abort, err instanceof Error ? err.message : String(err)),
-      );
-    }, renewEveryMs);
-    timer.unref();
-    try {
-      await fn({ name, fencingToken: granted.fencingToken, signal: abort.signal });
-    } finally {
-      clearInterval(timer);
-      await renewing;
-    }
-    return true;
+  runUnderLease(name: string, ttlMs: number, fn: (lease: HeldLease) => Promise<void> | void): Promise<boolean> {
+    return this.singletonLeases.runUnderLease(name, ttlMs, fn);
   }
 
   /** Applies `command` through the leader; the raw result, for callers that map refusals themselves. */
@@ -585,11 +549,6 @@ export class ClusterService {
     return [...voters].sort((a, b) => (progress[b]?.match ?? 0) - (progress[a]?.match ?? 0))[0]!;
   }
 
-  private loseLease(name: string, abort: AbortController, why: string): void {
-    if (this.heldLeases.delete(name)) this.log.warn(`Lost singleton lease ${name}: ${why}`);
-    abort.abort(new Error(`lease ${name} lost: ${why}`));
-  }
-
   /** Wait for the local log to be applied, then campaign when this controller is the only voter. */
   private async campaignIfSoleVoter(waitMs: number): Promise<void> {
     const host = this.member.host;
@@ -691,35 +650,4 @@ export class ClusterService {
     const result = await this.commit({ op: "member.update", nodeId: this.nodeId, ...update });
     if (!result.ok) throw new Error(result.message);
   }
-}
-
-/** The CA fingerprint a join token carries: SHA-256 of the certificate, lower-case hex. */
-export function caFingerprint(caCertPem: string): string {
-  return certificateFingerprintSha256(caCertPem).replaceAll(":", "").toLowerCase();
-}
-
-function iso(ms: number): string {
-  return new Date(ms).toISOString();
-}
-
-function memberView(m: MemberRecord, leader: string | null): Member {
-  return {
-    nodeId: m.nodeId,
-    raftAddr: m.raftAddr,
-    restAddr: m.restAddr,
-    gRPCAddr: m.grpcAddr,
-    label: m.label,
-    joinedAt: m.joinedAtMs > 0 ? iso(m.joinedAtMs) : null,
-    role: m.role,
-    leader: m.nodeId === leader,
-  };
-}
-
-function joinTokenView(t: JoinTokenRecord, nowMs: number): JoinToken {
-  const status = t.status === "ACTIVE" && t.expiresAtMs <= nowMs ? "EXPIRED" : t.status;
-  return { jti: t.jti, label: t.label, status, createdAt: iso(t.createdAtMs), expiresAt: iso(t.expiresAtMs) };
-}
-
-function leaseView(l: LeaseRecord) {
-  return { name: l.name, holder: l.holder, fencingToken: l.fencingToken, grantedAt: iso(l.grantedAtMs), expiresAt: iso(l.expiresAtMs) };
 }

@@ -18,7 +18,7 @@ import {
   type JoinClusterRequest,
   type JoinClusterResponse,
 } from "./cluster-proto.js";
-import { caFingerprint } from "./cluster-service.js";
+import { caFingerprint } from "./cluster-views.js";
 import type { JoinTokenClaims } from "./join-token.js";
 
 /** A join refused by the cluster (the token): trying other addresses would not help. */
