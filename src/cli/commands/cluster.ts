@@ -9,14 +9,21 @@ import type { Runtime, RuntimeFactory } from "../runtime.js";
 /** Default lifetime of a controller join token (24 h); the controller caps it at 30 days. */
 export const joinTokenTtlDefaultSeconds = 86_400;
 
+/** A member as `GET /api/v1/cluster/members` lists it. */
 interface Member {
   nodeId?: string;
   raftAddr?: string;
   restAddr?: string;
   gRPCAddr?: string;
-  grpcAddr?: string;
   label?: string;
-  joinedAt?: string;
+  joinedAt?: string | null;
+  role?: string;
+  leader?: boolean;
+}
+
+/** The ROLE column: `leader`, else the Raft role (voter, learner). */
+export function memberRole(member: Member): string {
+  return member.leader ? "leader" : display(member.role);
 }
 
 interface JoinTokenItem {
@@ -60,7 +67,7 @@ export function registerClusterCommands(program: Command, runtime: RuntimeFactor
 
   cluster
     .command("status")
-    .description("cluster identity and member count")
+    .description("cluster identity, member count and leader")
     .action(async (_opts, cmd: Command) => {
       const rt = runtime(cmd);
       const response = await rt.client().get<Record<string, unknown>>("/api/v1/cluster");
@@ -69,7 +76,9 @@ export function registerClusterCommands(program: Command, runtime: RuntimeFactor
       rt.out.fields([
         ["Cluster", c.clusterId],
         ["Members", c.memberCount],
-        ["Config version", c.activeConfigVersion],
+        ["Leader", c.leaderId ?? "none known"],
+        ["Answered by", c.nodeId],
+        ["Config version", c.activeConfigVersion ?? "none"],
         ["Created", c.createdAt],
       ]);
     });
@@ -83,8 +92,8 @@ export function registerClusterCommands(program: Command, runtime: RuntimeFactor
       if (rt.json) return rt.out.raw(response.raw);
       const o = rt.out;
       o.table(
-        ["NODE ID", "LABEL", "RAFT", "REST", "GRPC", "JOINED"],
-        listOf<Member>(response.data, "members").map((m) => [o.accent(display(m.nodeId)), display(m.label), display(m.raftAddr), display(m.restAddr), display(m.gRPCAddr ?? m.grpcAddr), display(m.joinedAt)]),
+        ["NODE ID", "ROLE", "LABEL", "RAFT", "REST", "GRPC", "JOINED"],
+        listOf<Member>(response.data, "members").map((m) => [o.accent(display(m.nodeId)), memberRole(m), display(m.label), display(m.raftAddr), display(m.restAddr), display(m.gRPCAddr), display(m.joinedAt)]),
       );
     });
 
@@ -180,11 +189,12 @@ export function registerClusterCommands(program: Command, runtime: RuntimeFactor
 
   cluster
     .command("recover")
-    .description("restore quorum by ejecting lost members from a survivor")
-    .option("--eject <ids>", "comma-separated member ids that are permanently lost")
+    .description("after the quorum is lost: continue as the only member, removing the named lost members")
+    .option("--eject <ids>", "comma-separated ids of every other member (all must be gone for good)")
+    .option("--reason <text>", "reason recorded in the audit log")
     .option("-y, --yes", "do not ask for confirmation")
     .option("--i-have-only-survivor", "print the offline single-survivor reset procedure; changes nothing")
-    .action(async (opts: { eject?: string; yes?: boolean; iHaveOnlySurvivor?: boolean }, cmd: Command) => {
+    .action(async (opts: { eject?: string; reason?: string; yes?: boolean; iHaveOnlySurvivor?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
       if (opts.iHaveOnlySurvivor) {
         rt.out.line(singleSurvivorProcedure);
@@ -194,8 +204,11 @@ export function registerClusterCommands(program: Command, runtime: RuntimeFactor
       if (eject.length === 0) throw new CliError("name the lost members with --eject <id,id,...> (or see --i-have-only-survivor)");
       const client = rt.client();
       if (!(await confirmUnlessYes(rt, opts.yes, `Force-remove ${eject.join(", ")} from the cluster? Only do this if they are gone for good.`))) return;
-      const response = await client.post("/api/v1/cluster/recover", { eject });
+      const body: Record<string, unknown> = { eject };
+      if (opts.reason !== undefined) body.reason = opts.reason;
+      const response = await client.post<{ ejected?: string[]; memberCount?: number }>("/api/v1/cluster/recover", body);
       if (rt.json) return rt.out.raw(response.raw);
-      rt.out.success(`recovered: ejected ${eject.join(", ")}`);
+      const ejected = response.data?.ejected ?? eject;
+      rt.out.success(`recovered: ejected ${ejected.join(", ")}; ${display(response.data?.memberCount)} member(s) now`);
     });
 }
