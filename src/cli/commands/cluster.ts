@@ -209,6 +209,7 @@ export function registerClusterCommands(program: Command, runtime: RuntimeFactor
       const response = await client.post<{ ejected?: string[]; memberCount?: number }>("/api/v1/cluster/recover", body);
       if (rt.json) return rt.out.raw(response.raw);
       const ejected = response.data?.ejected ?? eject;
-      rt.out.success(`recovered: ejected ${ejected.join(", ")}; ${display(response.data?.memberCount)} member(s) now`);
+      const count = response.data?.memberCount;
+      rt.out.success(`recovered: ejected ${ejected.join(", ")}${typeof count === "number" ? `; ${count} member(s) now` : ""}`);
     });
 }
