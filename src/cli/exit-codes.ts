@@ -2,8 +2,9 @@
  * Process exit codes of cloudctl and the error type commands throw to choose one.
  *
  * 0 success; 1 generic failure (validation, IO, parse, and every HTTP status other than 401, 403
- * and 404, including 409 and 422); 2 for 401 (and for "not signed in"); 3 for 403; 4 for 404;
- * 5 when the controller could not be reached at all (connection refused, DNS failure, timeout).
+ * and 404, including 409 and 422); 2 for 401 (and for "not signed in" and a refused console
+ * ticket); 3 for 403; 4 for 404; 5 when the controller could not be reached at all (connection
+ * refused, DNS failure, timeout).
  */
 export const ExitCode = {
   ok: 0,
@@ -40,7 +41,7 @@ export class CliError extends Error {
 export const exitCodesHelp = `Exit codes:
   0  success
   1  generic failure (validation, IO, parse; any HTTP error other than 401, 403, 404)
-  2  not authenticated (HTTP 401, or no token for a command that needs one)
+  2  not authenticated (HTTP 401, no token for a command that needs one, a console ticket refused)
   3  permission denied (HTTP 403)
   4  not found (HTTP 404)
   5  controller unreachable (connection refused, DNS failure, timeout)`;
