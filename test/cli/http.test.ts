@@ -37,7 +37,7 @@ describe("cloudctl HTTP behaviour", () => {
   });
   after(() => server.close());
 
-  test("exit codes: 0, 1 (400, 409, 500), 2 (401), 3 (403), 4 (404), 5 (connection refused)", async () => {
+  test("exit codes: 0, 1 (400, 409, 500), 2 (401), 3 (403), 4 (404), 5 (connection refused); --help lists them", async () => {
     const { home, dispose } = homeWithContext(server.url);
     try {
       const port = await closedPort();
@@ -49,11 +49,13 @@ describe("cloudctl HTTP behaviour", () => {
         [["group", "info", "forbidden"], 3],
         [["group", "info", "missing"], 4],
         [["group", "list", "--controller", `http://127.0.0.1:${port}`], 5],
+        [["--help"], 0],
       ];
       const results = await Promise.all(cases.map(([args]) => runCli(args, { home })));
       results.forEach((result, index) => assert.equal(result.code, cases[index][1], `${cases[index][0].join(" ")}: ${result.stderr}`));
       assert.match(results[5].stderr, /Group not found: missing \(NOT_FOUND, HTTP 404\)/);
       assert.match(results[6].stderr, /cannot reach controller/);
+      assert.match(results[7].stdout, /Exit codes:\n {2}0 {2}success\n {2}1 .*\n {2}2 .*401.*\n {2}3 .*403.*\n {2}4 .*404.*\n {2}5 {2}controller unreachable/, "--help lists the exit codes");
       assert.equal(server.requests.filter((r) => r.path === "/api/v1/groups/bad").length, 1, "400 is not retried");
       assert.equal(server.requests.filter((r) => r.path === "/api/v1/groups/conflict").length, 1, "409 is not retried");
     } finally {
