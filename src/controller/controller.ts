@@ -45,7 +45,7 @@ import { pluginRoutes } from "../http/routes/plugin.js";
 import { MachineCredentials, nodeCredentialTtlMs } from "../plugin-api/credentials.js";
 import { PlayerService } from "../plugin-api/players.js";
 import { SchedulerHost, type SchedulerTuning } from "../scheduler/scheduler-host.js";
-import { SingleScopeOwnership } from "../scheduler/scopes.js";
+import { buildCoordination } from "./coordination.js";
 import { startClusterService } from "../cluster/start-cluster.js";
 import { clusterRoutes } from "../http/routes/cluster.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
@@ -204,17 +204,25 @@ export async function startController(config: ControllerConfig, opts: StartContr
     });
     cleanups.push({ name: "daemon gateway", run: () => gateway.stop() });
 
+    const coordination = buildCoordination({
+      config,
+      controllerId: cluster.nodeId,
+      kv,
+      gateway,
+      events,
+      metrics,
+      clock,
+      logger: logs.logger("cloud.coordination"),
+    });
     const scheduler = new SchedulerHost({
       groups,
       instances,
       nodes,
       crashes,
       events,
-      daemons: gateway,
+      daemons: coordination.daemons,
       credentials,
-      // One scope owned for good: the development profile's single controller (per-group leases
-      // replace it for several controllers).
-      scopes: new SingleScopeOwnership(),
+      scopes: coordination.scopes,
       crashLoop: { crashLoopThreshold: config.crashes.crashLoopThreshold, crashLoopWindowMs: config.crashes.crashLoopWindowSeconds * 1000 },
       clock,
       logger: logs.logger("cloud.scheduler"),
@@ -284,6 +292,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
 
     players.start();
     cleanups.push({ name: "players", run: () => players.stop() });
+    await coordination.start();
+    cleanups.push({ name: "coordination", run: () => coordination.stop() });
     await scheduler.start();
     // Stops first: no actor reacts to the sessions the gateway then closes.
     cleanups.push({ name: "scheduler", run: () => scheduler.stop() });

@@ -119,6 +119,8 @@ export class SchedulerHost {
   private readonly evaluator: GroupEvaluator;
   private readonly reports: DaemonReportRouter;
   private readonly subscriptions: Subscription[] = [];
+  /** Deleted groups whose scopes stay tracked until their instances finished. */
+  private readonly deletedGroups = new Set<string>();
   private readonly pending = new Set<Promise<unknown>>();
   private unsubscribeReports: (() => void) | null = null;
   private sweepTimer: NodeJS.Timeout | null = null;
@@ -236,26 +238,41 @@ export class SchedulerHost {
     this.toGroup(group, { type: "RESUME" });
   }
 
-  /** Graceful stop of an instance (the platform's stop command, then SIGTERM, then SIGKILL). */
+  /**
+   * Graceful stop of an instance (the platform's stop command, then SIGTERM, then SIGKILL). When
+   * another controller schedules the group, the command goes straight to the daemon under the
+   * holder's fencing token; the holder's actor follows the daemon's STOPPING report.
+   */
   async stopInstance(id: string, force: boolean): Promise<void> {
     const doc = await this.requireLive(id);
-    if (!this.knownStates.has(id)) throw conflict(`Instance ${doc.id} is scheduled by another controller`, "NOT_OWNER");
-    this.toInstance(id, { type: force ? "FORCE_STOP" : "STOP" });
+    if (this.knownStates.has(id)) {
+      this.toInstance(id, { type: force ? "FORCE_STOP" : "STOP" });
+      return;
+    }
+    const body = { group: doc.group, fencing_token: await this.actingFencingToken(doc.group), instance_id: id };
+    const result = await this.command(doc.node, force ? { type: "force_stop_instance", body } : { type: "stop_instance", body });
+    if (!result.ok) throw refused(result);
   }
 
   /** Writes one line to the instance's standard input. */
   async sendCommand(id: string, line: string): Promise<void> {
     const doc = await this.requireLive(id);
-    const result = await this.command(doc.node, { type: "stdin_instance", body: { group: doc.group, fencing_token: this.fencingTokenOf(doc.group) ?? 0, instance_id: id, line } });
-    if (!result.ok) throw conflict(`The daemon refused the command: ${result.error_code}${result.message ? ` (${result.message})` : ""}`, result.error_code || "COMMAND_REFUSED");
+    const result = await this.command(doc.node, { type: "stdin_instance", body: { group: doc.group, fencing_token: await this.actingFencingToken(doc.group), instance_id: id, line } });
+    if (!result.ok) throw refused(result);
   }
 
   /** The in-server plugin reported ready: RUNNING, and the daemon is told (plugin readiness). */
   async markReady(id: string): Promise<void> {
     const doc = await this.requireLive(id);
     this.toInstance(id, { type: "READY" });
-    const result = await this.command(doc.node, { type: "mark_instance_ready", body: { group: doc.group, fencing_token: this.fencingTokenOf(doc.group) ?? 0, instance_id: id } });
+    // The daemon then reports RUNNING, which reaches the group's scheduler wherever it runs.
+    const result = await this.command(doc.node, { type: "mark_instance_ready", body: { group: doc.group, fencing_token: await this.actingFencingToken(doc.group), instance_id: id } });
     if (!result.ok && result.error_code !== "INVALID_STATE") this.options.logger.warn(`Node ${doc.node} refused the readiness of ${id}: ${result.error_code}`);
+  }
+
+  /** This controller's fencing token for the group, or the holder's when another controller schedules it. */
+  private async actingFencingToken(group: string): Promise<number> {
+    return this.fencingTokenOf(group) ?? (await this.options.scopes.holderFencingToken(this.options.scopes.scopeOf(group))) ?? 0;
   }
 
   /** The player count of an instance changed (plugin player routes). */
@@ -378,6 +395,7 @@ export class SchedulerHost {
     const supervisor = this.supervisors.get(this.options.scopes.scopeOf(name));
     supervisor?.send({ type: "GROUP_REMOVED", group: name });
     // The scope stays tracked until its instances stopped; the sweep untracks it.
+    this.deletedGroups.add(name);
   }
 
   private toGroup(group: string, event: GroupEvent): void {
@@ -556,8 +574,28 @@ export class SchedulerHost {
     await this.options.scopes.ensureCurrent(scope, token);
   }
 
+  /**
+   * Periodic housekeeping: every stored group is tracked (an event missed from a peer must not
+   * leave a group without an owner); a deleted group is untracked once its instances finished.
+   */
+  private async syncTrackedGroups(): Promise<void> {
+    const names = new Set((await this.options.groups.listDocs()).map((g) => g.name));
+    for (const name of names) this.options.scopes.track(name);
+    for (const name of [...this.deletedGroups]) {
+      if (names.has(name)) {
+        this.deletedGroups.delete(name);
+        continue;
+      }
+      if (this.live.ofGroup(name).every((i) => FINISHED_STATES.has(i.state))) {
+        this.options.scopes.untrack(name);
+        this.deletedGroups.delete(name);
+      }
+    }
+  }
+
   /** Deletes STOPPED and CRASHED records older than the retention, and forgets them here. */
   private async sweepFinished(): Promise<void> {
+    await this.syncTrackedGroups();
     const cutoffMs = this.options.clock.nowMs() - this.tuning.finishedRetentionMs;
     for (const state of ["STOPPED", "CRASHED"] as const) {
       for (const doc of await this.options.instances.findDocs({ state })) {
@@ -658,6 +696,11 @@ export class SchedulerHost {
     this.pending.add(tracked);
     void tracked.finally(() => this.pending.delete(tracked));
   }
+}
+
+/** A command the daemon refused, as the operator sees it. */
+function refused(result: CommandResult): Error {
+  return conflict(`The daemon refused the command: ${result.error_code}${result.message ? ` (${result.message})` : ""}`, result.error_code || "COMMAND_REFUSED");
 }
 
 /** The crash classification of a failure without a process exit. */

@@ -31,6 +31,12 @@ export interface ScopeOwnership {
   track(group: string): void;
   /** A group is gone: its scope no longer needs an owner. */
   untrack(group: string): void;
+  /**
+   * The fencing token of whoever holds `scope` now (this controller or another), or null when
+   * nobody does. Operator actions reaching a controller that does not schedule the group stamp
+   * their daemon command with it, so the daemon accepts them as the holder's.
+   */
+  holderFencingToken(scope: string): Promise<number | null>;
   /** Fencing check before a write: resolves when `scope` is still ours with `fencingToken`, else throws {@link ScopeLostError}. */
   ensureCurrent(scope: string, fencingToken: number): Promise<void>;
   stop(): Promise<void>;
@@ -57,6 +63,10 @@ export class SingleScopeOwnership implements ScopeOwnership {
   track(): void {}
 
   untrack(): void {}
+
+  async holderFencingToken(): Promise<number | null> {
+    return SINGLE_SCOPE_TOKEN;
+  }
 
   async ensureCurrent(): Promise<void> {}
 
