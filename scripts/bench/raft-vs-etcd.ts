@@ -5,13 +5,14 @@
  *     the CPU time the members and the client spent per put;
  *   - leader failover --failovers times: kill -9 the leader, time until a put to a survivor succeeds;
  *   - a steady load for --steady-s: the leader must not change.
- * Both clusters run from the start; the load phases alternate between them in slices of --slice-s
+ * Each system is warmed up first (--warmup-s of load, half sequential, half at --inflight). Both
+ * clusters run from the start; the load phases alternate between them in slices of --slice-s
  * (and the failover rounds alternate too), so both see the same background load on a shared
  * machine. Prints one table and a JSON line (`RESULT {...}`). Run through raft-vs-etcd.sh, which
  * installs etcd if missing.
  *
- *   tsx scripts/bench/raft-vs-etcd.ts [--duration-s 10] [--slice-s 2] [--failovers 5] [--steady-s 60]
- *     [--inflight 64] [--value-bytes 128] [--only raft|etcd] [--raft-tick-ms 100]
+ *   tsx scripts/bench/raft-vs-etcd.ts [--duration-s 10] [--slice-s 2] [--warmup-s 6] [--failovers 5]
+ *     [--steady-s 60] [--inflight 64] [--value-bytes 128] [--only raft|etcd] [--raft-tick-ms 100]
  *     [--raft-put-path stream|unary]
  *
  * etcd ticks once per heartbeat interval; raft-kv does the same by default (tick 100 ms, heartbeat
@@ -42,6 +43,8 @@ interface Flags {
   /** Length of one turn of a system in the alternating load phases. */
   sliceS: number;
   raftPutPath: "stream" | "unary";
+  /** Load before measuring, per system: half of it sequential, half with --inflight workers. */
+  warmupS: number;
 }
 
 function readFlags(argv: readonly string[]): Flags {
@@ -60,6 +63,7 @@ function readFlags(argv: readonly string[]): Flags {
     raftTickMs: Number(value("raft-tick-ms", "100")),
     sliceS: Number(value("slice-s", "2")),
     raftPutPath: value("raft-put-path", "stream") === "unary" ? "unary" : "stream",
+    warmupS: Number(value("warmup-s", "6")),
   };
 }
 
@@ -284,9 +288,12 @@ async function measureSteady(system: System, seconds: number, valueBytes: number
 
 async function benchmark(systems: readonly System[], flags: Flags): Promise<SystemResult[]> {
   const log = (system: System, text: string) => process.stderr.write(`[${system.name}] ${text}\n`);
+  // Warm-up: connections, caches and, for raft-kv, the JIT, which otherwise still compiles the
+  // hot paths during the first seconds of measurement.
   for (const system of systems) {
     await waitForLeader(system);
-    await runLoadPhase([system], 4, 1, 1, flags.valueBytes); // warm-up: connections, JIT
+    await runLoadPhase([system], 1, flags.warmupS / 2, flags.warmupS, flags.valueBytes);
+    await runLoadPhase([system], flags.inflight, flags.warmupS / 2, flags.warmupS, flags.valueBytes);
   }
   const sequential = await runLoadPhase(systems, 1, flags.durationS, flags.sliceS, flags.valueBytes);
   systems.forEach((system, i) => log(system, `sequential ${sequential[i]!.opsPerS.toFixed(0)} ops/s p50 ${sequential[i]!.p50Ms.toFixed(2)} ms`));

@@ -446,12 +446,14 @@ export class RaftNodeHost {
   private async applyCommitted(ready: Ready): Promise<void> {
     for (const entry of ready.committedEntries) {
       if (entry.index <= this.appliedIndex) continue;
-      await this.applyEntry(entry);
+      const applying = this.applyEntry(entry);
+      if (applying !== undefined) await applying;
     }
     this.serveReads();
   }
 
-  private async applyEntry(entry: Entry): Promise<void> {
+  /** Applies one committed entry; returns a promise only when the state machine's `apply` did. */
+  private applyEntry(entry: Entry): Promise<void> | undefined {
     assert(entry.index === this.appliedIndex + 1, `applying ${entry.index} after ${this.appliedIndex}`);
     if (entry.type === "conf-change") {
       const change = this.config.confChangeCodec.decode(entry.data);
@@ -464,18 +466,24 @@ export class RaftNodeHost {
       this.appliedIndex = entry.index;
       this.config.onConfChange?.(userChange, this.confState);
       this.settleProposal(counter, this.confState);
-      return;
+      return undefined;
     }
     if (entry.data.byteLength === 0) {
       this.appliedIndex = entry.index;
-      return;
+      return undefined;
     }
     const counter = this.ownRequestCounter(entry.data);
     const payload = entry.data[0] === requestMarker && entry.data.byteLength >= requestHeaderBytes ? entry.data.subarray(requestHeaderBytes) : entry.data;
-    let result = this.config.stateMachine.apply({ ...entry, data: payload });
-    if (result instanceof Promise) result = await result;
-    this.appliedIndex = entry.index;
-    this.settleProposal(counter, result);
+    const result = this.config.stateMachine.apply({ ...entry, data: payload });
+    const settle = (value: unknown) => {
+      this.appliedIndex = entry.index;
+      this.settleProposal(counter, value);
+    };
+    if (result instanceof Promise) return result.then(settle);
+    // A synchronous apply settles at once: the proposals of one Ready resolve in one run, without
+    // a turn of the microtask queue between entries.
+    settle(result);
+    return undefined;
   }
 
   private settleProposal(counter: number | null, result: unknown): void {
