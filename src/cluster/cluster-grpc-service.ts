@@ -1,7 +1,8 @@
 /**
  * The `ClusterMembership` gRPC service every controller serves on its gRPC port (beside the daemon
  * gateway): the cluster CA for joining controllers, joins authenticated by the join token alone,
- * and — for callers presenting a member certificate — writes relayed to the leader and status.
+ * and — for callers presenting a member certificate — writes relayed to the leader, status, and
+ * daemon commands for the streams this controller holds.
  */
 import * as grpc from "@grpc/grpc-js";
 import { Type } from "@sinclair/typebox";
@@ -17,6 +18,8 @@ import {
   fromGrpcError,
   loadClusterMembership,
   toGrpcError,
+  type ForwardNodeCommandRequest,
+  type ForwardNodeCommandResponse,
   type JoinClusterRequest,
   type JoinClusterResponse,
   type StatusResponse,
@@ -25,10 +28,13 @@ import type { ClusterService, MembershipRequest } from "./cluster-service.js";
 import { RaftHostError } from "./host-errors.js";
 import { hashJoinToken, joinTokenCharsMax, verifyJoinToken, readJoinTokenClaims } from "./join-token.js";
 import { relayedJoinMetadataKey, type MemberClients } from "./member-clients.js";
+import { readForwardNodeCommand, type ForwardedCommands } from "./node-commands.js";
 
 export interface ClusterGrpcServiceOptions {
   readonly cluster: ClusterService;
   readonly clients: MemberClients;
+  /** Where other members' commands for this controller's daemons go. */
+  readonly forwardedCommands: ForwardedCommands;
   readonly audit: AuditRecorder;
   readonly clock: Clock;
   readonly logger: Logger;
@@ -125,6 +131,12 @@ export function clusterMembershipService(options: ClusterGrpcServiceOptions): Ga
         requireMember(call);
         const status = cluster.raftStatus();
         return { cluster_id: cluster.clusterId, node_id: cluster.nodeId, leader_id: cluster.leaderId() ?? "", role: status.role, applied: status.applied };
+      }),
+
+      ForwardNodeCommand: unary<ForwardNodeCommandRequest, ForwardNodeCommandResponse>(async (call) => {
+        requireMember(call);
+        const { nodeId, command } = readForwardNodeCommand(call.request);
+        return { result: await options.forwardedCommands.run(nodeId, command) };
       }),
     },
   };

@@ -3,9 +3,11 @@
  * @grpc/proto-loader, the shapes of its messages as proto-loader decodes them, and how expected
  * failures travel: a gRPC status whose details are the JSON error `{code, message, status}`.
  */
+import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
+import type { CommandPayloads, CommandResult } from "../gateway/daemon-proto.js";
 import { ApiError } from "../shared/errors.js";
 
 export const clusterProtoPath = fileURLToPath(new URL("../../proto/cluster.proto", import.meta.url));
@@ -51,6 +53,19 @@ export interface StatusResponse {
   applied: number;
 }
 
+/**
+ * A daemon command on its way to the controller holding the daemon's stream: the node and one
+ * command case, named in `command` as proto-loader decodes a oneof.
+ */
+export type ForwardNodeCommandRequest = {
+  [K in keyof CommandPayloads]: { node_id: string; command?: K } & { [P in K]: CommandPayloads[K] };
+}[keyof CommandPayloads];
+
+export interface ForwardNodeCommandResponse {
+  /** Null only from a peer that answered nothing (never from this build). */
+  result: CommandResult | null;
+}
+
 export type UnaryCallback<T> = (error: grpc.ServiceError | null, response?: T) => void;
 
 /** The generated-at-runtime client of `ClusterMembership`. */
@@ -60,6 +75,7 @@ export interface ClusterMembershipClient extends grpc.Client {
   Propose(request: { command_json: string }, options: grpc.CallOptions, callback: UnaryCallback<{ result_json: string }>): grpc.ClientUnaryCall;
   ChangeMembership(request: { request_json: string }, options: grpc.CallOptions, callback: UnaryCallback<object>): grpc.ClientUnaryCall;
   Status(request: object, options: grpc.CallOptions, callback: UnaryCallback<StatusResponse>): grpc.ClientUnaryCall;
+  ForwardNodeCommand(request: ForwardNodeCommandRequest, options: grpc.CallOptions, callback: UnaryCallback<ForwardNodeCommandResponse>): grpc.ClientUnaryCall;
 }
 
 type ClusterMembershipConstructor = grpc.ServiceClientConstructor;
@@ -69,7 +85,14 @@ let loaded: ClusterMembershipConstructor | null = null;
 /** The `ClusterMembership` service (loaded once). */
 export function loadClusterMembership(): ClusterMembershipConstructor {
   if (!loaded) {
-    const definition = protoLoader.loadSync(clusterProtoPath, { keepCase: true, longs: Number, defaults: true, arrays: true });
+    const definition = protoLoader.loadSync(clusterProtoPath, {
+      keepCase: true,
+      longs: Number,
+      defaults: true,
+      arrays: true,
+      oneofs: true,
+      includeDirs: [dirname(clusterProtoPath)],
+    });
     const pkg = grpc.loadPackageDefinition(definition) as unknown as { cloud: { cluster: { v1: { ClusterMembership: ClusterMembershipConstructor } } } };
     loaded = pkg.cloud.cluster.v1.ClusterMembership;
   }

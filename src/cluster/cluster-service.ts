@@ -45,6 +45,7 @@ import { caFingerprint, iso, joinTokenView, leaseView, memberView } from "./clus
 import { RaftHostError } from "./host-errors.js";
 import { hashJoinToken, newJoinTokenId, newSeedSecret, signJoinToken } from "./join-token.js";
 import type { MemberClients } from "./member-clients.js";
+import { ForwardedCommands, MemberCommandLink } from "./node-commands.js";
 import type { RaftMember, RaftTuning } from "./raft-member.js";
 import { probeMembers, rewriteLogAsSoleMember } from "./recovery.js";
 import { SingletonLeases, type HeldLease } from "./singleton-leases.js";
@@ -113,6 +114,7 @@ export class ClusterService {
   private member: RaftMember;
   private readonly addresses: AdvertisedAddresses;
   private leaderLink: LeaderLink | null = null;
+  private readonly forwardedCommands = new ForwardedCommands();
   private readonly singletonLeases: SingletonLeases;
   private upkeepTimer: NodeJS.Timeout | null = null;
   private upkeepRunning = false;
@@ -161,7 +163,23 @@ export class ClusterService {
   /** The `ClusterMembership` gRPC service of this controller, for the gateway's server. */
   grpcService(): GatewayService {
     const { clients, audit, clock, tuning } = this.options;
-    return clusterMembershipService({ cluster: this, clients, audit, clock, logger: this.log, relayTimeoutMs: 3 * tuning.commitTimeoutMs });
+    return clusterMembershipService({
+      cluster: this,
+      clients,
+      forwardedCommands: this.forwardedCommands,
+      audit,
+      clock,
+      logger: this.log,
+      relayTimeoutMs: 3 * tuning.commitTimeoutMs,
+    });
+  }
+
+  /**
+   * Daemon commands to and from the other members (`ForwardNodeCommand`): forwarded to a member's
+   * gRPC port from its member record, on clients of the link's own that its owner closes.
+   */
+  memberCommandLink(): MemberCommandLink {
+    return new MemberCommandLink(this.options.clients.withOwnChannels(), (id) => this.grpcAddressOf(id), this.forwardedCommands);
   }
 
   /** Sets the link to the leader used by writes on a controller that does not lead. */

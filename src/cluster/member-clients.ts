@@ -2,7 +2,8 @@
  * Controller-to-controller calls on the members' gRPC ports: this controller presents its member
  * certificate and accepts only a server certificate of the cluster CA naming `cloud-controller`.
  * {@link GrpcLeaderLink} hands writes to the leader; {@link MemberClients.status} tells a live
- * member from a dead one.
+ * member from a dead one; {@link MemberClients.forwardNodeCommand} hands a daemon command to the
+ * member holding the daemon's stream (`node-commands.ts`).
  */
 import * as grpc from "@grpc/grpc-js";
 import { HostErrorCode, RaftHostError } from "./host-errors.js";
@@ -15,6 +16,8 @@ import {
   fromGrpcError,
   loadClusterMembership,
   type ClusterMembershipClient,
+  type ForwardNodeCommandRequest,
+  type ForwardNodeCommandResponse,
   type JoinClusterRequest,
   type JoinClusterResponse,
   type StatusResponse,
@@ -73,6 +76,25 @@ export class MemberClients {
     return new Promise((resolve, reject) => {
       join.call(client, request, metadata, { deadline: Date.now() + timeoutMs }, (error, response) => (error ? reject(error) : resolve(response!)));
     });
+  }
+
+  /** Forwards a daemon command to the member at `address`; aborting `signal` cancels the call. */
+  forwardNodeCommand(address: string, request: ForwardNodeCommandRequest, options: { timeoutMs: number; signal: AbortSignal }): Promise<ForwardNodeCommandResponse> {
+    const client = this.client(address);
+    return new Promise((resolve, reject) => {
+      const cancel = () => call.cancel();
+      const call = client.ForwardNodeCommand(request, { deadline: Date.now() + options.timeoutMs }, (error, response) => {
+        options.signal.removeEventListener("abort", cancel);
+        if (error) reject(error);
+        else resolve(response!);
+      });
+      options.signal.addEventListener("abort", cancel, { once: true });
+    });
+  }
+
+  /** Another set of clients with the same member certificate and channels of their own, closed on their own. */
+  withOwnChannels(): MemberClients {
+    return new MemberClients(this.tls);
   }
 
   close(): void {

@@ -207,6 +207,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const coordination = buildCoordination({
       config,
       controllerId: cluster.nodeId,
+      cluster,
       kv,
       gateway,
       events,

@@ -2,9 +2,10 @@
  * How scheduling is coordinated, by profile. Development: one controller owns every group, daemons
  * talk to it alone. Production: per-group key-value leases decide which controller schedules a
  * group; daemon sessions are recorded in the key-value store, commands are forwarded to the
- * controller holding a daemon's stream, daemon reports and the bridged events reach every
- * controller.
+ * controller holding a daemon's stream over the cluster's gRPC, daemon reports and the bridged
+ * events reach every controller through the key-value store's pub/sub.
  */
+import type { ClusterService } from "../cluster/cluster-service.js";
 import type { ControllerConfig } from "../config/schema.js";
 import { DaemonRelay } from "../coordination/daemon-relay.js";
 import { EventBridge } from "../coordination/event-bridge.js";
@@ -33,6 +34,8 @@ export interface SchedulingCoordination {
 export interface CoordinationOptions {
   config: ControllerConfig;
   controllerId: string;
+  /** The cluster membership: the other controllers' gRPC ports and this one's member certificate. */
+  cluster: Pick<ClusterService, "memberCommandLink">;
   kv: KvStore;
   gateway: DaemonGateway;
   events: EventBus;
@@ -55,7 +58,7 @@ export function buildCoordination(options: CoordinationOptions): SchedulingCoord
   const leases = new KvLeases({ kv, controllerId, leaseTtlMs, metrics: options.metrics });
   const scopes = new LeaseScopeOwnership({ leases, leaseTtlMs, clock: options.clock, logger });
   const registry = new NodeSessionRegistry({ kv });
-  const relay = new DaemonRelay({ controllerId, kv, registry, gateway, logger });
+  const relay = new DaemonRelay({ controllerId, kv, registry, gateway, peers: options.cluster.memberCommandLink(), logger });
   const bridge = new EventBridge({ kv, bus: events, controllerId, logger });
   const subscriptions: Subscription[] = [];
   return {

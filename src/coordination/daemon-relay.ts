@@ -6,15 +6,14 @@
  * - **Sessions**: every controller records the streams it holds in the node-session registry of the
  *   key-value store (renewed while connected).
  * - **Commands**: a command for a node whose stream another controller holds is forwarded to that
- *   controller through the key-value store's pub/sub (`cloud:v1:node-commands:<controllerId>`); its
- *   gateway sends it and the result comes back on `cloud:v1:node-command-results:<controllerId>`.
+ *   controller over controller-to-controller gRPC ({@link PeerCommandLink}, the cluster's
+ *   `ForwardNodeCommand`); its gateway sends it and the daemon's result is the answer.
  * - **Reports**: every daemon report a controller receives (instance states, crashes, inventories,
  *   console lines) is republished on `cloud:v1:daemon-reports`; the others hand them to their
  *   scheduler, which acts on the instances it supervises and ignores the rest.
  *
  * Without a peer (one controller) everything stays local.
  */
-import { randomUUID } from "node:crypto";
 import type { CommandResult, InstanceCommand } from "../gateway/daemon-proto.js";
 import type { DaemonReport } from "../gateway/daemon-gateway.js";
 import type { Logger } from "../logs/types.js";
@@ -24,10 +23,6 @@ import type { NodeSessionRegistry } from "./session-registry.js";
 
 /** The channel every controller publishes its daemons' reports on. */
 export const DAEMON_REPORTS_CHANNEL = `${KV_KEY_PREFIX}daemon-reports`;
-/** Commands for the daemons whose streams `controllerId` holds. */
-export const nodeCommandsChannel = (controllerId: string) => `${KV_KEY_PREFIX}node-commands:${controllerId}`;
-/** Results of the commands `controllerId` forwarded. */
-export const nodeCommandResultsChannel = (controllerId: string) => `${KV_KEY_PREFIX}node-command-results:${controllerId}`;
 
 /** How long a forwarded command may take, the holder's own command timeout included. */
 export const forwardedCommandTimeoutMs = 35_000;
@@ -44,24 +39,28 @@ export interface LocalGateway {
   onReport(handler: (report: DaemonReport) => void): () => void;
 }
 
+/**
+ * How commands reach the controller holding a daemon's stream, and how this controller serves the
+ * others' (`MemberCommandLink` of the cluster: gRPC with member certificates).
+ */
+export interface PeerCommandLink {
+  /** Sends `command` for `nodeId` to the controller `controllerId`; resolves with a result, never rejects. */
+  forward(controllerId: string, nodeId: string, command: InstanceCommand, options: { timeoutMs: number; signal: AbortSignal }): Promise<CommandResult>;
+  /** Serves the commands other controllers forward here; returns the function that stops serving. */
+  serve(handler: (nodeId: string, command: InstanceCommand) => Promise<CommandResult>): () => void;
+  /** Closes the clients of the other controllers. */
+  close(): void;
+}
+
 export interface DaemonRelayOptions {
   controllerId: string;
   kv: KvStore;
   registry: NodeSessionRegistry;
   gateway: LocalGateway;
+  peers: PeerCommandLink;
   logger: Logger;
-}
-
-interface ForwardRequest {
-  requestId: string;
-  from: string;
-  nodeId: string;
-  command: InstanceCommand;
-}
-
-interface ForwardResponse {
-  requestId: string;
-  result: CommandResult;
+  /** Deadline of a forwarded command; {@link forwardedCommandTimeoutMs} unless set. */
+  forwardedCommandTimeoutMs?: number;
 }
 
 interface RelayedReport {
@@ -73,7 +72,8 @@ const failure = (code: string, message: string): CommandResult => ({ command_id:
 
 /** Commands and reports of every daemon, whichever controller holds its stream. */
 export class DaemonRelay {
-  private readonly pending = new Map<string, { resolve: (result: CommandResult) => void; timer: NodeJS.Timeout }>();
+  private readonly stopping = new AbortController();
+  private forwardsInFlight = 0;
   private readonly handlers = new Set<(report: DaemonReport) => void>();
   private readonly cleanups: (() => Promise<void> | void)[] = [];
   private renewTimer: NodeJS.Timeout | null = null;
@@ -81,12 +81,9 @@ export class DaemonRelay {
   constructor(private readonly options: DaemonRelayOptions) {}
 
   async start(): Promise<void> {
-    const { kv, controllerId, gateway } = this.options;
-    this.cleanups.push(
-      await kv.subscribe(nodeCommandsChannel(controllerId), (message) => void this.serveForwarded(message)),
-      await kv.subscribe(nodeCommandResultsChannel(controllerId), (message) => this.forwardedResult(message)),
-      await kv.subscribe(DAEMON_REPORTS_CHANNEL, (message) => this.peerReport(message)),
-    );
+    const { kv, controllerId, gateway, peers } = this.options;
+    this.cleanups.push(peers.serve((nodeId, command) => this.serveForwarded(nodeId, command)));
+    this.cleanups.push(await kv.subscribe(DAEMON_REPORTS_CHANNEL, (message) => this.peerReport(message)));
     this.cleanups.push(
       gateway.onReport((report) => {
         this.deliver(report);
@@ -99,12 +96,10 @@ export class DaemonRelay {
 
   async stop(): Promise<void> {
     if (this.renewTimer) clearInterval(this.renewTimer);
+    // Forwarded commands still on their way are cancelled and answer RELAY_STOPPED.
+    this.stopping.abort();
     for (const cleanup of this.cleanups.splice(0).reverse()) await cleanup();
-    for (const [id, pending] of this.pending) {
-      clearTimeout(pending.timer);
-      pending.resolve(failure("RELAY_STOPPED", "The controller is stopping"));
-      this.pending.delete(id);
-    }
+    this.options.peers.close();
   }
 
   /** Records (or clears) a stream this controller holds. */
@@ -124,21 +119,19 @@ export class DaemonRelay {
 
   /** Sends a command to a node's daemon through whichever controller holds its stream. */
   async sendCommand(nodeId: string, command: InstanceCommand): Promise<CommandResult> {
-    const { gateway, registry, controllerId, kv } = this.options;
+    const { gateway, registry, controllerId, peers } = this.options;
     if (gateway.isConnected(nodeId)) return gateway.sendCommand(nodeId, command);
+    if (this.stopping.signal.aborted) return failure("RELAY_STOPPED", "The controller is stopping");
     const session = await registry.lookup(nodeId);
     if (!session || session.controllerId === controllerId) return failure("NODE_NOT_CONNECTED", `Node ${nodeId} is not connected to any controller`);
-    if (this.pending.size >= forwardedCommandsPendingMax) return failure("QUEUE_FULL", "Too many forwarded commands awaiting results");
-    const requestId = randomUUID();
-    const result = new Promise<CommandResult>((resolve) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(requestId);
-        resolve(failure("COMMAND_TIMEOUT", `Controller ${session.controllerId} did not answer a command for node ${nodeId} within ${forwardedCommandTimeoutMs} ms`));
-      }, forwardedCommandTimeoutMs);
-      this.pending.set(requestId, { resolve, timer });
-    });
-    await kv.publish(nodeCommandsChannel(session.controllerId), JSON.stringify({ requestId, from: controllerId, nodeId, command } satisfies ForwardRequest));
-    return result;
+    if (this.forwardsInFlight >= forwardedCommandsPendingMax) return failure("QUEUE_FULL", "Too many forwarded commands awaiting results");
+    this.forwardsInFlight++;
+    try {
+      const timeoutMs = this.options.forwardedCommandTimeoutMs ?? forwardedCommandTimeoutMs;
+      return await peers.forward(session.controllerId, nodeId, command, { timeoutMs, signal: this.stopping.signal });
+    } finally {
+      this.forwardsInFlight--;
+    }
   }
 
   private deliver(report: DaemonReport): void {
@@ -162,36 +155,15 @@ export class DaemonRelay {
     this.deliver(relayed.report);
   }
 
-  private async serveForwarded(message: string): Promise<void> {
-    let request: ForwardRequest;
+  /** A command another controller forwarded for a daemon whose stream this one holds. */
+  private async serveForwarded(nodeId: string, command: InstanceCommand): Promise<CommandResult> {
+    const { gateway, controllerId } = this.options;
+    if (!gateway.isConnected(nodeId)) return failure("NODE_NOT_CONNECTED", `Node ${nodeId} is no longer connected to controller ${controllerId}`);
     try {
-      request = JSON.parse(message) as ForwardRequest;
-    } catch {
-      return;
-    }
-    let result: CommandResult;
-    try {
-      result = this.options.gateway.isConnected(request.nodeId)
-        ? await this.options.gateway.sendCommand(request.nodeId, request.command)
-        : failure("NODE_NOT_CONNECTED", `Node ${request.nodeId} is no longer connected to controller ${this.options.controllerId}`);
+      return await gateway.sendCommand(nodeId, command);
     } catch (err) {
-      result = failure((err as { code?: string }).code ?? "COMMAND_FAILED", (err as Error).message);
+      return failure((err as { code?: string }).code ?? "COMMAND_FAILED", (err as Error).message);
     }
-    await this.options.kv.publish(nodeCommandResultsChannel(request.from), JSON.stringify({ requestId: request.requestId, result } satisfies ForwardResponse));
-  }
-
-  private forwardedResult(message: string): void {
-    let response: ForwardResponse;
-    try {
-      response = JSON.parse(message) as ForwardResponse;
-    } catch {
-      return;
-    }
-    const pending = this.pending.get(response.requestId);
-    if (!pending) return;
-    this.pending.delete(response.requestId);
-    clearTimeout(pending.timer);
-    pending.resolve(response.result);
   }
 
   private async renewSessions(): Promise<void> {
