@@ -167,7 +167,7 @@ describe("simulated game server", { timeout: 55_000 }, () => {
       return 503;
     });
     try {
-      const sim = await startSim({ CLOUD_CONTROLLER_URL: api.url, CLOUD_WORKLOAD_TOKEN: "wl" });
+      const sim = await startSim({ CLOUD_CONTROLLER_URL: api.url, CLOUD_WORKLOAD_TOKEN: "wl", CLOUD_SIM_READY_ATTEMPTS: "5" });
       await sim.waitForLine("Could not report ready to the controller");
       assert.equal(attempts, 5);
       sim.send("stop");

@@ -13,8 +13,8 @@ import { createServer } from "node:net";
 import { createInterface } from "node:readline";
 
 const VERSION = "1.0.0";
-const readyAttemptsMax = 5;
-const pluginRequestTimeoutMs = 2_000;
+const pluginRequestTimeoutMs = 10_000;
+const playerReportAttemptsMax = 3;
 const retryBackoffMaxMs = 2_000;
 const playersMax = 10_000;
 
@@ -22,6 +22,8 @@ const env = process.env;
 const instanceId = env.CLOUD_INSTANCE_ID ?? "simulated";
 const group = env.CLOUD_GROUP ?? "";
 const port = integerFrom(env.CLOUD_PORT, 25565);
+// A busy controller may answer late: ten tries over about twenty seconds before giving up.
+const readyAttemptsMax = integerFrom(env.CLOUD_SIM_READY_ATTEMPTS, 10);
 const bindHost = env.CLOUD_SIM_BIND_HOST || "0.0.0.0";
 const tickIntervalMs = integerFrom(env.CLOUD_SIM_TICK_INTERVAL_MS, 5_000);
 const startupDelayMs = integerFrom(env.CLOUD_SIM_STARTUP_DELAY_MS, 0);
@@ -150,13 +152,13 @@ function handlePlayers(action, name) {
     const uuid = offlineUuid(name);
     players.set(name, uuid);
     log(`${name}[/127.0.0.1] logged in (uuid ${uuid})`);
-    void postPlugin("player-join", { uuid, name, group }, 1);
+    void postPlugin("player-join", { uuid, name, group }, playerReportAttemptsMax);
   } else {
     const uuid = players.get(name);
     if (uuid === undefined) return log(`${name} is not online`, "WARN");
     players.delete(name);
     log(`${name} left the game`);
-    void postPlugin("player-leave", { uuid }, 1);
+    void postPlugin("player-leave", { uuid }, playerReportAttemptsMax);
   }
 }
 
