@@ -20,12 +20,9 @@ export class LiveInstances {
   /** Reservations of every live instance known here (all groups), for placement. */
   readonly placement = new PlacementIndex((nodeId) => this.nodeHosts.get(nodeId) ?? nodeId);
 
-  /**
-   * Records the host of a node. Call it before instances of the node are added: a reservation is
-   * filed under the host known when it was added.
-   */
+  /** Records the host a node reported (its machine). */
   setNodeHost(nodeId: string, host: string): void {
-    if (!this.nodeHosts.has(nodeId)) this.nodeHosts.set(nodeId, host);
+    this.nodeHosts.set(nodeId, host);
   }
 
   /** Records an instance (new or adopted). Finished instances are not indexed for placement. */

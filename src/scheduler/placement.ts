@@ -52,6 +52,7 @@ export type PlacementResult = Placement | PlacementFailure;
 
 interface NodeUsage {
   reservedMemoryMb: number;
+  ports: Set<number>;
   instancesByGroup: Map<string, number>;
 }
 
@@ -63,10 +64,12 @@ interface NodeUsage {
  */
 export class PlacementIndex {
   private readonly usage = new Map<string, NodeUsage>();
-  /** Ports in use per host: nodes on one machine (several daemons on one host) share its ports. */
-  private readonly portsByHost = new Map<string, Set<number>>();
 
-  /** `hostOf` names the machine of a node; by default every node is its own machine. */
+  /**
+   * `hostOf` names the machine of a node (by default every node is its own machine): nodes on one
+   * machine (several daemons on one host) share its ports. It is read at every port check, so a
+   * host learnt after instances were added still applies to them.
+   */
   constructor(private readonly hostOf: (nodeId: string) => string = (nodeId) => nodeId) {}
 
   /** Records a live instance. */
@@ -74,13 +77,7 @@ export class PlacementIndex {
     if (FINISHED_STATES.has(instance.state)) return;
     const u = this.usageOf(instance.node);
     u.reservedMemoryMb += instance.memoryMb;
-    const host = this.hostOf(instance.node);
-    let ports = this.portsByHost.get(host);
-    if (!ports) {
-      ports = new Set();
-      this.portsByHost.set(host, ports);
-    }
-    ports.add(instance.port);
+    u.ports.add(instance.port);
     u.instancesByGroup.set(instance.group, (u.instancesByGroup.get(instance.group) ?? 0) + 1);
   }
 
@@ -89,10 +86,7 @@ export class PlacementIndex {
     const u = this.usage.get(instance.node);
     if (!u) return;
     u.reservedMemoryMb -= instance.memoryMb;
-    const host = this.hostOf(instance.node);
-    const ports = this.portsByHost.get(host);
-    ports?.delete(instance.port);
-    if (ports?.size === 0) this.portsByHost.delete(host);
+    u.ports.delete(instance.port);
     const left = (u.instancesByGroup.get(instance.group) ?? 0) - 1;
     if (left > 0) u.instancesByGroup.set(instance.group, left);
     else u.instancesByGroup.delete(instance.group);
@@ -110,13 +104,18 @@ export class PlacementIndex {
 
   /** Whether a live instance on `nodeId`'s machine uses `port`. */
   portUsed(nodeId: string, port: number): boolean {
-    return this.portsByHost.get(this.hostOf(nodeId))?.has(port) ?? false;
+    if (this.usage.get(nodeId)?.ports.has(port)) return true;
+    const host = this.hostOf(nodeId);
+    for (const [other, u] of this.usage) {
+      if (other !== nodeId && u.ports.has(port) && this.hostOf(other) === host) return true;
+    }
+    return false;
   }
 
   private usageOf(nodeId: string): NodeUsage {
     let u = this.usage.get(nodeId);
     if (!u) {
-      u = { reservedMemoryMb: 0, instancesByGroup: new Map() };
+      u = { reservedMemoryMb: 0, ports: new Set(), instancesByGroup: new Map() };
       this.usage.set(nodeId, u);
     }
     return u;

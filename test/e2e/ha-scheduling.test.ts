@@ -131,7 +131,11 @@ describe("scheduling across controllers", { timeout: 600_000 }, () => {
 
     // The new holder schedules: one more instance, still each once.
     assert.equal((await survivor.call("PATCH", "/api/v1/groups/ha", { minInstances: 5 })).status, 200);
-    await eventually(async () => ((await survivor.call("GET", "/api/v1/services?group=ha&state=RUNNING")).json as unknown[]).length === 5, "5 RUNNING", waitMs);
+    await eventually(async () => ((await survivor.call("GET", "/api/v1/services?group=ha&state=RUNNING")).json as unknown[]).length === 5, "5 RUNNING", waitMs).catch(async (err: Error) => {
+      const list = (await survivor.call("GET", "/api/v1/services?group=ha")).text;
+      const logs = members.map((m) => `--- ${m.name}\n${m.process?.output().split("\n").filter((l) => /WARN|ERROR|scheduler/.test(l)).slice(-30).join("\n") ?? "(stopped)"}`).join("\n");
+      throw new Error(`${err.message}\n${list}\n${logs}\n${daemons.map((d) => d.output().slice(-3_000)).join("\n")}`);
+    });
     for (const [id, pids] of serverProcesses()) if (id.startsWith("ha-")) assert.equal(pids.length, 1, `${id} runs once`);
   });
 });

@@ -4,9 +4,10 @@ import fc from "fast-check";
 import type { NodeState } from "../../src/domain/nodes/node-schemas.js";
 import {
   buildPlacementIndex,
+  lowestFreePort,
   placeInstance,
+  PlacementIndex,
   type PlacementGroup,
-  type PlacementIndex,
   type PlacementInstance,
   type PlacementNode,
 } from "../../src/scheduler/placement.js";
@@ -212,5 +213,20 @@ describe("placeInstance", () => {
       ),
       { numRuns: 300, seed: 7 },
     );
+  });
+
+  test("nodes on one machine share its ports, also when the machine is learnt after the instances were added", () => {
+    const hosts = new Map<string, string>();
+    const index = new PlacementIndex((nodeId) => hosts.get(nodeId) ?? nodeId);
+    const group: PlacementGroup = { name: "lobby", memoryMb: 64, portRange: { start: 30000, end: 30005 } };
+    index.add({ group: "lobby", node: "a", port: 30000, memoryMb: 64, state: "RUNNING" });
+    assert.equal(lowestFreePort(group, "b", index), 30000, "unknown machines: separate port spaces");
+    hosts.set("a", "vm");
+    hosts.set("b", "vm");
+    hosts.set("c", "other");
+    assert.equal(lowestFreePort(group, "b", index), 30001, "b shares a's machine");
+    assert.equal(lowestFreePort(group, "c", index), 30000, "c is another machine");
+    index.remove({ group: "lobby", node: "a", port: 30000, memoryMb: 64, state: "RUNNING" });
+    assert.equal(lowestFreePort(group, "b", index), 30000, "freed for the whole machine");
   });
 });
