@@ -1,0 +1,70 @@
+// Summary of a V8 `.cpuprofile` (from `node --cpu-prof` or the benchmarks' --*-cpu-prof options):
+// the sampled time by function (self time, and total time including callees) and by file. Wall
+// time in a blocking native call (a spawn, a synchronous write) counts as the caller's self time.
+//
+//   npx tsx scripts/bench/cpu-profile-summary.ts <file.cpuprofile> [--top 25] [--match <text>]
+//
+// --match keeps only the functions whose name or file contains <text> in the total-time list.
+import { readFileSync } from "node:fs";
+import { relative } from "node:path";
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+
+interface Profile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+  startTime: number;
+  endTime: number;
+}
+
+const file = process.argv[2];
+if (!file) throw new Error("usage: cpu-profile-summary.ts <file.cpuprofile> [--top 25] [--match <text>]");
+const topAt = process.argv.indexOf("--top");
+const top = topAt >= 0 ? Number(process.argv[topAt + 1]) : 25;
+const matchAt = process.argv.indexOf("--match");
+const match = matchAt >= 0 ? process.argv[matchAt + 1] : undefined;
+
+const profile = JSON.parse(readFileSync(file, "utf8")) as Profile;
+const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+const parentOf = new Map<number, number>();
+for (const node of profile.nodes) for (const child of node.children ?? []) parentOf.set(child, node.id);
+
+const root = process.cwd();
+const fileName = (url: string) => (url ? relative(root, url.replace(/^file:\/\//, "")) : "(native)");
+const label = (node: ProfileNode) => `${node.callFrame.functionName || "(anonymous)"} ${fileName(node.callFrame.url)}:${node.callFrame.lineNumber + 1}`;
+
+const selfMs = new Map<string, number>();
+const totalMs = new Map<string, number>();
+const fileMs = new Map<string, number>();
+let sampledMs = 0;
+for (let i = 0; i < profile.samples.length; i++) {
+  const ms = (profile.timeDeltas[i + 1] ?? 0) / 1000;
+  const leaf = byId.get(profile.samples[i]!)!;
+  sampledMs += ms;
+  selfMs.set(label(leaf), (selfMs.get(label(leaf)) ?? 0) + ms);
+  const leafFile = ["(idle)", "(program)", "(garbage collector)"].includes(leaf.callFrame.functionName) ? leaf.callFrame.functionName : fileName(leaf.callFrame.url);
+  fileMs.set(leafFile, (fileMs.get(leafFile) ?? 0) + ms);
+  const seen = new Set<string>();
+  for (let id: number | undefined = leaf.id; id !== undefined; id = parentOf.get(id)) {
+    const name = label(byId.get(id)!);
+    if (seen.has(name)) continue;
+    seen.add(name);
+    totalMs.set(name, (totalMs.get(name) ?? 0) + ms);
+  }
+}
+
+const print = (title: string, entries: Map<string, number>, filter: (name: string) => boolean = () => true) => {
+  console.log(`\n${title}`);
+  const rows = [...entries].filter(([name]) => filter(name)).sort((a, b) => b[1] - a[1]).slice(0, top);
+  for (const [name, ms] of rows) console.log(`${(ms / 1000).toFixed(2).padStart(8)} s ${((ms / sampledMs) * 100).toFixed(1).padStart(5)} %  ${name}`);
+};
+
+console.log(`${file}: ${(sampledMs / 1000).toFixed(1)} s sampled over ${((profile.endTime - profile.startTime) / 1e6).toFixed(1)} s`);
+print("self time by file", fileMs);
+print("self time by function", selfMs);
+print("total time by function (with callees)", totalMs, (name) => !match || name.includes(match));
