@@ -324,7 +324,13 @@ async function startRaftKv(rootDir: string, flags: Flags): Promise<System> {
     heartbeatTicks: Math.round(heartbeatIntervalMs / flags.raftTickMs),
     electionTicks: Math.round(electionTimeoutMs / flags.raftTickMs),
   });
-  await cluster.startAll();
+  try {
+    await cluster.startAll();
+  } catch (error) {
+    // Members that did start would outlive the benchmark.
+    await cluster.stopAll();
+    throw error;
+  }
   const client = new RaftKvClient(cluster.members, { requestTimeoutMs: 5_000, putPath: flags.raftPutPath });
   const statusClient = new RaftKvClient(cluster.members, { requestTimeoutMs: 300 });
   return {
