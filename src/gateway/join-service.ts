@@ -3,6 +3,7 @@
  * signed by the cluster CA. The node id is the one the daemon asks for, else the one the token is
  * bound to, else a new `node-<12 hex>` id.
  */
+import { CONTROLLER_CERTIFICATE_NAME } from "./cluster-ca-store.js";
 import { randomBytes } from "node:crypto";
 import { issueNodeCertificate, type ClusterCa } from "../cluster/ca.js";
 import type { TokenConsumeResult, TokenRejection } from "../domain/node-tokens/node-token-service.js";
@@ -11,6 +12,15 @@ import type { JoinRequest, JoinResponse } from "./daemon-proto.js";
 
 /** Node ids the gateway accepts: they become certificate common names and DNS names. */
 export const NODE_ID_PATTERN = /^[a-z0-9][a-z0-9.-]{0,62}$/;
+
+/**
+ * Node ids a daemon may not take: controllers' member ids (`ctl-…`) and the controllers' server
+ * certificate name. Daemon and controller certificates come from one CA and differ only in their
+ * common name, so a daemon named like a controller would pass for one.
+ */
+export function isReservedNodeId(nodeId: string): boolean {
+  return nodeId.startsWith("ctl-") || nodeId === CONTROLLER_CERTIFICATE_NAME;
+}
 
 /** What joining needs from the node token service. */
 export interface JoinTokens {
@@ -51,6 +61,9 @@ export class JoinService {
       return { ok: false, rejection: { code: "INVALID_NODE_ID", message: `Invalid node id: ${requested} (expected ${NODE_ID_PATTERN.source})` } };
     }
     const nodeId = requested !== "" ? requested : ((await this.options.boundNodeIdOf(request.token)) ?? newNodeId());
+    if (isReservedNodeId(nodeId)) {
+      return { ok: false, rejection: { code: "INVALID_NODE_ID", message: `Invalid node id: ${nodeId} (reserved for controllers)` } };
+    }
     const consumed = await this.options.tokens.consume(request.token, nodeId);
     if (!consumed.ok) return { ok: false, rejection: { code: consumed.reason, message: rejectionMessages[consumed.reason] } };
     const hosts = NODE_ID_PATTERN.test(request.hostname) ? [request.hostname] : [];

@@ -44,6 +44,8 @@ describe("scheduling across controllers", { timeout: 600_000 }, () => {
     const value = await redisClient.get(`cloud:v1:lease:group:${group}`);
     if (!value) return null;
     const [controllerId, token] = value.split("|");
+    // `<id>|claim:<nonce>` is the short step before a token is granted: not a holder yet.
+    if (!/^\d+$/.test(token ?? "")) return null;
     return { controllerId, fencingToken: Number(token) };
   };
   const memberById = async (controllerId: string) => {
