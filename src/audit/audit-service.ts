@@ -125,6 +125,16 @@ export class AuditService implements AuditRecorder {
     this.ids = new ObjectIdGenerator(deps.clock);
   }
 
+  /**
+   * Deletes records older than `retentionDays` (scheduler.auditRetentionDays) and returns how many;
+   * the expiry index keeps at most 90 days whatever the setting.
+   */
+  async prune(retentionDays: number): Promise<number> {
+    const days = Math.min(Math.max(1, Math.floor(retentionDays)), AUDIT_RETENTION_SECONDS / 86_400);
+    const cutoff = new Date(this.deps.clock.nowMs() - days * 86_400_000).toISOString();
+    return this.collection.deleteMany({ createdAt: { $lt: cutoff } });
+  }
+
   /** Appends one record; durable when the promise resolves. */
   async record(entry: AuditEntryInput, actor: AuditActor): Promise<void> {
     const doc: AuditDoc = {

@@ -45,6 +45,7 @@ import { pluginRoutes } from "../http/routes/plugin.js";
 import { MachineCredentials, nodeCredentialTtlMs } from "../plugin-api/credentials.js";
 import { PlayerService } from "../plugin-api/players.js";
 import { SchedulerHost, type SchedulerTuning } from "../scheduler/scheduler-host.js";
+import { startAuditPruner } from "../audit/audit-pruner.js";
 import { buildCoordination } from "./coordination.js";
 import { startClusterService } from "../cluster/start-cluster.js";
 import { clusterRoutes } from "../http/routes/cluster.js";
@@ -293,6 +294,13 @@ export async function startController(config: ControllerConfig, opts: StartContr
 
     players.start();
     cleanups.push({ name: "players", run: () => players.stop() });
+    const stopAuditPruner = startAuditPruner({
+      audit,
+      runUnderLease: (name, ttlMs, fn) => cluster.runUnderLease(name, ttlMs, fn),
+      retentionDays: config.scheduler.auditRetentionDays,
+      logger: logs.logger("cloud.audit"),
+    });
+    cleanups.push({ name: "audit pruner", run: stopAuditPruner });
     await coordination.start();
     cleanups.push({ name: "coordination", run: () => coordination.stop() });
     await scheduler.start();
