@@ -23,6 +23,11 @@ interface Instance {
   playerCount: number;
 }
 
+/** The daemon's instance directory root (`workDir: work` next to its `dataDir`). */
+function daemonWorkDir(daemon: DaemonProcess): string {
+  return join(daemon.dataDir, "..", "work");
+}
+
 /** The pid of the simulated server of `instanceId` (its environment names it). */
 function pidOfInstance(instanceId: string): number | null {
   for (const entry of readdirSync("/proc")) {
@@ -115,9 +120,11 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
     assert.ok(pid, `process of ${victim.id} found`);
     process.kill(pid, "SIGKILL");
     await eventually(async () => (await stateOf(victim.id)) === "CRASHED", `${victim.id} CRASHED`, waitMs);
-    const crashes = (await api(c, "GET", "/api/v1/crashes?group=lobby")).json as { instanceId: string; classification: string; uptimeMs: number; logTail: string[] }[];
-    const record = crashes.find((r) => r.instanceId === victim.id);
-    assert.ok(record, "crash record written");
+    // The crash record and the CRASHED state are written side by side.
+    const record = await eventually(async () => {
+      const crashes = (await api(c, "GET", "/api/v1/crashes?group=lobby")).json as { instanceId: string; classification: string; uptimeMs: number; logTail: string[] }[];
+      return crashes.find((r) => r.instanceId === victim.id);
+    }, "crash record written", waitMs);
     assert.equal(record.classification, "OUT_OF_MEMORY", "a SIGKILL the daemon did not send looks like the OOM killer");
     assert.ok(record.logTail.some((l) => l.includes("Done (")), "the log tail holds the console lines");
     assert.ok(eventsOf(c, "INSTANCE_CRASHED").some((e) => e.data.instanceId === victim.id));
@@ -191,6 +198,22 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
     await eventually(async () => (await list("?group=event")).every((i) => i.state === "STOPPED"), "deleted group's instances stop", waitMs);
   });
 
+  it("template layers are unpacked in the group's order, variables substituted, before the server starts", async () => {
+    for (const [name, motd] of [["e2e-base", "from base {{greeting}}"], ["e2e-top", "from top {{greeting}}"]]) {
+      assert.equal((await api(c, "POST", "/api/v1/templates", { name })).status, 201);
+      assert.equal((await api(c, "PUT", `/api/v1/templates/${name}/files/content`, { path: "motd.txt", content: motd })).status, 200);
+      assert.equal((await api(c, "PUT", `/api/v1/templates/${name}/files/content`, { path: `${name}.txt`, content: name })).status, 200);
+      assert.equal((await api(c, "PUT", `/api/v1/templates/${name}/variables`, { variables: { greeting: "hello" } })).status, 200);
+    }
+    await api(c, "POST", "/api/v1/groups", { name: "themed", platform: "simulated", minInstances: 1, memoryMb: 128, templates: ["e2e-base", "e2e-top"], portRange: { start: 23100, end: 23110 } });
+    const [instance] = await untilRunning("themed", 1, "templated group");
+    const daemon = daemons.find((d) => readFileSync(join(d.dataDir, "node-id"), "utf8").trim() === instance.node)!;
+    const workDir = join(daemonWorkDir(daemon), "dynamic", instance.id);
+    assert.equal(readFileSync(join(workDir, "motd.txt"), "utf8"), "from top hello", "the later layer wins, variables substituted");
+    assert.equal(readFileSync(join(workDir, "e2e-base.txt"), "utf8"), "e2e-base");
+    assert.equal(readFileSync(join(workDir, "e2e-top.txt"), "utf8"), "e2e-top");
+  });
+
   it("kill -9 of a daemon: its node goes UNREACHABLE, then OFFLINE, and its instances come back on the other node", async () => {
     const victimIndex = 0;
     // The daemon's identity file names its node.
@@ -205,8 +228,8 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
     for (const lost of onVictim) await eventually(async () => (await stateOf(lost.id)) === "CRASHED", `${lost.id} CRASHED (node lost)`, waitMs);
     const up = await untilRunning("lobby", 3, "back on the survivor");
     assert.ok(up.every((i) => i.node === survivor), "every lobby instance runs on the survivor");
-    const lostCrash = ((await api(c, "GET", "/api/v1/crashes?group=lobby")).json as { instanceId: string; classification: string }[]).find((r) => r.instanceId === onVictim[0].id);
-    assert.equal(lostCrash?.classification, "NODE_LOST");
+    const lostCrash = await eventually(async () => ((await api(c, "GET", "/api/v1/crashes?group=lobby")).json as { instanceId: string; classification: string }[]).find((r) => r.instanceId === onVictim[0].id), "crash record of the lost instance", waitMs);
+    assert.equal(lostCrash.classification, "NODE_LOST");
     for (const lost of onVictim) assert.equal(pidOfInstance(lost.id), null, `${lost.id} no longer runs (its server left with its daemon)`);
   });
 });
