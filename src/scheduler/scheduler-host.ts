@@ -514,21 +514,7 @@ export class SchedulerHost {
       uptimeMs: 0,
       timestampMs: this.options.clock.nowMs(),
     };
-    try {
-      await this.options.crashes.record({
-        instanceId: ref.instanceId,
-        group: ref.group,
-        nodeId: ref.node,
-        exitCode: details.exitCode,
-        classification: details.classification,
-        logTail: details.logTail,
-        uptimeMs: details.uptimeMs,
-        timestampMs: details.timestampMs,
-      });
-    } catch (err) {
-      this.options.logger.error(`Recording the crash of ${ref.instanceId} failed`, err);
-    }
-    this.options.events.publish(EventTypes.INSTANCE_CRASHED, {
+    const crash = {
       instanceId: ref.instanceId,
       group: ref.group,
       nodeId: ref.node,
@@ -536,7 +522,13 @@ export class SchedulerHost {
       classification: details.classification,
       logTail: details.logTail,
       uptimeMs: details.uptimeMs,
-    } satisfies InstanceCrashedPayload);
+    } satisfies InstanceCrashedPayload;
+    try {
+      await this.options.crashes.record({ ...crash, timestampMs: details.timestampMs });
+    } catch (err) {
+      this.options.logger.error(`Recording the crash of ${ref.instanceId} failed`, err);
+    }
+    this.options.events.publish(EventTypes.INSTANCE_CRASHED, crash);
     this.options.logger.warn(`Instance ${ref.instanceId} of ${ref.group} crashed on ${ref.node}: ${details.classification} (exit ${details.exitCode})`);
     if (!countsTowardsLoop || NOT_THE_GROUPS_FAULT.has(details.classification)) return;
     const verdict = this.crashLoops.recordCrash(ref.group);

@@ -9,8 +9,9 @@
 //   crash. At every step and at the end: no instance id runs twice at once, every acknowledged
 //   group write is present, and every group converges to its desired count.
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
+import { Prng } from "../raft/sim/prng.js";
+import { serverProcesses } from "../support/instance-processes.js";
 import { ClusterHarness, eventually, type ClusterMemberProcess } from "./cluster-harness.js";
 import { spawnDaemon, type DaemonProcess } from "../gateway/harness.js";
 import { startPostgresServer, type PostgresServer } from "../support/postgres-server.js";
@@ -21,38 +22,11 @@ const waitMs = 90_000;
 const chaosRounds = Number(process.env.CHAOS_ROUNDS ?? 4);
 const chaosSeed = Number(process.env.CHAOS_SEED ?? 20261123);
 
-/** Every simulated server process by instance id. */
-function serverProcesses(): Map<string, number[]> {
-  const byId = new Map<string, number[]>();
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const id = readFileSync(`/proc/${entry}/environ`, "utf8")
-        .split("\0")
-        .find((v) => v.startsWith("CLOUD_INSTANCE_ID="));
-      if (id) byId.set(id.slice(18), [...(byId.get(id.slice(18)) ?? []), Number(entry)]);
-    } catch {
-      // Gone, or not ours.
-    }
-  }
-  return byId;
-}
 
 function assertNoDuplicates(where: string): void {
   for (const [id, pids] of serverProcesses()) assert.ok(pids.length === 1, `${where}: ${id} runs ${pids.length} times (${pids.join(", ")})`);
 }
 
-/** A small deterministic generator (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe("controller failover", { timeout: 900_000 }, () => {
   let postgres: PostgresServer;
@@ -151,7 +125,8 @@ describe("controller failover", { timeout: 900_000 }, () => {
   });
 
   it(`chaos: ${chaosRounds} rounds of SIGKILL and restart under mutations (seed ${chaosSeed})`, async () => {
-    const random = prng(chaosSeed);
+    const prng = new Prng(chaosSeed);
+    const random = () => prng.nextFloat();
     const pick = <T>(list: readonly T[]) => list[Math.floor(random() * list.length)];
     const desired = new Map<string, number>([["steady", 3]]);
     let serial = 0;

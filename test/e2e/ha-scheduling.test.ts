@@ -4,9 +4,9 @@
 // reach daemons connected to other controllers; killing the lease holder with SIGKILL hands the
 // group to a survivor within the lease TTL and a tick, with no instance started twice or restarted.
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
+import { serverProcesses } from "../support/instance-processes.js";
 import { ClusterHarness, eventually, type ClusterMemberProcess } from "./cluster-harness.js";
 import { spawnDaemon, type DaemonProcess } from "../gateway/harness.js";
 import { startPostgresServer, type PostgresServer } from "../support/postgres-server.js";
@@ -15,22 +15,6 @@ import { startRedisServer, type RedisServer } from "../support/redis-server.js";
 const evaluationIntervalSeconds = 1;
 const waitMs = 60_000;
 
-/** Every simulated server process by instance id: an id listed twice would run twice. */
-function serverProcesses(): Map<string, number[]> {
-  const byId = new Map<string, number[]>();
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const id = readFileSync(`/proc/${entry}/environ`, "utf8")
-        .split("\0")
-        .find((v) => v.startsWith("CLOUD_INSTANCE_ID="));
-      if (id) byId.set(id.slice(18), [...(byId.get(id.slice(18)) ?? []), Number(entry)]);
-    } catch {
-      // Gone, or not ours.
-    }
-  }
-  return byId;
-}
 
 describe("scheduling across controllers", { timeout: 600_000 }, () => {
   let postgres: PostgresServer;

@@ -6,9 +6,10 @@
 // new; stop and force-stop; STATIC ids and MANUAL explicit starts; kill -9 of a daemon makes its
 // node UNREACHABLE then OFFLINE and its instances come back on the other node.
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { pidOfInstance } from "../support/instance-processes.js";
 import { api, cleanupDirs, createToken, eventsOf, eventually, spawnDaemon, startGatewayController, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
 
 const waitMs = 45_000;
@@ -28,19 +29,6 @@ function daemonWorkDir(daemon: DaemonProcess): string {
   return join(daemon.dataDir, "..", "work");
 }
 
-/** The pid of the simulated server of `instanceId` (its environment names it). */
-function pidOfInstance(instanceId: string): number | null {
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const environ = readFileSync(`/proc/${entry}/environ`, "utf8");
-      if (environ.split("\0").includes(`CLOUD_INSTANCE_ID=${instanceId}`)) return Number(entry);
-    } catch {
-      // The process ended or is not ours to read.
-    }
-  }
-  return null;
-}
 
 describe("instances on real daemons", { timeout: 300_000 }, () => {
   let c: GatewayController;

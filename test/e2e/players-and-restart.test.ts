@@ -2,8 +2,8 @@
 // the plugin API fill a DYNAMIC group, which scales up; a controller restart adopts the running
 // instances — same ids, same processes, nothing started again.
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
 import { after, describe, it } from "node:test";
+import { serverProcesses } from "../support/instance-processes.js";
 import { freePorts } from "../cluster/support/free-ports.js";
 import { api, cleanupDirs, createToken, eventsOf, eventually, spawnDaemon, startGatewayController, tempDir, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
 
@@ -15,22 +15,9 @@ interface Instance {
   playerCount: number;
 }
 
-/** Pids of the simulated servers by instance id (their environment names them). */
-function serverPids(): Map<string, number> {
-  const pids = new Map<string, number>();
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const id = readFileSync(`/proc/${entry}/environ`, "utf8")
-        .split("\0")
-        .find((v) => v.startsWith("CLOUD_INSTANCE_ID="));
-      if (id) pids.set(id.slice("CLOUD_INSTANCE_ID=".length), Number(entry));
-    } catch {
-      // Gone, or not ours.
-    }
-  }
-  return pids;
-}
+
+/** The pid of each instance's process. */
+const serverPidOf = () => new Map([...serverProcesses()].map(([id, pids]) => [id, pids[0]]));
 
 describe("players and controller restarts", { timeout: 240_000 }, () => {
   const controllers: GatewayController[] = [];
@@ -71,7 +58,7 @@ describe("players and controller restarts", { timeout: 240_000 }, () => {
     await api(first, "POST", `/api/v1/services/${only.id}/command`, { command: "players leave bob" });
     await eventually(async () => (await api(first, "GET", `/api/v1/services/${only.id}`)).json.playerCount === 1, "playerCount 1 after a leave", waitMs);
 
-    const pidsBefore = serverPids();
+    const pidsBefore = serverPidOf();
     const idsBefore = scaled.map((i) => i.id).sort();
     await first.stop();
     const second = await startGatewayController({ dataDir, grpcPort, scheduler });
@@ -82,7 +69,7 @@ describe("players and controller restarts", { timeout: 240_000 }, () => {
     const after = await instancesOf(second);
     assert.deepEqual(after.map((i) => i.id).sort(), idsBefore, "the same instances, no new one");
     assert.ok(after.every((i) => i.state === "RUNNING"), JSON.stringify(after));
-    const pidsAfter = serverPids();
+    const pidsAfter = serverPidOf();
     for (const id of idsBefore) assert.equal(pidsAfter.get(id), pidsBefore.get(id), `${id} is the same process`);
     assert.equal(eventsOf(second, "INSTANCE_STATE_CHANGED").length, 0, "no state changed across the restart");
     assert.equal((await api(second, "GET", `/api/v1/services/${only.id}`)).json.playerCount, 1, "players kept");
