@@ -472,12 +472,12 @@ function formatTable(results: Partial<Record<"etcd" | "raft-kv", SystemResult>>,
     [`leader changes in ${flags.steadyS} s steady load`, (r) => r.steady.leaderChanges, "%.0f", "lower"],
   ];
   const decimals: Record<string, number> = { "%.0f": 0, "%.2f": 2, "%.3f": 3 };
-  const format = (value: number | undefined, spec: string) => (value === undefined || Number.isNaN(value) ? "-" : value.toFixed(decimals[spec] ?? 0));
+  const format = (value: number | undefined, spec: string) => (value === undefined || !Number.isFinite(value) ? "-" : value.toFixed(decimals[spec] ?? 0));
   const lines = ["| metric | etcd 3.4 | raft-kv | raft-kv / etcd |", "|---|---:|---:|---:|"];
   for (const [label, pick, spec] of rows) {
     const e = etcd ? pick(etcd) : undefined;
     const r = raft ? pick(raft) : undefined;
-    const ratio = e !== undefined && r !== undefined && e !== 0 ? (r / e).toFixed(2) : "-";
+    const ratio = e !== undefined && r !== undefined && e !== 0 && Number.isFinite(r / e) ? (r / e).toFixed(2) : "-";
     lines.push(`| ${label} | ${format(e, spec)} | ${format(r, spec)} | ${ratio} |`);
   }
   return lines.join("\n");
