@@ -16,7 +16,7 @@ export {
   RaftAssertionError,
   hasErrorCode,
 } from "./errors.js";
-export { entrySizeBytes, isEmptyHardState, EMPTY_CONF_STATE, EMPTY_HARD_STATE } from "./util.js";
+export { committedEntriesDurable, entrySizeBytes, isEmptyHardState, EMPTY_CONF_STATE, EMPTY_HARD_STATE } from "./util.js";
 export {
   DEFAULT_MAX_SIZE_PER_MSG_BYTES,
   DEFAULT_MAX_INFLIGHT_MSGS,

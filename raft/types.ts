@@ -166,7 +166,10 @@ export interface Ready {
    */
   readonly messagesBeforePersist: number;
   readonly readStates: readonly ReadState[];
-  /** True when `hardState`/`entries`/`snapshot` must be fsynced before `messages` go out. */
+  /**
+   * True when `hardState`/`entries`/`snapshot` must be fsynced before the messages after the first
+   * `messagesBeforePersist` go out.
+   */
   readonly mustSync: boolean;
 }
 
