@@ -96,6 +96,7 @@ export function instanceControlRoutes(deps: InstanceControlDeps): (app: Hono<App
         response: Type.Object({ id: Type.String(), command: Type.String(), sent: Type.Boolean() }),
       },
       async ({ params, body }) => {
+        await deps.instances.get(params.id);
         await deps.operations.sendCommand(params.id, body.command);
         return { id: params.id, command: body.command, sent: true };
       },
