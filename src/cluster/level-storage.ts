@@ -201,10 +201,12 @@ export class LevelStorage implements Storage {
     if (compactIndex <= offset) throw new ErrCompacted(compactIndex);
     assert(compactIndex <= this.lastIndex(), `compact ${compactIndex} beyond last index ${this.lastIndex()}`);
     const term = this.term(compactIndex);
-    const ops: BatchOp[] = [{ type: "put", key: logStartKey, value: textEncoder.encode(JSON.stringify({ index: compactIndex, term })) }];
-    for (let index = offset + 1; index <= compactIndex; index++) ops.push({ type: "del", key: entryKey(index) });
-    await this.write(ops);
+    await this.write([{ type: "put", key: logStartKey, value: textEncoder.encode(JSON.stringify({ index: compactIndex, term })) }]);
     this.log = [placeholder(compactIndex, term), ...this.log.slice(compactIndex - offset + 1)];
+    // From here on the entries up to the compaction point are never read (a reopen starts after
+    // `log-start`); LevelDB deletes them in its own thread rather than from a batch of thousands
+    // of deletes built on the event loop. A crash before this leaves them for the next compaction.
+    await this.clearEntriesThrough(compactIndex);
   }
 
   async close(): Promise<void> {
@@ -239,6 +241,14 @@ export class LevelStorage implements Storage {
     for (const entry of kept) ops.push({ type: "put", key: entryKey(entry.index), value: encodeEntry(entry) });
     for (let index = newLast + 1; index <= oldLast; index++) ops.push({ type: "del", key: entryKey(index) });
     return [...log.slice(0, first - offset), ...kept];
+  }
+
+  /** Deletes every stored entry at or below `index`, in order with the other writes. */
+  private clearEntriesThrough(index: number): Promise<void> {
+    assert(!this.closed, "write to a closed LevelStorage");
+    const result = this.writeChain.then(() => this.db.clear({ gte: entryKeyPrefix, lte: entryKey(index) }));
+    this.writeChain = result.catch(() => undefined);
+    return result;
   }
 
   private write(ops: BatchOp[], sync = true): Promise<void> {

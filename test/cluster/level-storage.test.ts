@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ConfState, Entry } from "../../raft/types.js";
+import { Level } from "level";
 import { LevelStorage } from "../../src/cluster/level-storage.js";
 import { ErrCompacted, ErrSnapOutOfDate, ErrUnavailable } from "../../raft/errors.js";
 import { runStorageContract } from "../raft/storage-contract.js";
@@ -78,6 +79,23 @@ test("a hard state that only moved the commit index is written with the next bat
     assert.deepEqual(s.initialState().hardState, { term: 2, vote: "a", commit: 5 }, "close() wrote the last hard state");
   } finally {
     await s.close();
+  }
+});
+
+test("compaction removes the compacted entries from disk", async () => {
+  const dir = freshDir();
+  const s = await LevelStorage.open(dir);
+  await s.bootstrap(confState);
+  await s.persist({ hardState: { term: 1, vote: "a", commit: 6 }, entries: [1, 2, 3, 4, 5, 6].map((i) => entry(i, 1)), snapshot: null });
+  await s.createSnapshot(4, confState, new Uint8Array([4]));
+  await s.compact(4);
+  await s.close();
+  const db = new Level<string, Uint8Array>(dir, { keyEncoding: "utf8", valueEncoding: "view" });
+  try {
+    const keys = await db.keys({ gte: "entry/", lt: "entry/~" }).all();
+    assert.deepEqual(keys, ["entry/0000000000000005", "entry/0000000000000006"]);
+  } finally {
+    await db.close();
   }
 });
 
