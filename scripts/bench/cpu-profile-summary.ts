@@ -1,6 +1,7 @@
 // Summary of a V8 `.cpuprofile` (from `node --cpu-prof` or the benchmarks' --*-cpu-prof options):
-// the sampled time by function (self time, and total time including callees) and by file. Wall
-// time in a blocking native call (a spawn, a synchronous write) counts as the caller's self time.
+// the sampled time by function (self time, and total time including callees) and by file, and the
+// longest stretch without an idle sample (what held the event loop). Wall time in a blocking native
+// call (a spawn, a synchronous write) counts as the caller's self time.
 //
 //   npx tsx scripts/bench/cpu-profile-summary.ts <file.cpuprofile> [--top 25] [--match <text>]
 //
@@ -64,7 +65,42 @@ const print = (title: string, entries: Map<string, number>, filter: (name: strin
   for (const [name, ms] of rows) console.log(`${(ms / 1000).toFixed(2).padStart(8)} s ${((ms / sampledMs) * 100).toFixed(1).padStart(5)} %  ${name}`);
 };
 
+/** The longest stretch of samples without an idle one: a task that held the event loop. */
+function longestBusyStretch(): { startMs: number; ms: number; from: number; to: number } {
+  let best = { startMs: 0, ms: 0, from: 0, to: 0 };
+  let runStart = -1;
+  let runMs = 0;
+  let atMs = 0;
+  for (let i = 0; i < profile.samples.length; i++) {
+    const ms = (profile.timeDeltas[i + 1] ?? 0) / 1000;
+    const idle = byId.get(profile.samples[i]!)!.callFrame.functionName === "(idle)";
+    if (idle) {
+      runStart = -1;
+      runMs = 0;
+    } else {
+      if (runStart < 0) runStart = i;
+      runMs += ms;
+      if (runMs > best.ms) best = { startMs: atMs - runMs + ms, ms: runMs, from: runStart, to: i };
+    }
+    atMs += ms;
+  }
+  return best;
+}
+
 console.log(`${file}: ${(sampledMs / 1000).toFixed(1)} s sampled over ${((profile.endTime - profile.startTime) / 1e6).toFixed(1)} s`);
+const busy = longestBusyStretch();
+const busyTotals = new Map<string, number>();
+for (let i = busy.from; i <= busy.to; i++) {
+  const ms = (profile.timeDeltas[i + 1] ?? 0) / 1000;
+  const seen = new Set<string>();
+  for (let id: number | undefined = profile.samples[i]; id !== undefined; id = parentOf.get(id)) {
+    const name = label(byId.get(id)!);
+    if (seen.has(name)) continue;
+    seen.add(name);
+    busyTotals.set(name, (busyTotals.get(name) ?? 0) + ms);
+  }
+}
 print("self time by file", fileMs);
 print("self time by function", selfMs);
 print("total time by function (with callees)", totalMs, (name) => !match || name.includes(match));
+print(`longest stretch without an idle sample: ${(busy.ms / 1000).toFixed(2)} s from ${(busy.startMs / 1000).toFixed(1)} s (total time by function in it)`, busyTotals);

@@ -11,7 +11,7 @@
 // until all instances are STOPPED is measured too.
 //
 //   npx tsx scripts/bench/fleet.ts [--nodes 20] [--groups 20] [--per-group 500] [--step-ms 5]
-//     [--memory-mb 16] [--deadline-ms 180000] [--controller-cpu-prof <dir>]
+//     [--memory-mb 16] [--deadline-ms 180000] [--stop-deadline-ms 120000] [--controller-cpu-prof <dir>]
 //
 // Memory is that of this process: the controller plus the fake daemons (whose own state is a map
 // of their instances and a gRPC channel each). Prints a table and one line `RESULT {...}`.
@@ -35,6 +35,7 @@ import {
   spread,
   startBenchController,
   startCpuProfile,
+  statesOfInstances,
   uptimeLine,
   type BenchController,
 } from "./system-bench-support.js";
@@ -45,6 +46,7 @@ const perGroup = argNumber("--per-group", 500);
 const stepMs = argNumber("--step-ms", 5);
 const memoryMb = argNumber("--memory-mb", 16);
 const deadlineMs = argNumber("--deadline-ms", 180_000);
+const stopDeadlineMs = argNumber("--stop-deadline-ms", 120_000);
 const controllerProfDir = process.argv.includes("--controller-cpu-prof") ? resolve(argString("--controller-cpu-prof", ".")) : null;
 const totalInstances = groupsCount * perGroup;
 /** Memory each fake node announces: room for every reservation the scheduler could make. */
@@ -65,7 +67,9 @@ class FakeDaemon {
   readonly client: GatewayClient;
   readonly instances = new Map<string, FakeInstance>();
   private readonly fencingTokens = new Map<string, number>();
-  warnings = 0;
+  /** The daemon's warnings and errors (disconnects); the first few are kept. */
+  readonly warnings: string[] = [];
+  warningCount = 0;
 
   constructor(opts: { index: number; grpcAddress: string; token: string; dataDir: string }) {
     const hostname = `fleet-node-${String(opts.index).padStart(2, "0")}`;
@@ -81,7 +85,7 @@ class FakeDaemon {
       reconnectDelayMinMs: 200,
       reconnectDelayMaxMs: 2_000,
       commandHandler: async (command) => this.handle(command),
-      logger: { info: () => undefined, warn: () => void (this.warnings += 1), error: () => void (this.warnings += 1) },
+      logger: { info: () => undefined, warn: (m) => this.warn(m), error: (m) => this.warn(m) },
       onSessionOpen: () => this.sendInventory(),
     });
   }
@@ -93,6 +97,11 @@ class FakeDaemon {
   stop(): void {
     for (const instance of this.instances.values()) for (const timer of instance.timers) clearTimeout(timer);
     this.client.stop();
+  }
+
+  private warn(message: string): void {
+    this.warningCount += 1;
+    if (this.warnings.length < 3) this.warnings.push(`${new Date().toISOString().slice(11, 23)} ${message}`);
   }
 
   private handle(command: InstanceCommand): Result {
@@ -193,7 +202,9 @@ try {
   for (let i = 0; i < nodesCount; i++) {
     daemons.push(new FakeDaemon({ index: i + 1, grpcAddress: c.grpcAddress, token: await createNodeToken(c), dataDir: join(workDir, `node-${i + 1}`) }));
   }
-  await Promise.all(daemons.map((d) => d.start()));
+  // One join at a time: the controller generates each node's key pair, and 20 at once on a busy
+  // machine can outlast the client's join deadline (a retried join finds its token used).
+  for (const d of daemons) await d.start();
   await nodesOnline(c, nodesCount, 60_000);
   progress(`${nodesCount} fake daemons ONLINE`);
   const tracker = new InstanceTracker(c.controller);
@@ -238,11 +249,13 @@ try {
     startingToRunning: spread(tracker.durations("STARTING", "RUNNING")),
   };
   const scheduledCount = tracker.count("SCHEDULED");
+  const recordedStates = await statesOfInstances(c);
+  const warningsWhileStarting = daemons.reduce((sum, d) => sum + d.warningCount, 0);
 
   progress(allRunning ? "all RUNNING; deleting the groups" : `deadline reached: ${tracker.count("RUNNING")} RUNNING; deleting the groups`);
   const stopStartedMs = performance.now();
   for (const name of groupNames) await c.api("DELETE", `/api/v1/groups/${name}`, undefined, 204);
-  const allStopped = await tracker.waitFor("STOPPED", totalInstances, deadlineMs);
+  const allStopped = await tracker.waitFor("STOPPED", scheduledCount, stopDeadlineMs);
   const allStoppedMs = performance.now() - stopStartedMs;
   clearInterval(sampler);
   tracker.close();
@@ -272,7 +285,10 @@ try {
     stopped: tracker.count("STOPPED"),
     stopTimedOut: !allStopped,
     allStoppedMs: Math.round(allStoppedMs),
-    daemonWarnings: daemons.reduce((sum, d) => sum + d.warnings, 0),
+    recordedStates,
+    daemonWarningsWhileStarting: warningsWhileStarting,
+    daemonWarnings: daemons.reduce((sum, d) => sum + d.warningCount, 0),
+    daemonWarningSamples: daemons.flatMap((d) => d.warnings).slice(0, 5),
     loadAverage1mBefore: Number(loadBefore.toFixed(1)),
     loadAverage1mAfter: Number(loadavg()[0]!.toFixed(1)),
     uptimeBefore,
@@ -294,7 +310,8 @@ try {
     ["RSS before / at all RUNNING / peak", `${result.rssBeforeMib} / ${result.rssAtRunningMib} / ${result.peakRssMib} MiB`],
     ["heap used at all RUNNING / peak", `${result.heapUsedAtRunningMib} / ${result.peakHeapUsedMib} MiB`],
     ["all STOPPED after deleting the groups", `${result.allStoppedMs} ms${result.stopTimedOut ? ` (deadline reached: ${result.stopped} STOPPED)` : ""}`],
-    ["fake daemon warnings (disconnects)", result.daemonWarnings],
+    ["instance records by state at all RUNNING / the deadline", JSON.stringify(recordedStates)],
+    ["fake daemon warnings (disconnects) while starting / in all", `${result.daemonWarningsWhileStarting} / ${result.daemonWarnings}`],
     ["uptime before", result.uptimeBefore],
     ["uptime at all RUNNING", result.uptimeAtRunning],
     ["uptime after", result.uptimeAfter],

@@ -45,6 +45,7 @@ import {
   spread,
   startBenchController,
   startCpuProfile,
+  statesOfInstances,
   uptimeLine,
 } from "./system-bench-support.js";
 
@@ -200,11 +201,20 @@ async function runRunnerMode(): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // --mode system
 
+/** Whether `pid` runs the simulated game server. */
+function isSimulatedServer(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("simulated-server");
+  } catch {
+    return false;
+  }
+}
+
 /** A `cloud-daemon` child process. */
 interface DaemonChild {
   child: ChildProcess;
   output(): string;
-  /** Pids of the daemon's child processes (the game servers) right now. */
+  /** Pids of the daemon's game servers right now (its other children, such as tsx's esbuild service, are left out). */
   childPids(): number[];
   /** SIGTERM (graceful stop of every instance), SIGKILL after `timeoutMs`; resolves with the time it took. */
   stop(timeoutMs: number): Promise<number>;
@@ -238,7 +248,7 @@ function spawnDaemon(opts: { dir: string; grpcAddress: string; token: string; ma
       try {
         for (const tid of readdirSync(`/proc/${child.pid}/task`)) {
           const text = readFileSync(`/proc/${child.pid}/task/${tid}/children`, "utf8").trim();
-          if (text) pids.push(...text.split(/\s+/).map(Number));
+          if (text) pids.push(...text.split(/\s+/).map(Number).filter(isSimulatedServer));
         }
       } catch {
         // The daemon is gone.
@@ -300,6 +310,12 @@ async function runSystemMode(): Promise<void> {
     });
     const tracker = new InstanceTracker(c.controller);
     const daemonPid = daemon.child.pid!;
+    // Transport delay of the daemon's state reports: its timestamp (same machine, same clock) to
+    // the moment the controller's gateway hands the report on.
+    const reportDelaysMs: number[] = [];
+    const stopWatchingReports = c.controller.gateway.onReport((report) => {
+      if (report.message.payload === "instance_state") reportDelaysMs.push(Date.now() - Number(report.message.instance_state.timestamp_ms));
+    });
 
     const uptimeBefore = uptimeLine();
     const loadBefore = loadavg()[0]!;
@@ -339,9 +355,11 @@ async function runSystemMode(): Promise<void> {
     serverPids = daemon.childPids();
     const serversPssMib = Math.round(serverPids.reduce((sum, pid) => sum + processPssMib(pid), 0));
 
-    progress(allRunning ? "all RUNNING" : `deadline reached: ${tracker.count("RUNNING")} RUNNING`);
+    const recordedStates = await statesOfInstances(c, `?group=${groupName}`);
+    progress(`${allRunning ? "all RUNNING" : "deadline reached"}: records ${JSON.stringify(recordedStates)}`);
     // The figures end here: no replacement is scheduled for the servers the shutdown stops.
     tracker.close();
+    stopWatchingReports();
     await c.api("PATCH", `/api/v1/groups/${groupName}`, { maintenance: true });
     progress("stopping the daemon (SIGTERM)");
     const daemonStopMs = await daemon.stop(daemonStopTimeoutMs);
@@ -365,6 +383,9 @@ async function runSystemMode(): Promise<void> {
         startingToRunning: spread(tracker.durations("STARTING", "RUNNING")),
       },
       lastStartingMs: Math.round(tracker.lastAt("STARTING", createdMs)),
+      recordedStates,
+      stateReportDelay: spread(reportDelaysMs.sort((a, b) => a - b)),
+      daemonDisconnects: (daemon.output().match(/Disconnected \(/g) ?? []).length,
       controllerLoopDelay,
       controllerCpuS: Math.round(controllerCpuS * 10) / 10,
       daemonCpuS: Math.round(daemonCpuS * 10) / 10,
@@ -392,6 +413,9 @@ async function runSystemMode(): Promise<void> {
       ["PREPARING -> STARTING (spawn queue) p50 / p99", `${result.phases.preparingToStarting.p50Ms} / ${result.phases.preparingToStarting.p99Ms} ms`],
       ["STARTING -> RUNNING (boot + ready call) p50 / p99", `${result.phases.startingToRunning.p50Ms} / ${result.phases.startingToRunning.p99Ms} ms`],
       ["last STARTING after creation", `${result.lastStartingMs} ms`],
+      ["instance records by state at the end", JSON.stringify(result.recordedStates)],
+      ["state report delay, daemon -> controller p50 / p99 / max", `${result.stateReportDelay.p50Ms} / ${result.stateReportDelay.p99Ms} / ${result.stateReportDelay.maxMs} ms`],
+      ["daemon disconnects (its log)", result.daemonDisconnects],
       ["controller event-loop delay p50 / p99 / max", `${result.controllerLoopDelay.p50Ms} / ${result.controllerLoopDelay.p99Ms} / ${result.controllerLoopDelay.maxMs} ms`],
       ["CPU: controller process / daemon", `${result.controllerCpuS} s / ${result.daemonCpuS} s`],
       ["RSS: controller (peak) / daemon; PSS of all servers", `${result.controllerRssMib} (${result.controllerPeakRssMib}) / ${result.daemonRssMib}; ${result.serversPssMib} MiB`],

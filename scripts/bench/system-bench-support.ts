@@ -13,8 +13,8 @@ import type { GatewayTuning } from "../../src/gateway/daemon-gateway.js";
 import type { SchedulerTuning } from "../../src/scheduler/scheduler-host.js";
 import { login, TEST_ADMIN_PASSWORD, testConfig } from "../../test/support/controller.js";
 
-/** Log lines of the controller kept for a failure report. */
-const LOG_TAIL_CHARS_MAX = 200_000;
+/** Log chunks (lines) of the controller kept for a failure report. */
+const LOG_TAIL_CHUNKS_MAX = 200;
 /** How long one admin API request may take before the benchmark gives up. */
 const API_TIMEOUT_MS = 60_000;
 /** How long the controller gets to stop before the benchmark reports it and exits anyway. */
@@ -95,10 +95,15 @@ export interface BenchController {
 
 export async function startBenchController(opts: { dataDir: string; scheduler?: Partial<SchedulerTuning>; gateway?: Partial<GatewayTuning> }): Promise<BenchController> {
   const config = parseControllerConfig(testConfig(opts.dataDir, { logging: { level: "WARN" } }), { env: {}, source: "benchmark configuration" });
-  let log = "";
+  const log: string[] = [];
   const controller = await startController(config, {
     env: {},
-    logOut: { write: (chunk: string) => void (log = (log + chunk).slice(-LOG_TAIL_CHARS_MAX)) },
+    logOut: {
+      write: (chunk: string) => {
+        log.push(chunk);
+        if (log.length > LOG_TAIL_CHUNKS_MAX) log.shift();
+      },
+    },
     gatewayTuning: opts.gateway,
     schedulerTuning: opts.scheduler,
   });
@@ -120,7 +125,7 @@ export async function startBenchController(opts: { dataDir: string; scheduler?: 
       throw new Error(`the controller did not stop within ${CONTROLLER_STOP_TIMEOUT_MS} ms`);
     }
   };
-  return { controller, url, grpcAddress: `127.0.0.1:${controller.grpcPort}`, api, logTail: () => log, stop };
+  return { controller, url, grpcAddress: `127.0.0.1:${controller.grpcPort}`, api, logTail: () => log.join(""), stop };
 }
 
 /** A single-use node join token. */
@@ -247,6 +252,13 @@ export function printTable(title: string, rows: readonly [string, string | numbe
   const width = Math.max(...rows.map(([name]) => name.length));
   console.log(title);
   for (const [name, value] of rows) console.log(`  ${name.padEnd(width)}  ${value}`);
+}
+
+/** How many instances of the list are in each state (GET /api/v1/services). */
+export async function statesOfInstances(c: BenchController, query = ""): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const instance of (await c.api("GET", `/api/v1/services${query}`)) as { state: string }[]) counts[instance.state] = (counts[instance.state] ?? 0) + 1;
+  return counts;
 }
 
 /** MiB, one decimal. */
