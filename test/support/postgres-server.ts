@@ -4,10 +4,10 @@
  * database. Debian's binaries are found under /usr/lib/postgresql/<version>/bin. initdb and the
  * server refuse to run as root, so as root both run as the `postgres` user (runuser).
  */
+import { unusedPort } from "./ports.js";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { chownSync, existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -34,14 +34,7 @@ function findBinDir(): string {
 
 /** A port the kernel just handed out on 127.0.0.1 (free unless someone races us for it). */
 export function ephemeralPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
-  });
+  return unusedPort();
 }
 
 const asRoot = process.getuid?.() === 0;

@@ -4,7 +4,8 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createConnection, createServer } from "node:net";
+import { createConnection } from "node:net";
+import { unusedPort } from "./ports.js";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -19,21 +20,11 @@ export interface RedisServer {
 const readyTimeoutMs = 15_000;
 const stopTimeoutMs = 5_000;
 
-function ephemeralPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
-  });
-}
 
 /** Starts redis-server; call `stop` in an `after` hook. */
 export async function startRedisServer(): Promise<RedisServer> {
   const dir = await mkdtemp(join(tmpdir(), "redis-test-"));
-  const port = await ephemeralPort();
+  const port = await unusedPort();
   let output = "";
   const child: ChildProcess = spawn(
     "redis-server",

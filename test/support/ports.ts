@@ -1,0 +1,42 @@
+/**
+ * Ports for servers a test starts later (a child process binds them seconds after they are
+ * chosen). They are drawn from 10000–19999, below the kernel's range for outgoing connections
+ * (32768–60999 here), so the many client connections of concurrently running tests cannot take
+ * a chosen port before its server binds it. Each port is checked bindable on every interface
+ * and never handed out twice by one process. Simulated game servers in tests use 21000–29999.
+ */
+import { createServer } from "node:net";
+
+const portLow = 10_000;
+const portHigh = 20_000;
+/** Tries before giving up: the range has 10,000 ports. */
+const attemptsMax = 200;
+const handedOut = new Set<number>();
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(false));
+    server.listen(port, "0.0.0.0", () => server.close(() => resolve(true)));
+  });
+}
+
+/** A port nobody listens on now, for a server the test starts soon. */
+export async function unusedPort(): Promise<number> {
+  for (let attempt = 0; attempt < attemptsMax; attempt++) {
+    const port = portLow + Math.floor(Math.random() * (portHigh - portLow));
+    if (handedOut.has(port)) continue;
+    if (await bindable(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error(`no unused port in ${portLow}-${portHigh - 1} after ${attemptsMax} tries`);
+}
+
+/** `count` distinct unused ports. */
+export async function unusedPorts(count: number): Promise<number[]> {
+  const ports: number[] = [];
+  for (let i = 0; i < count; i++) ports.push(await unusedPort());
+  return ports;
+}
