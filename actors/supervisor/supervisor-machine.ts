@@ -117,13 +117,20 @@ export const supervisorMachine = setup({
       if (event.type !== "INSTANCE_ADDED" || event.instance.instanceId in context.instances) return;
       const i = event.instance;
       enqueue.spawnChild("instance", { id: instanceChildId(i.instanceId), input: { instanceId: i.instanceId, group: i.group, node: i.node, adoptState: i.adoptState, timeouts: i.timeouts } });
-      enqueue.assign({ instances: { ...context.instances, [i.instanceId]: i.group } });
+      // Updated in place: a scope may hold thousands of instances, and a copy per added instance
+      // would make adopting or scaling up quadratic.
+      enqueue.assign({ instances: ({ context: current }) => Object.assign(current.instances, { [i.instanceId]: i.group }) });
     }),
     releaseInstance: enqueueActions(({ context, event, enqueue }) => {
       if (event.type !== "INSTANCE_FINISHED" || !(event.instanceId in context.instances)) return;
       enqueue.stopChild(instanceChildId(event.instanceId));
-      const { [event.instanceId]: _released, ...rest } = context.instances;
-      enqueue.assign({ instances: rest });
+      const instanceId = event.instanceId;
+      enqueue.assign({
+        instances: ({ context: current }) => {
+          delete current.instances[instanceId];
+          return current.instances;
+        },
+      });
     }),
     routeToGroup: enqueueActions(({ context, event, enqueue }) => {
       if (event.type !== "TO_GROUP" || !context.groups.includes(event.group)) return;

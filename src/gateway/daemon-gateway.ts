@@ -564,9 +564,10 @@ class Session {
   private receive(message: DaemonMessage): void {
     if (this.closed) return;
     this.options.metrics.grpcDaemonMessagesIn.inc({ payload_case: payloadCase(message) });
+    // Any message is a sign of life: a busy daemon whose pongs queue behind its reports is alive.
+    this.heartbeatAnswered();
     switch (message.payload) {
       case "pong":
-        this.heartbeatAnswered();
         return;
       case "ping":
         this.send(controllerMessage("pong", { sequence: message.ping.sequence, sent_at_ms: this.options.clock.nowMs() }));

@@ -79,9 +79,9 @@ export class DaemonReportRouter {
         return;
       case "cache_status":
         this.deps.events.publish(EventTypes.NODE_CACHE_STATUS, {
-          nodeId,
-          totalSizeBytes: message.cache_status.total_size_bytes,
-          timestamp: new Date(this.deps.clock.nowMs()).toISOString(),
+ nodeId,
+ totalSizeBytes: message.cache_status.total_size_bytes,
+ timestamp: new Date(this.deps.clock.nowMs()).toISOString(),
         } satisfies NodeCacheStatusPayload);
         return;
       default:
@@ -103,8 +103,7 @@ export class DaemonReportRouter {
       return;
     }
     if (!this.deps.isSupervised(report.instance_id)) return;
-    const event = eventOfReport(report);
-    if (event) this.deps.toInstance(report.instance_id, event);
+    for (const event of eventsOfReport(report)) this.deps.toInstance(report.instance_id, event);
   }
 
   private crash(report: CrashReportMessage): void {
@@ -145,23 +144,30 @@ export class DaemonReportRouter {
   }
 }
 
-/** The actor event a daemon state report stands for, if any. */
-export function eventOfReport(report: Pick<InstanceStateReport, "state" | "exit_code" | "message">): InstanceEvent | null {
+/**
+ * The actor events a daemon state report stands for, in order. A report may skip states (reports
+ * sent while the stream was down are not repeated; an inventory gives only the current state), so
+ * the events of the states before it come first; the actor ignores those it is already past.
+ */
+export function eventsOfReport(report: Pick<InstanceStateReport, "state" | "exit_code" | "message">): readonly InstanceEvent[] {
   switch (report.state) {
     case "PREPARING":
-      return { type: "DISPATCHED" };
+      return [{ type: "DISPATCHED" }];
     case "STARTING":
-      return { type: "SPAWNED" };
+      return [{ type: "DISPATCHED" }, { type: "SPAWNED" }];
     case "RUNNING":
-      return { type: "READY" };
+      return READY_CHAIN;
     case "STOPPING":
       // The daemon is stopping it on its own (the daemon itself is shutting down): an expected end.
-      return { type: "STOP" };
+      return [{ type: "STOP" }];
     case "STOPPED":
-      return { type: "EXITED", exitCode: report.exit_code };
+      return [{ type: "EXITED", exitCode: report.exit_code }];
     case "CRASHED":
-      return /PREPARE_FAILED|SPAWN_FAILED/.test(report.message) ? { type: "FAILED", reason: report.message } : { type: "EXITED", exitCode: report.exit_code };
+      return /PREPARE_FAILED|SPAWN_FAILED/.test(report.message) ? [{ type: "FAILED", reason: report.message }] : [{ type: "EXITED", exitCode: report.exit_code }];
     default:
-      return null;
+      return [];
   }
 }
+
+/** From any state before RUNNING to RUNNING: the process runs and is ready. */
+export const READY_CHAIN: readonly InstanceEvent[] = [{ type: "DISPATCHED" }, { type: "SPAWNED" }, { type: "READY" }];

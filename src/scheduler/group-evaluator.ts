@@ -40,6 +40,9 @@ export interface GroupEvaluatorDeps {
   nodesSeen(nodes: readonly NodeRecord[]): void;
 }
 
+/** Instance records written at once by one evaluation (a bound on concurrent store writes). */
+export const saveBatchInstancesMax = 100;
+
 /** Decides and carries out the scaling of groups. */
 export class GroupEvaluator {
   private readonly perGroup = new KeyedMutex();
@@ -96,14 +99,17 @@ export class GroupEvaluator {
       return 0;
     }
     const nodes = await this.placementNodes();
-    let placed = 0;
+    // Place the whole decision first (each placement reserves in the index), then record the
+    // instances together (the store commits concurrent writes in one batch), then start actors.
+    const batch: InstanceFields[] = [];
+    let failure: PlacementFailure | null = null;
     for (let i = 0; i < count && !signal.aborted; i++) {
       const id = this.nextInstanceId(group);
       const preferred = this.preferredNode(group, id, nodes);
       let result = preferred ? placeInstance({ group }, [preferred], this.deps.live.placement) : null;
       if (!result?.ok) result = placeInstance({ group }, nodes, this.deps.live.placement);
       if (!result.ok) {
-        await this.setIssue(group, result);
+        failure = result;
         break;
       }
       const instance: InstanceFields = {
@@ -118,11 +124,23 @@ export class GroupEvaluator {
         stoppedAt: null,
         deploymentRevision: 0,
       };
-      await this.deps.ensureCurrent(group.name);
-      await this.deps.instances.save(instance);
-      this.deps.instanceAdded(instance);
-      placed++;
+      this.deps.live.put(instance);
+      batch.push(instance);
     }
+    try {
+      if (batch.length > 0) {
+        await this.deps.ensureCurrent(group.name);
+        for (let from = 0; from < batch.length; from += saveBatchInstancesMax) {
+          await Promise.all(batch.slice(from, from + saveBatchInstancesMax).map((instance) => this.deps.instances.save(instance)));
+        }
+      }
+    } catch (err) {
+      for (const instance of batch) this.deps.live.remove(instance.id);
+      throw err;
+    }
+    for (const instance of batch) this.deps.instanceAdded(instance);
+    const placed = batch.length;
+    if (failure) await this.setIssue(group, failure);
     if (placed === count && group.schedulingIssue) await this.setIssue(group, null);
     if (placed > 0) this.deps.logger.info(`Scheduled ${placed} instance${placed === 1 ? "" : "s"} of group ${group.name}`);
     return placed;

@@ -39,7 +39,7 @@ import type { Clock } from "../shared/clock.js";
 import { conflict, notFound } from "../shared/errors.js";
 import { provideNodeEffects, provideSupervisor, type CrashCause, type InstanceRef } from "./actor-effects.js";
 import { CrashLoopDetector, type CrashLoopOptions } from "./crash-loop.js";
-import { DaemonReportRouter, type ConsoleSink, type CrashDetails } from "./daemon-report-router.js";
+import { DaemonReportRouter, READY_CHAIN, type ConsoleSink, type CrashDetails } from "./daemon-report-router.js";
 import { GroupEvaluator } from "./group-evaluator.js";
 import { buildInstanceSpec } from "./instance-spec.js";
 import { LiveInstances } from "./live-instances.js";
@@ -73,6 +73,9 @@ export const defaultSchedulerTuning: SchedulerTuning = {
   finishedRetentionMs: 10 * 60_000,
   nodeListCacheMs: 1_000,
 };
+
+/** How long {@link SchedulerHost.stop} waits for background work before it returns. */
+export const stopSettleTimeoutMs = 5_000;
 
 /** Daemon error codes after which a dispatch is not retried: the instance fails at once. */
 const PERMANENT_DISPATCH_ERRORS: ReadonlySet<string> = new Set(["UNKNOWN_PLATFORM", "INVALID_PLATFORM", "INVALID_SPEC", "TOO_MANY_INSTANCES"]);
@@ -205,7 +208,10 @@ export class SchedulerHost {
     for (const node of this.nodeActors.values()) node.stop();
     this.supervisors.clear();
     this.nodeActors.clear();
-    await this.settle();
+    // Record writes under way finish; a command waiting for a daemon's answer is not waited for.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.settle(), new Promise<void>((resolve) => (timer = setTimeout(resolve, stopSettleTimeoutMs)))]);
+    clearTimeout(timer);
   }
 
   /** Where console lines of instances go (the console hub of the console streams). */
@@ -264,7 +270,8 @@ export class SchedulerHost {
   /** The in-server plugin reported ready: RUNNING, and the daemon is told (plugin readiness). */
   async markReady(id: string): Promise<void> {
     const doc = await this.requireLive(id);
-    this.toInstance(id, { type: "READY" });
+    // A ready server runs: catch the actor up if reports of the earlier states are late.
+    for (const event of READY_CHAIN) this.toInstance(id, event);
     // The daemon then reports RUNNING, which reaches the group's scheduler wherever it runs.
     const result = await this.command(doc.node, { type: "mark_instance_ready", body: { group: doc.group, fencing_token: await this.actingFencingToken(doc.group), instance_id: id } });
     if (!result.ok && result.error_code !== "INVALID_STATE") this.options.logger.warn(`Node ${doc.node} refused the readiness of ${id}: ${result.error_code}`);

@@ -203,11 +203,13 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
   });
 
   it("kill -9 of a daemon: its node goes UNREACHABLE, then OFFLINE, and its instances come back on the other node", async () => {
-    const victimIndex = 0;
-    // The daemon's identity file names its node.
-    const victimNode = readFileSync(join(daemons[victimIndex].dataDir, "node-id"), "utf8").trim();
+    // The victim: the daemon of a node that runs lobby instances (its identity file names its node).
+    const lobbyNodes = new Set((await running("lobby")).map((i) => i.node));
+    const nodeOf = (d: DaemonProcess) => readFileSync(join(d.dataDir, "node-id"), "utf8").trim();
+    const victimIndex = daemons.findIndex((d) => lobbyNodes.has(nodeOf(d)));
+    assert.ok(victimIndex >= 0, "a daemon runs lobby instances");
+    const victimNode = nodeOf(daemons[victimIndex]);
     const survivor = nodeIds.find((id) => id !== victimNode)!;
-    assert.ok(nodeIds.includes(victimNode));
     const onVictim = (await running("lobby")).filter((i) => i.node === victimNode);
     assert.ok(onVictim.length > 0, "the victim node runs lobby instances");
     await daemons[victimIndex].kill9();
