@@ -270,7 +270,8 @@ export const mib = (bytes: number) => Math.round((bytes / (1024 * 1024)) * 10) /
  */
 export async function startCpuProfile(): Promise<{ stop(path: string): Promise<void> }> {
   const { Session } = await import("node:inspector/promises");
-  const { writeFile } = await import("node:fs/promises");
+  const { mkdir, writeFile } = await import("node:fs/promises");
+  const { dirname } = await import("node:path");
   const session = new Session();
   session.connect();
   await session.post("Profiler.enable");
@@ -279,6 +280,7 @@ export async function startCpuProfile(): Promise<{ stop(path: string): Promise<v
   return {
     stop: async (path: string) => {
       const { profile } = await session.post("Profiler.stop");
+      await mkdir(dirname(path), { recursive: true });
       await writeFile(path, JSON.stringify(profile));
       session.disconnect();
     },
