@@ -19,7 +19,7 @@ import type { MetricsService } from "../metrics/metrics.js";
 import type { Clock } from "../shared/clock.js";
 import type { DaemonLink } from "../scheduler/scheduler-host.js";
 import { LeaseScopeOwnership } from "../scheduler/lease-scopes.js";
-import { SingleScopeOwnership, type ScopeOwnership } from "../scheduler/scopes.js";
+import { LocalScopeOwnership, type ScopeOwnership } from "../scheduler/scopes.js";
 import type { KvStore } from "../store/ports.js";
 
 /** What the scheduler is built on. */
@@ -51,7 +51,7 @@ const isLocal = (source: string) => !source.startsWith("peer:");
 export function buildCoordination(options: CoordinationOptions): SchedulingCoordination {
   const { config, gateway } = options;
   if (config.runtime.profile !== "production") {
-    return { scopes: new SingleScopeOwnership(), daemons: gateway, start: async () => undefined, stop: async () => undefined };
+    return { scopes: new LocalScopeOwnership(), daemons: gateway, start: async () => undefined, stop: async () => undefined };
   }
   const { kv, controllerId, events, logger } = options;
   const leaseTtlMs = 2 * config.scheduler.evaluationIntervalSeconds * 1000;

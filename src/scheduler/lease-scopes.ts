@@ -8,10 +8,8 @@ import { LeaseLostError, type Leases } from "../coordination/lease.js";
 import { LeaseKeeper } from "../coordination/lease-keeper.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
-import { ScopeLostError, type ScopeListener, type ScopeOwnership } from "./scopes.js";
+import { groupScope, ScopeLostError, type ScopeListener, type ScopeOwnership } from "./scopes.js";
 
-/** The lease resource (and scope name) of a group. */
-export const groupScope = (group: string) => `group:${group}`;
 
 export interface LeaseScopeOptions {
   leases: Leases & { holder(resource: string): Promise<{ fencingToken: number | null } | null> };

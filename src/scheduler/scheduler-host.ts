@@ -186,6 +186,8 @@ export class SchedulerHost {
       this.live.setNodeHost(node.id, node.host);
       this.startNodeActor(node);
     }
+    // Every live instance, whichever controller schedules it: placement needs every reservation.
+    for (const doc of await this.options.instances.findDocs()) if (!FINISHED_STATES.has(doc.state)) this.live.put(doc);
     const groups = await this.options.groups.listDocs();
     for (const group of groups) this.options.scopes.track(group.name);
     await this.options.scopes.start({
@@ -314,16 +316,15 @@ export class SchedulerHost {
       existing.send({ type: "SCOPE_ACQUIRED", fencingToken, groups: [], instances: [] });
       return;
     }
-    const scopes = this.options.scopes;
-    const groups = (await this.options.groups.listDocs()).filter((g) => scopes.scopeOf(g.name) === scope);
-    const groupNames = new Set(groups.map((g) => g.name));
+    const groups = await this.groupsOfScope(scope);
     const adopted: ScopeInstance[] = [];
-    for (const doc of await this.options.instances.findDocs()) {
-      if (FINISHED_STATES.has(doc.state)) continue;
-      this.live.put(doc);
-      if (!groupNames.has(doc.group)) continue;
-      adopted.push({ instanceId: doc.id, group: doc.group, node: doc.node, adoptState: doc.state as InstanceAdoptableState, timeouts: this.tuning.instanceTimeouts });
-      this.knownStates.set(doc.id, doc.state);
+    for (const group of groups) {
+      for (const doc of await this.options.instances.findDocs({ group: group.name })) {
+        if (FINISHED_STATES.has(doc.state)) continue;
+        this.live.put(doc);
+        adopted.push({ instanceId: doc.id, group: doc.group, node: doc.node, adoptState: doc.state as InstanceAdoptableState, timeouts: this.tuning.instanceTimeouts });
+        this.knownStates.set(doc.id, doc.state);
+      }
     }
     if (this.fencingTokens.get(scope) !== fencingToken || this.stopped) return;
     const supervisor = existing ?? this.createSupervisor(scope);
@@ -331,12 +332,24 @@ export class SchedulerHost {
     this.options.logger.info(`Scheduling scope ${scope} (fencing token ${fencingToken}): ${groups.length} groups, ${adopted.length} live instances adopted`);
   }
 
+  /** The groups of a scope: a `group:<name>` scope holds that group alone. */
+  private async groupsOfScope(scope: string): Promise<StoredGroup[]> {
+    if (scope.startsWith("group:")) {
+      const doc = await this.options.groups.getDoc(scope.slice("group:".length));
+      return doc && this.options.scopes.scopeOf(doc.name) === scope ? [doc] : [];
+    }
+    return (await this.options.groups.listDocs()).filter((g) => this.options.scopes.scopeOf(g.name) === scope);
+  }
+
   private scopeLost(scope: string): void {
     this.fencingTokens.delete(scope);
     const supervisor = this.supervisors.get(scope);
     if (!supervisor) return;
-    const children = supervisor.getSnapshot().context.instances;
+    const children = { ...supervisor.getSnapshot().context.instances };
     supervisor.send({ type: "SCOPE_LOST" });
+    // A scope acquired again gets a fresh supervisor; a deleted group's leaves nothing behind.
+    supervisor.stop();
+    this.supervisors.delete(scope);
     for (const id of Object.keys(children)) this.knownStates.delete(id);
     this.options.logger.warn(`Lost scheduling scope ${scope}: its actors are stopped; the processes keep running`);
   }

@@ -42,33 +42,46 @@ export interface ScopeOwnership {
   stop(): Promise<void>;
 }
 
-/** The scope of every group on the development profile. */
-export const SINGLE_SCOPE = "groups";
-/** The fencing token of the single scope (one controller: no other epoch exists). */
-export const SINGLE_SCOPE_TOKEN = 1;
+/** The scope of a group: one per group, whoever owns it. */
+export const groupScope = (group: string) => `group:${group}`;
+/** The fencing token of the development profile's scopes (one controller: no other epoch exists). */
+export const LOCAL_SCOPE_TOKEN = 1;
 
 /**
- * The development profile: one controller owns one scope holding every group, at once and for
- * good, so every group is scheduled here and no check can fail.
+ * The development profile: one controller owns the scope of every group, at once and for good,
+ * with the constant token 1, so every group is scheduled here and no check can fail. Scopes are
+ * per group as with leases, so a supervisor's children stay bounded by one group's size.
  */
-export class SingleScopeOwnership implements ScopeOwnership {
-  scopeOf(): string {
-    return SINGLE_SCOPE;
+export class LocalScopeOwnership implements ScopeOwnership {
+  private readonly groups = new Set<string>();
+  private listener: ScopeListener | null = null;
+
+  scopeOf(group: string): string {
+    return groupScope(group);
   }
 
   async start(listener: ScopeListener): Promise<void> {
-    listener.acquired(SINGLE_SCOPE, SINGLE_SCOPE_TOKEN);
+    this.listener = listener;
+    for (const group of this.groups) listener.acquired(groupScope(group), LOCAL_SCOPE_TOKEN);
   }
 
-  track(): void {}
+  track(group: string): void {
+    if (this.groups.has(group)) return;
+    this.groups.add(group);
+    this.listener?.acquired(groupScope(group), LOCAL_SCOPE_TOKEN);
+  }
 
-  untrack(): void {}
+  untrack(group: string): void {
+    if (this.groups.delete(group)) this.listener?.lost(groupScope(group));
+  }
 
   async holderFencingToken(): Promise<number | null> {
-    return SINGLE_SCOPE_TOKEN;
+    return LOCAL_SCOPE_TOKEN;
   }
 
   async ensureCurrent(): Promise<void> {}
 
-  async stop(): Promise<void> {}
+  async stop(): Promise<void> {
+    this.listener = null;
+  }
 }
