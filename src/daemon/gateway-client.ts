@@ -62,7 +62,7 @@ export interface SessionInfo {
 export interface SendOptions {
   /**
    * Dropped (send returns false) when the stream already buffers
-   * {@link outboundBufferedMessagesMax} messages: console lines, not state reports.
+   * {@link droppableBufferedMessagesMax} messages: console lines, not state reports.
    */
   droppable?: boolean;
 }
@@ -127,8 +127,12 @@ const connectTimeoutMsDefault = 15_000;
 const joinTimeoutMsDefault = 15_000;
 /** Heartbeat intervals without any controller message after which the daemon reconnects. */
 export const controllerSilenceHeartbeats = 4;
-/** Messages the outgoing stream may buffer before droppable messages (console lines) are dropped. */
-export const outboundBufferedMessagesMax = 1_024;
+/**
+ * Droppable messages are only written while fewer than this many messages wait: instance state
+ * reports are never queued behind a backlog of console lines (a daemon starting hundreds of
+ * servers prints thousands of lines while its spawns keep the event loop busy).
+ */
+export const droppableBufferedMessagesMax = 64;
 
 /** Delay before reconnect attempt `attempt` (0-based): min·2^attempt capped at max, with ±50 % jitter. */
 export function backoffDelayMs(attempt: number, minMs: number, maxMs: number, random: () => number): number {
@@ -222,7 +226,7 @@ export class GatewayClient {
   send(message: DaemonMessage, options: SendOptions = {}): boolean {
     const stream = this.stream;
     if (!stream || this.stateValue !== "connected") return false;
-    if (options.droppable && stream.writableLength >= outboundBufferedMessagesMax) return false;
+    if (options.droppable && stream.writableLength >= droppableBufferedMessagesMax) return false;
     stream.write(message);
     return true;
   }
