@@ -123,7 +123,7 @@ export function patchPropertiesPort(existing: string | null, key: string, port: 
 }
 
 /**
- * The simulated game server (src/daemon/simulated-server/server.mjs) run with the daemon's own Node
+ * The simulated game server (src/daemon/simulated-server/server.cjs) run with the daemon's own Node
  * binary. Plugin readiness: it calls `/api/plugin/ready` when given a controller URL and token.
  */
 export function simulatedPlatform(overrides: Partial<PlatformDefinition> = {}): PlatformDefinition {

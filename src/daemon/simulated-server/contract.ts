@@ -1,6 +1,6 @@
 /**
  * Where the simulated game server lives and which environment it reads. The program itself is
- * plain JavaScript (`server.mjs`, Node built-ins only) so it starts without a TypeScript loader:
+ * plain JavaScript (`server.cjs`, Node built-ins only) so it starts without a TypeScript loader:
  * hundreds of them must start within seconds. Decisions: docs/decisions/daemon-runner.md.
  */
 import { existsSync } from "node:fs";
@@ -36,11 +36,11 @@ export const SIMULATED_SERVER_ENV = {
 export const SIMULATED_READY_LINE_PREFIX = "Done (";
 
 /**
- * Absolute path of server.mjs. Next to this module when run from source (tsx); a compiled build
- * (dist/src/daemon/…) does not copy .mjs files, so the source tree's copy is used then.
+ * Absolute path of server.cjs. Next to this module when run from source (tsx); a compiled build
+ * (dist/src/daemon/…) does not copy .cjs files, so the source tree's copy is used then.
  */
 export function simulatedServerScriptPath(): string {
-  const beside = fileURLToPath(new URL("./server.mjs", import.meta.url));
+  const beside = fileURLToPath(new URL("./server.cjs", import.meta.url));
   if (existsSync(beside)) return beside;
-  return fileURLToPath(new URL("../../../../src/daemon/simulated-server/server.mjs", import.meta.url));
+  return fileURLToPath(new URL("../../../../src/daemon/simulated-server/server.cjs", import.meta.url));
 }

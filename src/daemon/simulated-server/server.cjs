@@ -1,16 +1,19 @@
 // The simulated game server: a stand-in for a Minecraft server so that demos, tests and benchmarks
-// run real processes without Java. Plain JavaScript, Node built-ins only, so it starts in a fraction
-// of a second without a TypeScript loader. Contract (environment, readiness line):
-// src/daemon/simulated-server/contract.ts; decisions: docs/decisions/daemon-runner.md.
+// run real processes without Java. Plain CommonJS, Node built-ins only, so it starts without a
+// TypeScript loader or the ES module loader; hundreds start at once on one machine, so what it loads
+// at boot is kept small: node:http rather than fetch (whose implementation costs more to load than
+// the rest of the program), node:crypto only when a player joins, stdin split into lines by hand.
+// Contract (environment, readiness line): src/daemon/simulated-server/contract.ts; decisions:
+// docs/decisions/daemon-runner.md.
 //
 // It binds its port (a TCP connection receives one status line), prints console lines (banner,
 // periodic ticks), reports ready and players through the plugin API when CLOUD_CONTROLLER_URL and
 // CLOUD_WORKLOAD_TOKEN are set, and obeys stdin commands: help, stop, say <text>,
 // players join <name>, players leave <name>, list, crash [code], oom.
-/* global process, setTimeout, setInterval, clearInterval, fetch, AbortSignal */
-import { createHash } from "node:crypto";
-import { createServer } from "node:net";
-import { createInterface } from "node:readline";
+/* global require, process, setTimeout, setInterval, clearInterval, Buffer */
+"use strict";
+const { createServer } = require("node:net");
+const { request: httpRequest } = require("node:http");
 
 const VERSION = "1.0.0";
 const pluginRequestTimeoutMs = 10_000;
@@ -52,28 +55,47 @@ function log(message, level = "INFO") {
 
 /** The UUID an offline-mode Minecraft server gives a player name (version 3, "OfflinePlayer:"). */
 function offlineUuid(name) {
-  const bytes = createHash("md5").update(`OfflinePlayer:${name}`).digest();
+  const bytes = require("node:crypto").createHash("md5").update(`OfflinePlayer:${name}`).digest();
   bytes[6] = (bytes[6] & 0x0f) | 0x30;
   bytes[8] = (bytes[8] & 0x3f) | 0x80;
   const hex = bytes.toString("hex");
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
-/** POSTs to the plugin API; true on a 2xx. Bounded: readyAttemptsMax tries with capped backoff. */
+/** One POST; resolves with the status code, rejects on a network error or after the timeout. */
+function post(url, token, body) {
+  return new Promise((resolve, reject) => {
+    const payload = JSON.stringify(body);
+    // node:https (TLS) is loaded only for an https controller URL.
+    const send = url.startsWith("https:") ? require("node:https").request : httpRequest;
+    const request = send(
+      url,
+      {
+        method: "POST",
+        timeout: pluginRequestTimeoutMs,
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json", "content-length": Buffer.byteLength(payload) },
+      },
+      (response) => {
+        response.resume();
+        response.on("end", () => resolve(response.statusCode ?? 0));
+        response.on("error", reject);
+      },
+    );
+    request.on("timeout", () => request.destroy(new Error(`no answer within ${pluginRequestTimeoutMs} ms`)));
+    request.on("error", reject);
+    request.end(payload);
+  });
+}
+
+/** POSTs to the plugin API; true on a 2xx. Bounded: `attempts` tries with capped backoff. */
 async function postPlugin(path, body, attempts) {
   if (controllerUrl === null || workloadToken === null) return false;
   for (let attempt = 1; attempt <= attempts; attempt += 1) {
     try {
-      const response = await fetch(`${controllerUrl}/api/plugin/${path}`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${workloadToken}`, "content-type": "application/json" },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(pluginRequestTimeoutMs),
-      });
-      await response.arrayBuffer();
-      if (response.ok) return true;
-      log(`Plugin API ${path} answered ${response.status} (attempt ${attempt}/${attempts})`, "WARN");
-      if (response.status >= 400 && response.status < 500) return false;
+      const status = await post(`${controllerUrl}/api/plugin/${path}`, workloadToken, body);
+      if (status >= 200 && status < 300) return true;
+      log(`Plugin API ${path} answered ${status} (attempt ${attempt}/${attempts})`, "WARN");
+      if (status >= 400 && status < 500) return false;
     } catch (error) {
       log(`Plugin API ${path} failed: ${error instanceof Error ? error.message : String(error)} (attempt ${attempt}/${attempts})`, "WARN");
     }
@@ -165,10 +187,24 @@ function handlePlayers(action, name) {
 process.on("SIGTERM", () => (ignoreStop ? log("Ignoring SIGTERM (CLOUD_SIM_IGNORE_STOP)", "WARN") : stop("SIGTERM")));
 process.on("SIGINT", () => (ignoreStop ? log("Ignoring SIGINT (CLOUD_SIM_IGNORE_STOP)", "WARN") : stop("SIGINT")));
 
-const input = createInterface({ input: process.stdin, crlfDelay: Infinity });
-input.on("line", handleCommand);
-// Standard input closes when the daemon is gone: nothing can drive the server any more.
-input.on("close", () => stop("standard input closed"));
+// Standard input, split into lines (CRLF or LF). It closes when the daemon is gone: nothing can
+// drive the server any more.
+let pendingInput = "";
+process.stdin.setEncoding("utf8");
+process.stdin.on("data", (chunk) => {
+  pendingInput += chunk;
+  for (let end = pendingInput.indexOf("\n"); end >= 0; end = pendingInput.indexOf("\n")) {
+    const line = pendingInput.slice(0, end);
+    pendingInput = pendingInput.slice(end + 1);
+    handleCommand(line.endsWith("\r") ? line.slice(0, -1) : line);
+  }
+});
+process.stdin.on("end", () => {
+  if (pendingInput !== "") handleCommand(pendingInput);
+  pendingInput = "";
+  stop("standard input closed");
+});
+process.stdin.on("error", () => stop("standard input closed"));
 
 log(`Starting simulated game server ${VERSION} (instance ${instanceId}, group ${group || "-"}, node ${process.version})`);
 server.on("error", (error) => {
