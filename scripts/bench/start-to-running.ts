@@ -53,6 +53,8 @@ const ROOT_DIR = join(import.meta.dirname, "..", "..");
 const mode = argString("--mode", "system");
 const instancesCount = argNumber("--instances", 500);
 const deadlineMs = argNumber("--deadline-ms", 120_000);
+/** scheduler.maxStartingPerNode for the benchmark's controller; absent: the controller's default. */
+const maxStartingPerNode = process.argv.includes("--max-starting-per-node") ? argNumber("--max-starting-per-node", 0) : undefined;
 /** How long the daemon gets to stop every server after SIGTERM before it is killed. */
 const daemonStopTimeoutMs = 60_000;
 
@@ -292,7 +294,10 @@ async function runSystemMode(): Promise<void> {
     await mkdir(join(workDir, "daemon"));
     if (daemonProfDir) await mkdir(daemonProfDir, { recursive: true });
     progress("starting the controller");
-    const c = await startBenchController({ dataDir: join(workDir, "controller") });
+    const c = await startBenchController({
+      dataDir: join(workDir, "controller"),
+      scheduler: maxStartingPerNode === undefined ? undefined : { startingPerNodeMax: maxStartingPerNode },
+    });
     stopController = () => c.stop();
     const connected = nodesConnected(c, 1, 60_000);
     daemon = spawnDaemon({

@@ -21,6 +21,7 @@ export const ControllerConfigSchema = obj({
   scheduler: obj({
     evaluationIntervalSeconds: Type.Number({ exclusiveMinimum: 0, default: 15 }),
     auditRetentionDays: Type.Integer({ minimum: 1, default: 90 }),
+    maxStartingPerNode: Type.Integer({ minimum: 0, default: 16 }),
   }),
   logging: obj({
     level: Type.String({ default: "INFO" }),

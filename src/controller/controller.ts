@@ -229,7 +229,11 @@ export async function startController(config: ControllerConfig, opts: StartContr
       clock,
       logger: logs.logger("cloud.scheduler"),
       metrics,
-      tuning: { evaluationIntervalMs: config.scheduler.evaluationIntervalSeconds * 1000, ...opts.schedulerTuning },
+      tuning: {
+        evaluationIntervalMs: config.scheduler.evaluationIntervalSeconds * 1000,
+        startingPerNodeMax: config.scheduler.maxStartingPerNode,
+        ...opts.schedulerTuning,
+      },
     });
     scheduler.setConsole(consoleHub);
     const players = new PlayerService(documents, events, clock, (id, count) => scheduler.playerCountChanged(id, count));

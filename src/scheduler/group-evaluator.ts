@@ -30,6 +30,11 @@ export interface GroupEvaluatorDeps {
   clock: Clock;
   logger: Logger;
   nodeListCacheMs: number;
+  /**
+   * Start pacing: at most this many instances of the groups scheduled here are starting (SCHEDULED,
+   * PREPARING, STARTING) on one node at once; 0 means no limit. Explicit starts are not paced.
+   */
+  startingPerNodeMax: number;
   fencingTokenOf(group: string): number | null;
   /** Fencing check before a record is written; throws when the group's scope moved. */
   ensureCurrent(group: string): Promise<void>;
@@ -47,6 +52,8 @@ export const saveBatchInstancesMax = 100;
 export class GroupEvaluator {
   private readonly perGroup = new KeyedMutex();
   private readonly idleSince = new Map<string, Map<string, number>>();
+  /** Groups whose last evaluation left instances unplaced because start slots were full. */
+  private readonly waitingForSlots = new Set<string>();
   private nodeCache: { atMs: number; nodes: Promise<NodeRecord[]> } | null = null;
 
   constructor(private readonly deps: GroupEvaluatorDeps) {}
@@ -64,7 +71,7 @@ export class GroupEvaluator {
       if (decision.action === "SKIP") return { again: false };
       const drains = group.scalingMode === "DYNAMIC" && decision.target >= group.minInstances && decision.target <= Math.max(group.minInstances, group.maxInstances);
       for (const id of decision.stop) this.deps.toInstance(id, { type: drains && this.deps.live.get(id)?.state === "RUNNING" ? "DRAIN" : "STOP" });
-      const placed = await this.schedule(group, decision.start, signal);
+      const placed = await this.schedule(group, decision.start, signal, true);
       return { again: decision.capped && placed === decision.start };
     });
   }
@@ -76,7 +83,7 @@ export class GroupEvaluator {
       if (!group) throw notFound(`Group not found: ${name}`);
       const decision = decideExplicitStart(group, this.deps.live.ofGroup(name), group.paused ?? false);
       if (decision.count === 0) return decision;
-      const placed = await this.schedule(group, decision.count, new AbortController().signal);
+      const placed = await this.schedule(group, decision.count, new AbortController().signal, false);
       if (placed === 0) return { count: 0, reason: (await this.deps.groups.getDoc(name))?.schedulingIssue?.message ?? "no instance could be placed" };
       return { count: placed };
     });
@@ -85,6 +92,19 @@ export class GroupEvaluator {
   /** Forgets a deleted group's bookkeeping. */
   forget(name: string): void {
     this.idleSince.delete(name);
+    this.waitingForSlots.delete(name);
+  }
+
+  /**
+   * A start slot was freed (an instance scheduled here left the starting states): the groups that
+   * were waiting for one, to be evaluated again. The set is emptied; a group still waiting after
+   * its evaluation joins it again.
+   */
+  takeGroupsWaitingForSlots(): string[] {
+    if (this.waitingForSlots.size === 0) return [];
+    const groups = [...this.waitingForSlots];
+    this.waitingForSlots.clear();
+    return groups;
   }
 
   /** The next placement reads the node records again. */
@@ -92,22 +112,38 @@ export class GroupEvaluator {
     this.nodeCache = null;
   }
 
-  /** Places and records up to `count` new instances; returns how many were scheduled. */
-  private async schedule(group: StoredGroup, count: number, signal: AbortSignal): Promise<number> {
+  /**
+   * Places and records up to `count` new instances; returns how many were scheduled. `paced`: nodes
+   * whose start slots are full take none now (the rest wait for a freed slot, not an issue).
+   */
+  private async schedule(group: StoredGroup, count: number, signal: AbortSignal, paced: boolean): Promise<number> {
+    this.waitingForSlots.delete(group.name);
     if (count === 0) {
       if (group.schedulingIssue) await this.setIssue(group, null);
       return 0;
     }
     const nodes = await this.placementNodes();
+    const max = this.deps.startingPerNodeMax;
+    const request = paced && max > 0 ? { group, startSlotsFull: (nodeId: string) => this.deps.live.startingOn(nodeId) >= max } : { group };
     // Place the whole decision first (each placement reserves in the index), then record the
     // instances together (the store commits concurrent writes in one batch), then start actors.
     const batch: InstanceFields[] = [];
     let failure: PlacementFailure | null = null;
+    let waiting = false;
     for (let i = 0; i < count && !signal.aborted; i++) {
       const id = this.nextInstanceId(group);
       const preferred = this.preferredNode(group, id, nodes);
-      let result = preferred ? placeInstance({ group }, [preferred], this.deps.live.placement) : null;
-      if (!result?.ok) result = placeInstance({ group }, nodes, this.deps.live.placement);
+      let result = preferred ? placeInstance(request, [preferred], this.deps.live.placement) : null;
+      // A static instance waits for a start slot on the node that holds its directory.
+      if (result?.ok === false && result.code === "START_SLOTS_BUSY") {
+        waiting = true;
+        break;
+      }
+      if (!result?.ok) result = placeInstance(request, nodes, this.deps.live.placement);
+      if (!result.ok && result.code === "START_SLOTS_BUSY") {
+        waiting = true;
+        break;
+      }
       if (!result.ok) {
         failure = result;
         break;
@@ -140,9 +176,13 @@ export class GroupEvaluator {
     }
     for (const instance of batch) this.deps.instanceAdded(instance);
     const placed = batch.length;
+    if (waiting) this.waitingForSlots.add(group.name);
     if (failure) await this.setIssue(group, failure);
-    if (placed === count && group.schedulingIssue) await this.setIssue(group, null);
-    if (placed > 0) this.deps.logger.info(`Scheduled ${placed} instance${placed === 1 ? "" : "s"} of group ${group.name}`);
+    if ((placed === count || waiting) && group.schedulingIssue) await this.setIssue(group, null);
+    if (placed > 0) {
+      const rest = waiting ? ` (${count - placed} wait for start slots)` : "";
+      this.deps.logger.info(`Scheduled ${placed} instance${placed === 1 ? "" : "s"} of group ${group.name}${rest}`);
+    }
     return placed;
   }
 

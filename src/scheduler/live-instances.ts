@@ -6,6 +6,9 @@
  */
 import type { InstanceFields } from "../domain/instances/instance-service.js";
 import { FINISHED_STATES, type InstanceState } from "../domain/instances/instance-schemas.js";
+
+/** States of an instance that is starting: placed but not yet RUNNING (start pacing counts them). */
+export const STARTING_STATES: ReadonlySet<InstanceState> = new Set<InstanceState>(["SCHEDULED", "PREPARING", "STARTING"]);
 import { PlacementIndex } from "./placement.js";
 
 /** What the scheduler keeps of one instance. */
@@ -17,6 +20,10 @@ export class LiveInstances {
   private readonly idsByGroup = new Map<string, Set<string>>();
   /** The machine of each node (its reported host); nodes on one machine share its ports. */
   private readonly nodeHosts = new Map<string, string>();
+  /** Instances in {@link STARTING_STATES} per node, of the instances whose states are followed here. */
+  private readonly startingByNode = new Map<string, number>();
+  /** Instances recorded only for their reservations (another controller follows their states). */
+  private readonly unfollowed = new Set<string>();
   /** Reservations of every live instance known here (all groups), for placement. */
   readonly placement = new PlacementIndex((nodeId) => this.nodeHosts.get(nodeId) ?? nodeId);
 
@@ -25,10 +32,15 @@ export class LiveInstances {
     this.nodeHosts.set(nodeId, host);
   }
 
-  /** Records an instance (new or adopted). Finished instances are not indexed for placement. */
-  put(instance: LiveInstance): void {
+  /**
+   * Records an instance (new or adopted). Finished instances are not indexed for placement.
+   * `followed` false: only its reservation counts (its group is scheduled elsewhere, so its state
+   * here may be stale and it does not take a start slot).
+   */
+  put(instance: LiveInstance, followed = true): void {
     this.remove(instance.id);
     const copy = { ...instance };
+    if (!followed) this.unfollowed.add(copy.id);
     this.byId.set(copy.id, copy);
     let ids = this.idsByGroup.get(copy.group);
     if (!ids) {
@@ -37,6 +49,18 @@ export class LiveInstances {
     }
     ids.add(copy.id);
     this.placement.add(copy);
+    if (followed && STARTING_STATES.has(copy.state)) this.countStarting(copy.node, 1);
+  }
+
+  /** Instances placed on `node` and not yet RUNNING (nor finished). */
+  startingOn(node: string): number {
+    return this.startingByNode.get(node) ?? 0;
+  }
+
+  private countStarting(node: string, delta: number): void {
+    const next = (this.startingByNode.get(node) ?? 0) + delta;
+    if (next > 0) this.startingByNode.set(node, next);
+    else this.startingByNode.delete(node);
   }
 
   get(id: string): LiveInstance | undefined {
@@ -60,7 +84,9 @@ export class LiveInstances {
     const current = this.byId.get(id);
     if (!current || current.state === state) return;
     const wasLive = !FINISHED_STATES.has(current.state);
+    const wasStarting = STARTING_STATES.has(current.state);
     current.state = state;
+    if (wasStarting !== STARTING_STATES.has(state) && !this.unfollowed.has(id)) this.countStarting(current.node, wasStarting ? -1 : 1);
     if (wasLive && FINISHED_STATES.has(state)) this.placement.remove(current);
   }
 
@@ -74,6 +100,8 @@ export class LiveInstances {
     const current = this.byId.get(id);
     if (!current) return;
     if (!FINISHED_STATES.has(current.state)) this.placement.remove(current);
+    const followed = !this.unfollowed.delete(id);
+    if (followed && STARTING_STATES.has(current.state)) this.countStarting(current.node, -1);
     this.byId.delete(id);
     const ids = this.idsByGroup.get(current.group);
     ids?.delete(id);

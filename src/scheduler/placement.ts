@@ -29,6 +29,12 @@ export type PlacementInstance = Pick<InstanceFields, "group" | "node" | "port" |
 /** One placement decision to make. */
 export interface PlacementRequest {
   group: PlacementGroup;
+  /**
+   * Nodes already starting as many instances as they may at once (start pacing): they take no new
+   * instance now. When only such nodes could take it, the result is START_SLOTS_BUSY, a wait and
+   * not a scheduling issue.
+   */
+  startSlotsFull?: (nodeId: string) => boolean;
 }
 
 /** Where the new instance goes. */
@@ -45,7 +51,8 @@ export type PlacementFailure =
   | { ok: false; code: "NO_ONLINE_NODE"; message: string; nodesByState: Record<string, number> }
   | { ok: false; code: "ALL_CORDONED"; message: string; cordonedNodes: number }
   | { ok: false; code: "INSUFFICIENT_MEMORY"; message: string; neededMb: number; largestFreeMb: number; largestFreeNodeId: string }
-  | { ok: false; code: "PORTS_EXHAUSTED"; message: string; portStart: number; portEnd: number; candidateNodes: number };
+  | { ok: false; code: "PORTS_EXHAUSTED"; message: string; portStart: number; portEnd: number; candidateNodes: number }
+  | { ok: false; code: "START_SLOTS_BUSY"; message: string; busyNodes: number };
 
 /** The outcome of {@link placeInstance}. */
 export type PlacementResult = Placement | PlacementFailure;
@@ -192,7 +199,9 @@ export function placeInstance(request: PlacementRequest, nodes: readonly Placeme
     };
   }
   // Select the best remaining candidate; drop it and retry only when its port range is exhausted.
+  // A candidate whose start slots are full is set aside: it could take the instance later.
   const memoryFit = candidates.length;
+  let busyNodes = 0;
   while (candidates.length > 0) {
     let best = 0;
     for (let i = 1; i < candidates.length; i++) {
@@ -200,9 +209,20 @@ export function placeInstance(request: PlacementRequest, nodes: readonly Placeme
     }
     const chosen = candidates[best];
     const port = lowestFreePort(group, chosen.node.id, existing);
-    if (port !== null) return { ok: true, nodeId: chosen.node.id, port, freeMemoryMb: chosen.freeMb };
+    if (port !== null) {
+      if (!request.startSlotsFull?.(chosen.node.id)) return { ok: true, nodeId: chosen.node.id, port, freeMemoryMb: chosen.freeMb };
+      busyNodes++;
+    }
     candidates[best] = candidates[candidates.length - 1];
     candidates.pop();
+  }
+  if (busyNodes > 0) {
+    return {
+      ok: false,
+      code: "START_SLOTS_BUSY",
+      message: `every node that could take it is starting its maximum of instances at once (${busyNodes})`,
+      busyNodes,
+    };
   }
   const { start, end } = group.portRange;
   return {

@@ -42,7 +42,7 @@ import { CrashLoopDetector, type CrashLoopOptions } from "./crash-loop.js";
 import { DaemonReportRouter, READY_CHAIN, type ConsoleSink, type CrashDetails } from "./daemon-report-router.js";
 import { GroupEvaluator } from "./group-evaluator.js";
 import { buildInstanceSpec } from "./instance-spec.js";
-import { LiveInstances } from "./live-instances.js";
+import { LiveInstances, STARTING_STATES } from "./live-instances.js";
 import { ScopeLostError, type ScopeOwnership } from "./scopes.js";
 
 /** Commands to daemons and their reports: the daemon gateway, narrowed. */
@@ -62,6 +62,8 @@ export interface SchedulerTuning {
   finishedRetentionMs: number;
   /** How long the node list read for placement is reused. */
   nodeListCacheMs: number;
+  /** scheduler.maxStartingPerNode: instances starting at once per node (0: no limit). */
+  startingPerNodeMax: number;
 }
 
 /** Defaults: the spec's 15 s tick; finished instances stay visible for ten minutes. */
@@ -72,6 +74,7 @@ export const defaultSchedulerTuning: SchedulerTuning = {
   nodeTimeouts: {},
   finishedRetentionMs: 10 * 60_000,
   nodeListCacheMs: 1_000,
+  startingPerNodeMax: 16,
 };
 
 /** How long {@link SchedulerHost.stop} waits for background work before it returns. */
@@ -141,6 +144,7 @@ export class SchedulerHost {
       clock: options.clock,
       logger: options.logger,
       nodeListCacheMs: this.tuning.nodeListCacheMs,
+      startingPerNodeMax: this.tuning.startingPerNodeMax,
       fencingTokenOf: (group) => this.fencingTokenOf(group),
       ensureCurrent: (group) => this.ensureCurrent(group),
       instanceAdded: (instance) => this.instanceAdded(instance),
@@ -187,7 +191,8 @@ export class SchedulerHost {
       this.startNodeActor(node);
     }
     // Every live instance, whichever controller schedules it: placement needs every reservation.
-    for (const doc of await this.options.instances.findDocs()) if (!FINISHED_STATES.has(doc.state)) this.live.put(doc);
+    // Their states are followed once their group's scope is acquired here (put again then).
+    for (const doc of await this.options.instances.findDocs()) if (!FINISHED_STATES.has(doc.state)) this.live.put(doc, false);
     const groups = await this.options.groups.listDocs();
     for (const group of groups) this.options.scopes.track(group.name);
     await this.options.scopes.start({
@@ -459,6 +464,9 @@ export class SchedulerHost {
     const next = state as InstanceState;
     this.knownStates.set(instanceId, next);
     this.live.setState(instanceId, next);
+    if (STARTING_STATES.has(previous) && !STARTING_STATES.has(next)) {
+      for (const group of this.evaluator.takeGroupsWaitingForSlots()) this.toGroup(group, { type: "CHANGED" });
+    }
     this.track(this.writeState(context.group, context.node, instanceId, previous, next));
   }
 

@@ -4,7 +4,8 @@
 // over SSE and a command reaches stdin; a killed process is CRASHED with a crash record and
 // replaced; 3 quick crashes pause the group and resume restarts it; a drained node gets nothing
 // new; stop and force-stop; STATIC ids and MANUAL explicit starts; kill -9 of a daemon makes its
-// node UNREACHABLE then OFFLINE and its instances come back on the other node.
+// node UNREACHABLE then OFFLINE and its instances come back on the other node; start pacing keeps
+// at most scheduler.maxStartingPerNode instances starting per node while a large group comes up.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -14,6 +15,8 @@ import { api, cleanupDirs, createToken, eventsOf, eventually, spawnDaemon, start
 
 const waitMs = 45_000;
 const offlineGraceMs = 3_000;
+/** scheduler.maxStartingPerNode of this suite's controller: low, so that start pacing is exercised. */
+const startingPerNodeMax = 2;
 
 interface Instance {
   id: string;
@@ -51,6 +54,7 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
         evaluationIntervalMs: 1_000,
         nodeTimeouts: { offlineGraceMs },
         instanceTimeouts: { stopTimeoutMs: 10_000 },
+        startingPerNodeMax,
       },
     });
     for (let i = 0; i < 2; i++) {
@@ -184,6 +188,37 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
     await untilRunning("event", 1, "explicit start");
     assert.equal((await api(c, "DELETE", "/api/v1/groups/event")).status, 204);
     await eventually(async () => (await list("?group=event")).every((i) => i.state === "STOPPED"), "deleted group's instances stop", waitMs);
+  });
+
+  it("start pacing: a group larger than the start slots comes up a few at a time per node, with no scheduling issue", async () => {
+    const created = await api(c, "POST", "/api/v1/groups", { name: "paced", platform: "simulated", scalingMode: "DYNAMIC", minInstances: 8, maxInstances: 8, memoryMb: 128, maxPlayers: 0, portRange: { start: 21200, end: 21300 } });
+    assert.equal(created.status, 201, JSON.stringify(created.json));
+    await untilRunning("paced", 8, "paced group");
+    assert.equal((await api(c, "GET", "/api/v1/groups/paced")).json.schedulingIssue, null);
+    // Replay the group's state changes: per node, the instances between their first change
+    // (SCHEDULED -> PREPARING) and leaving the starting states, never more than the slots.
+    const changes = eventsOf(c, "INSTANCE_STATE_CHANGED").filter((e) => e.data.group === "paced");
+    const starting = new Map<string, Set<string>>();
+    let mostStarting = 0;
+    let runningSeen = 0;
+    let preparedAfterARunning = 0;
+    for (const change of changes) {
+      const { instanceId, nodeId, newState } = change.data as { instanceId: string; nodeId: string; newState: string };
+      const onNode = starting.get(nodeId) ?? new Set<string>();
+      starting.set(nodeId, onNode);
+      if (newState === "PREPARING" || newState === "STARTING") {
+        if (newState === "PREPARING" && runningSeen > 0) preparedAfterARunning++;
+        onNode.add(instanceId);
+      } else {
+        onNode.delete(instanceId);
+      }
+      if (newState === "RUNNING") runningSeen++;
+      mostStarting = Math.max(mostStarting, onNode.size);
+    }
+    assert.ok(mostStarting <= startingPerNodeMax, `at most ${startingPerNodeMax} starting per node, saw ${mostStarting}`);
+    assert.ok(preparedAfterARunning >= 8 - 2 * startingPerNodeMax, `instances waited for slots: ${preparedAfterARunning} dispatched after the first RUNNING`);
+    assert.equal((await api(c, "DELETE", "/api/v1/groups/paced")).status, 204);
+    await eventually(async () => (await list("?group=paced")).every((i) => i.state === "STOPPED"), "paced group's instances stop", waitMs);
   });
 
   it("template layers are unpacked in the group's order, variables substituted, before the server starts", async () => {

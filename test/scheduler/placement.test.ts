@@ -230,3 +230,35 @@ describe("placeInstance", () => {
     assert.equal(lowestFreePort(group, "b", index), 30000, "freed for the whole machine");
   });
 });
+
+describe("start pacing (startSlotsFull)", () => {
+  const full = (ids: string[]) => (nodeId: string) => ids.includes(nodeId);
+
+  test("a node whose start slots are full is passed over for one that has a slot", () => {
+    const result = placeInstance({ group: lobby, startSlotsFull: full(["a"]) }, [node("a"), node("b", { usedMemoryMb: 4096 })], buildPlacementIndex([]));
+    assert.equal(result.ok && result.nodeId, "b");
+  });
+
+  test("only nodes with full start slots could take it: START_SLOTS_BUSY, a wait", () => {
+    const nodes = [node("a"), node("b"), node("c", { totalMemoryMb: 512 })];
+    const result = placeInstance({ group: lobby, startSlotsFull: full(["a", "b"]) }, nodes, buildPlacementIndex([]));
+    assert.equal(result.ok, false);
+    assert.equal(!result.ok && result.code, "START_SLOTS_BUSY");
+    assert.equal(!result.ok && result.code === "START_SLOTS_BUSY" && result.busyNodes, 2);
+  });
+
+  test("a node that could never take it is not a wait: the real reason is kept", () => {
+    const tiny = [node("a", { totalMemoryMb: 512 })];
+    const memory = placeInstance({ group: lobby, startSlotsFull: full(["a"]) }, tiny, buildPlacementIndex([]));
+    assert.equal(!memory.ok && memory.code, "INSUFFICIENT_MEMORY");
+    const onePort: PlacementGroup = { ...lobby, portRange: { start: 30000, end: 30000 } };
+    const taken = buildPlacementIndex([live("lobby", "a", 30000)]);
+    const ports = placeInstance({ group: onePort, startSlotsFull: full(["a"]) }, [node("a")], taken);
+    assert.equal(!ports.ok && ports.code, "PORTS_EXHAUSTED");
+  });
+
+  test("without startSlotsFull every node takes instances as before", () => {
+    const result = placeInstance({ group: lobby }, [node("a")], buildPlacementIndex([]));
+    assert.equal(result.ok && result.nodeId, "a");
+  });
+});
