@@ -14,7 +14,7 @@ import type { SchedulerTuning } from "../../src/scheduler/scheduler-host.js";
 import { login, TEST_ADMIN_PASSWORD, testConfig } from "../../test/support/controller.js";
 
 /** Log chunks (lines) of the controller kept for a failure report. */
-const LOG_TAIL_CHUNKS_MAX = 200;
+const LOG_TAIL_CHUNKS_MAX = 5_000;
 /** How long one admin API request may take before the benchmark gives up. */
 const API_TIMEOUT_MS = 60_000;
 /** How long the controller gets to stop before the benchmark reports it and exits anyway. */
@@ -122,7 +122,9 @@ export async function startBenchController(opts: { dataDir: string; scheduler?: 
   };
   const stop = async () => {
     if (!(await within(controller.stop(), CONTROLLER_STOP_TIMEOUT_MS))) {
-      throw new Error(`the controller did not stop within ${CONTROLLER_STOP_TIMEOUT_MS} ms`);
+      const lines = log.join("").split("\n");
+      const stopping = lines.filter((line) => /Stopping|stopped|took \d+ ms/.test(line)).slice(-20);
+      throw new Error(`the controller did not stop within ${CONTROLLER_STOP_TIMEOUT_MS} ms; its log about stopping:\n${stopping.join("\n")}\nits last lines:\n${lines.slice(-5).join("\n")}`);
     }
   };
   return { controller, url, grpcAddress: `127.0.0.1:${controller.grpcPort}`, api, logTail: () => log.join(""), stop };

@@ -51,6 +51,8 @@ import { startClusterService } from "../cluster/start-cluster.js";
 import { clusterRoutes } from "../http/routes/cluster.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
 
+/** A part of `stop()` that takes this long is named in the log. */
+const SLOW_CLEANUP_MS = 2_000;
 /** How long `stop()` lets open HTTP connections finish before closing them. */
 export const HTTP_DRAIN_TIMEOUT_MS = 5_000;
 
@@ -125,11 +127,14 @@ export async function startController(config: ControllerConfig, opts: StartContr
 
   const runCleanups = async () => {
     for (const cleanup of cleanups.reverse()) {
+      const startedMs = performance.now();
       try {
         await cleanup.run();
       } catch (err) {
         log.warn(`Stopping ${cleanup.name} failed`, err);
       }
+      const tookMs = Math.round(performance.now() - startedMs);
+      if (tookMs >= SLOW_CLEANUP_MS) log.warn(`Stopping ${cleanup.name} took ${tookMs} ms`);
     }
     cleanups.length = 0;
   };

@@ -60,6 +60,8 @@ export const outboundQueueMessagesMaxDefault = 1_024;
 export const commandTimeoutMsDefault = 30_000;
 /** Commands awaiting a result per session; beyond this, sends fail with QUEUE_FULL. */
 export const pendingCommandsMaxDefault = 4_096;
+/** How long `stop()` lets open calls end before the server cuts them. */
+const SHUTDOWN_GRACE_MS = 500;
 
 /** What the gateway needs from the node service. */
 export interface GatewayNodes {
@@ -222,8 +224,13 @@ export class DaemonGateway {
     if (this.stopped) return;
     this.stopped = true;
     for (const session of [...this.sessions.values()]) session.close("controller stopping", { status: grpc.status.UNAVAILABLE });
+    // tryShutdown waits for every call to end; past the bound the rest are cut. grpc-js does not
+    // call tryShutdown's callback after a forceShutdown, so the bound resolves on its own.
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => this.server.forceShutdown(), 500);
+      const timer = setTimeout(() => {
+        this.server.forceShutdown();
+        resolve();
+      }, SHUTDOWN_GRACE_MS);
       this.server.tryShutdown(() => {
         clearTimeout(timer);
         resolve();
