@@ -194,6 +194,7 @@ class PeerLink {
   private stream: grpc.ClientWritableStream<RaftEnvelope> | null = null;
   private waitingForDrain = false;
   private flushScheduled = false;
+  private deferredFlushScheduled = false;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private reconnectDelayMs: number;
   private closed = false;
@@ -241,6 +242,18 @@ class PeerLink {
     }
     this.queue.push(message);
     if (this.flushScheduled) return;
+    if (message.type === "app" && message.entries.length === 0) {
+      // An append without entries (a leader's new commit index, a probe) is not waited for by a
+      // client; it leaves on the next turn, after the answers the same Ready settled. It stays in
+      // order: a message queued behind it meanwhile flushes the whole queue.
+      if (this.deferredFlushScheduled) return;
+      this.deferredFlushScheduled = true;
+      setImmediate(() => {
+        this.deferredFlushScheduled = false;
+        this.flush();
+      });
+      return;
+    }
     // Messages sent in the same turn travel in one envelope.
     this.flushScheduled = true;
     queueMicrotask(() => {
