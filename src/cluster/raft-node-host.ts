@@ -389,11 +389,12 @@ export class RaftNodeHost {
       return;
     }
     this.loopRunning = true;
-    // Deferred until the I/O callbacks of this event-loop turn have run, so that the messages of
-    // every envelope and the requests of every client read in this turn share a Ready (one fsync,
-    // one append per follower); proposals arriving while a Ready is being persisted are folded
-    // into the next one.
-    setImmediate(() => {
+    // Deferred to a microtask: the messages of one envelope and the requests of one client read
+    // (which are handled synchronously) share a Ready, and proposals and messages arriving while a
+    // Ready is being persisted are folded into the next one. Not to an immediate: the loop would
+    // then run in the check phase, and what it writes (appends, answers) would reach the sockets
+    // only on the next event-loop turn, after that turn's I/O callbacks.
+    queueMicrotask(() => {
       this.runLoop().catch((error: unknown) => this.fatal(error));
     });
   }
@@ -419,9 +420,9 @@ export class RaftNodeHost {
     const sendBeforePersist = ready.messagesBeforePersist ?? 0;
     if (sendBeforePersist > 0) this.config.transport.send(sendBeforePersist === ready.messages.length ? ready.messages : ready.messages.slice(0, sendBeforePersist));
     if (ready.hardState || ready.entries.length > 0 || ready.snapshot) {
-      // After appends were handed to the transport, the write is issued one event-loop turn later:
-      // HTTP/2 passes frames to the socket from a native immediate, and handing the batch to
-      // LevelDB's thread first wakes that thread (on a busy machine, onto the loop's core) and
+      // After appends were handed to the transport, the write is issued from an immediate: HTTP/2
+      // passes frames to the socket from a native immediate, which runs first. Handing the batch to
+      // LevelDB's thread before that wakes the thread (on a busy machine, onto the loop's core) and
       // delays the appends to the followers, whose fsyncs are the critical path, by 50-150 µs.
       const persisting =
         sendBeforePersist > 0 && ready.mustSync ? nextTurn().then(() => this.config.storage.persist(ready)) : this.config.storage.persist(ready);
