@@ -6,6 +6,12 @@
  * unreachable, which makes the Raft core fall back to probing. A broken stream is re-opened after
  * a bounded exponential back-off.
  *
+ * A leader's commit notice (an empty append that only moves a follower's commit index) waits up to
+ * 2 ms and is dropped when a later append to the same peer, which carries the commit index as
+ * well, is queued meanwhile: under load a follower learns the index from the next append, without a
+ * message and an answer of its own (four of the ten messages a leader handles per sequential put).
+ * Raft tolerates a lost message; a follower applies at most 2 ms later than it would otherwise.
+ *
  * Both ends present certificates of the cluster CA; the server requires a client certificate and
  * checks that its common name is the envelope's sender, the client checks that the server's common
  * name is the peer it meant to reach.
@@ -68,6 +74,7 @@ type SendClient = grpc.Client & {
 };
 
 const outboundQueueMessagesDefault = 4096;
+const commitNoticeHoldMs = 2;
 const envelopeMessagesDefault = 256;
 const reconnectDelayMinMsDefault = 20;
 const reconnectDelayMaxMsDefault = 500;
@@ -195,6 +202,10 @@ class PeerLink {
   private waitingForDrain = false;
   private flushScheduled = false;
   private deferredFlushScheduled = false;
+  private heldCommitNotice: Message | null = null;
+  private holdTimer: NodeJS.Timeout | null = null;
+  /** The highest commit index sent to this peer in an append. */
+  private commitSent = 0;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private reconnectDelayMs: number;
   private closed = false;
@@ -236,6 +247,36 @@ class PeerLink {
 
   enqueue(message: Message): void {
     if (this.closed) return;
+    const held = this.heldCommitNotice;
+    if (held !== null) {
+      this.heldCommitNotice = null;
+      // A later append in the same term carries the leader's commit index too: the notice is
+      // redundant. Anything else goes out behind it.
+      const superseded = message.type === "app" && message.term === held.term && message.index >= held.index && message.commit >= held.commit;
+      if (!superseded) this.push(held);
+    }
+    if (message.type === "app" && message.entries.length === 0 && message.commit > this.commitSent) {
+      // A commit notice (an empty append that only moves the follower's commit index): held for
+      // up to commitNoticeHoldMs, so that under load the next append carries the index instead.
+      this.commitSent = message.commit;
+      this.heldCommitNotice = message;
+      if (this.holdTimer === null) {
+        this.holdTimer = setTimeout(() => {
+          this.holdTimer = null;
+          const notice = this.heldCommitNotice;
+          if (notice === null || this.closed) return;
+          this.heldCommitNotice = null;
+          this.push(notice);
+        }, commitNoticeHoldMs);
+        this.holdTimer.unref();
+      }
+      return;
+    }
+    if (message.type === "app") this.commitSent = Math.max(this.commitSent, message.commit);
+    this.push(message);
+  }
+
+  private push(message: Message): void {
     if (this.queue.length >= this.queueMessagesMax) {
       this.reportFailure(message);
       return;
@@ -265,6 +306,8 @@ class PeerLink {
   close(): void {
     this.closed = true;
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    if (this.holdTimer) clearTimeout(this.holdTimer);
+    this.heldCommitNotice = null;
     this.stream?.end();
     this.stream = null;
     this.queue.length = 0;
