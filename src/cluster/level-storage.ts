@@ -146,7 +146,7 @@ export class LevelStorage implements Storage {
     if (request.snapshot && request.snapshot.metadata.index > 0) {
       ({ log, snapshot } = this.planSnapshot(request.snapshot, ops));
     }
-    if (request.entries.length > 0) log = this.planAppend(log, request.entries, ops);
+    const append = request.entries.length > 0 ? this.planAppend(log, request.entries, ops) : null;
     const hardState = request.hardState ?? this.hardState;
     if (request.mustSync === false && ops.length === 0) {
       // Only the commit index moved: written with the next batch.
@@ -157,6 +157,12 @@ export class LevelStorage implements Storage {
     if (request.hardState || this.hardStateUnwritten) ops.push(this.hardStateOp(hardState));
     if (ops.length === 0) return;
     await this.write(ops, request.mustSync ?? true);
+    if (append) {
+      // In place: copying the whole tail (up to a snapshot interval of entries) on every write
+      // cost more than the rest of the write's preparation, and as much again in garbage.
+      log.length = append.keep;
+      for (const entry of append.entries) log.push(entry);
+    }
     this.log = log;
     this.latestSnapshot = snapshot;
     this.hardState = hardState;
@@ -229,18 +235,19 @@ export class LevelStorage implements Storage {
     return { log: [placeholder(index, term)], snapshot };
   }
 
-  private planAppend(log: Entry[], entries: readonly Entry[], ops: BatchOp[]): Entry[] {
+  /** Adds the batch operations of an append; returns how to change `log` once they are durable. */
+  private planAppend(log: Entry[], entries: readonly Entry[], ops: BatchOp[]): { keep: number; entries: readonly Entry[] } | null {
     const offset = log[0]!.index;
     const oldLast = offset + log.length - 1;
-    const kept = entries.filter((entry) => entry.index > offset);
-    if (kept.length === 0) return log;
+    const kept = entries[0]!.index > offset ? entries : entries.filter((entry) => entry.index > offset);
+    if (kept.length === 0) return null;
     const first = kept[0]!.index;
     assert(first <= oldLast + 1, `append at ${first} leaves a gap after ${oldLast}`);
     kept.forEach((entry, i) => assert(entry.index === first + i, "appended entries are not contiguous"));
     const newLast = kept[kept.length - 1]!.index;
     for (const entry of kept) ops.push({ type: "put", key: entryKey(entry.index), value: encodeEntry(entry) });
     for (let index = newLast + 1; index <= oldLast; index++) ops.push({ type: "del", key: entryKey(index) });
-    return [...log.slice(0, first - offset), ...kept];
+    return { keep: first - offset, entries: kept };
   }
 
   /** Deletes every stored entry at or below `index`, in order with the other writes. */
