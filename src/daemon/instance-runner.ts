@@ -5,7 +5,6 @@
  * process per instance, spawned detached in its own process group so a stop or kill reaches
  * everything it started. Decisions: docs/decisions/daemon-runner.md.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
@@ -14,6 +13,7 @@ import { systemClock, type Clock } from "../shared/clock.js";
 import { ConsoleRingBuffer, LineSplitter, type ConsoleLine } from "./console-buffer.js";
 import { classifyExit, type CrashClassification } from "./crash-classification.js";
 import { patchPropertiesPort, renderCommand, validatePlatform, type PlatformDefinition } from "./platforms.js";
+import { directLauncher, type LaunchedProcess, type ProcessLauncher } from "./process-launcher.js";
 import { RunnerError, StaleEpochError } from "./runner-errors.js";
 import { INSTANCE_ENV } from "./simulated-server/contract.js";
 
@@ -165,6 +165,8 @@ export interface InstanceRunnerOptions {
   inheritEnvNames?: readonly string[];
   /** Subscribers at most; default 64. */
   listenersMax?: number;
+  /** How processes are started; default {@link directLauncher} (the daemon passes its spawner). */
+  launcher?: ProcessLauncher;
 }
 
 const DEFAULT_INHERITED_ENV = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "JAVA_HOME"];
@@ -175,7 +177,7 @@ interface Instance {
   platform: PlatformDefinition;
   workDir: string;
   state: InstanceRunState;
-  child: ChildProcess | null;
+  child: LaunchedProcess | null;
   pid: number | null;
   console: ConsoleRingBuffer;
   splitters: LineSplitter[];
@@ -213,6 +215,7 @@ export class InstanceRunner {
   private readonly instancesMax: number;
   private readonly listenersMax: number;
   private readonly inheritEnvNames: readonly string[];
+  private readonly launcher: ProcessLauncher;
   private closed = false;
 
   constructor(private readonly options: InstanceRunnerOptions) {
@@ -228,6 +231,7 @@ export class InstanceRunner {
     this.instancesMax = options.instancesMax ?? 2_000;
     this.listenersMax = options.listenersMax ?? 64;
     this.inheritEnvNames = options.inheritEnvNames ?? DEFAULT_INHERITED_ENV;
+    this.launcher = options.launcher ?? directLauncher;
   }
 
   /** Receives every event synchronously, in order; returns the unsubscribe function. A throwing listener is ignored. */
@@ -488,9 +492,10 @@ export class InstanceRunner {
   }
 
   /**
-   * spawn() blocks the event loop until the child has exec'd (tens of milliseconds on a busy
-   * machine), so spawns are taken one per event-loop turn: console lines and readiness of the
-   * instances already started are read in between instead of after a whole burst of spawns.
+   * Spawns are taken one per event-loop turn. With the direct launcher spawn() blocks the event
+   * loop until the child has exec'd (tens of milliseconds on a busy machine): console lines and
+   * readiness of the instances already started are read in between instead of after a whole burst
+   * of spawns. The daemon's spawner helper takes that blocking out of this process.
    */
   private drainSpawnQueue(): void {
     const instance = this.spawnQueue.shift();
@@ -511,9 +516,9 @@ export class InstanceRunner {
       group: spec.group,
       workDir: instance.workDir,
     });
-    let child: ChildProcess;
+    let child: LaunchedProcess;
     try {
-      child = spawn(argv[0], argv.slice(1), { cwd: instance.workDir, env: this.environmentFor(instance), detached: true, stdio: ["pipe", "pipe", "pipe"] });
+      child = this.launcher.launch({ file: argv[0], args: argv.slice(1), cwd: instance.workDir, env: this.environmentFor(instance) });
     } catch (error) {
       void this.finishFailed(instance, "SPAWN_FAILED", error);
       return;
@@ -525,6 +530,16 @@ export class InstanceRunner {
       spawned = true;
       instance.pid = child.pid ?? null;
       instance.spawnedAtMs = this.clock.nowMs();
+      // The streams exist from here on (a spawner helper passes them over with the pid).
+      child.stdin?.on("error", () => {
+        // EPIPE after the process exited: the exit is reported through the exit handler.
+      });
+      for (const [stream, name] of [[child.stdout, "stdout"], [child.stderr, "stderr"]] as const) {
+        if (stream === null) continue;
+        const splitter = new LineSplitter(this.consoleLineMaxChars, (line) => this.onConsoleLine(instance, line, name));
+        instance.splitters.push(splitter);
+        stream.on("data", (chunk: Buffer) => splitter.write(chunk));
+      }
       if (instance.stopRequested !== null) {
         if (instance.state !== "STOPPING") this.transition(instance, "STOPPING");
         this.beginStopSequence(instance);
@@ -538,15 +553,6 @@ export class InstanceRunner {
       settled = true;
       void this.finishFailed(instance, "SPAWN_FAILED", error);
     });
-    child.stdin?.on("error", () => {
-      // EPIPE after the process exited: the exit is reported through the exit handler.
-    });
-    for (const [stream, name] of [[child.stdout, "stdout"], [child.stderr, "stderr"]] as const) {
-      if (stream === null) continue;
-      const splitter = new LineSplitter(this.consoleLineMaxChars, (line) => this.onConsoleLine(instance, line, name));
-      instance.splitters.push(splitter);
-      stream.on("data", (chunk: Buffer) => splitter.write(chunk));
-    }
     child.once("exit", (exitCode, signal) => {
       if (!spawned || settled) return;
       settled = true;
@@ -643,7 +649,7 @@ export class InstanceRunner {
     }
   }
 
-  private async onProcessExit(instance: Instance, child: ChildProcess, exitCode: number | null, signal: NodeJS.Signals | null): Promise<void> {
+  private async onProcessExit(instance: Instance, child: LaunchedProcess, exitCode: number | null, signal: NodeJS.Signals | null): Promise<void> {
     instance.exited = true;
     this.clearTimers(instance);
     // The last lines (an OutOfMemoryError) may still be in the pipes: wait for them, bounded,

@@ -15,6 +15,7 @@ import { GatewayClient, type ClientLogger, type ClientState, type GatewayClientE
 import { InstanceReporter } from "./instance-reports.js";
 import { InstanceRunner } from "./instance-runner.js";
 import { builtInPlatforms, type PlatformDefinition } from "./platforms.js";
+import { SpawnerLauncher, type ProcessLauncher } from "./process-launcher.js";
 import { HttpTemplateSource, TemplateCache } from "./template-cache.js";
 
 /** Directory of the template cache inside `dataDir`. */
@@ -29,6 +30,8 @@ export interface NodeDaemonOptions {
   /** The built-in platforms by default. */
   platforms?: Map<string, PlatformDefinition>;
   clock?: Clock;
+  /** How instance processes are started; default a {@link SpawnerLauncher} (closed at shutdown). */
+  launcher?: ProcessLauncher;
   onStateChange?: (state: ClientState, detail: string) => void;
   /** The client gave up for good (refused join, incompatible protocol). */
   onFatal?: (error: GatewayClientError) => void;
@@ -74,9 +77,13 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
   const platforms = options.platforms ?? builtInPlatforms();
   // The unpacker, the sink and the session hook refer to objects built after them; none of them
   // runs before start() connects.
+  // Instance processes are spawned by a small helper process, so that the daemon's event loop is
+  // not blocked by fork() (src/daemon/process-launcher.ts).
+  const launcher = options.launcher ?? new SpawnerLauncher();
   const runner = new InstanceRunner({
     workDir: config.workDir,
     platforms,
+    launcher,
     ...(options.clock ? { clock: options.clock } : {}),
     unpackTemplates: async (request) => {
       try {
@@ -146,6 +153,7 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
         }
         reporter.close();
         client.stop();
+        await launcher.close();
       })();
       return shuttingDown;
     },

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InstanceRunner, type InstanceRunnerOptions, type InstanceSpec, type RunnerEvent } from "../../src/daemon/instance-runner.js";
 import { builtInPlatforms, simulatedPlatform, type PlatformDefinition } from "../../src/daemon/platforms.js";
+import { SpawnerLauncher, type ProcessLauncher } from "../../src/daemon/process-launcher.js";
 
 /** Environment that keeps the simulated server on loopback and makes it chatty. */
 export const SIM_TEST_ENV = { CLOUD_SIM_BIND_HOST: "127.0.0.1", CLOUD_SIM_TICK_INTERVAL_MS: "200", CLOUD_SIM_STOP_DELAY_MS: "50" };
@@ -52,6 +53,7 @@ export class RunnerHarness {
   constructor(
     readonly runner: InstanceRunner,
     readonly workDir: string,
+    private readonly launcher: ProcessLauncher,
   ) {
     runner.subscribe((event) => {
       this.events.push(event);
@@ -64,8 +66,10 @@ export class RunnerHarness {
     const platforms = builtInPlatforms();
     platforms.set("sim-fast-stop", simulatedPlatform({ id: "sim-fast-stop", readiness: { kind: "log-line", pattern: "Done (" }, stopTimeoutMs: 300, termTimeoutMs: 300 }));
     for (const platform of options.extraPlatforms ?? []) platforms.set(platform.id, platform);
-    const runner = new InstanceRunner({ workDir, platforms, ...options });
-    return new RunnerHarness(runner, workDir);
+    // The daemon's own way of starting processes: through the spawner helper.
+    const launcher = new SpawnerLauncher();
+    const runner = new InstanceRunner({ workDir, platforms, launcher, ...options });
+    return new RunnerHarness(runner, workDir, launcher);
   }
 
   states(instanceId: string): string[] {
@@ -89,6 +93,7 @@ export class RunnerHarness {
     this.runner.killAllNow();
     await Promise.race([this.runner.shutdown("force"), new Promise((resolve) => setTimeout(resolve, 5_000))]);
     await eventually(() => [...this.pids].every((pid) => !isAlive(pid)), 5_000, "every started process to be gone");
+    await this.launcher.close();
     await rm(this.workDir, { recursive: true, force: true });
   }
 }

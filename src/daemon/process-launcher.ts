@@ -1,0 +1,274 @@
+/**
+ * How the instance runner starts processes. `spawn()` forks the calling process and blocks its
+ * event loop until the child has exec'd; the time grows with the caller's memory (page tables are
+ * copied, then torn down in the child): about 14 ms per spawn for a daemon of 150 MB, against
+ * 2 ms for a 45 MB process. A daemon starting hundreds of instances would spend a third of its
+ * time blocked there, and every stream message it owes the controller would wait.
+ *
+ * {@link SpawnerLauncher} hands the spawns to a small helper process (`spawner/spawner.cjs`) which
+ * passes the pipes of each new process back over its IPC channel: the daemon reads stdout and
+ * stderr and writes stdin itself, signals the process group itself, and learns the exit status
+ * from the helper. {@link directLauncher} spawns in the calling process (tests, and the fallback
+ * when the helper cannot run). Decisions: docs/decisions/daemon-runner.md.
+ */
+import { fork, spawn, type ChildProcess } from "node:child_process";
+import { EventEmitter } from "node:events";
+import { existsSync } from "node:fs";
+import type { Readable, Writable } from "node:stream";
+import { fileURLToPath } from "node:url";
+
+/**
+ * A started process, as the runner uses it. Events, as on a ChildProcess: `spawn` (pid and the
+ * three streams are set), `error` (it could not start; no other event follows), `exit` (code,
+ * signal), `close` (after `exit`, once stdout and stderr have ended).
+ */
+export interface LaunchedProcess {
+  readonly pid?: number | undefined;
+  readonly stdin: Writable | null;
+  readonly stdout: Readable | null;
+  readonly stderr: Readable | null;
+  once(event: "spawn", listener: () => void): this;
+  once(event: "error", listener: (error: Error) => void): this;
+  once(event: "exit", listener: (code: number | null, signal: NodeJS.Signals | null) => void): this;
+  once(event: "close", listener: () => void): this;
+}
+
+/** What the launcher needs to start one process. */
+export interface LaunchRequest {
+  file: string;
+  args: readonly string[];
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+}
+
+/** Starts processes detached (their own process group), with three pipes. */
+export interface ProcessLauncher {
+  launch(request: LaunchRequest): LaunchedProcess;
+  /** Ends the launcher's own resources; processes already started are not touched. */
+  close(): Promise<void>;
+}
+
+/** Spawns in the calling process. */
+export const directLauncher: ProcessLauncher = {
+  launch(request: LaunchRequest): ChildProcess {
+    return spawn(request.file, [...request.args], { cwd: request.cwd, env: request.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
+  },
+  async close(): Promise<void> {},
+};
+
+/** Absolute path of spawner.cjs (the source tree's copy when running from a compiled build). */
+export function spawnerScriptPath(): string {
+  const beside = fileURLToPath(new URL("./spawner/spawner.cjs", import.meta.url));
+  if (existsSync(beside)) return beside;
+  return fileURLToPath(new URL("../../../src/daemon/spawner/spawner.cjs", import.meta.url));
+}
+
+type SpawnerMessage =
+  | { type: "spawned"; id: string; pid: number }
+  | { type: "stdio"; id: string; stream: "stdout" | "stderr" }
+  | { type: "spawn-error"; id: string; code: string; message: string }
+  | { type: "exit"; id: string; code: number | null; signal: NodeJS.Signals | null };
+
+/** A process started through the helper: streams arrive as handles, the exit as a message. */
+class RemoteProcess extends EventEmitter implements LaunchedProcess {
+  pid: number | undefined = undefined;
+  stdin: Writable | null = null;
+  stdout: Readable | null = null;
+  stderr: Readable | null = null;
+  started = false;
+  exited = false;
+  /** `error` or `close` was emitted: nothing more will be. */
+  done = false;
+  private openStreams = 2;
+
+  constructor(private readonly onDone: () => void) {
+    super();
+  }
+
+  /** A message (and its handle) about this process. */
+  receive(message: SpawnerMessage, handle: unknown): void {
+    switch (message.type) {
+      case "spawned":
+        this.pid = message.pid;
+        this.stdin = handle as Writable;
+        break;
+      case "stdio": {
+        const stream = handle as Readable;
+        if (message.stream === "stdout") this.stdout = stream;
+        else this.stderr = stream;
+        stream.once("close", () => {
+          this.openStreams -= 1;
+          this.maybeClose();
+        });
+        break;
+      }
+      case "spawn-error":
+        this.fail(Object.assign(new Error(message.message), { code: message.code }));
+        return;
+      case "exit":
+        this.exit(message.code, message.signal);
+        return;
+    }
+    if (!this.started && this.pid !== undefined && this.stdin && this.stdout && this.stderr) {
+      this.started = true;
+      this.emit("spawn");
+    }
+  }
+
+  /** It could not be started. */
+  fail(error: Error): void {
+    if (this.started || this.done) return;
+    this.done = true;
+    for (const stream of [this.stdin, this.stdout, this.stderr]) stream?.destroy();
+    // Started, but not every pipe arrived (the helper died in between): not ours to run half-wired.
+    if (this.pid !== undefined) {
+      try {
+        process.kill(-this.pid, "SIGKILL");
+      } catch {
+        // ESRCH: already gone.
+      }
+    }
+    this.emit("error", error);
+    this.onDone();
+  }
+
+  /** The exit status; null, null when the helper died before it could tell. */
+  exit(code: number | null, signal: NodeJS.Signals | null): void {
+    if (!this.started || this.exited) return;
+    this.exited = true;
+    // As a ChildProcess does: nothing reads the other end of stdin any more.
+    this.stdin?.destroy();
+    this.emit("exit", code, signal);
+    this.maybeClose();
+  }
+
+  /** Both output pipes have closed. */
+  get outputEnded(): boolean {
+    return this.openStreams === 0;
+  }
+
+  private maybeClose(): void {
+    if (this.done || !this.exited || this.openStreams > 0) return;
+    this.done = true;
+    this.emit("close");
+    this.onDone();
+  }
+}
+
+/** While the helper is gone: how often a process it started is checked for having ended. */
+const orphanPollIntervalMs = 250;
+/** Checks after its pipes ended before an unreaped (zombie) orphan is taken as exited. */
+const orphanPollsAfterOutputMax = 8;
+
+/**
+ * Starts processes through the spawner helper, started on first use and again after it died.
+ * Processes it started keep running when it dies (their pipes are the daemon's); they are
+ * reported exited with an unknown status (null, null) once their pipes have closed and their pid
+ * is gone.
+ */
+export class SpawnerLauncher implements ProcessLauncher {
+  private helper: ChildProcess | null = null;
+  private nextId = 1;
+  private readonly processes = new Map<string, RemoteProcess>();
+  private closing = false;
+
+  constructor(private readonly options: { scriptPath?: string } = {}) {}
+
+  /** The helper's pid, while it runs. */
+  get helperPid(): number | undefined {
+    return this.helper?.pid;
+  }
+
+  launch(request: LaunchRequest): LaunchedProcess {
+    const id = String(this.nextId++);
+    const target = new RemoteProcess(() => this.processes.delete(id));
+    if (this.closing) {
+      queueMicrotask(() => target.fail(new Error("the process launcher is closed")));
+      return target;
+    }
+    this.processes.set(id, target);
+    const message = { type: "spawn", id, file: request.file, args: request.args, cwd: request.cwd, env: request.env };
+    const failed = (error: Error | null) => {
+      if (error) queueMicrotask(() => target.fail(error));
+    };
+    try {
+      this.ensureHelper().send(message, failed);
+    } catch (error) {
+      failed(error instanceof Error ? error : new Error(String(error)));
+    }
+    return target;
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    const helper = this.helper;
+    this.helper = null;
+    if (!helper || helper.exitCode !== null || helper.signalCode !== null) return;
+    await new Promise<void>((resolve) => {
+      const kill = setTimeout(() => helper.kill("SIGKILL"), 2_000);
+      helper.once("exit", () => {
+        clearTimeout(kill);
+        resolve();
+      });
+      if (helper.connected) helper.disconnect();
+      else helper.kill("SIGKILL");
+    });
+  }
+
+  private ensureHelper(): ChildProcess {
+    if (this.helper?.connected) return this.helper;
+    const helper = fork(this.options.scriptPath ?? spawnerScriptPath(), [], {
+      stdio: ["ignore", "ignore", "inherit", "ipc"],
+      env: { PATH: process.env.PATH ?? "" },
+      // Plain JavaScript: none of the daemon's own Node options (a TypeScript loader).
+      execArgv: [],
+    });
+    this.helper = helper;
+    helper.on("message", (message: SpawnerMessage, handle: unknown) => {
+      const target = this.processes.get(message.id);
+      if (target) target.receive(message, handle);
+      // A handle for a process no longer tracked is closed, not leaked.
+      else (handle as { destroy?: () => void } | undefined)?.destroy?.();
+    });
+    helper.once("exit", () => {
+      if (this.helper === helper) this.helper = null;
+      this.helperLost();
+    });
+    helper.on("error", () => undefined);
+    return helper;
+  }
+
+  /**
+   * The helper died: launches it had not answered fail; processes it started are watched until
+   * their pipes close and their pid is gone, then reported exited with an unknown status.
+   */
+  private helperLost(): void {
+    for (const target of [...this.processes.values()]) {
+      if (!target.started) {
+        target.fail(new Error("the spawner helper exited before starting the process"));
+        continue;
+      }
+      if (target.exited) continue;
+      let pollsAfterOutput = 0;
+      const watch = setInterval(() => {
+        if (target.exited || target.done) return clearInterval(watch);
+        if (!target.outputEnded) return;
+        pollsAfterOutput += 1;
+        if (isAlive(target.pid) && pollsAfterOutput < orphanPollsAfterOutputMax) return;
+        clearInterval(watch);
+        target.exit(null, null);
+      }, orphanPollIntervalMs);
+      watch.unref();
+    }
+  }
+}
+
+function isAlive(pid: number | undefined): boolean {
+  if (pid === undefined) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
