@@ -160,39 +160,57 @@ const orphanPollIntervalMs = 250;
 /** Checks after its pipes ended before an unreaped (zombie) orphan is taken as exited. */
 const orphanPollsAfterOutputMax = 8;
 
+/** Spawner helpers a launcher runs by default. */
+export const spawnerHelpersDefault = 2;
+
+/** One helper process and the processes it started that have not closed yet. */
+interface Helper {
+  child: ChildProcess;
+  processes: Map<string, RemoteProcess>;
+}
+
 /**
- * Starts processes through the spawner helper, started on first use and again after it died.
- * Processes it started keep running when it dies (their pipes are the daemon's); they are
- * reported exited with an unknown status (null, null) once their pipes have closed and their pid
- * is gone.
+ * Starts processes through spawner helpers (`helpers` of them, default 2), each started on first
+ * use and again after it died; launches go to them in turn. More than one, because a spawn waits
+ * until the new process has exec'd, and on a machine busy with booting servers that process waits
+ * for a CPU: one helper spawned about 30 a second there, two in parallel do not wait for each
+ * other. Processes a helper started keep running when it dies (their pipes are the daemon's);
+ * they are reported exited with an unknown status (null, null) once their pipes have closed and
+ * their pid is gone.
  */
 export class SpawnerLauncher implements ProcessLauncher {
-  private helper: ChildProcess | null = null;
+  private readonly helpers: (Helper | null)[];
   private nextId = 1;
-  private readonly processes = new Map<string, RemoteProcess>();
   private closing = false;
 
-  constructor(private readonly options: { scriptPath?: string } = {}) {}
+  constructor(private readonly options: { scriptPath?: string; helpers?: number } = {}) {
+    const count = options.helpers ?? spawnerHelpersDefault;
+    if (!Number.isInteger(count) || count < 1) throw new Error(`spawner helpers must be a positive integer (got ${count})`);
+    this.helpers = new Array<Helper | null>(count).fill(null);
+  }
 
-  /** The helper's pid, while it runs. */
-  get helperPid(): number | undefined {
-    return this.helper?.pid;
+  /** The pids of the helpers that run now. */
+  get helperPids(): number[] {
+    return this.helpers.flatMap((helper) => (helper?.child.pid === undefined ? [] : [helper.child.pid]));
   }
 
   launch(request: LaunchRequest): LaunchedProcess {
-    const id = String(this.nextId++);
-    const target = new RemoteProcess(() => this.processes.delete(id));
+    const n = this.nextId++;
+    const id = String(n);
     if (this.closing) {
-      queueMicrotask(() => target.fail(new Error("the process launcher is closed")));
-      return target;
+      const refused = new RemoteProcess(() => undefined);
+      queueMicrotask(() => refused.fail(new Error("the process launcher is closed")));
+      return refused;
     }
-    this.processes.set(id, target);
+    const helper = this.ensureHelper(n % this.helpers.length);
+    const target = new RemoteProcess(() => helper.processes.delete(id));
+    helper.processes.set(id, target);
     const message = { type: "spawn", id, file: request.file, args: request.args, cwd: request.cwd, env: request.env };
     const failed = (error: Error | null) => {
       if (error) queueMicrotask(() => target.fail(error));
     };
     try {
-      this.ensureHelper().send(message, failed);
+      helper.child.send(message, failed);
     } catch (error) {
       failed(error instanceof Error ? error : new Error(String(error)));
     }
@@ -201,65 +219,71 @@ export class SpawnerLauncher implements ProcessLauncher {
 
   async close(): Promise<void> {
     this.closing = true;
-    const helper = this.helper;
-    this.helper = null;
-    if (!helper || helper.exitCode !== null || helper.signalCode !== null) return;
-    await new Promise<void>((resolve) => {
-      const kill = setTimeout(() => helper.kill("SIGKILL"), 2_000);
-      helper.once("exit", () => {
-        clearTimeout(kill);
-        resolve();
-      });
-      if (helper.connected) helper.disconnect();
-      else helper.kill("SIGKILL");
-    });
+    const running = this.helpers.flatMap((helper) => (helper ? [helper.child] : []));
+    this.helpers.fill(null);
+    await Promise.all(
+      running.map((child) => {
+        if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+        return new Promise<void>((resolve) => {
+          const kill = setTimeout(() => child.kill("SIGKILL"), 2_000);
+          child.once("exit", () => {
+            clearTimeout(kill);
+            resolve();
+          });
+          if (child.connected) child.disconnect();
+          else child.kill("SIGKILL");
+        });
+      }),
+    );
   }
 
-  private ensureHelper(): ChildProcess {
-    if (this.helper?.connected) return this.helper;
-    const helper = fork(this.options.scriptPath ?? spawnerScriptPath(), [], {
+  private ensureHelper(slot: number): Helper {
+    const existing = this.helpers[slot];
+    if (existing?.child.connected) return existing;
+    const child = fork(this.options.scriptPath ?? spawnerScriptPath(), [], {
       stdio: ["ignore", "ignore", "inherit", "ipc"],
       env: { PATH: process.env.PATH ?? "" },
       // Plain JavaScript: none of the daemon's own Node options (a TypeScript loader).
       execArgv: [],
     });
-    this.helper = helper;
-    helper.on("message", (message: SpawnerMessage, handle: unknown) => {
-      const target = this.processes.get(message.id);
+    const helper: Helper = { child, processes: new Map() };
+    this.helpers[slot] = helper;
+    child.on("message", (message: SpawnerMessage, handle: unknown) => {
+      const target = helper.processes.get(message.id);
       if (target) target.receive(message, handle);
       // A handle for a process no longer tracked is closed, not leaked.
       else (handle as { destroy?: () => void } | undefined)?.destroy?.();
     });
-    helper.once("exit", () => {
-      if (this.helper === helper) this.helper = null;
-      this.helperLost();
+    child.once("exit", () => {
+      if (this.helpers[slot] === helper) this.helpers[slot] = null;
+      helperLost(helper);
     });
-    helper.on("error", () => undefined);
+    child.on("error", () => undefined);
     return helper;
   }
+}
 
-  /**
-   * The helper died: launches it had not answered fail; processes it started are watched until
-   * their pipes close and their pid is gone, then reported exited with an unknown status.
-   */
-  private helperLost(): void {
-    for (const target of [...this.processes.values()]) {
-      if (!target.started) {
-        target.fail(new Error("the spawner helper exited before starting the process"));
-        continue;
-      }
-      if (target.exited) continue;
-      let pollsAfterOutput = 0;
-      const watch = setInterval(() => {
-        if (target.exited || target.done) return clearInterval(watch);
-        if (!target.outputEnded) return;
-        pollsAfterOutput += 1;
-        if (isAlive(target.pid) && pollsAfterOutput < orphanPollsAfterOutputMax) return;
-        clearInterval(watch);
-        target.exit(null, null);
-      }, orphanPollIntervalMs);
-      watch.unref();
+/**
+ * A helper died: launches it had not answered fail; processes it started are watched until their
+ * pipes close and their pid is gone, then reported exited with an unknown status.
+ */
+function helperLost(helper: Helper): void {
+  for (const target of [...helper.processes.values()]) {
+    if (!target.started) {
+      target.fail(new Error("the spawner helper exited before starting the process"));
+      continue;
     }
+    if (target.exited) continue;
+    let pollsAfterOutput = 0;
+    const watch = setInterval(() => {
+      if (target.exited || target.done) return clearInterval(watch);
+      if (!target.outputEnded) return;
+      pollsAfterOutput += 1;
+      if (isAlive(target.pid) && pollsAfterOutput < orphanPollsAfterOutputMax) return;
+      clearInterval(watch);
+      target.exit(null, null);
+    }, orphanPollIntervalMs);
+    watch.unref();
   }
 }
 

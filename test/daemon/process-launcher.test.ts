@@ -92,12 +92,12 @@ for (const [name, launcher] of [["direct", directLauncher], ["spawner helper", s
 
 describe("process launcher: the spawner helper's own life", { timeout: 60_000 }, () => {
   it("runs the spawns in a separate process", async () => {
-    const launcher = new SpawnerLauncher();
+    const launcher = new SpawnerLauncher({ helpers: 1 });
     try {
       const child = launcher.launch(node(ECHO_ONCE));
       const seen = observe(child);
       await within(seen.spawned, 10_000, "spawn");
-      const helper = launcher.helperPid;
+      const helper = launcher.helperPids[0];
       assert.ok(helper !== undefined && helper !== process.pid && isAlive(helper));
       child.stdin?.write("bye\n");
       await within(seen.closed, 10_000, "close");
@@ -107,16 +107,16 @@ describe("process launcher: the spawner helper's own life", { timeout: 60_000 },
   });
 
   it("a killed helper leaves its processes running and reported; the next launch starts a new helper", async () => {
-    const launcher = new SpawnerLauncher();
+    const launcher = new SpawnerLauncher({ helpers: 1 });
     try {
       const child = launcher.launch(node("process.stdin.on('data', (d) => process.stdout.write('got ' + d)); setInterval(() => {}, 1000)"));
       const seen = observe(child);
       await within(seen.spawned, 10_000, "spawn");
-      const firstHelper = launcher.helperPid as number;
+      const firstHelper = launcher.helperPids[0] as number;
       process.kill(firstHelper, "SIGKILL");
       await within(
         (async () => {
-          while (isAlive(firstHelper) || launcher.helperPid === firstHelper) await new Promise((r) => setTimeout(r, 20));
+          while (isAlive(firstHelper) || launcher.helperPids[0] === firstHelper) await new Promise((r) => setTimeout(r, 20));
         })(),
         10_000,
         "helper gone",
@@ -137,7 +137,7 @@ describe("process launcher: the spawner helper's own life", { timeout: 60_000 },
       const nextChild = launcher.launch(node(ECHO_ONCE));
       const next = observe(nextChild);
       await within(next.spawned, 10_000, "spawn after the helper died");
-      assert.notEqual(launcher.helperPid, firstHelper);
+      assert.notEqual(launcher.helperPids[0], firstHelper);
       nextChild.stdin?.write("again\n");
       assert.deepEqual(await within(next.exit, 10_000, "exit after the helper was replaced"), { code: 3, signal: null });
       await within(next.closed, 10_000, "close after the helper was replaced");
@@ -147,11 +147,31 @@ describe("process launcher: the spawner helper's own life", { timeout: 60_000 },
     }
   });
 
-  it("after close, the helper is gone and launches fail", async () => {
-    const launcher = new SpawnerLauncher();
+  it("launches alternate between the helpers, each of which runs its own processes", async () => {
+    const launcher = new SpawnerLauncher({ helpers: 2 });
+    try {
+      const children = [launcher.launch(node(ECHO_ONCE)), launcher.launch(node(ECHO_ONCE))];
+      const seen = children.map(observe);
+      for (const one of seen) await within(one.spawned, 10_000, "spawn");
+      const helpers = launcher.helperPids;
+      assert.equal(new Set(helpers).size, 2, `two helpers: ${helpers.join(", ")}`);
+      children.forEach((child, i) => child.stdin?.write(`n${i}\n`));
+      for (const [i, one] of seen.entries()) {
+        assert.deepEqual(await within(one.exit, 10_000, "exit"), { code: 3, signal: null });
+        await within(one.closed, 10_000, "close");
+        assert.equal(one.stdout(), `echo n${i}\n`);
+      }
+    } finally {
+      await launcher.close();
+    }
+    assert.throws(() => new SpawnerLauncher({ helpers: 0 }), /positive integer/);
+  });
+
+  it("after close, the helpers are gone and launches fail", async () => {
+    const launcher = new SpawnerLauncher({ helpers: 1 });
     const first = observe(launcher.launch(node("process.exit(0)")));
     await within(first.spawned, 10_000, "spawn");
-    const helper = launcher.helperPid as number;
+    const helper = launcher.helperPids[0] as number;
     await launcher.close();
     assert.equal(isAlive(helper), false);
     const refused = launcher.launch(node("process.exit(0)"));
