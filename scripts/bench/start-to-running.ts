@@ -26,6 +26,7 @@ import { join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { stringify as toYaml } from "yaml";
 import { InstanceRunner } from "../../src/daemon/instance-runner.js";
+import { SpawnerLauncher } from "../../src/daemon/process-launcher.js";
 import { builtInPlatforms } from "../../src/daemon/platforms.js";
 import {
   argNumber,
@@ -91,7 +92,9 @@ async function freePorts(count: number): Promise<number[]> {
 async function runRunnerMode(): Promise<void> {
   const fencingToken = 1;
   const workDir = await mkdtemp(join(tmpdir(), "bench-start-to-running-"));
-  const runner = new InstanceRunner({ workDir, platforms: builtInPlatforms(), clock: { nowMs: () => performance.now() } });
+  // As the daemon does: processes are started through the spawner helpers.
+  const launcher = new SpawnerLauncher();
+  const runner = new InstanceRunner({ workDir, platforms: builtInPlatforms(), clock: { nowMs: () => performance.now() }, launcher });
   const onSignal = () => {
     runner.killAllNow();
     process.exit(130);
@@ -155,6 +158,7 @@ async function runRunnerMode(): Promise<void> {
   const liveBeforeStop = runner.list().length;
   const stopStartedMs = performance.now();
   await runner.shutdown("graceful");
+  await launcher.close();
   const stopAllMs = performance.now() - stopStartedMs;
   const leftAlive = [...pids].filter(isAlive);
   await rm(workDir, { recursive: true, force: true });

@@ -70,6 +70,23 @@ for (const [name, launcher] of [["direct", directLauncher], ["spawner helper", s
       assert.equal(seen.stderr(), "err\n");
     });
 
+    it("what processes print at once is not lost, with many started together", async () => {
+      // 300 lines at start, before anything is read, then exit: every line of every process arrives.
+      const script = "for (let i = 0; i < 300; i++) process.stdout.write('line ' + i + '\\n'); process.stderr.write('done\\n');";
+      const children = Array.from({ length: 30 }, () => launcher.launch(node(script)));
+      const seen = children.map(observe);
+      for (const one of seen) {
+        await within(one.spawned, 20_000, "spawn");
+        assert.deepEqual(await within(one.exit, 20_000, "exit"), { code: 0, signal: null });
+        await within(one.closed, 20_000, "close");
+      }
+      const expected = Array.from({ length: 300 }, (_, i) => `line ${i}\n`).join("");
+      for (const one of seen) {
+        assert.equal(one.stdout(), expected);
+        assert.equal(one.stderr(), "done\n");
+      }
+    });
+
     it("the process leads its own process group: a signal to the group ends it", async () => {
       const child = launcher.launch(node(RUN_FOREVER));
       const seen = observe(child);

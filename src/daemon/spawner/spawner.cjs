@@ -27,6 +27,14 @@ function send(message, handle) {
   }
 }
 
+function holdUnread(stream) {
+  const handle = stream && stream._handle;
+  if (handle && typeof handle.readStop === "function") {
+    handle.reading = false;
+    handle.readStop();
+  }
+}
+
 function launch(request) {
   const { id } = request;
   let child;
@@ -36,6 +44,11 @@ function launch(request) {
     send({ type: "spawn-error", id, code: (error && error.code) || "SPAWN_FAILED", message: error instanceof Error ? error.message : String(error) });
     return;
   }
+  // A pipe wrapped in a socket starts reading at once; whatever this process read would be lost
+  // (a handle being sent drops what it reads). Stop reading before the event loop runs: the
+  // process's first lines stay in the pipe until the daemon reads them.
+  holdUnread(child.stdout);
+  holdUnread(child.stderr);
   let spawned = false;
   child.once("spawn", () => {
     spawned = true;
