@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { tmpdir } from "node:os";
 import { after, describe, it } from "node:test";
 import { directLauncher, SpawnerLauncher, type LaunchedProcess, type ProcessLauncher } from "../../src/daemon/process-launcher.js";
+import { isAlive } from "./runner-harness.js";
 
 /** Echoes one stdin line to stdout as "echo <line>", writes "err" to stderr, exits with code 3. */
 const ECHO_ONCE = "process.stdin.once('data', (d) => { process.stdout.write('echo ' + d); process.stderr.write('err\\n'); setTimeout(() => process.exit(3), 20); })";
@@ -42,14 +43,6 @@ function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([promise, timeout]);
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 const node = (script: string) => ({ file: process.execPath, args: ["-e", script], cwd: tmpdir(), env: { PATH: process.env.PATH ?? "" } });
 
