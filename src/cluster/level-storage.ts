@@ -52,6 +52,8 @@ export class LevelStorage implements Storage {
   private latestSnapshot: Snapshot;
   /** Writes are chained so they reach LevelDB in the order they were requested. */
   private writeChain: Promise<void> = Promise.resolve();
+  /** Writes requested and not settled yet; with none, a write goes to LevelDB at once. */
+  private writesPending = 0;
   private closed = false;
   /** The in-memory hard state moved (only its commit index) since it was last written. */
   private hardStateUnwritten = false;
@@ -253,15 +255,31 @@ export class LevelStorage implements Storage {
   /** Deletes every stored entry at or below `index`, in order with the other writes. */
   private clearEntriesThrough(index: number): Promise<void> {
     assert(!this.closed, "write to a closed LevelStorage");
-    const result = this.writeChain.then(() => this.db.clear({ gte: entryKeyPrefix, lte: entryKey(index) }));
-    this.writeChain = result.catch(() => undefined);
-    return result;
+    return this.enqueue(() => this.db.clear({ gte: entryKeyPrefix, lte: entryKey(index) }));
   }
 
   private write(ops: BatchOp[], sync = true): Promise<void> {
     assert(!this.closed, "write to a closed LevelStorage");
-    const result = this.writeChain.then(() => this.db.batch(ops, { sync }));
-    this.writeChain = result.catch(() => undefined);
+    return this.enqueue(() => this.db.batch(ops, { sync }));
+  }
+
+  /**
+   * Runs `start` after the writes requested before it; at once when there are none, rather than a
+   * microtask later: the host applies committed entries right after asking for a write, and the
+   * fsync should be under way meanwhile.
+   */
+  private enqueue(start: () => Promise<void>): Promise<void> {
+    const result = this.writesPending === 0 ? start() : this.writeChain.then(start);
+    this.writesPending += 1;
+    const settled = result.then(
+      () => {
+        this.writesPending -= 1;
+      },
+      () => {
+        this.writesPending -= 1;
+      },
+    );
+    this.writeChain = settled;
     return result;
   }
 }
