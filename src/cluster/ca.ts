@@ -95,16 +95,30 @@ export function createClusterCa(options: CreateCaOptions = {}): ClusterCa {
 }
 
 /**
- * Issues a certificate for one node, signed by the CA. It is valid for both TLS server and TLS
- * client authentication (the same certificate serves a peer's listening port and its outgoing
- * connections). Subject alternative names: the node id, `localhost`, 127.0.0.1 and every entry of
- * `hosts` (IP addresses become IP SANs, everything else DNS SANs).
+ * Issues a certificate for one node, signed by the CA, with a key pair generated here. It is valid
+ * for both TLS server and TLS client authentication (the same certificate serves a peer's listening
+ * port and its outgoing connections). Subject alternative names: the node id, `localhost`,
+ * 127.0.0.1 and every entry of `hosts` (IP addresses become IP SANs, everything else DNS SANs).
  */
 export function issueNodeCertificate(ca: ClusterCa, options: IssueNodeCertificateOptions): CertificateAndKey {
+  const { publicKey, keyPem } = generateRsaKeyPair();
+  return { certPem: signNodeCertificate(ca, publicKey, options), keyPem };
+}
+
+/**
+ * Issues a certificate like {@link issueNodeCertificate} for a public key the node generated and
+ * keeps (SPKI PEM of an RSA key; the caller validates it, see `parseNodePublicKey` in the join
+ * service). Returns the certificate PEM; the private key never reaches the CA.
+ */
+export function issueNodeCertificateForKey(ca: ClusterCa, publicKeyPem: string, options: IssueNodeCertificateOptions): string {
+  const publicKey = forge.pki.publicKeyFromPem(publicKeyPem) as forge.pki.rsa.PublicKey;
+  return signNodeCertificate(ca, publicKey, options);
+}
+
+function signNodeCertificate(ca: ClusterCa, publicKey: forge.pki.rsa.PublicKey, options: IssueNodeCertificateOptions): string {
   const clock = options.clock ?? systemClock;
   const caCert = forge.pki.certificateFromPem(ca.certPem);
   const caKey = forge.pki.privateKeyFromPem(ca.keyPem);
-  const { publicKey, keyPem } = generateRsaKeyPair();
   const cert = forge.pki.createCertificate();
   cert.publicKey = publicKey;
   cert.serialNumber = randomSerialHex();
@@ -122,7 +136,7 @@ export function issueNodeCertificate(ca: ClusterCa, options: IssueNodeCertificat
     { name: "authorityKeyIdentifier", keyIdentifier: caCert.generateSubjectKeyIdentifier().getBytes() },
   ]);
   cert.sign(caKey, forge.md.sha256.create());
-  return { certPem: forge.pki.certificateToPem(cert), keyPem };
+  return forge.pki.certificateToPem(cert);
 }
 
 type AltName = { type: 2; value: string } | { type: 7; ip: string };

@@ -1,6 +1,14 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { hashToken, NODE_TOKENS_COLLECTION, NodeTokenService, type StoredNodeToken } from "../../src/domain/node-tokens/node-token-service.js";
+import {
+  hashToken,
+  joinRetryGraceMs,
+  NODE_TOKEN_CLAIMS_COLLECTION,
+  NODE_TOKENS_COLLECTION,
+  NodeTokenService,
+  type StoredNodeToken,
+  type StoredNodeTokenClaim,
+} from "../../src/domain/node-tokens/node-token-service.js";
 import { parseDurationSeconds, resolveTtlSeconds } from "../../src/domain/node-tokens/token-ttl.js";
 import { apiError } from "./assertions.js";
 import { openFixture } from "./domain-fixtures.js";
@@ -67,7 +75,76 @@ describe("NodeTokenService", () => {
     fx.clock.advance(60_000);
     assert.deepEqual(await tokens.consume(expiring.token, "n"), { ok: false, reason: "EXPIRED" });
     assert.equal((await tokens.get(expiring.id)).status, "EXPIRED");
-    assert.deepEqual(await tokens.consume(bound.token, "node-1"), { ok: true, tokenId: bound.id, nodeId: "node-1" });
+    assert.deepEqual(await tokens.consume(bound.token, "node-1"), { ok: true, tokenId: bound.id, nodeId: "node-1", retry: false });
+  });
+
+  test("a consume with the key that claimed the token is a retry: same node id, nothing claimed; any other key or none is USED", async () => {
+    const { token, id } = await tokens.create({}, "admin");
+    const first = await tokens.consume(token, "node-new-1", { publicKeySha256: "aa", nodeIdProposed: true });
+    assert.deepEqual(first, { ok: true, tokenId: id, nodeId: "node-new-1", retry: false });
+    const claim = await fx.store.collection<StoredNodeTokenClaim>(NODE_TOKEN_CLAIMS_COLLECTION).get(id);
+    assert.equal(claim?.publicKeySha256, "aa", "the claim that consumes the token records the key");
+    assert.equal(claim?.nodeId, "node-new-1");
+    // The retry proposes another new id: the claimed one is answered.
+    assert.deepEqual(await tokens.consume(token, "node-new-2", { publicKeySha256: "aa", nodeIdProposed: true }), { ok: true, tokenId: id, nodeId: "node-new-1", retry: true });
+    assert.deepEqual(await tokens.consume(token, "node-new-1", { publicKeySha256: "aa" }), { ok: true, tokenId: id, nodeId: "node-new-1", retry: true });
+    assert.deepEqual(await tokens.consume(token, "node-other", { publicKeySha256: "aa" }), { ok: false, reason: "USED" }, "asking for another id is not a retry");
+    assert.deepEqual(await tokens.consume(token, "node-new-3", { publicKeySha256: "bb", nodeIdProposed: true }), { ok: false, reason: "USED" });
+    assert.deepEqual(await tokens.consume(token, "node-new-1"), { ok: false, reason: "USED" });
+    const record = await tokens.get(id);
+    assert.equal(record.status, "USED");
+    assert.equal(record.usedByNodeId, "node-new-1");
+    // A revoked token admits no retry.
+    await tokens.revoke(id);
+    assert.deepEqual(await tokens.consume(token, "node-new-1", { publicKeySha256: "aa" }), { ok: false, reason: "REVOKED" });
+  });
+
+  test("a token consumed without a key admits no retry", async () => {
+    const { token } = await tokens.create({}, "admin");
+    assert.equal((await tokens.consume(token, "node-k")).ok, true);
+    assert.deepEqual(await tokens.consume(token, "node-k", { publicKeySha256: "aa" }), { ok: false, reason: "USED" });
+  });
+
+  test("retries are accepted until the token expires, or until the grace period after the claim when that is later", async () => {
+    const early = await tokens.create({ ttlSeconds: 3600 }, "admin");
+    assert.equal((await tokens.consume(early.token, "node-e", { publicKeySha256: "cc" })).ok, true);
+    fx.clock.advance(3600_000 - 1);
+    assert.equal((await tokens.consume(early.token, "node-e", { publicKeySha256: "cc" })).ok, true, "just before expiry");
+    fx.clock.advance(1);
+    assert.deepEqual(await tokens.consume(early.token, "node-e", { publicKeySha256: "cc" }), { ok: false, reason: "USED" }, "at expiry");
+
+    const late = await tokens.create({ ttlSeconds: 60 }, "admin");
+    fx.clock.advance(59_000);
+    assert.equal((await tokens.consume(late.token, "node-l", { publicKeySha256: "dd" })).ok, true);
+    fx.clock.advance(joinRetryGraceMs - 1);
+    assert.deepEqual(await tokens.consume(late.token, "node-l", { publicKeySha256: "dd" }), { ok: true, tokenId: late.id, nodeId: "node-l", retry: true });
+    fx.clock.advance(1);
+    assert.deepEqual(await tokens.consume(late.token, "node-l", { publicKeySha256: "dd" }), { ok: false, reason: "USED" });
+  });
+
+  test("two concurrent consumes with the same key both succeed with one node id; one of them claimed", async () => {
+    const { token } = await tokens.create({}, "admin");
+    const results = await Promise.all([
+      tokens.consume(token, "node-c1", { publicKeySha256: "ee", nodeIdProposed: true }),
+      tokens.consume(token, "node-c2", { publicKeySha256: "ee", nodeIdProposed: true }),
+    ]);
+    assert.ok(results.every((r) => r.ok));
+    const ok = results.filter((r) => r.ok);
+    assert.equal(new Set(ok.map((r) => r.nodeId)).size, 1);
+    assert.deepEqual(ok.map((r) => r.retry).sort(), [false, true]);
+  });
+
+  test("a claim whose used mark was never written (a crash between the writes) is retried and the mark repaired", async () => {
+    const { token, id } = await tokens.create({}, "admin");
+    const claimedAt = new Date(fx.clock.nowMs()).toISOString();
+    await fx.store.collection<StoredNodeTokenClaim>(NODE_TOKEN_CLAIMS_COLLECTION).insert({ _id: id, nodeId: "node-r", claimedAt, publicKeySha256: "ff" });
+    assert.equal((await tokens.get(id)).status, "ACTIVE");
+    assert.deepEqual(await tokens.consume(token, "node-r", { publicKeySha256: "00" }), { ok: false, reason: "USED" });
+    assert.deepEqual(await tokens.consume(token, "node-x", { publicKeySha256: "ff", nodeIdProposed: true }), { ok: true, tokenId: id, nodeId: "node-r", retry: true });
+    const record = await tokens.get(id);
+    assert.equal(record.status, "USED");
+    assert.equal(record.usedByNodeId, "node-r");
+    assert.equal(record.usedAt, claimedAt);
   });
 
   test("tokens disappear 7 days after they expire", async () => {
