@@ -1,6 +1,8 @@
 /**
- * The daemon side of the daemon stream. Joins once with the node join token (the node id, key,
- * certificate and CA are then kept in `dataDir`), then holds one mutual-TLS stream to a controller:
+ * The daemon side of the daemon stream. Joins once with the node join token and its own key pair
+ * (src/daemon/node-key.ts: the private key is stored in `dataDir` before the first attempt and
+ * reused by every retry, so a join whose answer was lost can be repeated with the same token; the
+ * node id, certificate and CA are kept there afterwards), then holds one mutual-TLS stream to a controller:
  * hello first, answers pings, reports node status periodically, dispatches instance commands to
  * an injected handler. Every controller address is kept; a broken stream is re-opened on the next
  * address after an exponential back-off with jitter, bounded by `reconnectDelayMaxMs`. A hello_ack
@@ -8,8 +10,9 @@
  * {@link GatewayClient.send}; {@link GatewayClientOptions.onSessionOpen} runs right after each
  * hello_ack, before anything else is sent on the new stream.
  */
+import { createPublicKey, X509Certificate } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { cpus, freemem, hostname as osHostname, totalmem } from "node:os";
 import { join } from "node:path";
 import type { PeerCertificate } from "node:tls";
@@ -29,9 +32,10 @@ import {
   type JoinResponse,
 } from "../gateway/daemon-proto.js";
 import { CONTROLLER_CERTIFICATE_NAME } from "../gateway/cluster-ca-store.js";
+import { loadOrCreateNodeKey, NODE_KEY_FILE, writeFileDurably } from "./node-key.js";
 
 /** File names of the node identity inside `dataDir`. */
-export const IDENTITY_FILES = { nodeId: "node-id", key: "node.key", certificate: "node.crt", ca: "ca.crt" } as const;
+export const IDENTITY_FILES = { nodeId: "node-id", key: NODE_KEY_FILE, certificate: "node.crt", ca: "ca.crt" } as const;
 
 /** The node's identity after joining. */
 export interface NodeIdentity {
@@ -100,6 +104,8 @@ export interface GatewayClientOptions {
   reconnectDelayMaxMs: number;
   /** How long one connection attempt may take to be acknowledged. */
   connectTimeoutMs?: number;
+  /** How long one Join call may take before it is retried (15 s by default). */
+  joinTimeoutMs?: number;
   commandHandler?: CommandHandler;
   logger: ClientLogger;
   /** Uniform [0, 1); Math.random by default (jitter). */
@@ -150,18 +156,25 @@ export async function readIdentity(dataDir: string): Promise<NodeIdentity | null
   return { nodeId: nodeId!.trim(), keyPem: keyPem!, certificatePem: certificatePem!, caPem: caPem! };
 }
 
-/** Stores the identity; the node id file is written last, so its presence means complete. */
-async function writeIdentity(dataDir: string, identity: NodeIdentity): Promise<void> {
-  await mkdir(dataDir, { recursive: true, mode: 0o700 });
-  const put = async (name: string, content: string, mode: number) => {
-    const tmp = join(dataDir, `${name}.tmp`);
-    await writeFile(tmp, content, { mode });
-    await rename(tmp, join(dataDir, name));
-  };
-  await put(IDENTITY_FILES.key, identity.keyPem, 0o600);
-  await put(IDENTITY_FILES.certificate, identity.certificatePem, 0o644);
-  await put(IDENTITY_FILES.ca, identity.caPem, 0o644);
-  await put(IDENTITY_FILES.nodeId, `${identity.nodeId}\n`, 0o644);
+/**
+ * Stores the identity; the node id file is written last, so its presence means complete. The key
+ * file is written only when the controller generated the key (`keyGenerated`): the node's own key
+ * is already there.
+ */
+async function writeIdentity(dataDir: string, identity: NodeIdentity, keyGenerated: boolean): Promise<void> {
+  if (keyGenerated) await writeFileDurably(dataDir, IDENTITY_FILES.key, identity.keyPem, 0o600);
+  await writeFileDurably(dataDir, IDENTITY_FILES.certificate, identity.certificatePem, 0o644);
+  await writeFileDurably(dataDir, IDENTITY_FILES.ca, identity.caPem, 0o644);
+  await writeFileDurably(dataDir, IDENTITY_FILES.nodeId, `${identity.nodeId}\n`, 0o644);
+}
+
+/** True when `certificatePem` is for the public key of `keyPem`; false for anything unreadable. */
+function certificateMatchesKey(certificatePem: string, keyPem: string): boolean {
+  try {
+    return new X509Certificate(certificatePem).publicKey.equals(createPublicKey(keyPem));
+  } catch {
+    return false;
+  }
 }
 
 /** Accepts a controller certificate by its name, whatever address it was reached on. */
@@ -210,8 +223,9 @@ export class GatewayClient {
     this.identity = await readIdentity(this.options.dataDir);
     if (!this.identity) {
       if (!this.options.token) throw new GatewayClientError("NO_IDENTITY", `Not joined yet (no identity in ${this.options.dataDir}) and no token configured`);
-      this.identity = await this.join(this.options.token);
-      await writeIdentity(this.options.dataDir, this.identity);
+      const joined = await this.join(this.options.token);
+      await writeIdentity(this.options.dataDir, joined.identity, joined.keyGenerated);
+      this.identity = joined.identity;
       this.options.logger.info(`Joined as node ${this.identity.nodeId}`);
     }
     this.connect();
@@ -243,7 +257,12 @@ export class GatewayClient {
     this.setState("stopped", "stopped");
   }
 
-  private async join(token: string): Promise<NodeIdentity> {
+  /**
+   * Joins with the node's own key (created and stored before the first attempt). An older
+   * controller that ignores the public key answers a key pair of its own: that one is used.
+   */
+  private async join(token: string): Promise<{ identity: NodeIdentity; keyGenerated: boolean }> {
+    const nodeKey = await loadOrCreateNodeKey(this.options.dataDir);
     for (let attempt = 0; ; attempt++) {
       if (this.stopped) throw new GatewayClientError("JOIN_REFUSED", "Stopped before joining");
       const address = this.nextAddress();
@@ -265,14 +284,21 @@ export class GatewayClient {
               hostname: this.options.hostname ?? osHostname(),
               daemon_version: this.options.daemonVersion,
               total_memory_mb: this.options.maxMemoryMb,
-              csr_public_key_pem: "",
+              csr_public_key_pem: nodeKey.publicKeyPem,
             },
-            { deadline: Date.now() + joinTimeoutMsDefault },
+            { deadline: Date.now() + (this.options.joinTimeoutMs ?? joinTimeoutMsDefault) },
             (error, res) => (error ? reject(error) : resolve(res!)),
           );
         });
-        return { nodeId: response.node_id, keyPem: response.private_key_pem, certificatePem: response.certificate_pem, caPem: response.ca_certificate_pem };
+        const keyGenerated = response.private_key_pem !== "";
+        const keyPem = keyGenerated ? response.private_key_pem : nodeKey.keyPem;
+        if (!certificateMatchesKey(response.certificate_pem, keyPem)) {
+          throw new GatewayClientError("JOIN_REFUSED", `Join via ${address} answered a certificate that does not match the node key`);
+        }
+        const identity = { nodeId: response.node_id, keyPem, certificatePem: response.certificate_pem, caPem: response.ca_certificate_pem };
+        return { identity, keyGenerated };
       } catch (err) {
+        if (err instanceof GatewayClientError) throw err;
         const error = err as grpc.ServiceError;
         if (error.code === grpc.status.UNAUTHENTICATED || error.code === grpc.status.INVALID_ARGUMENT) {
           throw new GatewayClientError("JOIN_REFUSED", `Join refused by ${address}: ${error.details || error.message}`);
