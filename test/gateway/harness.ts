@@ -53,6 +53,8 @@ export interface GatewayController {
   dataDir: string;
   controller: RunningController;
   events: CloudEvent[];
+  /** The controller's log output so far (the last 200,000 characters). */
+  logs(): string;
   stop(): Promise<void>;
 }
 
@@ -78,6 +80,7 @@ export async function startGatewayController(
     dataDir,
     controller,
     events,
+    logs: () => output,
     stop: () => controller.stop(),
   };
 }
@@ -179,6 +182,8 @@ export function testClient(controllers: string[], overrides: Partial<GatewayClie
 export interface DaemonProcess {
   child: ChildProcess;
   output(): string;
+  /** The directory of daemon.yml (see {@link spawnDaemon}'s `dir`). */
+  dir: string;
   dataDir: string;
   /** SIGKILL and wait for exit. */
   kill9(): Promise<void>;
@@ -186,8 +191,8 @@ export interface DaemonProcess {
   stop(): Promise<void>;
 }
 
-export function spawnDaemon(controllers: string[], token: string, extra: Record<string, unknown> = {}): DaemonProcess {
-  const dir = tempDir("cloud-gw-daemon-proc-");
+/** Starts `cloud-daemon` with a daemon.yml in `dir` (a new temp directory unless given: pass one again to restart a daemon). */
+export function spawnDaemon(controllers: string[], token: string, extra: Record<string, unknown> = {}, dir = tempDir("cloud-gw-daemon-proc-")): DaemonProcess {
   const configPath = join(dir, "daemon.yml");
   writeFileSync(
     configPath,
@@ -206,6 +211,7 @@ export function spawnDaemon(controllers: string[], token: string, extra: Record<
   return {
     child,
     output: () => output,
+    dir,
     dataDir: join(dir, "data"),
     kill9: async () => {
       if (alive()) child.kill("SIGKILL");
