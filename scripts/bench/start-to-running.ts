@@ -217,11 +217,33 @@ function isSimulatedServer(pid: number): boolean {
   }
 }
 
+/** Every descendant of `root` (children, their children, …) from /proc; empty when it is gone. */
+function descendantPids(root: number): number[] {
+  const found: number[] = [];
+  const queue = [root];
+  while (queue.length > 0) {
+    const pid = queue.shift()!;
+    try {
+      for (const tid of readdirSync(`/proc/${pid}/task`)) {
+        const text = readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").trim();
+        if (!text) continue;
+        for (const childPid of text.split(/\s+/).map(Number)) {
+          found.push(childPid);
+          queue.push(childPid);
+        }
+      }
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return found;
+}
+
 /** A `cloud-daemon` child process. */
 interface DaemonChild {
   child: ChildProcess;
   output(): string;
-  /** Pids of the daemon's game servers right now (its other children, such as tsx's esbuild service, are left out). */
+  /** Pids of the daemon's game servers right now (its other descendants, such as tsx's esbuild service and the spawner helpers, are left out). */
   childPids(): number[];
   /** SIGTERM (graceful stop of every instance), SIGKILL after `timeoutMs`; resolves with the time it took. */
   stop(timeoutMs: number): Promise<number>;
@@ -250,18 +272,8 @@ function spawnDaemon(opts: { dir: string; grpcAddress: string; token: string; ma
   return {
     child,
     output: () => output,
-    childPids: () => {
-      const pids: number[] = [];
-      try {
-        for (const tid of readdirSync(`/proc/${child.pid}/task`)) {
-          const text = readFileSync(`/proc/${child.pid}/task/${tid}/children`, "utf8").trim();
-          if (text) pids.push(...text.split(/\s+/).map(Number).filter(isSimulatedServer));
-        }
-      } catch {
-        // The daemon is gone.
-      }
-      return pids;
-    },
+    // The servers are children of the daemon's spawner helpers: every descendant is looked at.
+    childPids: () => descendantPids(child.pid ?? -1).filter(isSimulatedServer),
     stop: async (timeoutMs) => {
       const startedMs = performance.now();
       if (alive()) {
@@ -437,7 +449,7 @@ async function runSystemMode(): Promise<void> {
       ["CPU: controller process / daemon", `${result.controllerCpuS} s / ${result.daemonCpuS} s`],
       ["RSS: controller (peak) / daemon; PSS of all servers", `${result.controllerRssMib} (${result.controllerPeakRssMib}) / ${result.daemonRssMib}; ${result.serversPssMib} MiB`],
       ["daemon SIGTERM -> exit (graceful stop of all)", `${result.daemonStopMs} ms`],
-      ["processes left", result.processesLeft],
+      ["server processes found at all RUNNING / left after the daemon's stop", `${result.serverProcesses} / ${result.processesLeft}`],
       ["uptime before", result.uptimeBefore],
       ["uptime at all RUNNING", result.uptimeAtRunning],
       ["uptime after", result.uptimeAfter],
