@@ -149,9 +149,17 @@ export class GrpcTransport {
     for (const link of this.links.values()) link.close();
     this.links.clear();
     await new Promise<void>((resolve) => {
-      this.server.tryShutdown(() => resolve());
-      // Inbound streams of peers that are still up would hold a graceful shutdown open.
-      setTimeout(() => this.server.forceShutdown(), 200).unref();
+      // Inbound streams of peers that are still up (or a silent connection) would hold a graceful
+      // shutdown open. grpc-js does not call tryShutdown's callback after a forceShutdown, so the
+      // bound resolves on its own.
+      const force = setTimeout(() => {
+        this.server.forceShutdown();
+        resolve();
+      }, 200);
+      this.server.tryShutdown(() => {
+        clearTimeout(force);
+        resolve();
+      });
     });
   }
 

@@ -117,3 +117,20 @@ test("a peer with a certificate of another CA is refused; a restarted peer is re
   });
   assert.equal(e.handler.received[0]!.from, "d");
 });
+
+test("stop is bounded while a connection stays open and silent", async () => {
+  const [pa] = await freePorts(1);
+  const { transport } = await startTransport("a", pa!, { a: `127.0.0.1:${pa}` });
+  const { connect } = await import("node:net");
+  const socket = connect(pa!, "127.0.0.1");
+  socket.on("error", () => undefined);
+  await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+  try {
+    const startedMs = performance.now();
+    const stopped = await Promise.race([transport.stop().then(() => true), new Promise<false>((resolve) => setTimeout(() => resolve(false), 5_000).unref())]);
+    assert.ok(stopped, "stop resolved within 5 s");
+    assert.ok(performance.now() - startedMs < 2_000, `stop took ${Math.round(performance.now() - startedMs)} ms`);
+  } finally {
+    socket.destroy();
+  }
+});
