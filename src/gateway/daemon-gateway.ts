@@ -361,8 +361,15 @@ export class DaemonGateway {
     session.startHeartbeats();
     const nowIso = this.nowIso();
     this.options.logger.info(`Node ${nodeId} connected (session ${session.id}, daemon ${hello.daemon_version || "unknown"})`);
-    this.options.events.publish(EventTypes.NODE_CONNECTED, { nodeId, sessionId: session.id, timestamp: nowIso } satisfies NodeConnectedPayload);
-    this.writeNode(nodeId, "the connection", () => this.markConnected(nodeId, hello, nowIso));
+    // Published once the record says ONLINE: a scheduler that reacts to the event places on it.
+    // Node events go through the node's write queue, so they stay in order with the records.
+    this.writeNode(nodeId, "the connection", async () => {
+      try {
+        await this.markConnected(nodeId, hello, nowIso);
+      } finally {
+        this.options.events.publish(EventTypes.NODE_CONNECTED, { nodeId, sessionId: session.id, timestamp: nowIso } satisfies NodeConnectedPayload);
+      }
+    });
     return session;
   }
 
@@ -443,9 +450,14 @@ export class DaemonGateway {
     if (current) this.sessions.delete(session.nodeId);
     const nodeId = session.nodeId;
     this.options.logger.info(`Node ${nodeId} disconnected (session ${session.id}): ${reason}`);
-    this.options.events.publish(EventTypes.NODE_DISCONNECTED, { nodeId, reason, timestamp: this.nowIso() } satisfies NodeDisconnectedPayload);
-    if (!current || !markUnreachable) return;
-    this.writeNode(nodeId, "the disconnection", () => this.markUnreachable(nodeId));
+    const timestamp = this.nowIso();
+    this.writeNode(nodeId, "the disconnection", async () => {
+      try {
+        if (current && markUnreachable) await this.markUnreachable(nodeId);
+      } finally {
+        this.options.events.publish(EventTypes.NODE_DISCONNECTED, { nodeId, reason, timestamp } satisfies NodeDisconnectedPayload);
+      }
+    });
   }
 
   /**
