@@ -133,19 +133,12 @@ export class GroupEvaluator {
     for (let i = 0; i < count && !signal.aborted; i++) {
       const id = this.nextInstanceId(group);
       const preferred = this.preferredNode(group, id, nodes);
-      let result = preferred ? placeInstance(request, [preferred], this.deps.live.placement) : null;
+      const onPreferred = preferred ? placeInstance(request, [preferred], this.deps.live.placement) : null;
       // A static instance waits for a start slot on the node that holds its directory.
-      if (result?.ok === false && result.code === "START_SLOTS_BUSY") {
-        waiting = true;
-        break;
-      }
-      if (!result?.ok) result = placeInstance(request, nodes, this.deps.live.placement);
-      if (!result.ok && result.code === "START_SLOTS_BUSY") {
-        waiting = true;
-        break;
-      }
+      const result = onPreferred && (onPreferred.ok || onPreferred.code === "START_SLOTS_BUSY") ? onPreferred : placeInstance(request, nodes, this.deps.live.placement);
       if (!result.ok) {
-        failure = result;
+        if (result.code === "START_SLOTS_BUSY") waiting = true;
+        else failure = result;
         break;
       }
       const instance: InstanceFields = {
