@@ -8,6 +8,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { totalmem } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { stringify as toYaml } from "yaml";
 import type { NodeTokenService } from "../domain/node-tokens/node-token-service.js";
 import type { Logger } from "../logs/types.js";
@@ -20,7 +21,7 @@ export const localDaemonMemoryMbDefault = Math.min(8_192, Math.floor(totalmem() 
 export interface LocalDaemonOptions {
   /** Directory of the daemon's files, e.g. `data/daemon`. */
   dir: string;
-  /** Repository (or install) root: where `src/daemon/main.ts` is. */
+  /** Repository (or install) root: the daemon's working directory. */
   rootDir: string;
   /** The controller's gRPC port on this machine. */
   grpcPort: number;
@@ -36,6 +37,16 @@ export interface LocalDaemon {
   child: ChildProcess;
   /** SIGTERM (the daemon stops its instances), SIGKILL after {@link localDaemonStopTimeoutMs}. */
   stop(): Promise<void>;
+}
+
+/**
+ * Node arguments that run `cloud-daemon` from the tree this module belongs to: `src/daemon/main.ts`
+ * through tsx when running from source, `dist/src/daemon/main.js` with plain node when compiled.
+ */
+export function localDaemonArgs(): string[] {
+  const fromSource = import.meta.url.endsWith(".ts");
+  const entry = fileURLToPath(new URL(fromSource ? "../daemon/main.ts" : "../daemon/main.js", import.meta.url));
+  return fromSource ? ["--import", "tsx", entry] : [entry];
 }
 
 /** Writes daemon.yml (with a fresh token when the daemon has no identity yet) and starts the daemon. */
@@ -56,7 +67,7 @@ export async function startLocalDaemon(options: LocalDaemonOptions): Promise<Loc
   }
   const configPath = join(options.dir, "daemon.yml");
   writeFileSync(configPath, `# Written by npm start for the local daemon; rewritten at every start.\n${toYaml(config)}`, { mode: 0o600 });
-  const child = spawn(process.execPath, ["--import", "tsx", join(options.rootDir, "src/daemon/main.ts"), "--config", configPath], {
+  const child = spawn(process.execPath, [...localDaemonArgs(), "--config", configPath], {
     cwd: options.rootDir,
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, CLOUD_DAEMON_CONFIG: configPath },

@@ -13,7 +13,6 @@
  */
 import { fork, spawn, type ChildProcess } from "node:child_process";
 import { EventEmitter } from "node:events";
-import { existsSync } from "node:fs";
 import type { Readable, Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 
@@ -56,11 +55,9 @@ export const directLauncher: ProcessLauncher = {
   async close(): Promise<void> {},
 };
 
-/** Absolute path of spawner.cjs (the source tree's copy when running from a compiled build). */
+/** Absolute path of spawner.cjs, beside this module from source and in the build output alike (`npm run build` copies it). */
 export function spawnerScriptPath(): string {
-  const beside = fileURLToPath(new URL("./spawner/spawner.cjs", import.meta.url));
-  if (existsSync(beside)) return beside;
-  return fileURLToPath(new URL("../../../src/daemon/spawner/spawner.cjs", import.meta.url));
+  return fileURLToPath(new URL("./spawner/spawner.cjs", import.meta.url));
 }
 
 type SpawnerMessage =

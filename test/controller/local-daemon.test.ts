@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { after, describe, it } from "node:test";
-import { startLocalDaemon, type LocalDaemon } from "../../src/controller/local-daemon.js";
+import { localDaemonArgs, startLocalDaemon, type LocalDaemon } from "../../src/controller/local-daemon.js";
 import { api, cleanupDirs, eventually, startGatewayController, tempDir, type GatewayController } from "../gateway/harness.js";
 
 const ROOT_DIR = join(import.meta.dirname, "..", "..");
@@ -49,5 +49,9 @@ describe("local daemon", { timeout: 120_000 }, () => {
     await eventually(async () => ((await api(c, "GET", "/api/v1/services?group=demo&state=RUNNING")).json as unknown[]).length === 1, "demo RUNNING again", waitMs);
     await second.stop();
     assert.equal(second.child.exitCode, 0, output.join(""));
+  });
+
+  it("runs the daemon entry of its own tree: src/daemon/main.ts through tsx from source", () => {
+    assert.deepEqual(localDaemonArgs(), ["--import", "tsx", join(ROOT_DIR, "src", "daemon", "main.ts")]);
   });
 });

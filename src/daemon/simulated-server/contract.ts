@@ -3,7 +3,6 @@
  * plain JavaScript (`server.cjs`, Node built-ins only) so it starts without a TypeScript loader:
  * hundreds of them must start within seconds. Decisions: docs/decisions/daemon-runner.md.
  */
-import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 /** Environment every instance gets from the runner (all platforms). */
@@ -36,11 +35,9 @@ export const SIMULATED_SERVER_ENV = {
 export const SIMULATED_READY_LINE_PREFIX = "Done (";
 
 /**
- * Absolute path of server.cjs. Next to this module when run from source (tsx); a compiled build
- * (dist/src/daemon/…) does not copy .cjs files, so the source tree's copy is used then.
+ * Absolute path of server.cjs: next to this module, from source (tsx) and in the build output alike
+ * (`npm run build` copies it beside the compiled module).
  */
 export function simulatedServerScriptPath(): string {
-  const beside = fileURLToPath(new URL("./server.cjs", import.meta.url));
-  if (existsSync(beside)) return beside;
-  return fileURLToPath(new URL("../../../../src/daemon/simulated-server/server.cjs", import.meta.url));
+  return fileURLToPath(new URL("./server.cjs", import.meta.url));
 }
