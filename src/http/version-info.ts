@@ -1,17 +1,40 @@
 /**
  * Resolves the system version record once at startup: `version` from package.json, `gitCommit` from
- * CLOUD_GIT_COMMIT or `git rev-parse HEAD` in the install directory ("unknown" when neither works),
+ * CLOUD_GIT_COMMIT, else the build record of a built package (`dist/build-info.json`, written by
+ * `npm run build`), else `git rev-parse HEAD` in the source tree ("unknown" when none works),
  * `runtimeVersion` from the running Node.js.
  */
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { VersionInfo } from "./routes/system.js";
 
 /** `git rev-parse` must not hold up startup. */
 const GIT_TIMEOUT_MS = 2_000;
 
-export function resolveVersionInfo(opts: { rootDir: string; env?: Readonly<Record<string, string | undefined>> }): VersionInfo {
+/**
+ * The build record, two levels above this module: dist/build-info.json for dist/src/http/, and a
+ * file that never exists (the repository root's build-info.json) when running from source.
+ */
+export const defaultBuildInfoPath = fileURLToPath(new URL("../../build-info.json", import.meta.url));
+
+/** The commit recorded at build time; undefined when there is no (readable) build record. */
+function builtCommit(path: string): string | undefined {
+  try {
+    const info = JSON.parse(readFileSync(path, "utf8")) as { gitCommit?: unknown };
+    return typeof info.gitCommit === "string" ? info.gitCommit : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function resolveVersionInfo(opts: {
+  rootDir: string;
+  env?: Readonly<Record<string, string | undefined>>;
+  /** Where a build records its commit; default {@link defaultBuildInfoPath}. */
+  buildInfoPath?: string;
+}): VersionInfo {
   const env = opts.env ?? process.env;
   let version = "unknown";
   try {
@@ -21,7 +44,11 @@ export function resolveVersionInfo(opts: { rootDir: string; env?: Readonly<Recor
     // A broken install still answers the route; "unknown" says what happened.
   }
   let gitCommit = env.CLOUD_GIT_COMMIT?.trim() || "";
-  if (!gitCommit) {
+  // A built package says which commit it was built from; it never asks git, whose answer would be
+  // about whatever repository the package happens to be installed in.
+  const built = gitCommit ? undefined : builtCommit(opts.buildInfoPath ?? defaultBuildInfoPath);
+  if (built !== undefined) gitCommit = built;
+  else if (!gitCommit) {
     try {
       gitCommit = execFileSync("git", ["rev-parse", "HEAD"], { cwd: opts.rootDir, timeout: GIT_TIMEOUT_MS, stdio: ["ignore", "pipe", "ignore"] })
         .toString()

@@ -43,6 +43,24 @@ describe("system version", () => {
       await rm(bare, { recursive: true, force: true });
     }
   });
+
+  it("a built package takes the commit from its build record, never from the repository it is installed in", async () => {
+    const root = join(import.meta.dirname, "..", "..");
+    const dir = await mkdtemp(join(tmpdir(), "cloud-version-built-"));
+    try {
+      const buildInfoPath = join(dir, "build-info.json");
+      await writeFile(buildInfoPath, JSON.stringify({ version: "0.1.0", gitCommit: "fedcba9876543210fedcba9876543210fedcba98" }));
+      // rootDir is this repository: git would answer with its HEAD.
+      assert.equal(resolveVersionInfo({ rootDir: root, env: {}, buildInfoPath }).gitCommit, "fedcba9876543210fedcba9876543210fedcba98");
+      assert.equal(resolveVersionInfo({ rootDir: root, env: { CLOUD_GIT_COMMIT: "abc1234" }, buildInfoPath }).gitCommit, "abc1234");
+      await writeFile(buildInfoPath, JSON.stringify({ gitCommit: "unknown" }));
+      assert.equal(resolveVersionInfo({ rootDir: root, env: {}, buildInfoPath }).gitCommit, "unknown", "built outside git: still no git call");
+      const fromSource = resolveVersionInfo({ rootDir: root, env: {}, buildInfoPath: join(dir, "missing.json") });
+      assert.equal(fromSource.gitCommit, resolveVersionInfo({ rootDir: root, env: {} }).gitCommit, "no build record: git as before");
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe("system readiness", () => {
