@@ -11,7 +11,7 @@
  * for every applied membership change, so the records always name exactly the voters and learners.
  */
 import type { ConfChange, ConfState, Entry } from "../../raft/types.js";
-import type { StateMachine } from "./raft-node-host.js";
+import type { StateMachine } from "./raft-host-ports.js";
 import {
   CommandRefusal,
   configBytesMax,

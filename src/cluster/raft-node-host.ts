@@ -13,74 +13,14 @@
  * applied index has reached a read index confirmed by a quorum. Failures are {@link RaftHostError}s
  * whose code says whether the outcome is known.
  */
-import { randomBytes } from "node:crypto";
-import type { ConfChange, ConfState, Entry, Message, NodeId, RaftConfig, Ready, Snapshot, SoftState, Status, Storage } from "../../raft/types.js";
+import type { ConfChange, ConfState, Entry, Message, NodeId, RaftConfig, Ready, SoftState, Status } from "../../raft/types.js";
 import { committedEntriesDurable } from "../../raft/util.js";
 import { assert } from "../shared/errors.js";
 import { HostErrorCode, notLeader, RaftHostError } from "./host-errors.js";
-import type { PersistRequest } from "./level-storage.js";
 import type { TransportHandler } from "./grpc-transport.js";
-
-/** The replicated state machine. `apply` sees every committed normal entry once, in log order. */
-export interface StateMachine {
-  apply(entry: Entry): Promise<unknown> | unknown;
-  /** The whole state, for a snapshot at the last applied index. */
-  snapshot(): Uint8Array;
-  /** Replaces the whole state with a snapshot's. */
-  restore(data: Uint8Array): void;
-}
-
-/**
- * The durable log the host writes to ({@link LevelStorage} in production). `persist` must not
- * resolve before what it was given is durable (when `mustSync`).
- */
-export interface HostStorage extends Storage {
-  persist(request: PersistRequest): Promise<void>;
-  createSnapshot(index: number, confState: ConfState, data: Uint8Array): Promise<Snapshot>;
-  compact(index: number): Promise<void>;
-}
-
-/** The subset of the library's RawNode the host drives. */
-export interface RawNodeLike {
-  tick(): void;
-  campaign(): void;
-  step(message: Message): void;
-  propose(data: Uint8Array): void;
-  proposeConfChange(change: ConfChange): void;
-  applyConfChange(change: ConfChange): ConfState;
-  transferLeadership(to: NodeId): void;
-  readIndex(context: Uint8Array): void;
-  hasReady(): boolean;
-  ready(): Ready;
-  advance(ready: Ready): void;
-  status(): Status;
-  reportUnreachable(id: NodeId): void;
-  reportSnapshot(id: NodeId, ok: boolean): void;
-}
-
-/** Encodes and decodes conf changes (the library's encodeConfChange/decodeConfChange). */
-export interface ConfChangeCodec {
-  encode(change: ConfChange): Uint8Array;
-  decode(bytes: Uint8Array): ConfChange;
-}
-
-/** Where outbound messages go. */
-export interface MessageSender {
-  send(messages: readonly Message[]): void;
-}
-
-/** Injected time: the host's only source of "now" and of timers. */
-export interface HostScheduler {
-  nowMs(): number;
-  setTimer(callback: () => void, delayMs: number): unknown;
-  clearTimer(handle: unknown): void;
-}
-
-export const systemScheduler: HostScheduler = {
-  nowMs: () => Date.now(),
-  setTimer: (callback, delayMs) => setTimeout(callback, delayMs),
-  clearTimer: (handle) => clearTimeout(handle as NodeJS.Timeout),
-};
+import { PendingProposals, PendingReads } from "./pending-requests.js";
+import { systemScheduler, type ConfChangeCodec, type HostScheduler, type HostStorage, type MessageSender, type RawNodeLike, type StateMachine } from "./raft-host-ports.js";
+import { RequestFraming, stripRequestHeader } from "./request-framing.js";
 
 export interface RaftNodeHostOptions {
   readonly id: NodeId;
@@ -111,26 +51,6 @@ export interface RaftNodeHostOptions {
   readonly onFatal?: (error: unknown) => void;
 }
 
-interface PendingProposal {
-  readonly resolve: (value: unknown) => void;
-  readonly reject: (error: RaftHostError) => void;
-  readonly deadlineMs: number;
-  /** Known once the entry was appended to the local log. */
-  index: number | null;
-}
-
-interface ReadWaiter {
-  readonly resolve: () => void;
-  readonly reject: (error: RaftHostError) => void;
-  readonly deadlineMs: number;
-}
-
-interface ReadBatch {
-  readonly ctxKey: string;
-  readonly waiters: ReadWaiter[];
-  readonly deadlineMs: number;
-}
-
 const proposalTimeoutMsDefault = 5_000;
 const readTimeoutMsDefault = 5_000;
 const pendingRequestsDefault = 10_000;
@@ -138,20 +58,13 @@ const snapshotIntervalEntriesDefault = 10_000;
 const compactionMarginEntriesDefault = 1_000;
 const transferTimeoutTicksFactor = 2;
 
-/** Framing of proposal data: a marker byte, a 16-byte request id (host nonce + counter), the payload. */
-const requestMarker = 0xc1;
-const requestHeaderBytes = 17;
-
 /** One Raft member's loop: ticking, persisting, sending, applying. */
 export class RaftNodeHost {
   private readonly rawNode: RawNodeLike;
   private readonly scheduler: HostScheduler;
-  private readonly nonce = randomBytes(8);
-  private requestCounter = 0;
-  private readonly proposals = new Map<number, PendingProposal>();
-  private readBatchNext: ReadWaiter[] = [];
-  private readBatchInFlight: ReadBatch | null = null;
-  private readsAwaitingApply: { index: number; waiter: ReadWaiter }[] = [];
+  private readonly framing = new RequestFraming();
+  private readonly proposals = new PendingProposals();
+  private readonly reads: PendingReads;
   private softState: SoftState = { leader: null, role: "follower" };
   private confState: ConfState;
   private appliedIndex: number;
@@ -171,6 +84,15 @@ export class RaftNodeHost {
       snapshotIntervalEntries: config.snapshotIntervalEntries ?? snapshotIntervalEntriesDefault,
       compactionMarginEntries: config.compactionMarginEntries ?? compactionMarginEntriesDefault,
     };
+    this.reads = new PendingReads({
+      framing: this.framing,
+      readTimeoutMs: this.options.readTimeoutMs,
+      nowMs: () => this.scheduler.nowMs(),
+      appliedIndex: () => this.appliedIndex,
+      requestReadIndex: (context) => this.rawNode.readIndex(context),
+      toHostError: (error) => this.proposalError(error),
+      kick: () => this.kick(),
+    });
     const snapshot = config.storage.snapshot();
     this.snapshotIndex = snapshot.metadata.index;
     this.appliedIndex = snapshot.metadata.index;
@@ -256,10 +178,7 @@ export class RaftNodeHost {
     if (this.pendingRequests() >= this.options.pendingRequestsMax) {
       return Promise.reject(new RaftHostError(HostErrorCode.ProposalDropped, `more than ${this.options.pendingRequestsMax} requests outstanding`));
     }
-    const counter = this.nextRequestCounter();
-    const data = new Uint8Array(requestHeaderBytes + payload.byteLength);
-    this.writeRequestHeader(data, counter);
-    data.set(payload, requestHeaderBytes);
+    const { counter, data } = this.framing.frame(payload);
     return new Promise((resolve, reject) => {
       try {
         this.rawNode.propose(data);
@@ -267,7 +186,7 @@ export class RaftNodeHost {
         reject(this.proposalError(error));
         return;
       }
-      this.proposals.set(counter, { resolve, reject, deadlineMs: this.scheduler.nowMs() + this.options.proposalTimeoutMs, index: null });
+      this.proposals.add(counter, resolve, reject, this.scheduler.nowMs() + this.options.proposalTimeoutMs);
       this.kick();
     });
   }
@@ -276,11 +195,7 @@ export class RaftNodeHost {
   proposeConfChange(change: ConfChange): Promise<ConfState> {
     if (this.stopped) return Promise.reject(new RaftHostError(HostErrorCode.Stopped, "the node host stopped"));
     if (!this.isLeader()) return Promise.reject(notLeader(this.softState.leader));
-    const counter = this.nextRequestCounter();
-    const userContext = change.context ?? new Uint8Array(0);
-    const context = new Uint8Array(requestHeaderBytes + userContext.byteLength);
-    this.writeRequestHeader(context, counter);
-    context.set(userContext, requestHeaderBytes);
+    const { counter, data: context } = this.framing.frame(change.context ?? new Uint8Array(0));
     return new Promise<ConfState>((resolve, reject) => {
       try {
         this.rawNode.proposeConfChange({ ...change, context });
@@ -288,12 +203,7 @@ export class RaftNodeHost {
         reject(this.proposalError(error));
         return;
       }
-      this.proposals.set(counter, {
-        resolve: (value) => resolve(value as ConfState),
-        reject,
-        deadlineMs: this.scheduler.nowMs() + this.options.proposalTimeoutMs,
-        index: null,
-      });
+      this.proposals.add(counter, (value) => resolve(value as ConfState), reject, this.scheduler.nowMs() + this.options.proposalTimeoutMs);
       this.kick();
     });
   }
@@ -309,10 +219,7 @@ export class RaftNodeHost {
     if (this.pendingRequests() >= this.options.pendingRequestsMax) {
       return Promise.reject(new RaftHostError(HostErrorCode.ProposalDropped, `more than ${this.options.pendingRequestsMax} requests outstanding`));
     }
-    return new Promise<void>((resolve, reject) => {
-      this.readBatchNext.push({ resolve, reject, deadlineMs: this.scheduler.nowMs() + this.options.readTimeoutMs });
-      if (!this.readBatchInFlight) this.issueReadBatch();
-    });
+    return new Promise<void>((resolve, reject) => this.reads.add(resolve, reject));
   }
 
   /**
@@ -343,25 +250,7 @@ export class RaftNodeHost {
   }
 
   private pendingRequests(): number {
-    return this.proposals.size + this.readBatchNext.length + (this.readBatchInFlight?.waiters.length ?? 0) + this.readsAwaitingApply.length;
-  }
-
-  private nextRequestCounter(): number {
-    this.requestCounter += 1;
-    return this.requestCounter;
-  }
-
-  private writeRequestHeader(target: Uint8Array, counter: number): void {
-    target[0] = requestMarker;
-    target.set(this.nonce, 1);
-    new DataView(target.buffer, target.byteOffset, target.byteLength).setFloat64(9, counter);
-  }
-
-  /** The counter of a request id made by this host, or null (another host's, or no header). */
-  private ownRequestCounter(bytes: Uint8Array): number | null {
-    if (bytes.byteLength < requestHeaderBytes || bytes[0] !== requestMarker) return null;
-    for (let i = 0; i < 8; i++) if (bytes[1 + i] !== this.nonce[i]) return null;
-    return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getFloat64(9);
+    return this.proposals.size + this.reads.size;
   }
 
   private proposalError(error: unknown): RaftHostError {
@@ -412,7 +301,7 @@ export class RaftNodeHost {
 
   private async handleReady(ready: Ready): Promise<void> {
     if (ready.softState) this.onSoftState(ready.softState);
-    for (const readState of ready.readStates) this.onReadState(readState.requestCtx, readState.index);
+    for (const readState of ready.readStates) this.reads.onReadState(readState.requestCtx, readState.index);
     for (const entry of ready.entries) this.noteProposalIndex(entry);
 
     // A leader's appends leave now and its own write runs meanwhile (thesis §10.2.1); the library
@@ -438,13 +327,13 @@ export class RaftNodeHost {
       this.appliedIndex = ready.snapshot.metadata.index;
       this.snapshotIndex = ready.snapshot.metadata.index;
       this.confState = ready.snapshot.metadata.confState;
-      this.failOverwrittenProposals();
+      this.proposals.failOverwritten(this.appliedIndex);
     }
     if (ready.messages.length > sendBeforePersist) this.config.transport.send(sendBeforePersist === 0 ? ready.messages : ready.messages.slice(sendBeforePersist));
     await this.applyCommitted(ready);
     this.rawNode.advance(ready);
-    this.failOverwrittenProposals();
-    this.serveReads();
+    this.proposals.failOverwritten(this.appliedIndex);
+    this.reads.serve();
     await this.maybeSnapshot();
   }
 
@@ -455,7 +344,7 @@ export class RaftNodeHost {
       const applying = this.applyEntry(entry);
       if (applying !== undefined) await applying;
     }
-    this.serveReads();
+    this.reads.serve();
   }
 
   /** Applies one committed entry; returns a promise only when the state machine's `apply` did. */
@@ -463,27 +352,24 @@ export class RaftNodeHost {
     assert(entry.index === this.appliedIndex + 1, `applying ${entry.index} after ${this.appliedIndex}`);
     if (entry.type === "conf-change") {
       const change = this.config.confChangeCodec.decode(entry.data);
-      const counter = change.context ? this.ownRequestCounter(change.context) : null;
-      const userChange: ConfChange =
-        change.context && change.context[0] === requestMarker && change.context.byteLength >= requestHeaderBytes
-          ? { ...change, context: change.context.subarray(requestHeaderBytes) }
-          : change;
+      const counter = change.context ? this.framing.ownCounter(change.context) : null;
+      const userChange: ConfChange = change.context ? { ...change, context: stripRequestHeader(change.context) } : change;
       this.confState = this.rawNode.applyConfChange(change);
       this.appliedIndex = entry.index;
       this.config.onConfChange?.(userChange, this.confState);
-      this.settleProposal(counter, this.confState);
+      this.proposals.settle(counter, this.confState);
       return undefined;
     }
     if (entry.data.byteLength === 0) {
       this.appliedIndex = entry.index;
       return undefined;
     }
-    const counter = this.ownRequestCounter(entry.data);
-    const payload = entry.data[0] === requestMarker && entry.data.byteLength >= requestHeaderBytes ? entry.data.subarray(requestHeaderBytes) : entry.data;
+    const counter = this.framing.ownCounter(entry.data);
+    const payload = stripRequestHeader(entry.data);
     const result = this.config.stateMachine.apply({ ...entry, data: payload });
     const settle = (value: unknown) => {
       this.appliedIndex = entry.index;
-      this.settleProposal(counter, value);
+      this.proposals.settle(counter, value);
     };
     if (result instanceof Promise) return result.then(settle);
     // A synchronous apply settles at once: the proposals of one Ready resolve in one run, without
@@ -492,31 +378,11 @@ export class RaftNodeHost {
     return undefined;
   }
 
-  private settleProposal(counter: number | null, result: unknown): void {
-    if (counter === null) return;
-    const pending = this.proposals.get(counter);
-    if (!pending) return;
-    this.proposals.delete(counter);
-    pending.resolve(result);
-  }
-
   private noteProposalIndex(entry: Entry): void {
     const bytes = entry.type === "conf-change" ? this.config.confChangeCodec.decode(entry.data).context : entry.data;
     if (!bytes) return;
-    const counter = this.ownRequestCounter(bytes);
-    if (counter === null) return;
-    const pending = this.proposals.get(counter);
-    if (pending) pending.index = entry.index;
-  }
-
-  /** A proposal whose log slot was applied with another entry was overwritten by a new leader. */
-  private failOverwrittenProposals(): void {
-    for (const [counter, pending] of this.proposals) {
-      if (pending.index !== null && pending.index <= this.appliedIndex) {
-        this.proposals.delete(counter);
-        pending.reject(new RaftHostError(HostErrorCode.ProposalDropped, `log index ${pending.index} was taken by another leader's entry`));
-      }
-    }
+    const counter = this.framing.ownCounter(bytes);
+    if (counter !== null) this.proposals.noteIndex(counter, entry.index);
   }
 
   private onSoftState(softState: SoftState): void {
@@ -524,81 +390,15 @@ export class RaftNodeHost {
     this.softState = softState;
     if (wasLeader && softState.role !== "leader") {
       // Entries already in the log may still commit under the next leader: outcome unknown.
-      for (const pending of this.proposals.values()) {
-        pending.reject(new RaftHostError(HostErrorCode.LeadershipLost, "leadership lost before the entry was applied", softState.leader));
-      }
-      this.proposals.clear();
-      this.failReads(HostErrorCode.LeadershipLost, "leadership lost before the read was confirmed");
+      this.proposals.rejectAll(new RaftHostError(HostErrorCode.LeadershipLost, "leadership lost before the entry was applied", softState.leader));
+      this.reads.failUnconfirmed(new RaftHostError(HostErrorCode.LeadershipLost, "leadership lost before the read was confirmed", softState.leader));
     }
-  }
-
-  private issueReadBatch(): void {
-    if (this.readBatchNext.length === 0) return;
-    const counter = this.nextRequestCounter();
-    const ctx = new Uint8Array(requestHeaderBytes);
-    this.writeRequestHeader(ctx, counter);
-    const batch: ReadBatch = { ctxKey: String(counter), waiters: this.readBatchNext, deadlineMs: this.scheduler.nowMs() + this.options.readTimeoutMs };
-    this.readBatchNext = [];
-    this.readBatchInFlight = batch;
-    try {
-      this.rawNode.readIndex(ctx);
-    } catch (error) {
-      this.readBatchInFlight = null;
-      const hostError = this.proposalError(error);
-      for (const waiter of batch.waiters) waiter.reject(hostError);
-      return;
-    }
-    this.kick();
-  }
-
-  private onReadState(ctx: Uint8Array, index: number): void {
-    const counter = this.ownRequestCounter(ctx);
-    const batch = this.readBatchInFlight;
-    if (counter === null || !batch || batch.ctxKey !== String(counter)) return;
-    this.readBatchInFlight = null;
-    for (const waiter of batch.waiters) this.readsAwaitingApply.push({ index, waiter });
-    this.serveReads();
-    this.issueReadBatch();
-  }
-
-  private serveReads(): void {
-    if (this.readsAwaitingApply.length === 0) return;
-    const still: { index: number; waiter: ReadWaiter }[] = [];
-    for (const read of this.readsAwaitingApply) {
-      if (read.index <= this.appliedIndex) read.waiter.resolve();
-      else still.push(read);
-    }
-    this.readsAwaitingApply = still;
-  }
-
-  private failReads(code: HostErrorCode, message: string): void {
-    const error = new RaftHostError(code, message, this.softState.leader);
-    for (const waiter of this.readBatchNext) waiter.reject(error);
-    for (const waiter of this.readBatchInFlight?.waiters ?? []) waiter.reject(error);
-    this.readBatchNext = [];
-    this.readBatchInFlight = null;
   }
 
   private expireRequests(): void {
     const nowMs = this.scheduler.nowMs();
-    for (const [counter, pending] of this.proposals) {
-      if (pending.deadlineMs <= nowMs) {
-        this.proposals.delete(counter);
-        pending.reject(new RaftHostError(HostErrorCode.Timeout, "no outcome before the proposal deadline", this.softState.leader));
-      }
-    }
-    if (this.readBatchInFlight && this.readBatchInFlight.deadlineMs <= nowMs) {
-      const error = new RaftHostError(HostErrorCode.Timeout, "read index not confirmed before the deadline", this.softState.leader);
-      for (const waiter of this.readBatchInFlight.waiters) waiter.reject(error);
-      this.readBatchInFlight = null;
-      this.issueReadBatch();
-    }
-    const waiting = this.readsAwaitingApply.filter((read) => read.waiter.deadlineMs <= nowMs);
-    if (waiting.length > 0) {
-      const error = new RaftHostError(HostErrorCode.Timeout, "not applied up to the read index before the deadline", this.softState.leader);
-      for (const read of waiting) read.waiter.reject(error);
-      this.readsAwaitingApply = this.readsAwaitingApply.filter((read) => read.waiter.deadlineMs > nowMs);
-    }
+    this.proposals.expire(nowMs, this.softState.leader);
+    this.reads.expire(nowMs, this.softState.leader);
   }
 
   private async maybeSnapshot(): Promise<void> {
@@ -614,11 +414,8 @@ export class RaftNodeHost {
 
   private failAll(code: HostErrorCode, message: string): void {
     const error = new RaftHostError(code, message, this.softState.leader);
-    for (const pending of this.proposals.values()) pending.reject(error);
-    this.proposals.clear();
-    this.failReads(code, message);
-    for (const read of this.readsAwaitingApply) read.waiter.reject(error);
-    this.readsAwaitingApply = [];
+    this.proposals.rejectAll(error);
+    this.reads.failAll(error);
   }
 
   private fatal(error: unknown): void {

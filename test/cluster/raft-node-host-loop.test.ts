@@ -7,7 +7,8 @@ import type { ConfChange, ConfState, Entry, Message, NodeId, Snapshot } from "..
 import type { TransportHandler } from "../../src/cluster/grpc-transport.js";
 import { RaftHostError } from "../../src/cluster/host-errors.js";
 import type { PersistRequest } from "../../src/cluster/level-storage.js";
-import { RaftNodeHost, type HostScheduler, type HostStorage, type StateMachine } from "../../src/cluster/raft-node-host.js";
+import type { HostScheduler, HostStorage, StateMachine } from "../../src/cluster/raft-host-ports.js";
+import { RaftNodeHost } from "../../src/cluster/raft-node-host.js";
 
 /** Timers fire only when the test advances time. */
 class ManualScheduler implements HostScheduler {

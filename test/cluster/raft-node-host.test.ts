@@ -11,7 +11,8 @@ import { createClusterCa, issueNodeCertificate } from "../../src/cluster/ca.js";
 import { GrpcTransport } from "../../src/cluster/grpc-transport.js";
 import { RaftHostError } from "../../src/cluster/host-errors.js";
 import { LevelStorage } from "../../src/cluster/level-storage.js";
-import { RaftNodeHost, type StateMachine } from "../../src/cluster/raft-node-host.js";
+import type { StateMachine } from "../../src/cluster/raft-host-ports.js";
+import { RaftNodeHost } from "../../src/cluster/raft-node-host.js";
 import { freePorts } from "./support/free-ports.js";
 
 /** Appends every applied payload to a list; the list is the snapshot. */
