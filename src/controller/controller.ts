@@ -36,7 +36,7 @@ import { TemplateService } from "../templates/template-service.js";
 import { createDaemonGateway } from "../gateway/create-gateway.js";
 import type { DaemonGateway, GatewayTuning } from "../gateway/daemon-gateway.js";
 import { ConsoleHub } from "../gateway/console-hub.js";
-import { controllerMessage } from "../gateway/daemon-proto.js";
+import { controllerMessage } from "../wire/daemon-proto.js";
 import { Tickets } from "../coordination/tickets.js";
 import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
 import { groupSchedulingRoutes } from "../http/routes/group-scheduling.js";

@@ -30,8 +30,8 @@ import {
   type InstanceCommand,
   type JoinRequest,
   type JoinResponse,
-} from "../gateway/daemon-proto.js";
-import { CONTROLLER_CERTIFICATE_NAME } from "../gateway/cluster-ca-store.js";
+} from "../wire/daemon-proto.js";
+import { CONTROLLER_CERTIFICATE_NAME } from "../wire/certificate-names.js";
 import { loadOrCreateNodeKey, NODE_KEY_FILE, writeFileDurably } from "./node-key.js";
 
 /** File names of the node identity inside `dataDir`. */

@@ -8,9 +8,9 @@
 import { createHash, randomBytes } from "node:crypto";
 import { chmod, lstat, mkdir, readdir, readFile, rename, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { join, resolve, sep } from "node:path";
-import { decodeText, substituteVariables } from "../templates/text-scan.js";
-import { isDirEntry, type ManifestEntry } from "../templates/manifest.js";
-import { normalizeTemplatePath } from "../templates/paths.js";
+import { isDirEntry, type ManifestEntry } from "../wire/template-manifest.js";
+import { normalizeTemplatePath } from "../wire/template-paths.js";
+import { decodeText, substituteVariables } from "../wire/template-text.js";
 
 /** The manifest of one version, as the controller's manifest route returns it. */
 export interface FetchedManifest {

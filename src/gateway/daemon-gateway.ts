@@ -42,7 +42,7 @@ import {
   type JoinRequest,
   type JoinResponse,
   type NodeStatusReport,
-} from "./daemon-proto.js";
+} from "../wire/daemon-proto.js";
 import { GatewayError } from "./gateway-errors.js";
 import type { JoinService } from "./join-service.js";
 

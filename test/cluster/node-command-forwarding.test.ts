@@ -23,7 +23,7 @@ import { joinTokenFilePath, startClusterService } from "../../src/cluster/start-
 import { parseControllerConfig } from "../../src/config/load.js";
 import { DaemonRelay, type LocalGateway } from "../../src/coordination/daemon-relay.js";
 import { NodeSessionRegistry } from "../../src/coordination/session-registry.js";
-import type { CommandResult, InstanceCommand } from "../../src/gateway/daemon-proto.js";
+import type { CommandResult, InstanceCommand } from "../../src/wire/daemon-proto.js";
 import { createLogService } from "../../src/logs/logger.js";
 import { systemClock } from "../../src/shared/clock.js";
 import { MemoryKvStore } from "../../src/store/memory/memory-kv-store.js";
