@@ -10,7 +10,7 @@
  * restarts. They are made synchronously (the daemon handshake cannot wait for a signer).
  */
 import { createHmac, timingSafeEqual } from "node:crypto";
-import type { Principal } from "../http/types.js";
+import type { Principal } from "../auth/principal.js";
 import { loadOrCreateSigningSecret } from "../auth/signing-key.js";
 import type { Clock } from "../shared/clock.js";
 import type { DocumentStore } from "../store/ports.js";
