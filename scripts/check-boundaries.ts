@@ -1,5 +1,8 @@
 // Import-boundary check: dependencies point inward (ARCHITECTURE.md, "Rules of the house").
 // raft/ and actors/ import nothing from src/; raft/ stays pure (no I/O, timers, clock or randomness).
+// The daemon is a separate process: it imports no controller room, only the wire contract and the
+// rooms both processes share, and those import no controller room either. auth/ owns the principal
+// and plugin-api/ builds on auth/: neither imports http/, the room above them.
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 
@@ -44,6 +47,47 @@ for (const area of ["raft", "actors"]) {
     }
   }
 }
+/** Rooms under src/ that may import only the listed rooms (and their own). */
+const allowedRooms: Record<string, readonly string[]> = {
+  "src/daemon": ["src/wire", "src/shared", "src/config", "src/logs"],
+  "src/wire": ["src/shared"],
+  "src/config": ["src/shared"],
+  "src/logs": ["src/shared"],
+  "src/shared": [],
+};
+/** Rooms under src/ that must not import the listed rooms. */
+const forbiddenRooms: Record<string, readonly string[]> = {
+  "src/auth": ["src/http"],
+  "src/plugin-api": ["src/http"],
+};
+const within = (path: string, room: string) => path === room || path.startsWith(room + "/");
+
+for (const [room, allowed] of Object.entries(allowedRooms)) {
+  for (const file of files(join(root, room))) {
+    const rel = relative(root, file);
+    for (const m of readFileSync(file, "utf8").matchAll(importPattern)) {
+      const spec = m[1] ?? m[2] ?? "";
+      if (!spec.startsWith(".")) continue;
+      const target = relative(root, join(file, "..", spec));
+      if (within(target, room) || allowed.some((other) => within(target, other))) continue;
+      const rooms = allowed.length > 0 ? `${allowed.map((r) => r.slice(4) + "/").join(", ")} and ${room.slice(4)}/` : `${room.slice(4)}/`;
+      problems.push(`${rel}: imports ${spec}; ${room.slice(4)}/ imports only ${rooms}`);
+    }
+  }
+}
+for (const [room, forbidden] of Object.entries(forbiddenRooms)) {
+  for (const file of files(join(root, room))) {
+    const rel = relative(root, file);
+    for (const m of readFileSync(file, "utf8").matchAll(importPattern)) {
+      const spec = m[1] ?? m[2] ?? "";
+      if (!spec.startsWith(".")) continue;
+      const target = relative(root, join(file, "..", spec));
+      const above = forbidden.find((other) => within(target, other));
+      if (above) problems.push(`${rel}: imports ${spec}; ${room.slice(4)}/ must not import ${above.slice(4)}/`);
+    }
+  }
+}
+
 if (problems.length > 0) {
   console.error(problems.join("\n"));
   process.exit(1);
