@@ -47,6 +47,7 @@ import { PlayerService } from "../plugin-api/players.js";
 import { SchedulerHost, type SchedulerTuning } from "../scheduler/scheduler-host.js";
 import { startAuditPruner } from "../audit/audit-pruner.js";
 import { buildCoordination } from "./coordination.js";
+import { clusterMembershipService } from "../cluster/cluster-grpc-service.js";
 import { startClusterService } from "../cluster/start-cluster.js";
 import { clusterRoutes } from "../http/routes/cluster.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
@@ -206,7 +207,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         return { token: issued.token, expires_at_ms: issued.expiresAtMs };
       },
       httpPort: () => httpPort,
-      services: [cluster.grpcService()],
+      services: [clusterMembershipService({ cluster, audit, clock, logger: logs.logger("cloud.cluster") })],
     });
     cleanups.push({ name: "daemon gateway", run: () => gateway.stop() });
 
