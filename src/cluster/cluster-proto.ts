@@ -126,7 +126,7 @@ export function fromGrpcError(error: grpc.ServiceError): ApiError | null {
       return new ApiError(parsed.status, parsed.code, parsed.message);
     }
   } catch {
-    // not one of ours
+    // Details that are not our JSON envelope come from gRPC itself: a transport failure, null.
   }
   return null;
 }

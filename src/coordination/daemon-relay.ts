@@ -149,6 +149,7 @@ export class DaemonRelay {
     try {
       relayed = JSON.parse(message) as RelayedReport;
     } catch {
+      // Not a relayed report (every controller publishes JSON): nothing to deliver.
       return;
     }
     if (relayed.origin === this.options.controllerId || !relayed.report?.message) return;

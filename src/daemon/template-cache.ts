@@ -186,6 +186,7 @@ export class TemplateCache {
       if (this.sizeBytes <= this.options.sizeBytesMax) return;
       if (pinned.has(sha256)) continue;
       this.forget(sha256);
+      // Already forgotten: a file left behind is only disk space, overwritten if the blob comes back.
       await unlink(this.pathOf(sha256)).catch(() => undefined);
     }
   }
@@ -196,12 +197,14 @@ function sha256Hex(data: Uint8Array): string {
 }
 
 async function ensureDirectory(path: string): Promise<void> {
+  // Nothing there (or nothing readable): mkdir below creates it or reports the real problem.
   const existing = await lstat(path).catch(() => null);
   if (existing && !existing.isDirectory()) await rm(path, { force: true });
   await mkdir(path, { recursive: true });
 }
 
 async function replaceWithFile(path: string, data: Uint8Array, mode: number): Promise<void> {
+  // Nothing there (or nothing readable): writeFile below creates it or reports the real problem.
   const existing = await lstat(path).catch(() => null);
   if (existing && !existing.isFile()) await rm(path, { recursive: true, force: true });
   await mkdir(resolve(path, ".."), { recursive: true });

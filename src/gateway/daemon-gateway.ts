@@ -272,6 +272,7 @@ export class DaemonGateway {
     const commonName = certificate?.subject?.CN;
     const nodeId = typeof commonName === "string" ? commonName : Array.isArray(commonName) ? String(commonName[0]) : null;
     if (!nodeId) {
+      // The refusal below is emitted as an error; without a listener it would throw in this process.
       call.on("error", () => undefined);
       call.emit("error", { code: grpc.status.UNAUTHENTICATED, details: "A client certificate issued by the cluster CA is required" });
       return;

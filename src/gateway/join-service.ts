@@ -70,6 +70,7 @@ export function parseNodePublicKey(pem: string): { ok: true; key: NodePublicKey 
   try {
     key = createPublicKey({ key: pem, format: "pem" });
   } catch {
+    // The daemon sent a bad key: an answer for it (INVALID_ARGUMENT), not a failure of ours.
     return invalid("cannot be parsed");
   }
   if (key.asymmetricKeyType !== "rsa") return invalid(`expected an RSA key, got ${key.asymmetricKeyType ?? "unknown"}`);

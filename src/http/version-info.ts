@@ -27,6 +27,7 @@ export function resolveVersionInfo(opts: { rootDir: string; env?: Readonly<Recor
         .toString()
         .trim();
     } catch {
+      // No git, or not a repository: the commit is reported as unknown.
       gitCommit = "";
     }
   }

@@ -105,6 +105,7 @@ export class MachineCredentials {
     try {
       claims = JSON.parse(Buffer.from(parts[1], "base64url").toString("utf8")) as Record<string, unknown>;
     } catch {
+      // Unreadable claims make an invalid credential: refused like a bad signature.
       return null;
     }
     if (typeof claims.exp !== "number" || claims.exp <= this.clock.nowMs()) return null;

@@ -487,6 +487,7 @@ export class SchedulerHost {
         await this.options.instances.save(next);
       });
     } catch (err) {
+      // The group's lease moved to another controller, which owns the instance documents now.
       if (err instanceof ScopeLostError) return;
       this.options.logger.error(`Recording state ${to} of instance ${instanceId} failed`, err);
     }

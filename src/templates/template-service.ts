@@ -668,7 +668,7 @@ export class TemplateService {
         const parsed = await this.readManifest(version.hash);
         for (const blob of [...parsed.trees, ...parsed.blobs]) candidates.delete(blob);
       } catch (err) {
-        if (!(err instanceof ApiError)) throw err;
+        if (!(err instanceof ApiError)) throw err; // a version whose trees are missing keeps only its root hash (above)
       }
     }
     for (const blob of candidates) {

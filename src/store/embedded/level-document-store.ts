@@ -285,6 +285,7 @@ class LevelCollection<T extends Doc> implements Collection<T> {
       this.pending.push({ request, resolve, reject });
       if (!this.commitScheduled) {
         this.commitScheduled = true;
+        // commitGroup answers every waiter itself, failures included: nothing is left to report here.
         void this.mutex.run(() => this.commitGroup()).catch(() => undefined);
       }
     });
@@ -292,7 +293,7 @@ class LevelCollection<T extends Doc> implements Collection<T> {
 
   private async commitGroup(): Promise<void> {
     const group = this.pending.splice(0, writeGroupMax);
-    if (this.pending.length > 0) void this.mutex.run(() => this.commitGroup()).catch(() => undefined);
+    if (this.pending.length > 0) void this.mutex.run(() => this.commitGroup()).catch(() => undefined); // answers its waiters itself
     else this.commitScheduled = false;
     const overlay: Overlay = new Map();
     const ops: BatchOp[] = [];
