@@ -2,7 +2,8 @@
 // raft/ and actors/ import nothing from src/; raft/ stays pure (no I/O, timers, clock or randomness).
 // The daemon is a separate process: it imports no controller room, only the wire contract and the
 // rooms both processes share, and those import no controller room either. auth/ owns the principal
-// and plugin-api/ builds on auth/: neither imports http/, the room above them.
+// and plugin-api/ builds on auth/: neither imports http/, the room above them. No import cycles in
+// src/ or actors/ (type-only imports count; raft/'s role files are the one allowed exception).
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 
@@ -87,6 +88,45 @@ for (const [room, forbidden] of Object.entries(forbiddenRooms)) {
     }
   }
 }
+
+// Import cycles: the strongly connected components (Tarjan) of the static relative imports.
+const staticImport = /(?:import|export)\s+(?:type\s+)?(?:[^'"]*?\sfrom\s+)?['"](\.{1,2}\/[^'"]+)['"]/g;
+const graph = new Map<string, string[]>();
+for (const area of ["src", "actors"]) for (const file of files(join(root, area))) graph.set(file, []);
+for (const [file, targets] of graph) {
+  for (const m of readFileSync(file, "utf8").matchAll(staticImport)) {
+    const target = join(file, "..", m[1]!).replace(/\.js$/, ".ts");
+    if (graph.has(target)) targets.push(target);
+  }
+}
+const order = new Map<string, number>();
+const low = new Map<string, number>();
+const stack: string[] = [];
+const onStack = new Set<string>();
+function visit(file: string): void {
+  order.set(file, order.size);
+  low.set(file, order.get(file)!);
+  stack.push(file);
+  onStack.add(file);
+  for (const target of graph.get(file)!) {
+    if (!order.has(target)) {
+      visit(target);
+      low.set(file, Math.min(low.get(file)!, low.get(target)!));
+    } else if (onStack.has(target)) {
+      low.set(file, Math.min(low.get(file)!, order.get(target)!));
+    }
+  }
+  if (low.get(file) !== order.get(file)) return;
+  const component: string[] = [];
+  let member: string;
+  do {
+    member = stack.pop()!;
+    onStack.delete(member);
+    component.push(relative(root, member));
+  } while (member !== file);
+  if (component.length > 1) problems.push(`import cycle: ${component.sort().join(" <-> ")}`);
+}
+for (const file of graph.keys()) if (!order.has(file)) visit(file);
 
 if (problems.length > 0) {
   console.error(problems.join("\n"));
