@@ -1,5 +1,9 @@
 // Import-boundary check: dependencies point inward (ARCHITECTURE.md, "Rules of the house").
 // raft/ and actors/ import nothing from src/; raft/ stays pure (no I/O, timers, clock or randomness).
+// The daemon is a separate process: it imports no controller room, only the wire contract and the
+// rooms both processes share, and those import no controller room either. auth/ owns the principal
+// and plugin-api/ builds on auth/: neither imports http/, the room above them. No import cycles in
+// src/ or actors/ (type-only imports count; raft/'s role files are the one allowed exception).
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 
@@ -44,6 +48,86 @@ for (const area of ["raft", "actors"]) {
     }
   }
 }
+/** Rooms under src/ that may import only the listed rooms (and their own). */
+const allowedRooms: Record<string, readonly string[]> = {
+  "src/daemon": ["src/wire", "src/shared", "src/config", "src/logs"],
+  "src/wire": ["src/shared"],
+  "src/config": ["src/shared"],
+  "src/logs": ["src/shared"],
+  "src/shared": [],
+};
+/** Rooms under src/ that must not import the listed rooms. */
+const forbiddenRooms: Record<string, readonly string[]> = {
+  "src/auth": ["src/http"],
+  "src/plugin-api": ["src/http"],
+};
+const within = (path: string, room: string) => path === room || path.startsWith(room + "/");
+
+for (const [room, allowed] of Object.entries(allowedRooms)) {
+  for (const file of files(join(root, room))) {
+    const rel = relative(root, file);
+    for (const m of readFileSync(file, "utf8").matchAll(importPattern)) {
+      const spec = m[1] ?? m[2] ?? "";
+      if (!spec.startsWith(".")) continue;
+      const target = relative(root, join(file, "..", spec));
+      if (within(target, room) || allowed.some((other) => within(target, other))) continue;
+      const rooms = allowed.length > 0 ? `${allowed.map((r) => r.slice(4) + "/").join(", ")} and ${room.slice(4)}/` : `${room.slice(4)}/`;
+      problems.push(`${rel}: imports ${spec}; ${room.slice(4)}/ imports only ${rooms}`);
+    }
+  }
+}
+for (const [room, forbidden] of Object.entries(forbiddenRooms)) {
+  for (const file of files(join(root, room))) {
+    const rel = relative(root, file);
+    for (const m of readFileSync(file, "utf8").matchAll(importPattern)) {
+      const spec = m[1] ?? m[2] ?? "";
+      if (!spec.startsWith(".")) continue;
+      const target = relative(root, join(file, "..", spec));
+      const above = forbidden.find((other) => within(target, other));
+      if (above) problems.push(`${rel}: imports ${spec}; ${room.slice(4)}/ must not import ${above.slice(4)}/`);
+    }
+  }
+}
+
+// Import cycles: the strongly connected components (Tarjan) of the static relative imports.
+const staticImport = /(?:import|export)\s+(?:type\s+)?(?:[^'"]*?\sfrom\s+)?['"](\.{1,2}\/[^'"]+)['"]/g;
+const graph = new Map<string, string[]>();
+for (const area of ["src", "actors"]) for (const file of files(join(root, area))) graph.set(file, []);
+for (const [file, targets] of graph) {
+  for (const m of readFileSync(file, "utf8").matchAll(staticImport)) {
+    const target = join(file, "..", m[1]!).replace(/\.js$/, ".ts");
+    if (graph.has(target)) targets.push(target);
+  }
+}
+const order = new Map<string, number>();
+const low = new Map<string, number>();
+const stack: string[] = [];
+const onStack = new Set<string>();
+function visit(file: string): void {
+  order.set(file, order.size);
+  low.set(file, order.get(file)!);
+  stack.push(file);
+  onStack.add(file);
+  for (const target of graph.get(file)!) {
+    if (!order.has(target)) {
+      visit(target);
+      low.set(file, Math.min(low.get(file)!, low.get(target)!));
+    } else if (onStack.has(target)) {
+      low.set(file, Math.min(low.get(file)!, order.get(target)!));
+    }
+  }
+  if (low.get(file) !== order.get(file)) return;
+  const component: string[] = [];
+  let member: string;
+  do {
+    member = stack.pop()!;
+    onStack.delete(member);
+    component.push(relative(root, member));
+  } while (member !== file);
+  if (component.length > 1) problems.push(`import cycle: ${component.sort().join(" <-> ")}`);
+}
+for (const file of graph.keys()) if (!order.has(file)) visit(file);
+
 if (problems.length > 0) {
   console.error(problems.join("\n"));
   process.exit(1);

@@ -20,7 +20,7 @@ import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { GatewayClient } from "../../src/daemon/gateway-client.js";
-import { daemonMessage, type CommandResult, type InstanceCommand, type InstanceStateReport } from "../../src/gateway/daemon-proto.js";
+import { daemonMessage, type CommandResult, type InstanceCommand, type InstanceStateReport } from "../../src/wire/daemon-proto.js";
 import {
   argNumber,
   argString,

@@ -21,7 +21,8 @@ import { createEventBus } from "../../src/events/bus.js";
 import { systemClock } from "../../src/shared/clock.js";
 import { openFsBlobStore } from "../../src/store/fs-blob-store.js";
 import { openDocumentStore } from "../../src/store/open.js";
-import { FILE_MODE, manifestHash, type ManifestEntry } from "../../src/templates/manifest.js";
+import { FILE_MODE, manifestHash } from "../../src/templates/manifest.js";
+import type { ManifestEntry } from "../../src/wire/template-manifest.js";
 import { writeTarGz, type TarMember } from "../../src/templates/tar.js";
 import { TemplateService } from "../../src/templates/template-service.js";
 

@@ -86,6 +86,7 @@ function serializeSnapshot(value: unknown): string | null {
     const text = JSON.stringify(value);
     return text === undefined ? null : text;
   } catch {
+    // The audit record is still written, with no snapshot rather than a broken one.
     return null;
   }
 }

@@ -10,7 +10,7 @@ import type { Clock } from "../shared/clock.js";
 import { unauthorized } from "../shared/errors.js";
 import type { DocumentStore } from "../store/ports.js";
 import type { Logger } from "../logs/types.js";
-import type { Principal } from "../http/types.js";
+import type { Principal } from "./principal.js";
 import { hashPassword, verifyPassword, type ScryptParams } from "./password.js";
 import { ADMIN_ROLE } from "./permissions.js";
 import { RoleDirectory } from "./role-directory.js";

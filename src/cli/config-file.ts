@@ -102,6 +102,7 @@ function unquote(raw: string): string | undefined {
   try {
     return JSON.parse(text) as string;
   } catch {
+    // Not a valid double-quoted scalar: the caller reads the raw text instead.
     return undefined;
   }
 }

@@ -68,7 +68,7 @@ export function consoleText(data: string): string {
       for (const key of ["line", "message", "text"]) if (typeof record[key] === "string") return record[key] as string;
     }
   } catch {
-    // plain text payload
+    // Not JSON: the payload is the console line as plain text.
   }
   return data;
 }
@@ -222,6 +222,7 @@ export async function runConsole(client: HttpClient, out: Output, id: string, st
       }
       finish({ end: "stream-closed" });
     } catch {
+      // A read that fails is the stream ending (connection dropped, session aborted): reported as closed.
       finish({ end: "stream-closed" });
     }
   })();

@@ -106,6 +106,7 @@ export function errorFromResponse(status: number, statusText: string, raw: strin
       message = body.message;
     }
   } catch {
+    // Not a JSON error body (a proxy's page, plain text): a short one is the message itself.
     if (raw.trim() !== "" && raw.length < 500) message = raw.trim();
   }
   return new ApiRequestError(status, code, message, raw);
@@ -230,6 +231,7 @@ function parseBody(raw: string): unknown {
   try {
     return JSON.parse(raw);
   } catch {
+    // Not every answer is JSON (metrics, plain text): the caller gets the text as it came.
     return raw;
   }
 }

@@ -159,6 +159,7 @@ export function verifyIssuedBy(ca: Pick<ClusterCa, "certPem">, certPem: string, 
     const nowMs = clock.nowMs();
     return cert.validity.notBefore.getTime() <= nowMs && nowMs <= cert.validity.notAfter.getTime();
   } catch {
+    // A PEM that does not parse is not issued by the CA: the answer is no, not an error.
     return false;
   }
 }

@@ -162,6 +162,7 @@ export function decodeCommand(data: Uint8Array): ClusterCommand | null {
   try {
     value = JSON.parse(textDecoder.decode(data));
   } catch {
+    // Not JSON, so not a command: the state machine refuses the entry as an invalid command.
     return null;
   }
   return Value.Check(ClusterCommandSchema, value) ? value : null;
@@ -178,6 +179,7 @@ export function decodeMembershipContext(data: Uint8Array | undefined): Membershi
     const value: unknown = JSON.parse(textDecoder.decode(data));
     return Value.Check(MembershipContextSchema, value) ? value : null;
   } catch {
+    // Not JSON: no context, the same answer as a context of the wrong shape.
     return null;
   }
 }

@@ -24,22 +24,18 @@ import {
   type JoinClusterResponse,
   type StatusResponse,
 } from "./cluster-proto.js";
-import type { ClusterService, MembershipRequest } from "./cluster-service.js";
 import { RaftHostError } from "./host-errors.js";
 import { hashJoinToken, joinTokenCharsMax, verifyJoinToken, readJoinTokenClaims } from "./join-token.js";
-import { relayedJoinMetadataKey, type MemberClients } from "./member-clients.js";
-import { readForwardNodeCommand, type ForwardedCommands } from "./node-commands.js";
+import { relayedJoinMetadataKey } from "./member-clients.js";
+import type { ClusterMembershipPort, MembershipRequest } from "./membership-types.js";
+import { readForwardNodeCommand } from "./node-commands.js";
 
 export interface ClusterGrpcServiceOptions {
-  readonly cluster: ClusterService;
-  readonly clients: MemberClients;
-  /** Where other members' commands for this controller's daemons go. */
-  readonly forwardedCommands: ForwardedCommands;
+  /** The cluster service, seen through the port it serves the adapter. */
+  readonly cluster: ClusterMembershipPort;
   readonly audit: AuditRecorder;
   readonly clock: Clock;
   readonly logger: Logger;
-  /** Bound of a relayed join (the leader's own work is bounded by the commit timeout). */
-  readonly relayTimeoutMs: number;
 }
 
 const memberId = new RegExp(MEMBER_ID_PATTERN);
@@ -65,7 +61,10 @@ const MembershipRequestSchema = Type.Object(
 const invalid = (message: string) => new ApiError(400, "INVALID_ARGUMENT", message);
 const unauthenticated = (code: string, message: string) => new ApiError(401, code, message);
 
-/** The service definition and its handlers, for the gateway's server. */
+/**
+ * The service definition and its handlers, for the gateway's server. The composition root builds
+ * it over the cluster service; the service itself does not know this adapter.
+ */
 export function clusterMembershipService(options: ClusterGrpcServiceOptions): GatewayService {
   const { cluster, logger } = options;
 
@@ -136,7 +135,7 @@ export function clusterMembershipService(options: ClusterGrpcServiceOptions): Ga
       ForwardNodeCommand: unary<ForwardNodeCommandRequest, ForwardNodeCommandResponse>(async (call) => {
         requireMember(call);
         const { nodeId, command } = readForwardNodeCommand(call.request);
-        return { result: await options.forwardedCommands.run(nodeId, command) };
+        return { result: await cluster.runForwardedCommand(nodeId, command) };
       }),
     },
   };
@@ -166,7 +165,7 @@ function checkJoinRequest(request: JoinClusterRequest): void {
 }
 
 /** Refuses a token this controller can already tell is unusable; returns its id. */
-function checkToken(cluster: ClusterService, token: string, nowMs: number): string {
+function checkToken(cluster: ClusterMembershipPort, token: string, nowMs: number): string {
   const claims = readJoinTokenClaims(token);
   const record = claims ? cluster.joinTokenRecord(claims.jti) : undefined;
   const seed = cluster.seed()!;
@@ -193,7 +192,7 @@ async function join(options: ClusterGrpcServiceOptions, request: JoinClusterRequ
     const address = leaderId ? cluster.grpcAddressOf(leaderId) : null;
     if (!leaderId || !address) throw raftUnavailable("no leader to take the join is known");
     try {
-      return await options.clients.relayJoin(address, request, options.relayTimeoutMs);
+      return await cluster.relayJoin(address, request);
     } catch (err) {
       const expected = fromGrpcError(err as grpc.ServiceError);
       if (expected) throw expected;

@@ -7,16 +7,17 @@ import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import type { CommandPayloads, CommandResult } from "../gateway/daemon-proto.js";
+import type { CommandPayloads, CommandResult } from "../wire/daemon-proto.js";
 import { ApiError } from "../shared/errors.js";
+import { CONTROLLER_CERTIFICATE_NAME } from "../wire/certificate-names.js";
 
 export const clusterProtoPath = fileURLToPath(new URL("../../proto/cluster.proto", import.meta.url));
 
 /** Largest message either side accepts (a join answer carries a few certificates). */
 export const clusterGrpcMessageBytesMax = 4 * 1024 * 1024;
 
-/** Common name of every controller's gateway certificate (`src/gateway/cluster-ca-store.ts`). */
-export const controllerServerName = "cloud-controller";
+/** Common name of every controller's gateway certificate (the daemon stream's, `src/wire/certificate-names.ts`). */
+export const controllerServerName = CONTROLLER_CERTIFICATE_NAME;
 
 export interface JoinClusterRequest {
   token: string;
@@ -125,7 +126,7 @@ export function fromGrpcError(error: grpc.ServiceError): ApiError | null {
       return new ApiError(parsed.status, parsed.code, parsed.message);
     }
   } catch {
-    // not one of ours
+    // Details that are not our JSON envelope come from gRPC itself: a transport failure, null.
   }
   return null;
 }

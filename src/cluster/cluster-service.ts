@@ -9,12 +9,12 @@
  * Singleton leases: {@link ClusterService.runUnderLease} (see `singleton-leases.ts`).
  */
 import { performance } from "node:perf_hooks";
-import { ConfChangeType, type ConfChangeSingle } from "../../raft/types.js";
+import { ConfChangeType } from "../../raft/types.js";
 import type { AuditRecorder } from "../audit/types.js";
-import type { GatewayService } from "../gateway/daemon-gateway.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
 import { assert, conflict, notFound } from "../shared/errors.js";
+import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
 import { issueNodeCertificate, type CertificateAndKey } from "./ca.js";
 import {
   encodeCommand,
@@ -26,8 +26,8 @@ import {
 } from "./cluster-commands.js";
 import type { ClusterDocuments } from "./cluster-documents.js";
 import { clusterNotReady, raftUnavailable, refusalError } from "./cluster-errors.js";
-import { clusterMembershipService } from "./cluster-grpc-service.js";
 import type { ClusterIdentityStore, MemberIdentity, PendingBootstrap } from "./cluster-identity.js";
+import type { JoinClusterRequest, JoinClusterResponse } from "./cluster-proto.js";
 import {
   joinTokenTtlSecondsDefault,
   type ClusterRecord,
@@ -45,29 +45,13 @@ import { caFingerprint, iso, joinTokenView, leaseView, memberView } from "./clus
 import { RaftHostError } from "./host-errors.js";
 import { hashJoinToken, newJoinTokenId, newSeedSecret, signJoinToken } from "./join-token.js";
 import type { MemberClients } from "./member-clients.js";
+import type { ClusterMembershipPort, LeaderLink, MembershipRequest } from "./membership-types.js";
 import { ForwardedCommands, MemberCommandLink } from "./node-commands.js";
 import type { RaftMember, RaftTuning } from "./raft-member.js";
 import { probeMembers, rewriteLogAsSoleMember } from "./recovery.js";
 import { SingletonLeases, type HeldLease } from "./singleton-leases.js";
 
 export type { HeldLease } from "./singleton-leases.js";
-
-/** Membership change a controller asks the leader for. */
-export interface MembershipRequest {
-  readonly changes: readonly ConfChangeSingle[];
-  readonly context: DistributiveOmit<MembershipContext, "atMs">;
-}
-
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
-
-/**
- * How a controller that does not lead reaches the leader (controller-to-controller gRPC). Absent
- * on a controller that cannot forward; its writes then need it to lead.
- */
-export interface LeaderLink {
-  propose(leaderId: string, command: UnstampedCommand): Promise<AppliedCommand>;
-  changeMembership(leaderId: string, request: MembershipRequest): Promise<void>;
-}
 
 /** Addresses this controller advertises in its member record. */
 export interface AdvertisedAddresses {
@@ -109,7 +93,7 @@ export const upkeepIntervalMs = 1_000;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
 /** See the module comment. */
-export class ClusterService {
+export class ClusterService implements ClusterMembershipPort {
   private readonly log: Logger;
   private member: RaftMember;
   private readonly addresses: AdvertisedAddresses;
@@ -160,18 +144,14 @@ export class ClusterService {
     return this.member.host.leaderId();
   }
 
-  /** The `ClusterMembership` gRPC service of this controller, for the gateway's server. */
-  grpcService(): GatewayService {
-    const { clients, audit, clock, tuning } = this.options;
-    return clusterMembershipService({
-      cluster: this,
-      clients,
-      forwardedCommands: this.forwardedCommands,
-      audit,
-      clock,
-      logger: this.log,
-      relayTimeoutMs: 3 * tuning.commitTimeoutMs,
-    });
+  /** Relays a join to the leader at `address`, bounded by three commit timeouts (the leader's own work is bounded by one). */
+  relayJoin(address: string, request: JoinClusterRequest): Promise<JoinClusterResponse> {
+    return this.options.clients.relayJoin(address, request, 3 * this.options.tuning.commitTimeoutMs);
+  }
+
+  /** Runs a daemon command another member forwarded (`ForwardNodeCommand`) for a stream this controller holds. */
+  runForwardedCommand(nodeId: string, command: InstanceCommand): Promise<CommandResult> {
+    return this.forwardedCommands.run(nodeId, command);
   }
 
   /**

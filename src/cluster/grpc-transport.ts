@@ -361,6 +361,7 @@ class PeerLink {
       if (error) this.handler()?.reportUnreachable(this.peer);
       this.scheduleReconnect();
     });
+    // The call's callback above sees every failure; the error event would only repeat it.
     stream.on("error", () => undefined);
     this.stream = stream;
   }

@@ -48,6 +48,7 @@ export function readJoinTokenClaims(token: string): JoinTokenClaims | null {
     const claims: unknown = JSON.parse(Buffer.from(parts.body.slice(JOIN_TOKEN_PREFIX.length), "base64url").toString("utf8"));
     return Value.Check(JoinTokenClaimsSchema, claims) ? claims : null;
   } catch {
+    // Undecodable claims make an invalid token; callers refuse it with JOIN_TOKEN_INVALID.
     return null;
   }
 }

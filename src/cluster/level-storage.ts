@@ -219,6 +219,8 @@ export class LevelStorage implements Storage {
 
   async close(): Promise<void> {
     if (this.closed) return;
+    // Only the commit index is unwritten, and a restarted member learns it again from the leader:
+    // losing it at close is harmless. Earlier writes' failures went to the callers that asked for them.
     if (this.hardStateUnwritten) await this.write([this.hardStateOp(this.hardState)], false).catch(() => undefined);
     this.closed = true;
     await this.writeChain.catch(() => undefined);

@@ -22,7 +22,7 @@ import {
   type JoinClusterResponse,
   type StatusResponse,
 } from "./cluster-proto.js";
-import type { LeaderLink, MembershipRequest } from "./cluster-service.js";
+import type { LeaderLink, MembershipRequest } from "./membership-types.js";
 
 /** Metadata key marking a join relayed by a member to the leader (relayed at most once). */
 export const relayedJoinMetadataKey = "x-cloud-relayed-join";

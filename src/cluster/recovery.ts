@@ -37,6 +37,7 @@ async function grpcAnswersAt(clients: MemberClients, address: string, timeoutMs:
     await clients.status(address, timeoutMs);
     return true;
   } catch (err) {
+    // Any answer, even a refusal, means the member is alive; only silence counts as down.
     const code = (err as grpc.ServiceError).code;
     return code !== grpc.status.UNAVAILABLE && code !== grpc.status.DEADLINE_EXCEEDED;
   }

@@ -45,6 +45,7 @@ export class SingletonLeases {
       if (!result.ok) return false;
       granted = result.value;
     } catch (err) {
+      // An expected refusal (not ready, no quorum in time): not held this time, the next tick asks again.
       if (err instanceof ApiError) return false;
       throw err;
     }
@@ -73,6 +74,7 @@ export class SingletonLeases {
   /** Releases every held lease (best effort, each bounded by `timeoutMs`), so a survivor can take it at once. */
   async releaseAll(timeoutMs: number): Promise<void> {
     const holder = this.cluster.nodeId;
+    // A release that fails costs only time: the lease expires after its TTL and a survivor takes it then.
     await Promise.all(
       [...this.held].map(([name, fencingToken]) => this.cluster.commit({ op: "lease.release", name, holder, fencingToken }, timeoutMs).catch(() => undefined)),
     );

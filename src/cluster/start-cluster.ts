@@ -315,6 +315,7 @@ function configPathOf(env: Readonly<Record<string, string | undefined>>): string
   try {
     return resolveConfigPath(process.argv, env) ?? null;
   } catch {
+    // No configuration file to update: the caller logs what to set by hand instead.
     return null;
   }
 }

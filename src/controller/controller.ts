@@ -36,7 +36,7 @@ import { TemplateService } from "../templates/template-service.js";
 import { createDaemonGateway } from "../gateway/create-gateway.js";
 import type { DaemonGateway, GatewayTuning } from "../gateway/daemon-gateway.js";
 import { ConsoleHub } from "../gateway/console-hub.js";
-import { controllerMessage } from "../gateway/daemon-proto.js";
+import { controllerMessage } from "../wire/daemon-proto.js";
 import { Tickets } from "../coordination/tickets.js";
 import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
 import { groupSchedulingRoutes } from "../http/routes/group-scheduling.js";
@@ -47,6 +47,7 @@ import { PlayerService } from "../plugin-api/players.js";
 import { SchedulerHost, type SchedulerTuning } from "../scheduler/scheduler-host.js";
 import { startAuditPruner } from "../audit/audit-pruner.js";
 import { buildCoordination } from "./coordination.js";
+import { clusterMembershipService } from "../cluster/cluster-grpc-service.js";
 import { startClusterService } from "../cluster/start-cluster.js";
 import { clusterRoutes } from "../http/routes/cluster.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
@@ -206,7 +207,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         return { token: issued.token, expires_at_ms: issued.expiresAtMs };
       },
       httpPort: () => httpPort,
-      services: [cluster.grpcService()],
+      services: [clusterMembershipService({ cluster, audit, clock, logger: logs.logger("cloud.cluster") })],
     });
     cleanups.push({ name: "daemon gateway", run: () => gateway.stop() });
 

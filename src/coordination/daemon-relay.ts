@@ -14,7 +14,7 @@
  *
  * Without a peer (one controller) everything stays local.
  */
-import type { CommandResult, InstanceCommand } from "../gateway/daemon-proto.js";
+import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
 import type { DaemonReport } from "../gateway/daemon-gateway.js";
 import type { Logger } from "../logs/types.js";
 import type { KvStore } from "../store/ports.js";
@@ -149,6 +149,7 @@ export class DaemonRelay {
     try {
       relayed = JSON.parse(message) as RelayedReport;
     } catch {
+      // Not a relayed report (every controller publishes JSON): nothing to deliver.
       return;
     }
     if (relayed.origin === this.options.controllerId || !relayed.report?.message) return;

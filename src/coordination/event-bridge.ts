@@ -166,6 +166,7 @@ function parseMessage(raw: string): BridgeMessage | null {
   try {
     parsed = JSON.parse(raw);
   } catch {
+    // Not a bridge message (every controller publishes JSON): the caller counts and reports it.
     return null;
   }
   if (typeof parsed !== "object" || parsed === null) return null;

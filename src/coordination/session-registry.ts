@@ -41,6 +41,7 @@ function decode(nodeId: string, value: string): NodeSession | null {
     if (typeof controllerId !== "string" || typeof sessionId !== "string") return null;
     return { nodeId, controllerId, sessionId };
   } catch {
+    // An unreadable entry names no holder: no session, the same answer as an entry of the wrong shape.
     return null;
   }
 }

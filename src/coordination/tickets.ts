@@ -88,6 +88,7 @@ export class Tickets<P extends TicketPayload = TicketPayload> {
     try {
       payload = JSON.parse(stored) as P;
     } catch {
+      // An unreadable ticket is no ticket: refused like an unknown one (it is already taken).
       return null;
     }
     if (typeof payload !== "object" || payload === null || typeof payload.kind !== "string") return null;

@@ -4,7 +4,7 @@
  * follows arrives as instance state reports. A refusal is a result with the runner's stable code
  * (STALE_EPOCH, UNKNOWN_INSTANCE, …). Decisions: docs/decisions/daemon-runner.md.
  */
-import type { CommandResult, InstanceSpec as WireInstanceSpec } from "../gateway/daemon-proto.js";
+import type { CommandResult, InstanceSpec as WireInstanceSpec } from "../wire/daemon-proto.js";
 import type { CommandHandler } from "./gateway-client.js";
 import type { InstanceRunner, InstanceSpec } from "./instance-runner.js";
 import { RunnerError } from "./runner-errors.js";

@@ -4,7 +4,7 @@
  * hello_ack) and the bearer credential for the template routes (from hello_ack, replaced by every
  * `api_credential` message). Both change with each session, so readers ask at each use.
  */
-import type { ApiCredential, HelloAck } from "../gateway/daemon-proto.js";
+import type { ApiCredential, HelloAck } from "../wire/daemon-proto.js";
 
 /** Why the controller's HTTP side cannot be reached right now. */
 export class ControllerEndpointUnknownError extends Error {

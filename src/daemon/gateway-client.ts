@@ -30,8 +30,8 @@ import {
   type InstanceCommand,
   type JoinRequest,
   type JoinResponse,
-} from "../gateway/daemon-proto.js";
-import { CONTROLLER_CERTIFICATE_NAME } from "../gateway/cluster-ca-store.js";
+} from "../wire/daemon-proto.js";
+import { CONTROLLER_CERTIFICATE_NAME } from "../wire/certificate-names.js";
 import { loadOrCreateNodeKey, NODE_KEY_FILE, writeFileDurably } from "./node-key.js";
 
 /** File names of the node identity inside `dataDir`. */
@@ -173,6 +173,7 @@ function certificateMatchesKey(certificatePem: string, keyPem: string): boolean 
   try {
     return new X509Certificate(certificatePem).publicKey.equals(createPublicKey(keyPem));
   } catch {
+    // An unreadable certificate or key does not match; the caller refuses the answer.
     return false;
   }
 }
@@ -347,6 +348,7 @@ export class GatewayClient {
       if (this.stream === stream) this.stream = null;
       this.clearTimers();
       stream.removeAllListeners("data");
+      // Cancelling makes the stream emit CANCELLED; the end it reports is already handled here.
       stream.on("error", () => undefined);
       stream.cancel();
       if (this.stopped) return;

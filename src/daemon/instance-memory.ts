@@ -16,6 +16,7 @@ export function residentMemoryMb(pid: number): number {
     const pages = Number(fields[1]);
     return Number.isFinite(pages) ? (pages * pageBytes) / (1024 * 1024) : 0;
   } catch {
+    // The process exited meanwhile (or there is no /proc): it holds no memory to report.
     return 0;
   }
 }

@@ -6,8 +6,8 @@
  * Console lines and intermediate states produced while disconnected are dropped: the inventory
  * says where each instance is now. Decisions: docs/decisions/daemon-stream.md.
  */
-import type { CacheStatus, ConsoleLine, CrashReportMessage, DaemonMessage, InstanceStateReport } from "../gateway/daemon-proto.js";
-import { daemonMessage } from "../gateway/daemon-proto.js";
+import type { CacheStatus, ConsoleLine, CrashReportMessage, DaemonMessage, InstanceStateReport } from "../wire/daemon-proto.js";
+import { daemonMessage } from "../wire/daemon-proto.js";
 import { systemClock, type Clock } from "../shared/clock.js";
 import type { CrashReport, InstanceRunner, InstanceSnapshot, RunnerEvent, RunnerTimers } from "./instance-runner.js";
 import { systemTimers } from "./instance-runner.js";

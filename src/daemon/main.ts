@@ -27,6 +27,7 @@ function daemonVersion(): string {
       try {
         return (JSON.parse(readFileSync(path, "utf8")) as { version?: string }).version ?? "0.0.0";
       } catch {
+        // The version is only reported in the hello; a broken package.json must not stop the daemon.
         return "0.0.0";
       }
     }

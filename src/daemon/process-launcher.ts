@@ -255,6 +255,7 @@ export class SpawnerLauncher implements ProcessLauncher {
       if (this.helpers[slot] === helper) this.helpers[slot] = null;
       helperLost(helper);
     });
+    // A helper that fails is no longer connected: the next launch forks a new one.
     child.on("error", () => undefined);
     return helper;
   }
@@ -290,6 +291,7 @@ function isAlive(pid: number | undefined): boolean {
     process.kill(pid, 0);
     return true;
   } catch (error) {
+    // ESRCH: no such process. EPERM: it exists but belongs to someone else, so it is alive.
     return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }

@@ -8,9 +8,9 @@
 import { createHash, randomBytes } from "node:crypto";
 import { chmod, lstat, mkdir, readdir, readFile, rename, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { join, resolve, sep } from "node:path";
-import { decodeText, substituteVariables } from "../templates/text-scan.js";
-import { isDirEntry, type ManifestEntry } from "../templates/manifest.js";
-import { normalizeTemplatePath } from "../templates/paths.js";
+import { isDirEntry, type ManifestEntry } from "../wire/template-manifest.js";
+import { normalizeTemplatePath } from "../wire/template-paths.js";
+import { decodeText, substituteVariables } from "../wire/template-text.js";
 
 /** The manifest of one version, as the controller's manifest route returns it. */
 export interface FetchedManifest {
@@ -186,6 +186,7 @@ export class TemplateCache {
       if (this.sizeBytes <= this.options.sizeBytesMax) return;
       if (pinned.has(sha256)) continue;
       this.forget(sha256);
+      // Already forgotten: a file left behind is only disk space, overwritten if the blob comes back.
       await unlink(this.pathOf(sha256)).catch(() => undefined);
     }
   }
@@ -196,12 +197,14 @@ function sha256Hex(data: Uint8Array): string {
 }
 
 async function ensureDirectory(path: string): Promise<void> {
+  // Nothing there (or nothing readable): mkdir below creates it or reports the real problem.
   const existing = await lstat(path).catch(() => null);
   if (existing && !existing.isDirectory()) await rm(path, { force: true });
   await mkdir(path, { recursive: true });
 }
 
 async function replaceWithFile(path: string, data: Uint8Array, mode: number): Promise<void> {
+  // Nothing there (or nothing readable): writeFile below creates it or reports the real problem.
   const existing = await lstat(path).catch(() => null);
   if (existing && !existing.isFile()) await rm(path, { recursive: true, force: true });
   await mkdir(resolve(path, ".."), { recursive: true });

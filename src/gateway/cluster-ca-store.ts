@@ -7,13 +7,12 @@
 import { createClusterCa, issueNodeCertificate, type CertificateAndKey, type ClusterCa } from "../cluster/ca.js";
 import type { Clock } from "../shared/clock.js";
 import { DuplicateKeyError, type Doc, type DocumentStore } from "../store/ports.js";
+import { CONTROLLER_CERTIFICATE_NAME } from "../wire/certificate-names.js";
 
 /** Collection holding the cluster CA document. */
 export const CLUSTER_CA_COLLECTION = "cluster_ca";
 /** Id of the one CA document. */
 export const CLUSTER_CA_DOCUMENT_ID = "cluster";
-/** Common name (and DNS name) of every controller's gateway certificate; daemons check it. */
-export const CONTROLLER_CERTIFICATE_NAME = "cloud-controller";
 
 interface StoredClusterCa extends Doc {
   certPem: string;

@@ -42,7 +42,7 @@ import {
   type JoinRequest,
   type JoinResponse,
   type NodeStatusReport,
-} from "./daemon-proto.js";
+} from "../wire/daemon-proto.js";
 import { GatewayError } from "./gateway-errors.js";
 import type { JoinService } from "./join-service.js";
 
@@ -272,6 +272,7 @@ export class DaemonGateway {
     const commonName = certificate?.subject?.CN;
     const nodeId = typeof commonName === "string" ? commonName : Array.isArray(commonName) ? String(commonName[0]) : null;
     if (!nodeId) {
+      // The refusal below is emitted as an error; without a listener it would throw in this process.
       call.on("error", () => undefined);
       call.emit("error", { code: grpc.status.UNAUTHENTICATED, details: "A client certificate issued by the cluster CA is required" });
       return;

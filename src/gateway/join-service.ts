@@ -8,12 +8,12 @@
  * repeat a join whose answer it lost (same token, same key) and get the same node id again. Without
  * a public key the controller generates the key pair and returns it (older daemons).
  */
-import { CONTROLLER_CERTIFICATE_NAME } from "./cluster-ca-store.js";
 import { createHash, createPublicKey, randomBytes } from "node:crypto";
 import { issueNodeCertificate, issueNodeCertificateForKey, type ClusterCa } from "../cluster/ca.js";
 import type { TokenConsumeOptions, TokenConsumeResult, TokenRejection } from "../domain/node-tokens/node-token-service.js";
 import type { Clock } from "../shared/clock.js";
-import type { JoinRequest, JoinResponse } from "./daemon-proto.js";
+import { CONTROLLER_CERTIFICATE_NAME } from "../wire/certificate-names.js";
+import type { JoinRequest, JoinResponse } from "../wire/daemon-proto.js";
 
 /** Node ids the gateway accepts: they become certificate common names and DNS names. */
 export const NODE_ID_PATTERN = /^[a-z0-9][a-z0-9.-]{0,62}$/;
@@ -70,6 +70,7 @@ export function parseNodePublicKey(pem: string): { ok: true; key: NodePublicKey 
   try {
     key = createPublicKey({ key: pem, format: "pem" });
   } catch {
+    // The daemon sent a bad key: an answer for it (INVALID_ARGUMENT), not a failure of ours.
     return invalid("cannot be parsed");
   }
   if (key.asymmetricKeyType !== "rsa") return invalid(`expected an RSA key, got ${key.asymmetricKeyType ?? "unknown"}`);

@@ -30,7 +30,7 @@ import { RouteRegistry, type RouteModule } from "./route.js";
 import { registerSchemaFormats } from "./schema-formats.js";
 import { auditRoutes } from "./routes/audit.js";
 import { authRoutes } from "./routes/auth.js";
-import { metricsRoutes } from "./routes/metrics.js";
+import { metricsRoutes, type MetricsExposition } from "./routes/metrics.js";
 import { openApiRoutes } from "./routes/openapi.js";
 import { roleRoutes } from "./routes/roles.js";
 import { systemRoutes, type ReadinessProbe, type VersionInfo } from "./routes/system.js";
@@ -39,12 +39,7 @@ import { userRoutes } from "./routes/users.js";
 import type { AppEnv } from "./types.js";
 
 /** The metrics service as the HTTP layer sees it: records requests and renders `/metrics`. */
-export interface HttpMetricsService extends HttpMetricsRecorder {
-  /** Prometheus text exposition (format 0.0.4). */
-  render(): Promise<string>;
-  /** Content type of {@link render}'s output; defaults to `text/plain; version=0.0.4; charset=utf-8`. */
-  readonly contentType?: string;
-}
+export interface HttpMetricsService extends HttpMetricsRecorder, MetricsExposition {}
 
 /** Request bodies above this many bytes are refused with 413 PAYLOAD_TOO_LARGE. */
 export const BODY_LIMIT_BYTES_DEFAULT = 1024 * 1024;

@@ -29,6 +29,7 @@ async function passes(check: HealthCheck, timeoutMs: number): Promise<boolean> {
     const run = Promise.resolve()
       .then(check)
       .then((result) => result !== false)
+      // A check that throws is a failed check: the readiness answer shows it as false.
       .catch(() => false);
     return await Promise.race([run, timeout]);
   } finally {

@@ -7,7 +7,8 @@ import type { Hono } from "hono";
 import type { Static, TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { ApiError, forbidden, unauthorized, validationError } from "../shared/errors.js";
-import type { AppContext, AppEnv, Principal } from "./types.js";
+import type { Principal } from "../auth/principal.js";
+import type { AppContext, AppEnv } from "./types.js";
 
 export type HttpMethod = "get" | "post" | "put" | "patch" | "delete";
 

@@ -1,16 +1,6 @@
 /** Request-scoped context shared by the middleware chain and the routes. */
 import type { Context } from "hono";
-
-/** Who is calling: a signed-in user (JWT) or an instance (workload token). */
-export interface Principal {
-  readonly kind: "user" | "workload";
-  /** Username for users; `instance:<id>` for workloads. */
-  readonly username: string;
-  readonly roles: readonly string[];
-  readonly permissions: ReadonlySet<string>;
-  /** Set for workload principals. */
-  readonly instanceId?: string;
-}
+import type { Principal } from "../auth/principal.js";
 
 export interface AppVariables {
   principal: Principal | null;

@@ -25,6 +25,7 @@ function builtCommit(path: string): string | undefined {
     const info = JSON.parse(readFileSync(path, "utf8")) as { gitCommit?: unknown };
     return typeof info.gitCommit === "string" ? info.gitCommit : undefined;
   } catch {
+    // Not a built package (running from source) or an unreadable record: git is asked instead.
     return undefined;
   }
 }
@@ -54,6 +55,7 @@ export function resolveVersionInfo(opts: {
         .toString()
         .trim();
     } catch {
+      // No git, or not a repository: the commit is reported as unknown.
       gitCommit = "";
     }
   }

@@ -101,6 +101,7 @@ function safeStringify(value: unknown): string {
   try {
     return typeof value === "object" && value !== null ? JSON.stringify(value) : String(value);
   } catch {
+    // Cycles, BigInt, a throwing toJSON: logging a value must never fail, so it is logged as text.
     return String(value);
   }
 }

@@ -48,6 +48,7 @@ function safeJson(value: unknown): string {
   try {
     return JSON.stringify(value);
   } catch {
+    // Cycles, BigInt, a throwing toJSON: logging a value must never fail, so it is logged as text.
     return String(value);
   }
 }

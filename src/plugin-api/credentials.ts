@@ -10,7 +10,7 @@
  * restarts. They are made synchronously (the daemon handshake cannot wait for a signer).
  */
 import { createHmac, timingSafeEqual } from "node:crypto";
-import type { Principal } from "../http/types.js";
+import type { Principal } from "../auth/principal.js";
 import { loadOrCreateSigningSecret } from "../auth/signing-key.js";
 import type { Clock } from "../shared/clock.js";
 import type { DocumentStore } from "../store/ports.js";
@@ -105,6 +105,7 @@ export class MachineCredentials {
     try {
       claims = JSON.parse(Buffer.from(parts[1], "base64url").toString("utf8")) as Record<string, unknown>;
     } catch {
+      // Unreadable claims make an invalid credential: refused like a bad signature.
       return null;
     }
     if (typeof claims.exp !== "number" || claims.exp <= this.clock.nowMs()) return null;

@@ -14,7 +14,7 @@ import type { InstanceService } from "../domain/instances/instance-service.js";
 import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
 import { EventTypes, type InstanceConsoleOutputPayload, type NodeCacheStatusPayload } from "../events/event-types.js";
 import type { EventBus } from "../events/types.js";
-import type { CrashReportMessage, InstanceStateReport } from "../gateway/daemon-proto.js";
+import type { CrashReportMessage, InstanceStateReport } from "../wire/daemon-proto.js";
 import type { DaemonReport } from "../gateway/daemon-gateway.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";

@@ -207,6 +207,7 @@ export class GroupEvaluator {
         return list;
       });
       this.nodeCache = { atMs: nowMs, nodes };
+      // A failed listing is not cached; callers get the rejection through the promise returned below.
       nodes.catch(() => (this.nodeCache = null));
     }
     return this.nodeCache.nodes;

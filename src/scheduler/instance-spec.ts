@@ -4,7 +4,7 @@
  */
 import type { StoredGroup } from "../domain/groups/group-service.js";
 import type { InstanceFields } from "../domain/instances/instance-service.js";
-import type { InstanceSpec } from "../gateway/daemon-proto.js";
+import type { InstanceSpec } from "../wire/daemon-proto.js";
 
 /** Builds the spec of `instance` of `group`; the daemon fills the controller URL it reached. */
 export function buildInstanceSpec(group: StoredGroup, instance: InstanceFields, workloadToken: string): InstanceSpec {

@@ -30,7 +30,7 @@ import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
 import { isoFromMs } from "../domain/shared/time.js";
 import { EventTypes, type GroupCrashLoopPayload, type InstanceCrashedPayload, type InstanceStateChangedPayload } from "../events/event-types.js";
 import type { EventBus, Subscription } from "../events/types.js";
-import type { CommandResult, InstanceCommand } from "../gateway/daemon-proto.js";
+import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
 import type { DaemonReport } from "../gateway/daemon-gateway.js";
 import type { Logger } from "../logs/types.js";
 import type { MetricsService } from "../metrics/metrics.js";
@@ -487,6 +487,7 @@ export class SchedulerHost {
         await this.options.instances.save(next);
       });
     } catch (err) {
+      // The group's lease moved to another controller, which owns the instance documents now.
       if (err instanceof ScopeLostError) return;
       this.options.logger.error(`Recording state ${to} of instance ${instanceId} failed`, err);
     }

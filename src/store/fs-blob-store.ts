@@ -76,7 +76,7 @@ export class FsBlobStore implements BlobStore {
     try {
       await rename(temp, this.pathOf(hash));
     } catch (error) {
-      await unlink(temp).catch(() => undefined);
+      await unlink(temp).catch(() => undefined); // the rename's error is the one to report
       throw error;
     }
     await fsyncPath(fanOut); // makes the rename itself durable

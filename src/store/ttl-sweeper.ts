@@ -9,6 +9,7 @@ export class TtlSweeper {
   constructor(intervalMs: number, sweep: () => Promise<unknown>) {
     if (intervalMs > 0) {
       this.timer = setInterval(() => {
+        // A failed sweep leaves expired documents for the next one; reads hide them meanwhile.
         this.running = sweep().catch(() => undefined);
       }, intervalMs);
       this.timer.unref();

@@ -5,8 +5,9 @@
  */
 import { conflict, notFound } from "../shared/errors.js";
 import { contentOfBytes, type BlobSource, type FileContent } from "./file-content.js";
-import { DIR_MODE, FILE_MODE, NO_CONTENT, fileMode, isDirEntry, sortEntries, type ManifestEntry } from "./manifest.js";
-import { ancestorsOf, isWithin } from "./paths.js";
+import { DIR_MODE, FILE_MODE, NO_CONTENT, fileMode, sortEntries } from "./manifest.js";
+import { isDirEntry, type ManifestEntry } from "../wire/template-manifest.js";
+import { ancestorsOf, isWithin } from "../wire/template-paths.js";
 
 /** The entries of a version being edited. */
 export class FileTree {

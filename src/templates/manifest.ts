@@ -9,7 +9,8 @@
  */
 import { createHash } from "node:crypto";
 import { assert } from "../shared/errors.js";
-import { baseName, parentOf } from "./paths.js";
+import { baseName, parentOf } from "../wire/template-paths.js";
+import { isDirEntry, type ManifestEntry } from "../wire/template-manifest.js";
 
 /** Mode bits of a directory entry (POSIX S_IFDIR | 0755). */
 export const DIR_MODE = 0o040755;
@@ -19,26 +20,6 @@ export const FILE_MODE = 0o100644;
 export const NO_CONTENT = "";
 /** Format marker of the canonical tree encoding. */
 export const TREE_FORMAT = 2;
-
-/** One file or directory of a version. Directories have size 0 and an empty sha256. */
-export interface ManifestEntry {
-  path: string;
-  mode: number;
-  size: number;
-  sha256: string;
-  /** Chunk blobs of a file above FILE_CHUNK_BYTES, in order; absent for every other entry. */
-  chunks?: readonly string[];
-}
-
-/** True when mode bits say directory. */
-export function isDirMode(mode: number): boolean {
-  return (mode & 0o170000) === 0o040000;
-}
-
-/** True for directory entries. */
-export function isDirEntry(entry: ManifestEntry): boolean {
-  return isDirMode(entry.mode);
-}
 
 /** A regular-file mode keeping only the permission bits of `mode` (executable bits survive). */
 export function fileMode(mode: number): number {

@@ -245,6 +245,7 @@ function decodeExtended(value: string | undefined): string | undefined {
   try {
     return decodeURIComponent(match[1]);
   } catch {
+    // Malformed percent-encoding: treated as absent, so the plain parameter is used.
     return undefined;
   }
 }

@@ -5,7 +5,7 @@
  */
 import { gunzipSync, gzipSync } from "node:zlib";
 import { archiveError, type ArchiveEntry, type ArchiveLimits } from "./archive-limits.js";
-import { normalizeTemplatePath } from "./paths.js";
+import { normalizeTemplatePath } from "../wire/template-paths.js";
 
 const BLOCK_BYTES = 512;
 const textDecoder = new TextDecoder("utf-8", { fatal: false });

@@ -20,8 +20,9 @@ import { archiveError, type ArchiveEntry } from "./archive-limits.js";
 import { FileBlobs } from "./file-blobs.js";
 import { contentOfBytes, storedBlobsOf, type FileContent } from "./file-content.js";
 import { FileTree } from "./file-tree.js";
-import { NO_CONTENT, buildTrees, decodeTree, isDirEntry, isDirMode, manifestSizeBytes, type ManifestEntry } from "./manifest.js";
-import { baseName, joinTemplatePath, normalizeTemplatePath, parentOf } from "./paths.js";
+import { NO_CONTENT, buildTrees, decodeTree, manifestSizeBytes } from "./manifest.js";
+import { isDirEntry, isDirMode, type ManifestEntry } from "../wire/template-manifest.js";
+import { baseName, joinTemplatePath, normalizeTemplatePath, parentOf } from "../wire/template-paths.js";
 import { readTarGz, writeTarGz, type TarMember } from "./tar.js";
 import {
   DEFAULT_TEMPLATE_LIMITS,
@@ -38,7 +39,7 @@ import {
   type TemplateLimits,
   type TemplateVersion,
 } from "./template-records.js";
-import { decodeText, placeholdersIn } from "./text-scan.js";
+import { decodeText, placeholdersIn } from "../wire/template-text.js";
 import type { SpooledFile } from "./upload-spool.js";
 import { looksLikeZip, readZip } from "./zip.js";
 
@@ -667,7 +668,7 @@ export class TemplateService {
         const parsed = await this.readManifest(version.hash);
         for (const blob of [...parsed.trees, ...parsed.blobs]) candidates.delete(blob);
       } catch (err) {
-        if (!(err instanceof ApiError)) throw err;
+        if (!(err instanceof ApiError)) throw err; // a version whose trees are missing keeps only its root hash (above)
       }
     }
     for (const blob of candidates) {

@@ -132,6 +132,7 @@ class SpoolingFile {
   }
 
   async abandon(): Promise<void> {
+    // Abandoning follows a failure that is already being reported; a second one from close adds nothing.
     await this.handle.close().catch(() => undefined);
   }
 }

@@ -6,7 +6,7 @@
  */
 import { crc32, inflateRawSync } from "node:zlib";
 import { archiveError, type ArchiveEntry, type ArchiveLimits } from "./archive-limits.js";
-import { normalizeTemplatePath } from "./paths.js";
+import { normalizeTemplatePath } from "../wire/template-paths.js";
 
 const EOCD_SIGNATURE = 0x06054b50;
 const CENTRAL_SIGNATURE = 0x02014b50;

@@ -13,6 +13,7 @@ import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { AuditService } from "../../src/audit/audit-service.js";
 import { createClusterCa, issueNodeCertificate, type CertificateAndKey } from "../../src/cluster/ca.js";
+import { clusterMembershipService } from "../../src/cluster/cluster-grpc-service.js";
 import { ClusterIdentityStore } from "../../src/cluster/cluster-identity.js";
 import { callUnary, controllerServerName, fromGrpcError, loadClusterMembership, type ClusterMembershipClient, type ForwardNodeCommandRequest } from "../../src/cluster/cluster-proto.js";
 import type { ClusterService } from "../../src/cluster/cluster-service.js";
@@ -23,7 +24,7 @@ import { joinTokenFilePath, startClusterService } from "../../src/cluster/start-
 import { parseControllerConfig } from "../../src/config/load.js";
 import { DaemonRelay, type LocalGateway } from "../../src/coordination/daemon-relay.js";
 import { NodeSessionRegistry } from "../../src/coordination/session-registry.js";
-import type { CommandResult, InstanceCommand } from "../../src/gateway/daemon-proto.js";
+import type { CommandResult, InstanceCommand } from "../../src/wire/daemon-proto.js";
 import { createLogService } from "../../src/logs/logger.js";
 import { systemClock } from "../../src/shared/clock.js";
 import { MemoryKvStore } from "../../src/store/memory/memory-kv-store.js";
@@ -80,10 +81,10 @@ function serverCredentials(caPem: string, identity: CertificateAndKey): grpc.Ser
   return grpc.experimental.createCertificateProviderServerCredentials(provider, provider, false);
 }
 
-async function serve(cluster: ClusterService, port: number): Promise<grpc.Server> {
+async function serve(cluster: ClusterService, audit: AuditService, port: number): Promise<grpc.Server> {
   const material = cluster.material()!;
   const server = new grpc.Server();
-  const service = cluster.grpcService();
+  const service = clusterMembershipService({ cluster, audit, clock: systemClock, logger });
   server.addService(service.definition, service.implementation);
   const identity = issueNodeCertificate({ certPem: material.caCertPem, keyPem: material.caKeyPem }, { nodeId: controllerServerName });
   await new Promise<number>((resolve, reject) =>
@@ -147,17 +148,18 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
     const documents = await openDocumentStore({ profile: "development", dataDir: dir, clock: systemClock, ttlSweepIntervalMs: 0 });
     const config = parseControllerConfig({ data: { dir }, grpc: { port: grpcPort }, raft: { host: "127.0.0.1", port: 0, dataDir: join(dir, "raft") } }, { env: {} });
     if (joinToken) writeFileSync(joinTokenFilePath(config), joinToken);
+    const audit = new AuditService({ documents, clock: systemClock });
     const cluster = await startClusterService({
       config,
       documents,
-      audit: new AuditService({ documents, clock: systemClock }),
+      audit,
       clock: systemClock,
       logs,
       onLeft: () => undefined,
       configPath: null,
       tuning: fastTuning,
     });
-    const server = await serve(cluster, grpcPort);
+    const server = await serve(cluster, audit, grpcPort);
     cluster.announce({ httpPort: 1, grpcPort });
     const gateway = new StandInGateway();
     const relay = new DaemonRelay({ controllerId: cluster.nodeId, kv, registry, gateway, peers: cluster.memberCommandLink(), logger, forwardedCommandTimeoutMs: 5_000 });

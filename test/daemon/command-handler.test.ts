@@ -8,7 +8,7 @@ import type { CommandHandler } from "../../src/daemon/gateway-client.js";
 import type { InstanceExit, InstanceRunState, InstanceSnapshot, InstanceSpec } from "../../src/daemon/instance-runner.js";
 import { builtInPlatforms } from "../../src/daemon/platforms.js";
 import { RunnerError, StaleEpochError } from "../../src/daemon/runner-errors.js";
-import type { HelloAck } from "../../src/gateway/daemon-proto.js";
+import type { HelloAck } from "../../src/wire/daemon-proto.js";
 import { wireSpec } from "./fake-controller.js";
 
 /** Keeps instances as snapshots, applies the fencing rule, records calls; stops never finish. */

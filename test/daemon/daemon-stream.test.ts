@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import type { InstanceStateReport } from "../../src/gateway/daemon-proto.js";
+import type { InstanceStateReport } from "../../src/wire/daemon-proto.js";
 import { FakeController, FakeTemplateServer, spawnDaemonChild, waitFor, wireSpec, type DaemonChild, type FakeSession } from "./fake-controller.js";
 import { freePort, isAlive } from "./runner-harness.js";
 

@@ -13,7 +13,7 @@ import * as grpc from "@grpc/grpc-js";
 import { stringify as toYaml } from "yaml";
 import { createClusterCa, issueNodeCertificate, type ClusterCa } from "../../src/cluster/ca.js";
 import { IDENTITY_FILES } from "../../src/daemon/gateway-client.js";
-import { CONTROLLER_CERTIFICATE_NAME } from "../../src/gateway/cluster-ca-store.js";
+import { CONTROLLER_CERTIFICATE_NAME } from "../../src/wire/certificate-names.js";
 import {
   controllerMessage,
   loadNodeGateway,
@@ -24,7 +24,7 @@ import {
   type DaemonMessage,
   type DaemonPayloads,
   type InstanceSpec,
-} from "../../src/gateway/daemon-proto.js";
+} from "../../src/wire/daemon-proto.js";
 import { DIR_MODE, FILE_MODE } from "../../src/templates/manifest.js";
 
 const ROOT_DIR = join(import.meta.dirname, "..", "..");

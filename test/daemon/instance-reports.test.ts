@@ -2,7 +2,7 @@
 // (to a sink the test connects and disconnects), time from a manual clock and manual timers.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { DaemonMessage, DaemonPayloads } from "../../src/gateway/daemon-proto.js";
+import type { DaemonMessage, DaemonPayloads } from "../../src/wire/daemon-proto.js";
 import { ManualClock } from "../../src/shared/clock.js";
 import { cacheStatusIntervalMs, finalReportsQueuedMax, InstanceReporter } from "../../src/daemon/instance-reports.js";
 import type { CrashReport, InstanceSnapshot, RunnerEvent, RunnerTimers } from "../../src/daemon/instance-runner.js";

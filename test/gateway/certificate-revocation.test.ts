@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { certificateRevokedMessage } from "../../src/gateway/daemon-gateway.js";
-import { daemonMessage, type ControllerMessage, type JoinResponse } from "../../src/gateway/daemon-proto.js";
+import { daemonMessage, type ControllerMessage, type JoinResponse } from "../../src/wire/daemon-proto.js";
 import {
   cleanupDirs,
   createToken,

@@ -10,8 +10,8 @@ import * as grpc from "@grpc/grpc-js";
 import { createClusterCa, issueNodeCertificate } from "../../src/cluster/ca.js";
 import { DaemonConfigError, locateDaemonConfig, parseDaemonConfig } from "../../src/daemon/config.js";
 import { backoffDelayMs, GatewayClientError, IDENTITY_FILES } from "../../src/daemon/gateway-client.js";
-import { CONTROLLER_CERTIFICATE_NAME } from "../../src/gateway/cluster-ca-store.js";
-import { controllerMessage, loadNodeGateway, type ControllerMessage, type DaemonMessage } from "../../src/gateway/daemon-proto.js";
+import { CONTROLLER_CERTIFICATE_NAME } from "../../src/wire/certificate-names.js";
+import { controllerMessage, loadNodeGateway, type ControllerMessage, type DaemonMessage } from "../../src/wire/daemon-proto.js";
 import { freePorts } from "../cluster/support/free-ports.js";
 import { cleanupDirs, createToken, eventsOf, eventually, startGatewayController, tempDir, testClient, type GatewayController, type TestClient } from "./harness.js";
 

@@ -13,8 +13,8 @@ import { GatewayClient, type ClientState, type GatewayClientOptions } from "../.
 import type { CloudEvent } from "../../src/events/types.js";
 import type { GatewayTuning } from "../../src/gateway/daemon-gateway.js";
 import type { SchedulerTuning } from "../../src/scheduler/scheduler-host.js";
-import { loadNodeGateway, type ControllerMessage, type DaemonMessage, type JoinRequest, type JoinResponse } from "../../src/gateway/daemon-proto.js";
-import { CONTROLLER_CERTIFICATE_NAME } from "../../src/gateway/cluster-ca-store.js";
+import { loadNodeGateway, type ControllerMessage, type DaemonMessage, type JoinRequest, type JoinResponse } from "../../src/wire/daemon-proto.js";
+import { CONTROLLER_CERTIFICATE_NAME } from "../../src/wire/certificate-names.js";
 import { login, TEST_ADMIN_PASSWORD, testConfig } from "../support/controller.js";
 
 const ROOT_DIR = join(import.meta.dirname, "..", "..");

@@ -13,7 +13,7 @@ import * as grpc from "@grpc/grpc-js";
 import { certificateCommonName, verifyIssuedBy } from "../../src/cluster/ca.js";
 import { IDENTITY_FILES, readIdentity } from "../../src/daemon/gateway-client.js";
 import type { NodeTokenService, TokenConsumeResult } from "../../src/domain/node-tokens/node-token-service.js";
-import { daemonMessage, type ControllerMessage } from "../../src/gateway/daemon-proto.js";
+import { daemonMessage, type ControllerMessage } from "../../src/wire/daemon-proto.js";
 import {
   cleanupDirs,
   createToken,

@@ -5,7 +5,7 @@ import { gzipSync } from "node:zlib";
 import { DEFAULT_ARCHIVE_LIMITS, type ArchiveLimits } from "../../src/templates/archive-limits.js";
 import { readTarGz, writeTarGz } from "../../src/templates/tar.js";
 import { readZip } from "../../src/templates/zip.js";
-import { normalizeTemplatePath } from "../../src/templates/paths.js";
+import { normalizeTemplatePath } from "../../src/wire/template-paths.js";
 import { buildRawTarGz, buildZip } from "./archive-fixtures.js";
 
 const limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS;

@@ -54,6 +54,7 @@ export function registerStatusCommands(program: Command, runtime: RuntimeFactory
       }
       const [groups, version] = await Promise.all([
         client.get("/api/v1/groups"),
+        // The version is an extra line of the overview; an older or unreachable route leaves it out.
         client.get<Record<string, unknown>>("/api/v1/system/version").catch(() => null),
       ]);
       const target = rt.resolved;
@@ -88,6 +89,7 @@ export function registerStatusCommands(program: Command, runtime: RuntimeFactory
       try {
         target = rt.resolved;
       } catch {
+        // No usable context: the client's own version is still worth printing.
         target = undefined;
       }
       let controllerError: string | undefined;

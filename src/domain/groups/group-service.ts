@@ -7,7 +7,7 @@ import type { Clock } from "../../shared/clock.js";
 import { conflict, notFound, validationError } from "../../shared/errors.js";
 import { EventTypes, type GroupMaintenanceChangedPayload } from "../../events/event-types.js";
 import type { EventBus } from "../../events/types.js";
-import { DuplicateKeyError, type Collection, type Doc, type DocumentStore } from "../../store/ports.js";
+import { DuplicateKeyError, type Collection, type DocumentStore } from "../../store/ports.js";
 import { KeyedMutex } from "../shared/keyed-mutex.js";
 import { isoFromMs } from "../shared/time.js";
 import { checkSchema } from "../shared/validate.js";
@@ -21,18 +21,13 @@ import {
   type GroupPatch,
   type SchedulingIssue,
 } from "./group-schemas.js";
+import type { StoredGroup } from "./group-types.js";
 import { validateGroupInvariants } from "./group-validation.js";
+
+export type { StoredGroup } from "./group-types.js";
 
 /** Collection owned by {@link GroupService}. */
 export const GROUPS_COLLECTION = "groups";
-
-/** The stored document: the group without its computed aggregates, keyed by name. */
-export type StoredGroup = Omit<Group, "runningInstances" | "totalPlayers" | "paused" | "schedulingIssue"> &
-  Doc & {
-    /** Absent on groups stored before the scheduler wrote it: read as false / null. */
-    paused?: boolean;
-    schedulingIssue?: SchedulingIssue | null;
-  };
 
 /** The scheduler's own fields of a group record (written without GROUP_UPDATED). */
 export interface GroupSchedulingState {

@@ -1,6 +1,6 @@
 /** Cross-field rules of a group, checked on create and again after a PATCH is merged. */
 import { validationError } from "../../shared/errors.js";
-import type { StoredGroup } from "./group-service.js";
+import type { StoredGroup } from "./group-types.js";
 
 /**
  * Throws 422 VALIDATION_ERROR naming the first field that breaks a rule. `changed` (the keys a

@@ -5,7 +5,8 @@
  */
 import type { MiddlewareHandler } from "hono";
 import { ApiError } from "../../shared/errors.js";
-import type { AppEnv, Principal } from "../types.js";
+import type { Principal } from "../../auth/principal.js";
+import type { AppEnv } from "../types.js";
 
 /** Resolves a bearer token to a principal; throws a 401 {@link ApiError} when it is not valid. */
 export interface Authenticator {

@@ -168,6 +168,7 @@ async function streamConsole(stream: SSEStreamingApi, hub: ConsoleHub, instanceI
       wake?.();
     });
   } catch {
+    // The hub throws only when the instance has its most console listeners: the client is told so.
     return refuse(stream, "Too many connections");
   }
   let closed = false;
@@ -175,6 +176,7 @@ async function streamConsole(stream: SSEStreamingApi, hub: ConsoleHub, instanceI
     closed = true;
     wake?.();
   });
+  // A keep-alive that cannot be written means the client is gone; onAbort ends the stream.
   const keepAlive = setInterval(() => void stream.write(": keep-alive\n\n").catch(() => undefined), consoleKeepAliveMs);
   try {
     await stream.writeSSE({ event: "connected", data: JSON.stringify({ instanceId }) });

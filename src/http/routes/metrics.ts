@@ -1,14 +1,23 @@
 /** `GET /metrics`: Prometheus text format 0.0.4, no authentication, outside the subnet guard; 404 when disabled. */
 import { Hono } from "hono";
 import { notFound } from "../../shared/errors.js";
-import type { HttpMetricsService } from "../app.js";
 import { addRoute, type RouteModule } from "../route.js";
 import type { AppEnv } from "../types.js";
 
 export const PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
+/** What `/metrics` needs of the metrics service. */
+export interface MetricsExposition {
+  /** False when `metrics.enabled` is false: /metrics answers 404. */
+  readonly enabled: boolean;
+  /** Prometheus text exposition (format 0.0.4). */
+  render(): Promise<string>;
+  /** Content type of {@link render}'s output; defaults to `text/plain; version=0.0.4; charset=utf-8`. */
+  readonly contentType?: string;
+}
+
 export const metricsRoutes =
-  (deps: { metrics: HttpMetricsService }): RouteModule =>
+  (deps: { metrics: MetricsExposition }): RouteModule =>
   (app, registry) => {
     const sub = new Hono<AppEnv>();
     addRoute(

@@ -9,7 +9,8 @@ import type { MachineCredentials } from "../../plugin-api/credentials.js";
 import type { PlayerService } from "../../plugin-api/players.js";
 import { assert, badRequest, notFound } from "../../shared/errors.js";
 import { addRoute, type RouteRegistry } from "../route.js";
-import type { AppEnv, Principal } from "../types.js";
+import type { Principal } from "../../auth/principal.js";
+import type { AppEnv } from "../types.js";
 
 const tag = "Plugin";
 /** RFC 4122 textual form (any version: offline-mode servers derive version 3 UUIDs). */

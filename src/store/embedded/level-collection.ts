@@ -193,6 +193,7 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
       this.pending.push({ request, resolve, reject });
       if (!this.commitScheduled) {
         this.commitScheduled = true;
+        // commitGroup answers every waiter itself, failures included: nothing is left to report here.
         void this.mutex.run(() => this.commitGroup()).catch(() => undefined);
       }
     });
@@ -200,7 +201,7 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
 
   private async commitGroup(): Promise<void> {
     const group = this.pending.splice(0, writeGroupMax);
-    if (this.pending.length > 0) void this.mutex.run(() => this.commitGroup()).catch(() => undefined);
+    if (this.pending.length > 0) void this.mutex.run(() => this.commitGroup()).catch(() => undefined); // answers its waiters itself
     else this.commitScheduled = false;
     const overlay: Overlay = new Map();
     const ops: BatchOp[] = [];

@@ -41,6 +41,8 @@ export class MemoryKvStore implements KvStore {
   constructor(options: MemoryKvStoreOptions = {}) {
     this.clock = options.clock ?? systemClock;
     this.purgeEveryWrites = options.purgeEveryWrites ?? defaultPurgeEveryWrites;
+    // The subscribers (event bridge, daemon relay) catch and log their own failures; what reaches
+    // here must only not stop delivery to the channel's other subscribers.
     this.onHandlerError = options.onHandlerError ?? (() => undefined);
   }
 

@@ -293,7 +293,7 @@ class PostgresCollection<T extends Doc> implements Collection<T> {
       }
       await client.query("COMMIT");
     } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined);
+      await client.query("ROLLBACK").catch(() => undefined); // the transaction's error is the one to report
       throw error;
     } finally {
       client.release();

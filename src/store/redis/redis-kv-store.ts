@@ -222,6 +222,7 @@ async function quit(connection: Redis): Promise<void> {
   try {
     await connection.quit();
   } catch {
+    // The connection is already broken: closing it hard is all that is left to do.
     connection.disconnect();
   }
 }

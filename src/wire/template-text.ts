@@ -15,6 +15,7 @@ export function decodeText(data: Uint8Array): string | null {
   try {
     return strictUtf8.decode(data);
   } catch {
+    // Invalid UTF-8 is binary data, which is copied as it is: the answer, not an error.
     return null;
   }
 }

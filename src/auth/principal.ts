@@ -1,0 +1,12 @@
+/** The principal: the identity authentication produces, permission checks read and HTTP carries per request. */
+
+/** Who is calling: a signed-in user (JWT) or an instance (workload token). */
+export interface Principal {
+  readonly kind: "user" | "workload";
+  /** Username for users; `instance:<id>` for workloads. */
+  readonly username: string;
+  readonly roles: readonly string[];
+  readonly permissions: ReadonlySet<string>;
+  /** Set for workload principals. */
+  readonly instanceId?: string;
+}
