@@ -53,7 +53,7 @@ describe("STATIC slots across a controller failover", { timeout: 600_000 }, () =
   const pidOf = (id: string) => serverProcesses().get(id) ?? [];
   const listOn = async (m: ClusterMemberProcess) => ((await m.call("GET", `/api/v1/services?group=${group}`)).json as Instance[]).sort((a, b) => (a.id < b.id ? -1 : 1));
   const diagnostics = async (m: ClusterMemberProcess) =>
-    `${JSON.stringify(await listOn(m))}\n${members.filter((x) => !killed.has(x)).map((x) => `--- ${x.name}\n${x.process?.output().split("\n").filter((l) => /WARN|ERROR|vault|keepsake/.test(l)).slice(-20).join("\n") ?? "(stopped)"}`).join("\n")}`;
+    `${JSON.stringify(await listOn(m))}\n${members.filter((x) => !killed.has(x)).map((x) => `--- ${x.name}\n${x.process?.output().split("\n").filter((l) => /WARN|ERROR|keepsake/.test(l)).slice(-20).join("\n") ?? "(stopped)"}`).join("\n")}`;
 
   before(async () => {
     [postgres, redis] = await Promise.all([startPostgresServer(), startRedisServer()]);
