@@ -10,7 +10,6 @@ import type { InstanceEvent } from "../../actors/instance/transitions.js";
 import type { GroupService, StoredGroup } from "../domain/groups/group-service.js";
 import type { SchedulingIssue } from "../domain/groups/group-schemas.js";
 import type { InstanceFields, InstanceService } from "../domain/instances/instance-service.js";
-import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
 import type { NodeRecord } from "../domain/nodes/node-schemas.js";
 import type { NodeService } from "../domain/nodes/node-service.js";
 import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
@@ -18,8 +17,9 @@ import { isoFromMs } from "../domain/shared/time.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
 import { notFound } from "../shared/errors.js";
-import type { LiveInstances } from "./live-instances.js";
+import type { LiveInstance, LiveInstances } from "./live-instances.js";
 import { placeInstance, type PlacementFailure, type PlacementNode } from "./placement.js";
+import { freeSlots } from "./static-slots.js";
 import { decideExplicitStart, decideScaling, trackIdle, type ScalingInstance } from "./scaling.js";
 
 export interface GroupEvaluatorDeps {
@@ -67,7 +67,9 @@ export class GroupEvaluator {
       const instances = this.deps.live.ofGroup(name);
       const idle = trackIdle(this.idleSince.get(name) ?? new Map(), instances, nowMs);
       this.idleSince.set(name, idle);
-      const decision = decideScaling({ group, instances, paused: group.paused ?? false, nowMs, idleSinceMs: idle });
+      if (!group.static && (group.stoppedInstances ?? []).length > 0) await this.deps.groups.setSchedulingState(name, { stoppedInstances: [] });
+      const stoppedByOperator = new Set(group.static ? (group.stoppedInstances ?? []) : []);
+      const decision = decideScaling({ group, instances, paused: group.paused ?? false, nowMs, idleSinceMs: idle, stoppedByOperator });
       if (decision.action === "SKIP") return { again: false };
       const drains = group.scalingMode === "DYNAMIC" && decision.target >= group.minInstances && decision.target <= Math.max(group.minInstances, group.maxInstances);
       for (const id of decision.stop) this.deps.toInstance(id, { type: drains && this.deps.live.get(id)?.state === "RUNNING" ? "DRAIN" : "STOP" });
@@ -83,8 +85,14 @@ export class GroupEvaluator {
       if (!group) throw notFound(`Group not found: ${name}`);
       const decision = decideExplicitStart(group, this.deps.live.ofGroup(name), group.paused ?? false);
       if (decision.count === 0) return decision;
-      const placed = await this.schedule(group, decision.count, new AbortController().signal, false);
-      if (placed === 0) return { count: 0, reason: (await this.deps.groups.getDoc(name))?.schedulingIssue?.message ?? "no instance could be placed" };
+      // Starting a STATIC group starts the slots operators stopped: they are no longer held.
+      let started = group;
+      if (group.static && (group.stoppedInstances ?? []).length > 0) {
+        await this.deps.groups.setSchedulingState(name, { stoppedInstances: [] });
+        started = { ...group, stoppedInstances: [] };
+      }
+      const placed = await this.schedule(started, decision.count, new AbortController().signal, false);
+      if (placed === 0) return { count: 0, reason: (await this.deps.groups.getDoc(name))?.schedulingIssue?.message ?? this.notStartedReason(started) };
       return { count: placed };
     });
   }
@@ -116,8 +124,11 @@ export class GroupEvaluator {
    * Places and records up to `count` new instances; returns how many were scheduled. `paced`: nodes
    * whose start slots are full take none now (the rest wait for a freed slot, not an issue).
    */
-  private async schedule(group: StoredGroup, count: number, signal: AbortSignal, paced: boolean): Promise<number> {
+  private async schedule(group: StoredGroup, wanted: number, signal: AbortSignal, paced: boolean): Promise<number> {
     this.waitingForSlots.delete(group.name);
+    // A STATIC group starts free slots only: one still stopping, or stopped by an operator, is not free.
+    const slots = group.static ? freeSlots(group.name, group.minInstances, this.deps.live.ofGroup(group.name), new Set(group.stoppedInstances ?? []), wanted) : null;
+    const count = slots ? slots.length : wanted;
     if (count === 0) {
       if (group.schedulingIssue) await this.setIssue(group, null);
       return 0;
@@ -128,17 +139,22 @@ export class GroupEvaluator {
     // Place the whole decision first (each placement reserves in the index), then record the
     // instances together (the store commits concurrent writes in one batch), then start actors.
     const batch: InstanceFields[] = [];
-    let failure: PlacementFailure | null = null;
+    /** The finished records a started slot replaces in the live view (put back if recording fails). */
+    const replaced: LiveInstance[] = [];
+    let failure: PlacementFailure | HomeUnavailable | null = null;
     let waiting = false;
     for (let i = 0; i < count && !signal.aborted; i++) {
-      const id = this.nextInstanceId(group);
-      const preferred = this.preferredNode(group, id, nodes);
-      const onPreferred = preferred ? placeInstance(request, [preferred], this.deps.live.placement) : null;
-      // A static instance waits for a start slot on the node that holds its directory.
-      const result = onPreferred && (onPreferred.ok || onPreferred.code === "START_SLOTS_BUSY") ? onPreferred : placeInstance(request, nodes, this.deps.live.placement);
+      const slot = slots?.[i];
+      const id = slot ? slot.id : `${group.name}-${randomBytes(4).toString("hex")}`;
+      const home = slot?.home ? nodes.find((n) => n.id === slot.home) : undefined;
+      if (slot?.home && !home) this.deps.logger.warn(`Node ${slot.home} of ${id} is no longer registered: ${id} starts with a fresh directory wherever it fits`);
+      // A static instance goes back to the node that holds its directory, and only there: when
+      // that node cannot take it now, it waits (the group record says why) and the others go on.
+      const result = home ? placeInstance(request, [home], this.deps.live.placement) : placeInstance(request, nodes, this.deps.live.placement);
       if (!result.ok) {
         if (result.code === "START_SLOTS_BUSY") waiting = true;
-        else failure = result;
+        else failure ??= home ? homeUnavailable(id, home, result) : result;
+        if (home) continue;
         break;
       }
       const instance: InstanceFields = {
@@ -153,6 +169,8 @@ export class GroupEvaluator {
         stoppedAt: null,
         deploymentRevision: 0,
       };
+      const previous = this.deps.live.get(id);
+      if (previous) replaced.push({ ...previous });
       this.deps.live.put(instance);
       batch.push(instance);
     }
@@ -165,13 +183,14 @@ export class GroupEvaluator {
       }
     } catch (err) {
       for (const instance of batch) this.deps.live.remove(instance.id);
+      for (const previous of replaced) this.deps.live.put(previous);
       throw err;
     }
     for (const instance of batch) this.deps.instanceAdded(instance);
     const placed = batch.length;
     if (waiting) this.waitingForSlots.add(group.name);
     if (failure) await this.setIssue(group, failure);
-    if ((placed === count || waiting) && group.schedulingIssue) await this.setIssue(group, null);
+    else if ((placed === count || waiting) && group.schedulingIssue) await this.setIssue(group, null);
     if (placed > 0) {
       const rest = waiting ? ` (${count - placed} wait for start slots)` : "";
       this.deps.logger.info(`Scheduled ${placed} instance${placed === 1 ? "" : "s"} of group ${group.name}${rest}`);
@@ -179,24 +198,11 @@ export class GroupEvaluator {
     return placed;
   }
 
-  /**
-   * Ids: `<group>-<n>` (lowest free n from 1) for STATIC groups, whose working directories persist
-   * under that name; `<group>-<8 hex>` for the others, never reused.
-   */
-  private nextInstanceId(group: StoredGroup): string {
-    if (!group.static) return `${group.name}-${randomBytes(4).toString("hex")}`;
-    const taken = new Set(this.deps.live.ofGroup(group.name).filter((i) => !FINISHED_STATES.has(i.state)).map((i) => i.id));
-    for (let n = 1; ; n++) {
-      const id = `${group.name}-${n}`;
-      if (!taken.has(id)) return id;
-    }
-  }
-
-  /** A static instance goes back to the node that holds its working directory, when it can. */
-  private preferredNode(group: StoredGroup, id: string, nodes: readonly PlacementNode[]): PlacementNode | null {
-    if (!group.static) return null;
-    const previous = this.deps.live.get(id);
-    return (previous && nodes.find((n) => n.id === previous.node)) ?? null;
+  /** Why an explicit start placed nothing when no scheduling issue says it. */
+  private notStartedReason(group: StoredGroup): string {
+    if (!group.static) return "no instance could be placed";
+    const stopping = this.deps.live.ofGroup(group.name).filter((i) => i.state === "STOPPING" || i.state === "DRAINING");
+    return stopping.length > 0 ? `${stopping.map((i) => i.id).join(", ")} still stopping: started again once stopped` : "no instance could be placed";
   }
 
   private placementNodes(): Promise<NodeRecord[]> {
@@ -213,7 +219,7 @@ export class GroupEvaluator {
     return this.nodeCache.nodes;
   }
 
-  private async setIssue(group: StoredGroup, failure: PlacementFailure | null): Promise<void> {
+  private async setIssue(group: StoredGroup, failure: PlacementFailure | HomeUnavailable | null): Promise<void> {
     const issue: SchedulingIssue | null = failure
       ? { code: failure.code, message: failure.message, since: group.schedulingIssue?.code === failure.code ? group.schedulingIssue.since : isoFromMs(this.deps.clock.nowMs()) }
       : null;
@@ -223,3 +229,11 @@ export class GroupEvaluator {
 }
 
 export type { ScalingInstance };
+
+/** A static slot's placement failure on the node that holds its directory, as the group record shows it. */
+export type HomeUnavailable = { ok: false; code: "STATIC_NODE_UNAVAILABLE"; message: string; nodeId: string };
+
+function homeUnavailable(id: string, home: PlacementNode, result: PlacementFailure): HomeUnavailable {
+  const why = home.state !== "ONLINE" ? `the node is ${home.state}` : home.cordoned ? "the node is cordoned" : result.message;
+  return { ok: false, code: "STATIC_NODE_UNAVAILABLE", message: `${id} waits for node ${home.id}, which holds its directory: ${why}`, nodeId: home.id };
+}

@@ -4,7 +4,8 @@
  * docs/decisions/scheduler.md ("Scaling"):
  *
  * - maintenance or a crash-loop pause: skip the group;
- * - STATIC: exactly minInstances;
+ * - STATIC: exactly minInstances slots; a slot an operator stopped still counts (it stays stopped);
+ *   surplus stops the highest slots first (static-slots.ts);
  * - DYNAMIC: at least minInstances, at most maxInstances; scale up when the players on RUNNING
  *   instances reach `scaleUpFillRatio` of their slots; stop idle instances (0 players for
  *   `idleCooldownMs`) while the others stay at or below `scaleDownFillRatio`;
@@ -14,6 +15,7 @@ import type { Group } from "../domain/groups/group-schemas.js";
 import type { InstanceFields } from "../domain/instances/instance-service.js";
 import type { InstanceState } from "../domain/instances/instance-schemas.js";
 import { AssertionError } from "../shared/errors.js";
+import { slotNumber } from "./static-slots.js";
 
 /** What scaling needs of a group. */
 export type ScalingGroup = Pick<Group, "name" | "scalingMode" | "minInstances" | "maxInstances" | "maxPlayers" | "maintenance">;
@@ -70,6 +72,11 @@ export interface ScalingInput {
   nowMs: number;
   /** Since when each idle RUNNING instance had 0 players (see {@link trackIdle}). */
   idleSinceMs: ReadonlyMap<string, number>;
+  /**
+   * STATIC: instance ids an operator stopped (the group record's `stoppedInstances`). Their slots
+   * count towards minInstances while they are stopped, so nothing is started in their place.
+   */
+  stoppedByOperator?: ReadonlySet<string>;
 }
 
 /**
@@ -93,7 +100,7 @@ export function decideScaling(input: ScalingInput, policy: ScalingPolicy = defau
   const counted = input.instances.filter((i) => COUNTED_STATES.has(i.state));
   switch (group.scalingMode) {
     case "STATIC":
-      return resize(counted, group.minInstances, policy, `STATIC: exactly ${group.minInstances}`);
+      return resizeStatic(input, counted, policy);
     case "MANUAL":
       return { action: "SCALE", start: 0, stop: [], target: counted.length, capped: false, message: "MANUAL: explicit starts only" };
     case "DYNAMIC":
@@ -157,6 +164,34 @@ function resize(counted: readonly ScalingInstance[], target: number, policy: Sca
     .slice(0, surplus)
     .map((i) => i.id);
   return { action: "SCALE", start: 0, stop, target, capped: false, message };
+}
+
+/**
+ * STATIC: a slot an operator stopped counts as filled (nothing replaces it); surplus stops ids that
+ * are not slots of the group first (as {@link resize} orders them), then the highest slots, so that
+ * lowering minInstances from 3 to 2 stops `<group>-3` and keeps the slots 1 and 2.
+ */
+function resizeStatic(input: ScalingInput, counted: readonly ScalingInstance[], policy: ScalingPolicy): ScalingDecision {
+  const { group } = input;
+  const countedIds = new Set(counted.map((i) => i.id));
+  const stoppedSlots = [...(input.stoppedByOperator ?? [])].filter((id) => !countedIds.has(id) && slotNumber(group.name, id) !== null).length;
+  const filled = counted.length + stoppedSlots;
+  const held = stoppedSlots > 0 ? ` (${stoppedSlots} stopped by an operator)` : "";
+  const message = `STATIC: exactly ${group.minInstances}${held}`;
+  if (filled <= group.minInstances) {
+    const decision = resize(counted, group.minInstances - stoppedSlots, policy, message);
+    return decision.action === "SCALE" ? { ...decision, target: group.minInstances } : decision;
+  }
+  const surplus = Math.min(counted.length, filled - group.minInstances);
+  const notSlots = counted.filter((i) => slotNumber(group.name, i.id) === null);
+  const ordered = [
+    ...(resize(notSlots, 0, policy, message) as Extract<ScalingDecision, { action: "SCALE" }>).stop,
+    ...counted
+      .filter((i) => slotNumber(group.name, i.id) !== null)
+      .sort((a, b) => (slotNumber(group.name, b.id) as number) - (slotNumber(group.name, a.id) as number))
+      .map((i) => i.id),
+  ];
+  return { action: "SCALE", start: 0, stop: ordered.slice(0, surplus), target: group.minInstances, capped: false, message };
 }
 
 function rankForStop(instance: ScalingInstance): number {

@@ -44,6 +44,7 @@ import { GroupEvaluator } from "./group-evaluator.js";
 import { buildInstanceSpec } from "./instance-spec.js";
 import { LiveInstances, STARTING_STATES } from "./live-instances.js";
 import { ScopeLostError, type ScopeOwnership } from "./scopes.js";
+import { slotNumber } from "./static-slots.js";
 
 /** Commands to daemons and their reports: the daemon gateway, narrowed. */
 export interface DaemonLink {
@@ -258,13 +259,20 @@ export class SchedulerHost {
    */
   async stopInstance(id: string, force: boolean): Promise<void> {
     const doc = await this.requireLive(id);
+    // A graceful stop of a STATIC instance keeps its slot stopped until the group is started
+    // again; it is noted on the group record before the stop goes out, so whichever controller
+    // schedules the group reads it before the instance is STOPPED. A force-stop is respawned.
+    const holdsSlot = !force && (await this.options.groups.getDoc(doc.group))?.static === true;
+    if (holdsSlot) await this.options.groups.setStoppedByOperator(doc.group, id, true);
     if (this.knownStates.has(id)) {
       this.toInstance(id, { type: force ? "FORCE_STOP" : "STOP" });
       return;
     }
     const body = { group: doc.group, fencing_token: await this.actingFencingToken(doc.group), instance_id: id };
     const result = await this.command(doc.node, force ? { type: "force_stop_instance", body } : { type: "stop_instance", body });
-    if (!result.ok) throw refused(result);
+    if (result.ok) return;
+    if (holdsSlot) await this.options.groups.setStoppedByOperator(doc.group, id, false);
+    throw refused(result);
   }
 
   /** Writes one line to the instance's standard input. */
@@ -325,7 +333,11 @@ export class SchedulerHost {
     const adopted: ScopeInstance[] = [];
     for (const group of groups) {
       for (const doc of await this.options.instances.findDocs({ group: group.name })) {
-        if (FINISHED_STATES.has(doc.state)) continue;
+        if (FINISHED_STATES.has(doc.state)) {
+          // A finished STATIC instance is a slot to refill: its record names the node of its directory.
+          if (group.static) this.live.put(doc);
+          continue;
+        }
         this.live.put(doc);
         adopted.push({ instanceId: doc.id, group: doc.group, node: doc.node, adoptState: doc.state as InstanceAdoptableState, timeouts: this.tuning.instanceTimeouts });
         this.knownStates.set(doc.id, doc.state);
@@ -614,13 +626,20 @@ export class SchedulerHost {
     }
   }
 
-  /** Deletes STOPPED and CRASHED records older than the retention, and forgets them here. */
+  /**
+   * Deletes STOPPED and CRASHED records older than the retention, and forgets them here. The
+   * records of a STATIC group's slots stay while the group exists and is STATIC: they say on which
+   * node each slot's directory is.
+   */
   private async sweepFinished(): Promise<void> {
     await this.syncTrackedGroups();
     const cutoffMs = this.options.clock.nowMs() - this.tuning.finishedRetentionMs;
+    const groups = new Map((await this.options.groups.listDocs()).map((g) => [g.name, g]));
     for (const state of ["STOPPED", "CRASHED"] as const) {
       for (const doc of await this.options.instances.findDocs({ state })) {
-        if (!this.isOwned(doc.group) && (await this.options.groups.exists(doc.group))) continue;
+        const group = groups.get(doc.group);
+        if (group?.static && slotNumber(group.name, doc.id) !== null) continue;
+        if (!this.isOwned(doc.group) && group) continue;
         const endedMs = doc.stoppedAt ? Date.parse(doc.stoppedAt) : 0;
         if (endedMs > cutoffMs) continue;
         await this.options.instances.remove(doc.id);

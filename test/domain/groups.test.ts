@@ -51,6 +51,7 @@ describe("GroupService", () => {
         parent: null,
         paused: false,
         schedulingIssue: null,
+        stoppedInstances: [],
         runningInstances: 0,
         totalPlayers: 0,
         createdAt: undefined,

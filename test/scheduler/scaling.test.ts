@@ -51,6 +51,32 @@ describe("decideScaling", () => {
     assert.equal(over.start, 0);
   });
 
+  test("STATIC: a slot an operator stopped counts; nothing starts in its place", () => {
+    const group: ScalingGroup = { ...base, name: "hub", scalingMode: "STATIC", minInstances: 3 };
+    const input = (instances: ScalingInstance[], stopped: string[]) => ({ group, instances, paused: false, nowMs: 0, idleSinceMs: new Map(), stoppedByOperator: new Set(stopped) });
+    const held = scale(decideScaling(input([inst("hub-1", "STOPPED"), inst("hub-2", "RUNNING"), inst("hub-3", "RUNNING")], ["hub-1"])));
+    assert.deepEqual([held.start, held.stop, held.target], [0, [], 3]);
+    assert.match(held.message, /1 stopped by an operator/);
+    // The same group without the operator's stop: the crashed slot is refilled.
+    assert.equal(scale(decideScaling(input([inst("hub-1", "CRASHED"), inst("hub-2", "RUNNING"), inst("hub-3", "RUNNING")], []))).start, 1);
+    // A stopped id that is counted anyway (started again meanwhile) is not counted twice.
+    assert.equal(scale(decideScaling(input([inst("hub-1", "RUNNING"), inst("hub-2", "RUNNING")], ["hub-1"]))).start, 1);
+    // Ids that are not slots of the group do not hold anything.
+    assert.equal(scale(decideScaling(input([inst("hub-2", "RUNNING")], ["other-1", "hub-x"]))).start, 2);
+  });
+
+  test("STATIC surplus stops the highest slots first, ids that are not slots before them", () => {
+    const group: ScalingGroup = { ...base, name: "hub", scalingMode: "STATIC", minInstances: 2 };
+    const instances = [inst("hub-1", "RUNNING", 0), inst("hub-10", "RUNNING", 9), inst("hub-2", "STARTING"), inst("hub-3", "RUNNING", 0)];
+    const d = scale(decideScaling({ group, instances, paused: false, nowMs: 0, idleSinceMs: new Map() }));
+    assert.deepEqual(d.stop, ["hub-10", "hub-3"], "numeric order, not string order, and players do not matter");
+    const mixed = scale(decideScaling({ group: { ...group, minInstances: 1 }, instances: [inst("hub-1", "RUNNING"), inst("hub-2", "RUNNING"), inst("hub-1a2b3c4d", "RUNNING")], paused: false, nowMs: 0, idleSinceMs: new Map() }));
+    assert.deepEqual(mixed.stop, ["hub-1a2b3c4d", "hub-2"]);
+    // Lowered below the slots an operator stopped: the running ones stop, the stopped stay stopped.
+    const below = scale(decideScaling({ group: { ...group, minInstances: 1 }, instances: [inst("hub-1", "STOPPED"), inst("hub-2", "RUNNING")], paused: false, nowMs: 0, idleSinceMs: new Map(), stoppedByOperator: new Set(["hub-1"]) }));
+    assert.deepEqual([below.start, below.stop], [0, ["hub-2"]]);
+  });
+
   test("MANUAL never starts or stops on its own", () => {
     const group: ScalingGroup = { ...base, scalingMode: "MANUAL", minInstances: 3 };
     const d = scale(decideScaling({ group, instances: [inst("a", "RUNNING", 0)], paused: false, nowMs: 10 * minuteMs, idleSinceMs: new Map([["a", 0]]) }));

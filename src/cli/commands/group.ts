@@ -169,6 +169,9 @@ export function registerGroupCommands(program: Command, runtime: RuntimeFactory)
         ["Maintenance", g.maintenance ? "on" : "off"],
         ["Paused", g.paused ? "yes: crash loop (`cloudctl group resume` ends it)" : "no"],
         ["Issue", issueText(g.schedulingIssue)],
+        ...(Array.isArray(g.stoppedInstances) && g.stoppedInstances.length > 0
+          ? [["Stopped", `${g.stoppedInstances.join(", ")} (by an operator; \`cloudctl group start\` starts them)`] as [string, unknown]]
+          : []),
       ]);
       o.line();
       o.table(

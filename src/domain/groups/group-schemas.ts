@@ -89,6 +89,11 @@ export const GroupSchema = Type.Object({
   paused: Type.Boolean(),
   /** Why the scheduler cannot start the instances the group needs; null when nothing blocks it. */
   schedulingIssue: Type.Union([SchedulingIssueSchema, Type.Null()]),
+  /**
+   * STATIC: instances an operator stopped (`POST /api/v1/services/{id}/stop`). Their slots stay
+   * STOPPED, nothing replaces them, until `POST /api/v1/groups/{group}/start`.
+   */
+  stoppedInstances: Type.Array(Type.String()),
   runningInstances: Type.Integer(),
   totalPlayers: Type.Integer(),
   createdAt: Type.String({ format: "date-time" }),

@@ -33,6 +33,8 @@ export const GROUPS_COLLECTION = "groups";
 export interface GroupSchedulingState {
   paused?: boolean;
   schedulingIssue?: SchedulingIssue | null;
+  /** STATIC instances an operator stopped: their slots stay stopped until the group is started. */
+  stoppedInstances?: string[];
 }
 
 /** Per-group aggregates computed from the instances. */
@@ -117,8 +119,32 @@ export class GroupService {
       const next: StoredGroup = { ...current };
       if (state.paused !== undefined) next.paused = state.paused;
       if (state.schedulingIssue !== undefined) next.schedulingIssue = state.schedulingIssue;
-      if (next.paused === current.paused && JSON.stringify(next.schedulingIssue ?? null) === JSON.stringify(current.schedulingIssue ?? null)) return true;
+      if (state.stoppedInstances !== undefined) next.stoppedInstances = [...new Set(state.stoppedInstances)].sort();
+      if (
+        next.paused === current.paused &&
+        JSON.stringify(next.schedulingIssue ?? null) === JSON.stringify(current.schedulingIssue ?? null) &&
+        JSON.stringify(next.stoppedInstances ?? []) === JSON.stringify(current.stoppedInstances ?? [])
+      ) {
+        return true;
+      }
       await this.groups.put(next);
+      return true;
+    });
+  }
+
+  /**
+   * Adds (`stopped` true) or removes an instance id of the group's `stoppedInstances`, read and
+   * written under the group's write lock. Returns false when the group no longer exists.
+   */
+  async setStoppedByOperator(name: string, instanceId: string, stopped: boolean): Promise<boolean> {
+    return this.writes.run(name, async () => {
+      const current = await this.groups.get(name);
+      if (!current) return false;
+      const ids = new Set(current.stoppedInstances ?? []);
+      if (ids.has(instanceId) === stopped) return true;
+      if (stopped) ids.add(instanceId);
+      else ids.delete(instanceId);
+      await this.groups.put({ ...current, stoppedInstances: [...ids].sort() });
       return true;
     });
   }
@@ -154,6 +180,7 @@ export class GroupService {
       parent: input.parent ?? GROUP_DEFAULTS.parent,
       paused: false,
       schedulingIssue: null,
+      stoppedInstances: [],
       createdAt: nowIso,
       updatedAt: nowIso,
     };
@@ -240,6 +267,12 @@ export class GroupService {
 }
 
 function toGroup(doc: StoredGroup, aggregates: GroupAggregates): Group {
-  const { _id: _ignored, paused, schedulingIssue, ...rest } = doc;
-  return { ...(rest as Omit<Group, "runningInstances" | "totalPlayers" | "paused" | "schedulingIssue">), paused: paused ?? false, schedulingIssue: schedulingIssue ?? null, ...aggregates };
+  const { _id: _ignored, paused, schedulingIssue, stoppedInstances, ...rest } = doc;
+  return {
+    ...(rest as Omit<Group, "runningInstances" | "totalPlayers" | "paused" | "schedulingIssue" | "stoppedInstances">),
+    paused: paused ?? false,
+    schedulingIssue: schedulingIssue ?? null,
+    stoppedInstances: stoppedInstances ?? [],
+    ...aggregates,
+  };
 }

@@ -3,9 +3,10 @@ import type { Doc } from "../../store/ports.js";
 import type { Group, SchedulingIssue } from "./group-schemas.js";
 
 /** The stored document: the group without its computed aggregates, keyed by name. */
-export type StoredGroup = Omit<Group, "runningInstances" | "totalPlayers" | "paused" | "schedulingIssue"> &
+export type StoredGroup = Omit<Group, "runningInstances" | "totalPlayers" | "paused" | "schedulingIssue" | "stoppedInstances"> &
   Doc & {
-    /** Absent on groups stored before the scheduler wrote it: read as false / null. */
+    /** Absent on groups stored before the scheduler wrote it: read as false / null / []. */
     paused?: boolean;
     schedulingIssue?: SchedulingIssue | null;
+    stoppedInstances?: string[];
   };
