@@ -27,6 +27,7 @@ import { performance } from "node:perf_hooks";
 import { stringify as toYaml } from "yaml";
 import { InstanceRunner } from "../../src/daemon/instance-runner.js";
 import { SpawnerLauncher } from "../../src/daemon/process-launcher.js";
+import { systemClock } from "../../src/shared/clock.js";
 import { defaultSchedulerTuning } from "../../src/scheduler/scheduler-host.js";
 import { builtInPlatforms } from "../../src/daemon/platforms.js";
 import {
@@ -95,7 +96,7 @@ async function runRunnerMode(): Promise<void> {
   const workDir = await mkdtemp(join(tmpdir(), "bench-start-to-running-"));
   // As the daemon does: processes are started through the spawner helpers.
   const launcher = new SpawnerLauncher();
-  const runner = new InstanceRunner({ workDir, platforms: builtInPlatforms(), clock: { nowMs: () => performance.now() }, launcher });
+  const runner = new InstanceRunner({ workDir, platforms: builtInPlatforms(), clock: { ...systemClock, nowMs: () => performance.now() }, launcher });
   const onSignal = () => {
     runner.killAllNow();
     process.exit(130);

@@ -11,7 +11,7 @@ import {
   issueNodeCertificate,
   verifyIssuedBy,
 } from "../../src/cluster/ca.js";
-import { ManualClock } from "../../src/shared/clock.js";
+import { FakeClock } from "../support/fake-clock.js";
 
 const ca = createClusterCa({ commonName: "test CA" });
 const node = issueNodeCertificate(ca, { nodeId: "controller-1", hosts: ["10.0.0.7", "cp1.example"] });
@@ -41,7 +41,7 @@ test("verifyIssuedBy accepts the CA's certificates and rejects foreign, expired 
   const otherCa = createClusterCa();
   assert.equal(verifyIssuedBy(otherCa, node.certPem), false);
   assert.equal(verifyIssuedBy(ca, "not a certificate"), false);
-  const clock = new ManualClock(Date.UTC(2020, 0, 1));
+  const clock = new FakeClock(Date.UTC(2020, 0, 1));
   const shortLived = issueNodeCertificate(ca, { nodeId: "n2", validityDays: 1, clock });
   assert.equal(verifyIssuedBy(ca, shortLived.certPem, clock), true);
   clock.advance(2 * 24 * 60 * 60 * 1000);

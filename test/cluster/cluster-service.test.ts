@@ -19,7 +19,8 @@ import { startClusterService } from "../../src/cluster/start-cluster.js";
 import { issueNodeCertificate } from "../../src/cluster/ca.js";
 import { parseControllerConfig } from "../../src/config/load.js";
 import { createLogService } from "../../src/logs/logger.js";
-import { ManualClock, type Clock } from "../../src/shared/clock.js";
+import type { Clock } from "../../src/shared/clock.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { ApiError } from "../../src/shared/errors.js";
 import { CLUSTER_CA_COLLECTION, CLUSTER_CA_DOCUMENT_ID } from "../../src/gateway/cluster-ca-store.js";
 import { openDocumentStore } from "../../src/store/open.js";
@@ -42,7 +43,7 @@ interface Harness {
 async function startHarness(options: { dir?: string; clock?: Clock; beforeStart?: (documents: DocumentStore) => Promise<void> } = {}): Promise<Harness> {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), "cloud-cluster-service-"));
   if (!options.dir) dirs.push(dir);
-  const clock = options.clock ?? new ManualClock(Date.now());
+  const clock = options.clock ?? new FakeClock(Date.now());
   const documents = await openDocumentStore({ profile: "development", dataDir: dir, clock, ttlSweepIntervalMs: 0 });
   await options.beforeStart?.(documents);
   const logLines: string[] = [];
@@ -106,7 +107,7 @@ describe("cluster service: the cluster CA", () => {
 
 describe("cluster service: singleton leases", () => {
   it("runUnderLease grants through Raft with the log index as fencing token, skips while another holds it, re-grants after expiry by the leader's clock", async () => {
-    const clock = new ManualClock(Date.now());
+    const clock = new FakeClock(Date.now());
     const h = await startHarness({ clock });
     let seen: HeldLease | null = null;
     assert.equal(
@@ -156,7 +157,7 @@ describe("cluster service: singleton leases", () => {
   });
 
   it("a job loses its lease (signal aborted) when a renewal is refused", async () => {
-    const clock = new ManualClock(Date.now());
+    const clock = new FakeClock(Date.now());
     const h = await startHarness({ clock });
     const ttlMs = 150;
     const finished = h.cluster.runUnderLease("audit-pruner", ttlMs, async (lease) => {
@@ -203,7 +204,7 @@ describe("cluster service: readiness and quorum", () => {
   it("before the cluster meta is stamped every route answers 409 CLUSTER_NOT_READY", async () => {
     const dir = mkdtempSync(join(tmpdir(), "cloud-cluster-unstamped-"));
     dirs.push(dir);
-    const clock = new ManualClock(Date.now());
+    const clock = new FakeClock(Date.now());
     const identityStore = new ClusterIdentityStore(join(dir, "raft"));
     const nodeId = identityStore.ensureNodeId();
     const ca = createClusterCa();

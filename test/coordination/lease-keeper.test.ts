@@ -6,7 +6,7 @@ import { groupResource, leaseKey } from "../../src/coordination/keys.js";
 import { KvLeases } from "../../src/coordination/kv-leases.js";
 import { LeaseKeeper, type LeaseKeeperOptions } from "../../src/coordination/lease-keeper.js";
 import { LeaseLostError, type Lease, type Leases } from "../../src/coordination/lease.js";
-import { ManualClock } from "../../src/shared/clock.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { AssertionError } from "../../src/shared/errors.js";
 import type { KvStore } from "../../src/store/ports.js";
 import { AlwaysOwnedLeases } from "../../src/coordination/always-owned-leases.js";
@@ -350,7 +350,7 @@ describe("LeaseKeeper options", () => {
   const base = () => ({
     leases: new AlwaysOwnedLeases("c1"),
     resources: () => [],
-    clock: new ManualClock(0),
+    clock: new FakeClock(0),
     onAcquired: () => undefined,
     onLost: () => undefined,
   });
@@ -363,7 +363,7 @@ describe("LeaseKeeper options", () => {
   });
 
   it("with development leases holds every resource at token 0 and never loses one", async () => {
-    const clock = new ManualClock(0);
+    const clock = new FakeClock(0);
     const timers = new ManualTimers(clock);
     const acquired: string[] = [];
     const keeper = new LeaseKeeper({

@@ -8,7 +8,7 @@ import { after, before, describe } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "../../src/logs/types.js";
-import { ManualClock } from "../../src/shared/clock.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { MemoryKvStore } from "../../src/store/memory/memory-kv-store.js";
 import type { KvStore } from "../../src/store/ports.js";
 import { openRedisKvStore } from "../../src/store/redis/redis-kv-store.js";
@@ -19,7 +19,7 @@ import { startRedisServer, type RedisServer } from "../support/redis-server.js";
 export interface KvEnvironment {
   readonly backend: "memory" | "redis";
   /** Injected time of the code under test; with memory it is also the store's expiry clock. */
-  readonly clock: ManualClock;
+  readonly clock: FakeClock;
   /** A connection to the shared store, as one controller would open it. */
   connect(): Promise<KvStore>;
   /** Lets `ms` pass for the store's expiry (and moves the clock by as much). */
@@ -39,7 +39,7 @@ const START_MS = Date.parse("2026-06-01T00:00:00Z");
 export function describeEachKv(title: string, body: (env: () => Promise<KvEnvironment>) => void): void {
   describe(`${title} (memory)`, () => {
     body(async () => {
-      const clock = new ManualClock(START_MS);
+      const clock = new FakeClock(START_MS);
       const store = new MemoryKvStore({ clock });
       return {
         backend: "memory",
@@ -61,7 +61,7 @@ export function describeEachKv(title: string, body: (env: () => Promise<KvEnviro
       await server?.stop();
     });
     body(async () => {
-      const clock = new ManualClock(START_MS);
+      const clock = new FakeClock(START_MS);
       const connections: KvStore[] = [];
       return {
         backend: "redis",
@@ -99,7 +99,7 @@ export class ManualTimers implements Timers {
   private readonly pending = new Map<number, { callback: () => void; dueMs: number }>();
   private nextHandle = 1;
 
-  constructor(private readonly clock: ManualClock) {}
+  constructor(private readonly clock: FakeClock) {}
 
   setTimeout(callback: () => void, delayMs: number): unknown {
     const handle = this.nextHandle++;

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { DaemonMessage, DaemonPayloads } from "../../src/wire/daemon-proto.js";
-import { ManualClock } from "../../src/shared/clock.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { cacheStatusIntervalMs, finalReportsQueuedMax, InstanceReporter } from "../../src/daemon/instance-reports.js";
 import type { CrashReport, InstanceSnapshot, RunnerEvent, RunnerTimers } from "../../src/daemon/instance-runner.js";
 import type { SendOptions } from "../../src/daemon/gateway-client.js";
@@ -51,7 +51,7 @@ class RecordingSink {
 class ManualTimers implements RunnerTimers {
   pending = new Map<number, { at: number; callback: () => void }>();
   private next = 0;
-  constructor(private readonly clock: ManualClock) {}
+  constructor(private readonly clock: FakeClock) {}
   setTimeout(callback: () => void, delayMs: number): unknown {
     this.next += 1;
     this.pending.set(this.next, { at: this.clock.nowMs() + delayMs, callback });
@@ -75,7 +75,7 @@ class ManualTimers implements RunnerTimers {
 function setup(cacheStatus?: () => TemplateCacheStatus) {
   const runner = new ScriptedRunner();
   const sink = new RecordingSink();
-  const clock = new ManualClock(1_000_000);
+  const clock = new FakeClock(1_000_000);
   const timers = new ManualTimers(clock);
   const dropped: number[] = [];
   const reporter = new InstanceReporter({ runner, sink, clock, timers, cacheStatus, onFinalReportsDropped: (n) => void dropped.push(n) });

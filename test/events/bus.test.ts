@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { ManualClock } from "../../src/shared/clock.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { createEventBus } from "../../src/events/bus.js";
 import { BUILT_IN_EVENT_TYPES, EVENT_FIELDS, EventTypes, isBuiltInEventType, type EventPayloads } from "../../src/events/event-types.js";
 import type { CloudEvent } from "../../src/events/types.js";
@@ -15,7 +15,7 @@ function recordingLogger() {
 
 function bus(opts: { queueEventsMax?: number } = {}) {
   const { logger, entries } = recordingLogger();
-  const clock = new ManualClock(Date.UTC(2026, 0, 1));
+  const clock = new FakeClock(Date.UTC(2026, 0, 1));
   return { bus: createEventBus({ logger, clock, ...opts }), entries, clock };
 }
 

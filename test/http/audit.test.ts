@@ -10,7 +10,7 @@ import { audited } from "../../src/http/audited.js";
 import { addRoute, type RouteModule } from "../../src/http/route.js";
 import type { AppEnv } from "../../src/http/types.js";
 import { auditNumericId, clampAuditPageSize } from "../../src/audit/audit-service.js";
-import { ManualClock } from "../../src/shared/clock.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { isObjectId, ObjectIdGenerator, objectIdTimestampMs } from "../../src/shared/object-id.js";
 import { startTestApp, type TestApp } from "../support/http-app.js";
 
@@ -18,10 +18,10 @@ const RECORDS = 620;
 
 describe("audit log", () => {
   let t: TestApp;
-  let clock: ManualClock;
+  let clock: FakeClock;
   let admin: string;
   before(async () => {
-    clock = new ManualClock(Date.parse("2026-03-01T00:00:00.000Z"));
+    clock = new FakeClock(Date.parse("2026-03-01T00:00:00.000Z"));
     t = await startTestApp({ clock });
     admin = await t.tokenFor("ADMIN");
     for (let i = 0; i < RECORDS; i++) {
@@ -188,7 +188,7 @@ describe("audited helper", () => {
 
 describe("audit retention", () => {
   it("expires records 90 days after createdAt (audit_ttl), not before", async () => {
-    const clock = new ManualClock(Date.parse("2026-03-01T00:00:00.000Z"));
+    const clock = new FakeClock(Date.parse("2026-03-01T00:00:00.000Z"));
     const t = await startTestApp({ clock });
     try {
       await t.audit.record({ action: "group.create", resourceType: "group", resourceId: "old" }, { username: "alice", ipAddress: "10.0.0.1" });
@@ -204,7 +204,7 @@ describe("audit retention", () => {
 
 describe("object ids", () => {
   it("are 24-hex, time-prefixed and strictly increasing, even within one second or a clock step back", () => {
-    const clock = new ManualClock(Date.parse("2026-01-01T00:00:00Z"));
+    const clock = new FakeClock(Date.parse("2026-01-01T00:00:00Z"));
     const gen = new ObjectIdGenerator(clock);
     const ids: string[] = [];
     for (let i = 0; i < 5000; i++) {

@@ -15,7 +15,7 @@ import type { AppEnv } from "../../src/http/types.js";
 import { hashPassword, verifyPassword } from "../../src/auth/password.js";
 import { loadOrCreateSigningSecret } from "../../src/auth/signing-key.js";
 import { ALL_PERMISSIONS, BUILT_IN_ROLES, isKnownPermission } from "../../src/auth/permissions.js";
-import { ManualClock } from "../../src/shared/clock.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { ADMIN_PASSWORD, startTestApp, TEST_SCRYPT, type TestApp, type TestResponse } from "../support/http-app.js";
 
 function assertError(res: TestResponse, status: number, code: string): void {
@@ -31,9 +31,9 @@ async function auditOf(t: TestApp, action: string) {
 
 describe("login and tokens", () => {
   let t: TestApp;
-  let clock: ManualClock;
+  let clock: FakeClock;
   before(async () => {
-    clock = new ManualClock(Date.now());
+    clock = new FakeClock(Date.now());
     t = await startTestApp({ clock });
   });
   after(() => t.close());
@@ -183,7 +183,7 @@ describe("first start and restarts", () => {
       const jwtSecrets = async () => (await b.documents.collection("system_secrets").find()).filter((d) => d._id === "jwt-signing-key").length;
       assert.equal(await jwtSecrets(), 1);
       await b.documents.collection("system_secrets").delete("jwt-signing-key");
-      const racing = await Promise.all([1, 2, 3].map(() => loadOrCreateSigningSecret(b.documents, new ManualClock(0))));
+      const racing = await Promise.all([1, 2, 3].map(() => loadOrCreateSigningSecret(b.documents, new FakeClock(0))));
       assert.ok(racing.every((secret) => Buffer.from(secret).equals(Buffer.from(racing[0]))));
       assert.equal(await jwtSecrets(), 1);
     } finally {

@@ -12,7 +12,7 @@ import { sanitizeCorrelationId } from "../../src/http/middleware/request-context
 import { addRoute, type RouteModule } from "../../src/http/route.js";
 import type { AppEnv } from "../../src/http/types.js";
 import { TokenBuckets } from "../../src/http/token-buckets.js";
-import { ManualClock } from "../../src/shared/clock.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { startTestApp, type TestApp, type TestResponse } from "../support/http-app.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -213,7 +213,7 @@ describe("CORS", () => {
 
 describe("rate limits", () => {
   it("limits per IP with 429 RATE_LIMITED and Retry-After, counting requests before authentication", async () => {
-    const clock = new ManualClock(Date.now());
+    const clock = new FakeClock(Date.now());
     const t = await startTestApp({ clock, config: { rateLimit: { perIpPerMinute: 3, perUserPerMinute: 1000 } } });
     try {
       for (let i = 0; i < 3; i++) assert.equal((await t.request("GET", "/api/v1/system/version")).status, 200);
@@ -231,7 +231,7 @@ describe("rate limits", () => {
   });
 
   it("limits per user after authentication, independently for each user", async () => {
-    const clock = new ManualClock(Date.now());
+    const clock = new FakeClock(Date.now());
     const t = await startTestApp({ clock, config: { rateLimit: { perIpPerMinute: 10_000, perUserPerMinute: 2 } } });
     try {
       const admin = await t.tokenFor("ADMIN");
@@ -249,7 +249,7 @@ describe("rate limits", () => {
   });
 
   it("keeps the bucket map bounded, forgetting the least recently used key", () => {
-    const clock = new ManualClock(0);
+    const clock = new FakeClock(0);
     const buckets = new TokenBuckets({ capacity: 1, windowMs: 60_000, keysMax: 2, clock });
     assert.equal(buckets.take("a").allowed, true);
     assert.equal(buckets.take("b").allowed, true);

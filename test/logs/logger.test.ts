@@ -2,7 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ManualClock } from "../../src/shared/clock.js";
+import { FakeClock } from "../support/fake-clock.js";
 import {
   createLogService,
   formatThrowable,
@@ -28,7 +28,7 @@ const T0 = Date.UTC(2026, 0, 2, 3, 4, 5, 6); // 2026-01-02T03:04:05.006Z
 
 function service(opts: Partial<LogServiceOptions> = {}) {
   const sink = capture();
-  const clock = new ManualClock(T0);
+  const clock = new FakeClock(T0);
   const logs = createLogService({ level: "INFO", format: "JSON", clock, ...opts }, sink.out);
   return { logs, sink, clock };
 }

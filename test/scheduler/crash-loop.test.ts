@@ -1,13 +1,13 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { ManualClock } from "../../src/shared/clock.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { CrashLoopDetector, defaultCrashLoopOptions } from "../../src/scheduler/crash-loop.js";
 
 const secondMs = 1_000;
 
 describe("CrashLoopDetector", () => {
   test("3 crashes within 300 s trip once, with the window start", () => {
-    const clock = new ManualClock(1_000_000);
+    const clock = new FakeClock(1_000_000);
     const detector = new CrashLoopDetector(defaultCrashLoopOptions, clock);
     assert.deepEqual(detector.recordCrash("lobby"), { tripped: false, crashCount: 1, windowStartMs: 1_000_000 });
     clock.advance(100 * secondMs);
@@ -20,7 +20,7 @@ describe("CrashLoopDetector", () => {
   });
 
   test("crashes slide out of the window: exactly 300 s old no longer counts", () => {
-    const clock = new ManualClock(0);
+    const clock = new FakeClock(0);
     const detector = new CrashLoopDetector(defaultCrashLoopOptions, clock);
     detector.recordCrash("lobby");
     clock.advance(150 * secondMs);
@@ -33,7 +33,7 @@ describe("CrashLoopDetector", () => {
   });
 
   test("groups are independent; reset forgets a group's window", () => {
-    const clock = new ManualClock(0);
+    const clock = new FakeClock(0);
     const detector = new CrashLoopDetector({ crashLoopThreshold: 2, crashLoopWindowMs: 60 * secondMs }, clock);
     detector.recordCrash("a");
     detector.recordCrash("b");
@@ -43,14 +43,14 @@ describe("CrashLoopDetector", () => {
   });
 
   test("threshold 1 trips on every crash; bad settings are refused", () => {
-    const detector = new CrashLoopDetector({ crashLoopThreshold: 1, crashLoopWindowMs: 1 }, new ManualClock(5));
+    const detector = new CrashLoopDetector({ crashLoopThreshold: 1, crashLoopWindowMs: 1 }, new FakeClock(5));
     assert.deepEqual(detector.recordCrash("x"), { tripped: true, crashCount: 1, windowStartMs: 5 });
-    assert.throws(() => new CrashLoopDetector({ crashLoopThreshold: 0, crashLoopWindowMs: 1 }, new ManualClock()));
-    assert.throws(() => new CrashLoopDetector({ crashLoopThreshold: 3, crashLoopWindowMs: 0 }, new ManualClock()));
+    assert.throws(() => new CrashLoopDetector({ crashLoopThreshold: 0, crashLoopWindowMs: 1 }, new FakeClock()));
+    assert.throws(() => new CrashLoopDetector({ crashLoopThreshold: 3, crashLoopWindowMs: 0 }, new FakeClock()));
   });
 
   test("memory stays bounded: at most threshold times per group, quiet groups pruned", () => {
-    const clock = new ManualClock(0);
+    const clock = new FakeClock(0);
     const detector = new CrashLoopDetector({ crashLoopThreshold: 1_000, crashLoopWindowMs: 10 * secondMs }, clock);
     for (let g = 0; g < 100; g++) detector.recordCrash(`g${g}`);
     assert.equal(detector.prune(), 100);

@@ -1,7 +1,7 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { InstanceState } from "../../src/domain/instances/instance-schemas.js";
-import { ManualClock } from "../../src/shared/clock.js";
+import { FakeClock } from "../support/fake-clock.js";
 import {
   decideExplicitStart,
   decideScaling,
@@ -113,7 +113,7 @@ describe("decideScaling", () => {
   });
 
   test("DYNAMIC: idle instances stop after the cooldown, never below min, longest idle first", () => {
-    const clock = new ManualClock(0);
+    const clock = new FakeClock(0);
     const instances = [inst("a", "RUNNING", 0), inst("b", "RUNNING", 0), inst("c", "RUNNING", 0), inst("d", "RUNNING", 0)];
     let idle = trackIdle(new Map(), [instances[2]], clock.nowMs());
     clock.advance(minuteMs);

@@ -7,7 +7,8 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { ManualClock, type Clock } from "../../src/shared/clock.js";
+import type { Clock } from "../../src/shared/clock.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { AssertionError } from "../../src/shared/errors.js";
 import { documentComparator, matchesFilter } from "../../src/store/document-query.js";
 import {
@@ -118,9 +119,9 @@ const queryCases: { title: string; filter: Filter; options?: FindOptions; expect
 
 /** Runs the document store contract against the subjects `createSubject` makes. */
 export function runDocumentStoreContract(name: string, createSubject: () => Promise<DocumentStoreSubject>): void {
-  async function withStore(body: (store: DocumentStore, clock: ManualClock, subject: DocumentStoreSubject) => Promise<void>): Promise<void> {
+  async function withStore(body: (store: DocumentStore, clock: FakeClock, subject: DocumentStoreSubject) => Promise<void>): Promise<void> {
     const subject = await createSubject();
-    const clock = new ManualClock(startMs());
+    const clock = new FakeClock(startMs());
     let store: DocumentStore | undefined;
     try {
       store = await subject.open(clock);
@@ -377,7 +378,7 @@ export function runDocumentStoreContract(name: string, createSubject: () => Prom
 
     it("keeps data across close and reopen, and indexes added later cover old documents", async () => {
       const subject = await createSubject();
-      const clock = new ManualClock(startMs());
+      const clock = new FakeClock(startMs());
       const collectionName = uniqueName("persist");
       try {
         const first = await subject.open(clock);

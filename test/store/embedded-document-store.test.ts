@@ -4,7 +4,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { it } from "node:test";
-import { ManualClock } from "../../src/shared/clock.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { LevelDocumentStore, openLevelDocumentStore } from "../../src/store/embedded/level-document-store.js";
 import { DuplicateKeyError, type Doc } from "../../src/store/ports.js";
 import { runDocumentStoreContract } from "./document-store-contract.js";
@@ -20,7 +20,7 @@ runDocumentStoreContract("embedded (LevelDB)", async () => {
 
 it("embedded: a sweep deletes at most ttlSweepBatchMax documents per collection", async () => {
   const directory = await mkdtemp(join(tmpdir(), "doc-store-"));
-  const clock = new ManualClock(Date.parse("2026-06-01T00:00:00Z"));
+  const clock = new FakeClock(Date.parse("2026-06-01T00:00:00Z"));
   const store = await openLevelDocumentStore({ directory, clock, ttlSweepIntervalMs: 0, ttlSweepBatchMax: 4 });
   try {
     const crashes = store.collection<Doc>("crashes", { ttl: { name: "crashes_ttl", field: "at", seconds: 1 } });

@@ -1,10 +1,10 @@
 // Runs the key-value contract against the in-memory adapter with a manual clock.
-import { ManualClock } from "../../src/shared/clock.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { MemoryKvStore } from "../../src/store/memory/memory-kv-store.js";
 import { runKvStoreContract } from "./kv-store-contract.js";
 
 runKvStoreContract("memory", async () => {
-  const clock = new ManualClock(Date.parse("2026-06-01T00:00:00Z"));
+  const clock = new FakeClock(Date.parse("2026-06-01T00:00:00Z"));
   const store = new MemoryKvStore({ clock });
   return {
     store,

@@ -7,7 +7,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { CloudEvent, EventBus, EventFilterBuilder, EventHandler, Subscription } from "../../src/events/types.js";
-import { ManualClock } from "../../src/shared/clock.js";
+import { FakeClock } from "./fake-clock.js";
 import { openDocumentStore } from "../../src/store/open.js";
 import type { DocumentStore } from "../../src/store/ports.js";
 
@@ -46,7 +46,7 @@ export class RecordingEventBus implements EventBus {
 export interface StoreFixture {
   dir: string;
   store: DocumentStore;
-  clock: ManualClock;
+  clock: FakeClock;
   events: RecordingEventBus;
   close(): Promise<void>;
 }
@@ -54,7 +54,7 @@ export interface StoreFixture {
 /** Opens a {@link StoreFixture} in a new temporary directory named with `prefix`. */
 export async function openStoreFixture(prefix: string): Promise<StoreFixture> {
   const dir = await mkdtemp(join(tmpdir(), prefix));
-  const clock = new ManualClock(FIXTURE_START_MS);
+  const clock = new FakeClock(FIXTURE_START_MS);
   const store = await openDocumentStore({ profile: "development", dataDir: dir, clock, ttlSweepIntervalMs: 0 });
   return {
     dir,

@@ -1,6 +1,6 @@
 /** Fixtures for the template tests: a service on the shared store fixture and a filesystem blob store. */
 import { join } from "node:path";
-import type { ManualClock } from "../../src/shared/clock.js";
+import type { FakeClock } from "../support/fake-clock.js";
 import { openFsBlobStore, type FsBlobStore } from "../../src/store/fs-blob-store.js";
 import type { DocumentStore } from "../../src/store/ports.js";
 import type { TemplateLimits } from "../../src/templates/template-records.js";
@@ -13,7 +13,7 @@ export interface TemplateFixture {
   documents: DocumentStore;
   blobs: FsBlobStore;
   events: RecordingEventBus;
-  clock: ManualClock;
+  clock: FakeClock;
   service: TemplateService;
   close(): Promise<void>;
 }
