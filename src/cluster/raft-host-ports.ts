@@ -53,16 +53,3 @@ export interface ConfChangeCodec {
 export interface MessageSender {
   send(messages: readonly Message[]): void;
 }
-
-/** Injected time: the host's only source of "now" and of timers. */
-export interface HostScheduler {
-  nowMs(): number;
-  setTimer(callback: () => void, delayMs: number): unknown;
-  clearTimer(handle: unknown): void;
-}
-
-export const systemScheduler: HostScheduler = {
-  nowMs: () => Date.now(),
-  setTimer: (callback, delayMs) => setTimeout(callback, delayMs),
-  clearTimer: (handle) => clearTimeout(handle as NodeJS.Timeout),
-};

@@ -19,7 +19,8 @@ import { assert } from "../shared/errors.js";
 import { HostErrorCode, notLeader, RaftHostError } from "./host-errors.js";
 import type { TransportHandler } from "./grpc-transport.js";
 import { PendingProposals, PendingReads } from "./pending-requests.js";
-import { systemScheduler, type ConfChangeCodec, type HostScheduler, type HostStorage, type MessageSender, type RawNodeLike, type StateMachine } from "./raft-host-ports.js";
+import type { ConfChangeCodec, HostStorage, MessageSender, RawNodeLike, StateMachine } from "./raft-host-ports.js";
+import { systemClock, type Clock, type Timer } from "../shared/clock.js";
 import { RequestFraming, stripRequestHeader } from "./request-framing.js";
 
 export interface RaftNodeHostOptions {
@@ -29,7 +30,8 @@ export interface RaftNodeHostOptions {
   readonly transport: MessageSender & { setHandler(handler: TransportHandler): void };
   readonly createRawNode: (config: RaftConfig) => RawNodeLike;
   readonly confChangeCodec: ConfChangeCodec;
-  readonly scheduler?: HostScheduler;
+  /** The host's only source of "now" and of timers. */
+  readonly clock?: Clock;
   readonly tickIntervalMs: number;
   readonly electionTicks: number;
   readonly heartbeatTicks: number;
@@ -61,7 +63,7 @@ const transferTimeoutTicksFactor = 2;
 /** One Raft member's loop: ticking, persisting, sending, applying. */
 export class RaftNodeHost {
   private readonly rawNode: RawNodeLike;
-  private readonly scheduler: HostScheduler;
+  private readonly clock: Clock;
   private readonly framing = new RequestFraming();
   private readonly proposals = new PendingProposals();
   private readonly reads: PendingReads;
@@ -69,14 +71,14 @@ export class RaftNodeHost {
   private confState: ConfState;
   private appliedIndex: number;
   private snapshotIndex: number;
-  private tickTimer: unknown = null;
+  private tickTimer: Timer | null = null;
   private loopRunning = false;
   private loopAgain = false;
   private stopped = false;
   private readonly options: Required<Pick<RaftNodeHostOptions, "proposalTimeoutMs" | "readTimeoutMs" | "pendingRequestsMax" | "snapshotIntervalEntries" | "compactionMarginEntries">>;
 
   constructor(private readonly config: RaftNodeHostOptions) {
-    this.scheduler = config.scheduler ?? systemScheduler;
+    this.clock = config.clock ?? systemClock;
     this.options = {
       proposalTimeoutMs: config.proposalTimeoutMs ?? proposalTimeoutMsDefault,
       readTimeoutMs: config.readTimeoutMs ?? readTimeoutMsDefault,
@@ -87,7 +89,7 @@ export class RaftNodeHost {
     this.reads = new PendingReads({
       framing: this.framing,
       readTimeoutMs: this.options.readTimeoutMs,
-      nowMs: () => this.scheduler.nowMs(),
+      nowMs: () => this.clock.nowMs(),
       appliedIndex: () => this.appliedIndex,
       requestReadIndex: (context) => this.rawNode.readIndex(context),
       toHostError: (error) => this.proposalError(error),
@@ -136,7 +138,7 @@ export class RaftNodeHost {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
-    if (this.tickTimer !== null) this.scheduler.clearTimer(this.tickTimer);
+    this.tickTimer?.cancel();
     this.failAll(HostErrorCode.Stopped, "the node host stopped");
     while (this.loopRunning) await new Promise((resolve) => setImmediate(resolve));
   }
@@ -186,7 +188,7 @@ export class RaftNodeHost {
         reject(this.proposalError(error));
         return;
       }
-      this.proposals.add(counter, resolve, reject, this.scheduler.nowMs() + this.options.proposalTimeoutMs);
+      this.proposals.add(counter, resolve, reject, this.clock.nowMs() + this.options.proposalTimeoutMs);
       this.kick();
     });
   }
@@ -203,7 +205,7 @@ export class RaftNodeHost {
         reject(this.proposalError(error));
         return;
       }
-      this.proposals.add(counter, (value) => resolve(value as ConfState), reject, this.scheduler.nowMs() + this.options.proposalTimeoutMs);
+      this.proposals.add(counter, (value) => resolve(value as ConfState), reject, this.clock.nowMs() + this.options.proposalTimeoutMs);
       this.kick();
     });
   }
@@ -230,9 +232,9 @@ export class RaftNodeHost {
     if (!this.isLeader()) throw notLeader(this.softState.leader);
     this.rawNode.transferLeadership(to);
     this.kick();
-    const deadlineMs = this.scheduler.nowMs() + transferTimeoutTicksFactor * this.config.electionTicks * this.config.tickIntervalMs;
-    while (!this.stopped && this.softState.leader !== to && this.scheduler.nowMs() < deadlineMs) {
-      await new Promise<void>((resolve) => this.scheduler.setTimer(resolve, this.config.tickIntervalMs));
+    const deadlineMs = this.clock.nowMs() + transferTimeoutTicksFactor * this.config.electionTicks * this.config.tickIntervalMs;
+    while (!this.stopped && this.softState.leader !== to && this.clock.nowMs() < deadlineMs) {
+      await new Promise<void>((resolve) => this.clock.setTimeout(resolve, this.config.tickIntervalMs));
     }
     return this.softState.leader === to;
   }
@@ -262,7 +264,7 @@ export class RaftNodeHost {
   }
 
   private scheduleTick(): void {
-    this.tickTimer = this.scheduler.setTimer(() => {
+    this.tickTimer = this.clock.setTimeout(() => {
       if (this.stopped) return;
       this.rawNode.tick();
       this.expireRequests();
@@ -396,7 +398,7 @@ export class RaftNodeHost {
   }
 
   private expireRequests(): void {
-    const nowMs = this.scheduler.nowMs();
+    const nowMs = this.clock.nowMs();
     this.proposals.expire(nowMs, this.softState.leader);
     this.reads.expire(nowMs, this.softState.leader);
   }
@@ -420,7 +422,7 @@ export class RaftNodeHost {
 
   private fatal(error: unknown): void {
     this.stopped = true;
-    if (this.tickTimer !== null) this.scheduler.clearTimer(this.tickTimer);
+    this.tickTimer?.cancel();
     this.failAll(HostErrorCode.Stopped, "the node host failed");
     if (this.config.onFatal) this.config.onFatal(error);
     else

@@ -13,11 +13,10 @@
  * that cannot be confirmed by then (store unreachable, request hanging) therefore ends in
  * `onLost`, before any other controller can have acquired the lease.
  */
-import { systemClock, type Clock } from "../shared/clock.js";
+import { systemClock, type Clock, type Timer } from "../shared/clock.js";
 import { assert } from "../shared/errors.js";
 import type { Logger } from "../logs/types.js";
 import { LeaseLostError, sameLease, type Lease, type Leases } from "./lease.js";
-import { systemTimers, type Timers } from "./timers.js";
 
 /** Resources acquired, renewed or released per tick; bounds one tick's work and the leases held. */
 export const KEEPER_RESOURCES_PER_TICK_MAX = 1_000;
@@ -39,8 +38,8 @@ export interface LeaseKeeperOptions {
   requestsInFlightMax?: number;
   onAcquired: (resource: string, lease: Lease) => void;
   onLost: (resource: string) => void;
+  /** Time and timers (unref'd: a pending lease timer alone does not keep the process alive). */
   clock?: Clock;
-  timers?: Timers;
   logger?: Logger;
 }
 
@@ -48,7 +47,7 @@ interface HeldLease {
   lease: Lease;
   /** The local deadline: the lease is given up when it has not been renewed by then. */
   validUntilMs: number;
-  deadlineTimer: unknown;
+  deadlineTimer: Timer | undefined;
 }
 
 const silentLogger: Logger = {
@@ -64,7 +63,6 @@ const silentLogger: Logger = {
 export class LeaseKeeper {
   private readonly leases: Leases;
   private readonly clock: Clock;
-  private readonly timers: Timers;
   private readonly logger: Logger;
   private readonly leaseTtlMs: number;
   private readonly renewIntervalMs: number;
@@ -72,7 +70,7 @@ export class LeaseKeeper {
   private readonly resourcesPerTickMax: number;
   private readonly requestsInFlightMax: number;
   private readonly held = new Map<string, HeldLease>();
-  private tickTimer: unknown;
+  private tickTimer: Timer | undefined;
   private tickInFlight: Promise<void> | undefined;
   private started = false;
   private stopped = false;
@@ -82,7 +80,6 @@ export class LeaseKeeper {
   constructor(private readonly options: LeaseKeeperOptions) {
     this.leases = options.leases;
     this.clock = options.clock ?? systemClock;
-    this.timers = options.timers ?? systemTimers;
     this.logger = options.logger ?? silentLogger;
     this.leaseTtlMs = options.leaseTtlMs;
     this.renewIntervalMs = options.renewIntervalMs ?? Math.floor(options.leaseTtlMs / 3);
@@ -111,7 +108,7 @@ export class LeaseKeeper {
     if (this.stopped) return;
     this.stopped = true;
     this.releaseOnStop = options.release !== false;
-    if (this.tickTimer !== undefined) this.timers.clearTimeout(this.tickTimer);
+    this.tickTimer?.cancel();
     this.tickTimer = undefined;
     await this.tickInFlight;
     const leases = [...this.held.values()].map((held) => held.lease);
@@ -226,19 +223,19 @@ export class LeaseKeeper {
   }
 
   private armDeadline(held: HeldLease, validUntilMs: number): void {
-    if (held.deadlineTimer !== undefined) this.timers.clearTimeout(held.deadlineTimer);
+    held.deadlineTimer?.cancel();
     held.validUntilMs = validUntilMs;
-    held.deadlineTimer = this.timers.setTimeout(() => {
+    held.deadlineTimer = this.clock.setTimeout(() => {
       held.deadlineTimer = undefined;
       if (this.held.get(held.lease.resource) === held) this.lose(held.lease.resource, "not renewed before the local deadline");
-    }, Math.max(0, validUntilMs - this.clock.nowMs()));
+    }, Math.max(0, validUntilMs - this.clock.nowMs()), { unref: true });
   }
 
   private lose(resource: string, reason: string): void {
     const held = this.held.get(resource);
     if (!held) return;
     this.held.delete(resource);
-    if (held.deadlineTimer !== undefined) this.timers.clearTimeout(held.deadlineTimer);
+    held.deadlineTimer?.cancel();
     this.logger.info(`Lease on ${resource} (token ${held.lease.fencingToken}) lost: ${reason}`);
     this.notify(() => this.options.onLost(resource), "onLost", resource);
   }
@@ -260,7 +257,7 @@ export class LeaseKeeper {
   }
 
   private scheduleTick(delayMs: number): void {
-    this.tickTimer = this.timers.setTimeout(() => {
+    this.tickTimer = this.clock.setTimeout(() => {
       if (this.stopped) return;
       this.scheduleTick(this.renewIntervalMs);
       if (this.tickInFlight) {
@@ -272,7 +269,7 @@ export class LeaseKeeper {
         .finally(() => {
           this.tickInFlight = undefined;
         });
-    }, delayMs);
+    }, delayMs, { unref: true });
   }
 }
 

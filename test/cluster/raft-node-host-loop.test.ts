@@ -7,36 +7,16 @@ import type { ConfChange, ConfState, Entry, Message, NodeId, Snapshot } from "..
 import type { TransportHandler } from "../../src/cluster/grpc-transport.js";
 import { RaftHostError } from "../../src/cluster/host-errors.js";
 import type { PersistRequest } from "../../src/cluster/level-storage.js";
-import type { HostScheduler, HostStorage, StateMachine } from "../../src/cluster/raft-host-ports.js";
+import type { HostStorage, StateMachine } from "../../src/cluster/raft-host-ports.js";
 import { RaftNodeHost } from "../../src/cluster/raft-node-host.js";
+import { FakeClock } from "../support/fake-clock.js";
 
 /** Timers fire only when the test advances time. */
-class ManualScheduler implements HostScheduler {
-  private currentMs = 0;
-  private nextId = 1;
-  private readonly timers = new Map<number, { atMs: number; callback: () => void }>();
-  nowMs(): number {
-    return this.currentMs;
-  }
-  setTimer(callback: () => void, delayMs: number): unknown {
-    const id = this.nextId++;
-    this.timers.set(id, { atMs: this.currentMs + delayMs, callback });
-    return id;
-  }
-  clearTimer(handle: unknown): void {
-    this.timers.delete(handle as number);
-  }
-  /** Moves time forward in steps of `stepMs`, firing due timers and letting the loops run. */
-  async advance(totalMs: number, stepMs = 10): Promise<void> {
-    for (let elapsed = 0; elapsed < totalMs; elapsed += stepMs) {
-      this.currentMs += stepMs;
-      for (const [id, timer] of [...this.timers].sort((a, b) => a[1].atMs - b[1].atMs)) {
-        if (timer.atMs > this.currentMs) continue;
-        this.timers.delete(id);
-        timer.callback();
-      }
-      await settle();
-    }
+/** Moves the fake clock forward in steps of `stepMs`, firing due timers and letting the loops run. */
+async function advance(clock: FakeClock, totalMs: number, stepMs = 10): Promise<void> {
+  for (let elapsed = 0; elapsed < totalMs; elapsed += stepMs) {
+    clock.advance(stepMs);
+    await settle();
   }
 }
 
@@ -142,7 +122,7 @@ const confState: ConfState = { voters: ids, learners: [], votersOutgoing: [], le
 const running: RaftNodeHost[] = [];
 
 function cluster(options: { proposalTimeoutMs?: number } = {}) {
-  const scheduler = new ManualScheduler();
+  const clock = new FakeClock();
   const network = new MemoryNetwork();
   const confChanges: { id: NodeId; change: ConfChange }[] = [];
   const nodes = new Map(
@@ -155,7 +135,7 @@ function cluster(options: { proposalTimeoutMs?: number } = {}) {
         transport: network.transportFor(id),
         createRawNode: (config) => new RawNode(config),
         confChangeCodec: { encode: encodeConfChange, decode: decodeConfChange },
-        scheduler,
+        clock,
         tickIntervalMs: 10,
         heartbeatTicks: 1,
         electionTicks: 10,
@@ -168,13 +148,13 @@ function cluster(options: { proposalTimeoutMs?: number } = {}) {
       return [id, { host, storage }] as const;
     }),
   );
-  return { scheduler, network, nodes, confChanges };
+  return { clock, network, nodes, confChanges };
 }
 
 async function electA(c: ReturnType<typeof cluster>): Promise<RaftNodeHost> {
   const a = c.nodes.get("a")!.host;
   a.campaign();
-  for (let i = 0; i < 50 && !a.isLeader(); i++) await c.scheduler.advance(10);
+  for (let i = 0; i < 50 && !a.isLeader(); i++) await advance(c.clock, 10);
   assert.ok(a.isLeader(), "a became leader");
   return a;
 }
@@ -187,15 +167,15 @@ describe("RaftNodeHost loop (injected clock, in-memory network)", () => {
   it("sends no vote request before the new term and vote are durable", async () => {
     const c = cluster();
     const a = c.nodes.get("a")!;
-    await c.scheduler.advance(20); // the bootstrap configuration is persisted and applied
+    await advance(c.clock, 20); // the bootstrap configuration is persisted and applied
     a.storage.hold();
     a.host.campaign();
-    await c.scheduler.advance(30);
+    await advance(c.clock, 30);
     const votesWhileHeld = c.network.sent.filter((m) => m.from === "a" && m.type === "vote");
     assert.ok(a.storage.persistsPending > 0, "a persist is waiting");
     assert.deepEqual(votesWhileHeld, [], "vote requests left before the vote was durable");
     a.storage.release();
-    await c.scheduler.advance(30);
+    await advance(c.clock, 30);
     assert.ok(c.network.sent.some((m) => m.from === "a" && m.type === "vote"));
     assert.ok(a.storage.initialState().hardState.vote === "a");
   });
@@ -206,7 +186,7 @@ describe("RaftNodeHost loop (injected clock, in-memory network)", () => {
     const b = c.nodes.get("b")!;
     b.storage.hold();
     const proposal = leader.propose(new TextEncoder().encode("x"));
-    await c.scheduler.advance(30);
+    await advance(c.clock, 30);
     const lastIndex = leader.status().hardState.commit;
     const early = c.network.sent.filter((m) => m.from === "b" && m.type === "app-resp" && m.index > lastIndex);
     assert.deepEqual(early, []);
@@ -221,7 +201,7 @@ describe("RaftNodeHost loop (injected clock, in-memory network)", () => {
     const commitBefore = leader.status().hardState.commit;
     a.storage.hold();
     const proposal = leader.propose(new TextEncoder().encode("parallel"));
-    await c.scheduler.advance(30);
+    await advance(c.clock, 30);
     assert.ok(a.storage.persistsPending > 0, "the leader's write is held");
     const appended = c.network.sent.filter((m) => m.from === "a" && m.type === "app" && m.entries.some((e) => new TextDecoder().decode(e.data).endsWith("parallel")));
     assert.deepEqual(appended.map((m) => m.to).sort(), ["b", "c"]);
@@ -240,7 +220,7 @@ describe("RaftNodeHost loop (injected clock, in-memory network)", () => {
     const leader = await electA(c);
     c.network.cut.add("a");
     const proposal = outcome(leader.propose(new TextEncoder().encode("lost")));
-    await c.scheduler.advance(80);
+    await advance(c.clock, 80);
     const error = await proposal;
     assert.ok(hostError("TIMEOUT")(error), String(error));
     assert.equal((error as RaftHostError).outcomeKnown, false);
@@ -252,7 +232,7 @@ describe("RaftNodeHost loop (injected clock, in-memory network)", () => {
     c.network.cut.add("a");
     const proposal = outcome(leader.propose(new TextEncoder().encode("orphan")));
     const read = outcome(leader.linearizableRead());
-    await c.scheduler.advance(400);
+    await advance(c.clock, 400);
     assert.ok(hostError("LEADERSHIP_LOST")(await proposal));
     assert.ok(hostError("LEADERSHIP_LOST")(await read));
     assert.equal(leader.isLeader(), false);
@@ -262,11 +242,11 @@ describe("RaftNodeHost loop (injected clock, in-memory network)", () => {
     const c = cluster();
     const leader = await electA(c);
     const proposal = leader.proposeConfChange({ changes: [{ type: "add-learner", nodeId: "d" }], context: new TextEncoder().encode("d@addr") });
-    await c.scheduler.advance(50);
+    await advance(c.clock, 50);
     const confState = await proposal;
     assert.deepEqual(confState.learners, ["d"]);
     assert.deepEqual([...confState.voters].sort(), ids);
-    await c.scheduler.advance(50);
+    await advance(c.clock, 50);
     for (const { host } of c.nodes.values()) assert.deepEqual(host.status().config.learners, ["d"]);
     const changes = c.confChanges.filter((entry) => entry.change.changes.some((single) => single.nodeId === "d"));
     assert.equal(changes.length, 3, "every member reported the change");

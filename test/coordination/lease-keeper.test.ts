@@ -10,7 +10,7 @@ import { FakeClock } from "../support/fake-clock.js";
 import { AssertionError } from "../../src/shared/errors.js";
 import type { KvStore } from "../../src/store/ports.js";
 import { AlwaysOwnedLeases } from "../../src/coordination/always-owned-leases.js";
-import { describeEachKv, ManualTimers, recordingLogger, withEnv, type KvEnvironment } from "./support.js";
+import { describeEachKv, recordingLogger, withEnv, type KvEnvironment } from "./support.js";
 
 const TTL_MS = 30_000; // 2 × a 15 s evaluation interval
 const RENEW_MS = 10_000; // the default: a third of the TTL
@@ -55,7 +55,7 @@ interface Harness {
   keeper: LeaseKeeper;
   leases: HangingLeases;
   kv: KvStore;
-  timers: ManualTimers;
+  clock: FakeClock;
   /** `<ms since start> acquired <resource> <token>` and `<ms since start> lost <resource>`. */
   events: string[];
   wanted: string[];
@@ -72,7 +72,6 @@ interface Harness {
 async function harness(env: KvEnvironment, wanted: string[], options: Partial<LeaseKeeperOptions> & { controllerId?: string } = {}): Promise<Harness> {
   const kv = await env.connect();
   const leases = new HangingLeases(new KvLeases({ kv, controllerId: options.controllerId ?? "c-keeper", leaseTtlMs: TTL_MS }));
-  const timers = new ManualTimers(env.clock);
   const startMs = env.clock.nowMs();
   const events: string[] = [];
   const sinceStart = () => env.clock.nowMs() - startMs;
@@ -81,21 +80,20 @@ async function harness(env: KvEnvironment, wanted: string[], options: Partial<Le
     resources: () => wanted,
     leaseTtlMs: TTL_MS,
     clock: env.clock,
-    timers,
     onAcquired: (resource, lease) => events.push(`${sinceStart()} acquired ${resource} ${lease.fencingToken}`),
     onLost: (resource) => events.push(`${sinceStart()} lost ${resource}`),
     ...options,
   });
   const step = async (ms: number) => {
-    timers.advance(ms);
+    env.clock.advance(ms);
     await keeper.idle();
   };
   const advanceTo = async (ms: number) => {
     assert.ok(ms >= sinceStart(), "time only moves forward");
-    timers.advance(ms - sinceStart());
+    env.clock.advance(ms - sinceStart());
     await new Promise((resolve) => setImmediate(resolve));
   };
-  return { keeper, leases, kv, timers, events, wanted, step, advanceTo, sinceStart };
+  return { keeper, leases, kv, clock: env.clock, events, wanted, step, advanceTo, sinceStart };
 }
 
 describeEachKv("LeaseKeeper", (makeEnv) => {
@@ -246,17 +244,16 @@ describeEachKv("LeaseKeeper", (makeEnv) => {
         },
         leaseTtlMs: TTL_MS,
         clock: env.clock,
-        timers: h.timers,
         logger,
         onAcquired: () => undefined,
         onLost: (resource) => assert.fail(`lost ${resource}`),
       });
       keeper.start();
-      h.timers.advance(0);
+      h.clock.advance(0);
       await keeper.idle();
       failing = true;
       for (let i = 0; i < 6; i++) {
-        h.timers.advance(RENEW_MS);
+        h.clock.advance(RENEW_MS);
         await keeper.idle();
       }
       assert.deepEqual(keeper.heldResources(), [lobby]);
@@ -291,7 +288,7 @@ describeEachKv("LeaseKeeper", (makeEnv) => {
       await h.step(0);
       await h.keeper.stop();
       assert.deepEqual(h.events.slice(2).sort(), [`0 lost ${bedwars}`, `0 lost ${lobby}`]);
-      assert.equal(h.timers.size, 0, "no timer left behind");
+      assert.equal(h.clock.pendingTimers(), 0, "no timer left behind");
       const peer = new KvLeases({ kv: await env.connect(), controllerId: "c-peer", leaseTtlMs: TTL_MS });
       assert.equal((await peer.acquire(lobby))?.fencingToken, 2);
     }));
@@ -311,7 +308,7 @@ describeEachKv("LeaseKeeper", (makeEnv) => {
     withEnv(makeEnv, async (env) => {
       const lobby = groupResource(env.unique("lobby"));
       const a = await harness(env, [lobby], { controllerId: "c-a" });
-      const b = await harness(env, [lobby], { controllerId: "c-b", timers: a.timers });
+      const b = await harness(env, [lobby], { controllerId: "c-b" });
       a.keeper.start();
       await a.step(0);
       b.keeper.start();
@@ -321,7 +318,7 @@ describeEachKv("LeaseKeeper", (makeEnv) => {
       assert.deepEqual(b.keeper.heldResources(), []);
       await a.keeper.stop({ release: false }); // a dies without releasing
       await a.kv.delete(leaseKey(lobby)); // its key runs out (the TTL elapses)
-      a.timers.advance(RENEW_MS);
+      a.clock.advance(RENEW_MS);
       await b.keeper.idle();
       assert.deepEqual(b.keeper.heldResources(), [lobby]);
       assert.equal(b.keeper.lease(lobby)?.fencingToken, 2);
@@ -364,12 +361,10 @@ describe("LeaseKeeper options", () => {
 
   it("with development leases holds every resource at token 0 and never loses one", async () => {
     const clock = new FakeClock(0);
-    const timers = new ManualTimers(clock);
     const acquired: string[] = [];
     const keeper = new LeaseKeeper({
       ...base(),
       clock,
-      timers,
       leaseTtlMs: TTL_MS,
       resources: () => ["group:a", "group:b"],
       onAcquired: (resource, lease) => acquired.push(`${resource} ${lease.fencingToken}`),
@@ -377,7 +372,7 @@ describe("LeaseKeeper options", () => {
     });
     keeper.start();
     for (let i = 0; i < 10; i++) {
-      timers.advance(i === 0 ? 0 : RENEW_MS);
+      clock.advance(i === 0 ? 0 : RENEW_MS);
       await keeper.idle();
     }
     assert.deepEqual(acquired, ["group:a 0", "group:b 0"]);

@@ -1,8 +1,8 @@
 /**
  * Test support for the coordination tests: every suite runs once over the in-memory key-value store
  * (expiry on a manual clock) and once over a real redis-server started for the test file (expiry on
- * the server's clock, so the Redis variant waits short TTLs out), and {@link ManualTimers} fires
- * injected timers as a manual clock passes them.
+ * the server's clock, so the Redis variant waits short TTLs out);
+ * the code under test gets the fake clock's timers.
  */
 import { after, before, describe } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -12,7 +12,6 @@ import { FakeClock } from "../support/fake-clock.js";
 import { MemoryKvStore } from "../../src/store/memory/memory-kv-store.js";
 import type { KvStore } from "../../src/store/ports.js";
 import { openRedisKvStore } from "../../src/store/redis/redis-kv-store.js";
-import type { Timers } from "../../src/coordination/timers.js";
 import { startRedisServer, type RedisServer } from "../support/redis-server.js";
 
 /** One test's view of a key-value backend. */
@@ -91,45 +90,6 @@ export async function withEnv(makeEnv: () => Promise<KvEnvironment>, test: (env:
     await test(env);
   } finally {
     await env.dispose();
-  }
-}
-
-/** Timers that fire when {@link ManualTimers.advance} moves the manual clock past them. */
-export class ManualTimers implements Timers {
-  private readonly pending = new Map<number, { callback: () => void; dueMs: number }>();
-  private nextHandle = 1;
-
-  constructor(private readonly clock: FakeClock) {}
-
-  setTimeout(callback: () => void, delayMs: number): unknown {
-    const handle = this.nextHandle++;
-    this.pending.set(handle, { callback, dueMs: this.clock.nowMs() + delayMs });
-    return handle;
-  }
-
-  clearTimeout(handle: unknown): void {
-    this.pending.delete(handle as number);
-  }
-
-  /** Timers not yet fired. */
-  get size(): number {
-    return this.pending.size;
-  }
-
-  /** Moves the clock forward by `ms`, firing due timers in due order at their due times. */
-  advance(ms: number): void {
-    const targetMs = this.clock.nowMs() + ms;
-    for (;;) {
-      let next: [number, { callback: () => void; dueMs: number }] | undefined;
-      for (const entry of this.pending) {
-        if (entry[1].dueMs <= targetMs && (!next || entry[1].dueMs < next[1].dueMs)) next = entry;
-      }
-      if (!next) break;
-      this.pending.delete(next[0]);
-      if (next[1].dueMs > this.clock.nowMs()) this.clock.set(next[1].dueMs);
-      next[1].callback();
-    }
-    this.clock.set(targetMs);
   }
 }
 
