@@ -107,14 +107,19 @@ async function writeTemplateArchive(path: string): Promise<number> {
 }
 
 /** Samples GET /api/v1/system/version every 10 ms until stopped; returns the latencies. */
-function probeVersion(url: string): { stop(): Promise<number[]> } {
+function probeVersion(url: string): { stop(): Promise<{ latencies: number[]; failures: number }> } {
   const latencies: number[] = [];
+  let failures = 0;
   let running = true;
   const loop = (async () => {
     while (running) {
       const startMs = performance.now();
-      const res = await fetch(`${url}/api/v1/system/version`);
-      await res.arrayBuffer();
+      try {
+        const res = await fetch(`${url}/api/v1/system/version`);
+        await res.arrayBuffer();
+      } catch {
+        failures++;
+      }
       latencies.push(performance.now() - startMs);
       await sleep(PROBE_INTERVAL_MS);
     }
@@ -123,7 +128,7 @@ function probeVersion(url: string): { stop(): Promise<number[]> } {
     stop: async () => {
       running = false;
       await loop;
-      return latencies.sort((a, b) => a - b);
+      return { latencies: latencies.sort((a, b) => a - b), failures };
     },
   };
 }
@@ -150,7 +155,7 @@ interface PhaseResult {
   phase: string;
   elapsedMs: number;
   loop: LoopReport;
-  version: { samples: number; p50Ms: number; p99Ms: number; maxMs: number };
+  version: { samples: number; failures: number; p50Ms: number; p99Ms: number; maxMs: number };
   detail: string;
 }
 
@@ -170,16 +175,17 @@ async function main(): Promise<void> {
       await controller.mark(`before-${name}`);
       const probe = probeVersion(controller.url);
       const startMs = performance.now();
-      const detail = await work();
+      // A phase that fails (the controller dropped the request) is reported, not fatal.
+      const detail = await work().catch((err: Error) => `FAILED: ${err.message}${err.cause ? ` (${String((err.cause as Error).message ?? err.cause)})` : ""}`);
       const elapsedMs = Math.round(performance.now() - startMs);
-      const latencies = await probe.stop();
+      const { latencies, failures } = await probe.stop();
       const loop = await controller.mark(name);
       const round = (v: number) => Math.round(v * 10) / 10;
       results.push({
         phase: name,
         elapsedMs,
         loop,
-        version: { samples: latencies.length, p50Ms: round(percentile(latencies, 50)), p99Ms: round(percentile(latencies, 99)), maxMs: round(latencies[latencies.length - 1] ?? Number.NaN) },
+        version: { samples: latencies.length, failures, p50Ms: round(percentile(latencies, 50)), p99Ms: round(percentile(latencies, 99)), maxMs: round(latencies[latencies.length - 1] ?? Number.NaN) },
         detail,
       });
     };
@@ -220,13 +226,13 @@ async function main(): Promise<void> {
     for (const r of results) {
       rows.push([
         r.phase,
-        `${r.elapsedMs} ms${r.detail ? ` (${r.detail})` : ""}; loop delay p50/p99/max ${r.loop.p50Ms}/${r.loop.p99Ms}/${r.loop.maxMs} ms; version p50/p99/max ${r.version.p50Ms}/${r.version.p99Ms}/${r.version.maxMs} ms (${r.version.samples} probes)`,
+        `${r.elapsedMs} ms${r.detail ? ` (${r.detail})` : ""}; loop delay p50/p99/max ${r.loop.p50Ms}/${r.loop.p99Ms}/${r.loop.maxMs} ms; version p50/p99/max ${r.version.p50Ms}/${r.version.p99Ms}/${r.version.maxMs} ms (${r.version.samples} probes${r.version.failures ? `, ${r.version.failures} failed` : ""})`,
       ]);
     }
     rows.push(["machine", uptimeLine()]);
     printTable("archive work and the controller's event loop", rows);
     const worst = results.filter((r) => r.phase !== "idle");
-    const goalMet = worst.every((r) => r.loop.p99Ms <= 50 && r.loop.maxMs <= 200);
+    const goalMet = worst.every((r) => !r.detail.startsWith("FAILED") && r.loop.p99Ms <= 50 && r.loop.maxMs <= 200);
     console.log(`goal (loop delay p99 <= 50 ms, max <= 200 ms in every phase): ${goalMet ? "met" : "NOT met"}`);
     console.log(`BENCH_JSON ${JSON.stringify({ files: filesCount, fileBytes, archiveBytes, phases: results, goalMet, node: process.version })}`);
   } finally {
