@@ -23,7 +23,7 @@ import { openFsBlobStore } from "../../src/store/fs-blob-store.js";
 import { openDocumentStore } from "../../src/store/open.js";
 import { FILE_MODE, manifestHash } from "../../src/templates/manifest.js";
 import type { ManifestEntry } from "../../src/wire/template-manifest.js";
-import { writeTarGz, type TarMember } from "../../src/templates/tar.js";
+import { packTarGz, type TarMember } from "../../src/templates/tar.js";
 import { TemplateService } from "../../src/templates/template-service.js";
 
 function argValue(name: string, fallback: number): number {
@@ -47,9 +47,29 @@ function generator(s: number): () => number {
   };
 }
 
-function buildTree(): TarMember[] {
+/** A member of the generated tree, its bytes in memory. */
+interface BenchMember {
+  path: string;
+  kind: "file" | "dir";
+  mode: number;
+  data?: Uint8Array;
+}
+
+function toTarMember(m: BenchMember): TarMember {
+  if (m.kind === "dir") return { path: m.path, kind: "dir", mode: m.mode };
+  const data = m.data!;
+  return { path: m.path, kind: "file", mode: m.mode, size: data.byteLength, data: async function* () { yield data; } };
+}
+
+async function bytesOf(stream: AsyncIterable<Uint8Array>): Promise<Buffer> {
+  const parts: Uint8Array[] = [];
+  for await (const part of stream) parts.push(part);
+  return Buffer.concat(parts);
+}
+
+function buildTree(): BenchMember[] {
   const random = generator(seed);
-  const members: TarMember[] = [];
+  const members: BenchMember[] = [];
   const dirs = new Set<string>();
   const meanBytes = totalBytes / filesCount;
   let remaining = totalBytes;
@@ -107,7 +127,7 @@ async function main(): Promise<void> {
       }));
       return manifestHash(entries);
     });
-    const [archive, packMs] = await timed(() => writeTarGz(members));
+    const [archive, packMs] = await timed(() => bytesOf(packTarGz(members.map(toTarMember))));
     const [imported, importMs] = await timed(() => service.importArchive("bench", archive));
     if (imported.hash !== hash) throw new Error(`import hash ${imported.hash} differs from the computed ${hash}`);
     const blobBytesAfterImport = await directoryBytes(join(dir, "blobs"));
@@ -116,7 +136,7 @@ async function main(): Promise<void> {
     const [, newVersionMs] = await timed(() => service.writeText("bench", changed.path, `${Buffer.from(changed.data!).toString()}changed=1\n`));
     const blobBytesAfterChange = await directoryBytes(join(dir, "blobs"));
 
-    const [exported, exportMs] = await timed(() => service.exportArchive("bench"));
+    const [exported, exportMs] = await timed(async () => ({ archive: await bytesOf((await service.exportArchive("bench")).stream) }));
 
     const source: TemplateSource = {
       manifest: (name, version) => service.manifest(name, version),

@@ -610,6 +610,7 @@ export class ClusterService implements ClusterMembershipPort {
       this.log.info(`Cluster ${pending.clusterId} created with this controller (${this.nodeId}) as its first member`);
     }
     this.pendingBootstrap = null;
+    // Synchronous on purpose: one small file, once in a cluster's life, right after its first election.
     this.options.identityStore.deletePendingBootstrap();
   }
 

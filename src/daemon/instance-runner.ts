@@ -5,8 +5,7 @@
  * process per instance, spawned detached in its own process group so a stop or kill reaches
  * everything it started. Decisions: docs/decisions/daemon-runner.md.
  */
-import { existsSync } from "node:fs";
-import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { access, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { join } from "node:path";
 import { systemClock, type Clock } from "../shared/clock.js";
@@ -465,7 +464,7 @@ export class InstanceRunner {
     let freshDirectory: boolean;
     try {
       if (!spec.static) await rm(instance.workDir, { recursive: true, force: true, maxRetries: 3 });
-      freshDirectory = !existsSync(instance.workDir);
+      freshDirectory = !(await pathExists(instance.workDir));
       await mkdir(instance.workDir, { recursive: true });
       if (this.options.unpackTemplates !== undefined && instance.stopRequested === null) {
         await this.options.unpackTemplates({
@@ -480,7 +479,7 @@ export class InstanceRunner {
       }
       if (platform.portPassing === "file" && platform.portFile !== undefined) {
         const file = join(instance.workDir, platform.portFile.path);
-        const existing = existsSync(file) ? await readFile(file, "utf8") : null;
+        const existing = (await pathExists(file)) ? await readFile(file, "utf8") : null;
         await writeFile(file, patchPropertiesPort(existing, platform.portFile.key, spec.port));
       }
     } catch (error) {
@@ -720,4 +719,12 @@ export class InstanceRunner {
     this.transition(instance, state, { exitCode, signal });
     instance.resolveExit({ instanceId: instance.spec.instanceId, state, exitCode, signal, crash });
   }
+}
+
+/** Whether `path` exists, without blocking the event loop (instance starts run while servers report). */
+async function pathExists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  );
 }

@@ -4,13 +4,20 @@
  * recently used evicted first, by size), and unpacks template layers in order into an instance
  * directory with `{{var}}` placeholders substituted. A start of an unchanged template downloads no
  * file at all; {@link TemplateCache.status} feeds NODE_CACHE_STATUS.
+ *
+ * Nothing here holds a large file in memory or blocks the daemon's event loop: blobs stream from the
+ * controller to disk and from the cache to the instance directory, hashed chunk by chunk on the way;
+ * only files small enough for substitution are read whole.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { chmod, lstat, mkdir, readdir, readFile, rename, rm, stat, unlink, writeFile } from "node:fs/promises";
+import { createReadStream, createWriteStream } from "node:fs";
+import { chmod, lstat, mkdir, open, readdir, readFile, rename, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { join, resolve, sep } from "node:path";
+import { Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { decodeText, substituteVariables } from "../wire/template-text.js";
 import { isDirEntry, type ManifestEntry } from "../wire/template-manifest.js";
 import { normalizeTemplatePath } from "../wire/template-paths.js";
-import { decodeText, substituteVariables } from "../wire/template-text.js";
 
 /** The manifest of one version, as the controller's manifest route returns it. */
 export interface FetchedManifest {
@@ -23,7 +30,8 @@ export interface FetchedManifest {
 /** Where versions come from (the controller over HTTP in production, anything in tests). */
 export interface TemplateSource {
   manifest(templateName: string, version?: string, signal?: AbortSignal): Promise<FetchedManifest>;
-  blob(templateName: string, sha256: string, version: string, signal?: AbortSignal): Promise<Uint8Array>;
+  /** A file's bytes, whole or as a stream (read once, as it is written to the cache). */
+  blob(templateName: string, sha256: string, version: string, signal?: AbortSignal): Promise<Uint8Array | AsyncIterable<Uint8Array>>;
 }
 
 /** One layer to unpack: a template, at a version hash or its current one. */
@@ -122,8 +130,7 @@ export class TemplateCache {
         }
         if (!hashPattern.test(entry.sha256)) throw new Error(`manifest entry has no valid sha256: ${entry.path}`);
         pinned.add(entry.sha256);
-        const data = await this.blobFor(manifest, entry.sha256, report, signal);
-        await replaceWithFile(destination, this.render(data, variables), entry.mode & 0o777);
+        await this.writeFile(manifest, entry.sha256, destination, entry.mode & 0o777, variables, report, signal);
         report.filesWritten++;
       }
     }
@@ -132,7 +139,7 @@ export class TemplateCache {
   }
 
   private render(data: Uint8Array, variables: Readonly<Record<string, string>>): Uint8Array {
-    if (data.byteLength > (this.options.substitutionBytesMax ?? SUBSTITUTION_BYTES_MAX_DEFAULT) || !data.includes(0x7b)) return data;
+    if (!data.includes(0x7b)) return data;
     const text = decodeText(data);
     if (text === null || !text.includes("{{")) return data;
     return new TextEncoder().encode(substituteVariables(text, variables));
@@ -142,29 +149,94 @@ export class TemplateCache {
     return join(this.options.directory, sha256.slice(0, 2), sha256);
   }
 
-  private async blobFor(manifest: FetchedManifest, sha256: string, report: UnpackReport, signal: AbortSignal | undefined): Promise<Uint8Array> {
-    if (this.blobs.has(sha256)) {
-      try {
-        const data = new Uint8Array(await readFile(this.pathOf(sha256)));
-        if (sha256Hex(data) === sha256) {
-          this.touch(sha256, data.byteLength);
-          return data;
-        }
-      } catch {
-        // Gone or unreadable: fetch it again below.
-      }
+  /**
+   * Writes blob `sha256` to `destination`, downloading it first when the cache lacks it. The cached
+   * copy is checked against its hash as it is copied; a damaged one is dropped and fetched again.
+   */
+  private async writeFile(
+    manifest: FetchedManifest,
+    sha256: string,
+    destination: string,
+    mode: number,
+    variables: Readonly<Record<string, string>>,
+    report: UnpackReport,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      if (!this.blobs.has(sha256)) await this.download(manifest, sha256, report, signal);
+      if (await this.copyOut(sha256, destination, mode, variables)) return;
       this.forget(sha256);
+      await unlink(this.pathOf(sha256)).catch(() => undefined);
+      if (attempt > 0) throw new Error(`blob ${sha256} of ${manifest.templateName} is corrupt in the cache`);
     }
-    const data = await this.options.source.blob(manifest.templateName, sha256, manifest.hash, signal);
-    if (sha256Hex(data) !== sha256) throw new Error(`blob ${sha256} of ${manifest.templateName} arrived corrupt`);
-    report.blobsDownloaded++;
-    report.bytesDownloaded += data.byteLength;
+  }
+
+  /** Streams a blob from the controller into the cache, hashing it on the way; corrupt ones are refused. */
+  private async download(manifest: FetchedManifest, sha256: string, report: UnpackReport, signal: AbortSignal | undefined): Promise<void> {
+    const body = await this.options.source.blob(manifest.templateName, sha256, manifest.hash, signal);
     await mkdir(join(this.options.directory, sha256.slice(0, 2)), { recursive: true });
     const temp = join(this.options.directory, "tmp", `${sha256}.${randomBytes(6).toString("hex")}`);
-    await writeFile(temp, data);
+    const hash = createHash("sha256");
+    let size = 0;
+    const handle = await open(temp, "wx");
+    try {
+      for await (const chunk of body instanceof Uint8Array ? [body] : body) {
+        signal?.throwIfAborted();
+        hash.update(chunk);
+        size += chunk.byteLength;
+        for (let at = 0; at < chunk.byteLength; ) at += (await handle.write(chunk, at, chunk.byteLength - at)).bytesWritten;
+      }
+    } catch (err) {
+      await handle.close();
+      await unlink(temp).catch(() => undefined);
+      throw err;
+    }
+    await handle.close();
+    if (hash.digest("hex") !== sha256) {
+      await unlink(temp).catch(() => undefined);
+      throw new Error(`blob ${sha256} of ${manifest.templateName} arrived corrupt`);
+    }
+    report.blobsDownloaded++;
+    report.bytesDownloaded += size;
     await rename(temp, this.pathOf(sha256));
-    this.touch(sha256, data.byteLength);
-    return data;
+    this.touch(sha256, size);
+  }
+
+  /**
+   * Copies a cached blob to `destination`: a file small enough for substitution is read whole and
+   * rendered, a larger one streams. False when the cached copy is gone or its bytes do not match
+   * its hash (nothing usable was written then).
+   */
+  private async copyOut(sha256: string, destination: string, mode: number, variables: Readonly<Record<string, string>>): Promise<boolean> {
+    const cached = this.pathOf(sha256);
+    const size = this.blobs.get(sha256)!;
+    await prepareFileTarget(destination);
+    if (size <= (this.options.substitutionBytesMax ?? SUBSTITUTION_BYTES_MAX_DEFAULT)) {
+      const data = await readFile(cached).catch(() => null);
+      if (data === null || sha256Hex(data) !== sha256) return false;
+      await writeFile(destination, this.render(data, variables));
+    } else {
+      const hash = createHash("sha256");
+      const hashing = new Transform({
+        transform(chunk: Buffer, _encoding, callback) {
+          hash.update(chunk);
+          callback(null, chunk);
+        },
+      });
+      const source = createReadStream(cached);
+      let sourceFailed = false;
+      source.once("error", () => (sourceFailed = true));
+      try {
+        await pipeline(source, hashing, createWriteStream(destination));
+      } catch (err) {
+        if (sourceFailed) return false;
+        throw err;
+      }
+      if (hash.digest("hex") !== sha256) return false;
+    }
+    await chmod(destination, mode || 0o644);
+    this.touch(sha256, size);
+    return true;
   }
 
   private touch(sha256: string, size: number): void {
@@ -203,13 +275,12 @@ async function ensureDirectory(path: string): Promise<void> {
   await mkdir(path, { recursive: true });
 }
 
-async function replaceWithFile(path: string, data: Uint8Array, mode: number): Promise<void> {
-  // Nothing there (or nothing readable): writeFile below creates it or reports the real problem.
+/** Makes room for a file at `path`: its parent directories, and no directory or link in its place. */
+async function prepareFileTarget(path: string): Promise<void> {
+  // Nothing there (or nothing readable): the write after it creates the file or reports the real problem.
   const existing = await lstat(path).catch(() => null);
   if (existing && !existing.isFile()) await rm(path, { recursive: true, force: true });
   await mkdir(resolve(path, ".."), { recursive: true });
-  await writeFile(path, data);
-  await chmod(path, mode || 0o644);
 }
 
 /** Options of {@link HttpTemplateSource}; a function is read again at every request. */
@@ -239,9 +310,10 @@ export class HttpTemplateSource implements TemplateSource {
     return (await res.json()) as FetchedManifest;
   }
 
-  async blob(templateName: string, sha256: string, version: string, signal?: AbortSignal): Promise<Uint8Array> {
+  /** The blob as the response streams it; the cache writes it to disk as it arrives. */
+  async blob(templateName: string, sha256: string, version: string, signal?: AbortSignal): Promise<AsyncIterable<Uint8Array>> {
     const res = await this.get(`/api/v1/templates/${encodeURIComponent(templateName)}/blobs/${sha256}?version=${encodeURIComponent(version)}`, signal);
-    return new Uint8Array(await res.arrayBuffer());
+    return (res.body ?? []) as AsyncIterable<Uint8Array>;
   }
 
   private async get(path: string, signal: AbortSignal | undefined): Promise<Response> {

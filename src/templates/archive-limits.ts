@@ -3,6 +3,7 @@
  * unpacked bytes one archive may produce. They stop zip and gzip bombs before memory runs out.
  */
 import { validationError } from "../shared/errors.js";
+import type { FileContent } from "./file-content.js";
 
 /** Limits applied while reading one archive. */
 export interface ArchiveLimits {
@@ -18,14 +19,11 @@ export const DEFAULT_ARCHIVE_LIMITS: ArchiveLimits = {
   unpackedBytesMax: 512 * 1024 * 1024,
 };
 
-/** A file or directory read from an archive, its path already confined to the template. */
-export interface ArchiveEntry {
-  path: string;
-  kind: "file" | "dir";
-  /** Permission bits from the archive (0 when the archive has none). */
-  mode: number;
-  data: Uint8Array;
-}
+/**
+ * A file or directory read from an archive, its path already confined to the template. A file's
+ * bytes are in the unpack spool (`archive-spool.ts`), described by `content`; a directory has none.
+ */
+export type ArchiveEntry = { path: string; kind: "dir"; mode: number } | { path: string; kind: "file"; mode: number; content: FileContent };
 
 /** The 422 an archive that breaks a rule gets; nothing of it is written. */
 export function archiveError(message: string): Error {

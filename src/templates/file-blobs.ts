@@ -3,7 +3,7 @@
  * upload, one chunk at a time) and reading a file back, whole or as a stream of its blobs. A file is
  * one blob or a list of chunk blobs (`file-content.ts`); callers see its bytes only.
  */
-import { open } from "node:fs/promises";
+import { open, type FileHandle } from "node:fs/promises";
 import { assert } from "../shared/errors.js";
 import type { BlobStore } from "../store/ports.js";
 import { storedBlobsOf, type BlobSource } from "./file-content.js";
@@ -27,17 +27,29 @@ export class FileBlobs {
    */
   async store(sources: ReadonlyMap<string, BlobSource>): Promise<void> {
     let buffer: Buffer | null = null;
-    for (const [hash, source] of sources) {
-      if (await this.blobs.has(hash)) continue;
-      let data: Uint8Array;
-      if ("data" in source) {
-        data = source.data;
-      } else {
-        if (buffer === null || buffer.byteLength < source.size) buffer = Buffer.allocUnsafe(source.size);
-        data = await readRange(source, buffer.subarray(0, source.size));
+    // Sources of one archive or upload are ranges of a few spool files: one open handle per file.
+    const reading: { path: string; handle: FileHandle | null } = { path: "", handle: null };
+    try {
+      for (const [hash, source] of sources) {
+        if (await this.blobs.has(hash)) continue;
+        let data: Uint8Array;
+        if ("data" in source) {
+          data = source.data;
+        } else {
+          if (buffer === null || buffer.byteLength < source.size) buffer = Buffer.allocUnsafe(source.size);
+          if (reading.handle === null || reading.path !== source.path) {
+            await reading.handle?.close();
+            reading.handle = null;
+            reading.handle = await open(source.path, "r");
+            reading.path = source.path;
+          }
+          data = await readRange(reading.handle, source, buffer.subarray(0, source.size));
+        }
+        const stored = await this.blobs.put(data);
+        assert(stored === hash, `blob read back from its source hashes to ${hash}`);
       }
-      const stored = await this.blobs.put(data);
-      assert(stored === hash, `blob read back from its source hashes to ${hash}`);
+    } finally {
+      await reading.handle?.close();
     }
   }
 
@@ -61,28 +73,39 @@ export class FileBlobs {
   }
 
   /**
+   * The file's stored blobs in order, read one at a time as they are pulled. A blob that vanished
+   * after {@link has} throws.
+   */
+  async *chunks(file: StoredFile): AsyncGenerator<Uint8Array> {
+    let sentBytes = 0;
+    for (const hash of storedBlobsOf(file)) {
+      const part = await this.blobs.get(hash);
+      if (!part) throw new Error(`blob of ${file.path} is missing`);
+      sentBytes += part.byteLength;
+      yield part;
+    }
+    assert(sentBytes === file.size, `blobs of ${file.path} add up to its recorded size`);
+  }
+
+  /**
    * The file as a stream that reads one blob per pull, so serving it holds one chunk at a time.
    * A blob that vanished after {@link has} errors the stream.
    */
   stream(file: StoredFile): ReadableStream<Uint8Array> {
-    const hashes = storedBlobsOf(file);
-    let next = 0;
-    let sentBytes = 0;
+    const chunks = this.chunks(file);
     return new ReadableStream<Uint8Array>(
       {
         pull: async (controller) => {
-          if (next === hashes.length) {
-            assert(sentBytes === file.size, `blobs of ${file.path} add up to its recorded size`);
-            controller.close();
-            return;
+          try {
+            const next = await chunks.next();
+            if (next.done) controller.close();
+            else controller.enqueue(next.value);
+          } catch (err) {
+            controller.error(err);
           }
-          const part = await this.blobs.get(hashes[next++]);
-          if (!part) {
-            controller.error(new Error(`blob of ${file.path} is missing`));
-            return;
-          }
-          sentBytes += part.byteLength;
-          controller.enqueue(part);
+        },
+        cancel: async () => {
+          await chunks.return(undefined);
         },
       },
       { highWaterMark: 0 },
@@ -91,17 +114,12 @@ export class FileBlobs {
 }
 
 /** Reads the spooled byte range `source` into `data` (exactly its size). */
-async function readRange(source: { path: string; offset: number; size: number }, data: Buffer): Promise<Buffer> {
-  const handle = await open(source.path, "r");
-  try {
-    let filled = 0;
-    while (filled < source.size) {
-      const { bytesRead } = await handle.read(data, filled, source.size - filled, source.offset + filled);
-      assert(bytesRead > 0, `spooled file ${source.path} holds every byte that was hashed`);
-      filled += bytesRead;
-    }
-    return data;
-  } finally {
-    await handle.close();
+async function readRange(handle: FileHandle, source: { path: string; offset: number; size: number }, data: Buffer): Promise<Buffer> {
+  let filled = 0;
+  while (filled < source.size) {
+    const { bytesRead } = await handle.read(data, filled, source.size - filled, source.offset + filled);
+    assert(bytesRead > 0, `spooled file ${source.path} holds every byte that was hashed`);
+    filled += bytesRead;
   }
+  return data;
 }

@@ -75,13 +75,16 @@ export class ContentHasher {
     }
   }
 
-  /** The content of every byte seen, to be read back from `path` when stored; call once, at the end. */
-  finish(path: string): FileContent {
+  /**
+   * The content of every byte seen, to be read back from `path` (where the first byte is at
+   * `offset`) when stored; call once, at the end.
+   */
+  finish(path: string, offset = 0): FileContent {
     if (this.chunkBytes > 0 || this.chunkHashes.length === 0) this.closeChunk();
     const sha256 = this.whole.digest("hex");
     const ranges = this.chunkHashes.map((hash, index) => {
-      const offset = index * FILE_CHUNK_BYTES;
-      return [hash, { path, offset, size: Math.min(FILE_CHUNK_BYTES, this.size - offset) }] as const;
+      const start = index * FILE_CHUNK_BYTES;
+      return [hash, { path, offset: offset + start, size: Math.min(FILE_CHUNK_BYTES, this.size - start) }] as const;
     });
     if (ranges.length === 1) return { sha256, size: this.size, sources: new Map([[sha256, ranges[0][1]]]) };
     return { sha256, size: this.size, chunks: [...this.chunkHashes], sources: new Map(ranges) };

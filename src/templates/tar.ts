@@ -1,196 +1,178 @@
 /**
- * tar.gz reading and writing (POSIX ustar, with PAX `path` records for long names). The reader
- * accepts regular files and directories only: symbolic links, hard links, devices and FIFOs are
- * refused, as are unsafe paths (see `paths.ts`), so an archive can never write outside a template.
+ * tar.gz reading and writing on `tar-stream` (POSIX ustar, PAX and GNU long names) and streaming
+ * `node:zlib`, whose work runs on the thread pool. Neither side holds an archive in memory: the
+ * reader appends each entry to an {@link ArchiveSpool} as it is decompressed, the writer pulls one
+ * stored blob at a time and honours back-pressure down to the socket.
+ *
+ * The reader accepts regular files and directories only: symbolic links, hard links, devices and
+ * FIFOs are refused, as are unsafe paths (see `paths.ts`), so an archive can never write outside a
+ * template. Entry count and unpacked bytes are bounded while reading: each header's size is checked
+ * against `unpackedBytesMax` before its data is read, and the decompressed stream as a whole may not
+ * exceed that bound plus the tar framing, so a gzip bomb stops at the bound, not at the end.
  */
-import { gunzipSync, gzipSync } from "node:zlib";
+import { Readable, Transform, pipeline, type TransformCallback } from "node:stream";
+import { createGunzip, createGzip } from "node:zlib";
+import tarStream from "tar-stream";
+import { ApiError } from "../shared/errors.js";
 import { archiveError, type ArchiveEntry, type ArchiveLimits } from "./archive-limits.js";
+import type { ArchiveSpool } from "./archive-spool.js";
 import { normalizeTemplatePath } from "../wire/template-paths.js";
 
 const BLOCK_BYTES = 512;
-const textDecoder = new TextDecoder("utf-8", { fatal: false });
+/** Export entries carry no time, so the same files always make the same archive. */
+const EPOCH = new Date(0);
+/** gzip level of exports: zlib's default trade of speed for size. */
+const GZIP_LEVEL = 6;
 
-/** One member to write: a directory, or a file with its bytes. */
-export interface TarMember {
-  path: string;
-  kind: "file" | "dir";
-  mode: number;
-  data?: Uint8Array;
-  mtimeSeconds?: number;
-}
+/** One member to write: a directory, or a file with its size and its bytes (pulled when written). */
+export type TarMember = { path: string; kind: "dir"; mode: number } | { path: string; kind: "file"; mode: number; size: number; data: () => AsyncIterable<Uint8Array> };
 
-function writeString(block: Uint8Array, offset: number, length: number, value: string): void {
-  const bytes = new TextEncoder().encode(value);
-  block.set(bytes.subarray(0, length), offset);
-}
-
-function writeOctal(block: Uint8Array, offset: number, length: number, value: number): void {
-  writeString(block, offset, length, `${value.toString(8).padStart(length - 1, "0")}\0`);
-}
-
-function header(name: string, prefix: string, typeflag: string, mode: number, size: number, mtimeSeconds: number): Uint8Array {
-  const block = new Uint8Array(BLOCK_BYTES);
-  writeString(block, 0, 100, name);
-  writeOctal(block, 100, 8, mode & 0o7777);
-  writeOctal(block, 108, 8, 0);
-  writeOctal(block, 116, 8, 0);
-  writeOctal(block, 124, 12, size);
-  writeOctal(block, 136, 12, mtimeSeconds);
-  block.fill(0x20, 148, 156);
-  writeString(block, 156, 1, typeflag);
-  writeString(block, 257, 6, "ustar\0");
-  writeString(block, 263, 2, "00");
-  writeString(block, 345, 155, prefix);
-  let sum = 0;
-  for (const byte of block) sum += byte;
-  writeString(block, 148, 8, `${sum.toString(8).padStart(6, "0")}\0 `);
-  return block;
-}
-
-/** Splits a path into ustar prefix and name, or null when it does not fit. */
-function splitUstar(path: string): [string, string] | null {
-  const bytes = Buffer.byteLength(path);
-  if (bytes <= 100) return ["", path];
-  for (let at = path.indexOf("/"); at >= 0; at = path.indexOf("/", at + 1)) {
-    const prefix = path.slice(0, at);
-    const name = path.slice(at + 1);
-    if (Buffer.byteLength(prefix) <= 155 && Buffer.byteLength(name) <= 100) return [prefix, name];
-  }
-  return null;
-}
-
-function paxRecord(key: string, value: string): string {
-  const bodyBytes = Buffer.byteLength(` ${key}=${value}\n`);
-  let length = bodyBytes + 1;
-  while (bodyBytes + String(length).length !== length) length = bodyBytes + String(length).length;
-  return `${length} ${key}=${value}\n`;
-}
-
-function padding(size: number): Uint8Array {
-  const rest = size % BLOCK_BYTES;
-  return new Uint8Array(rest === 0 ? 0 : BLOCK_BYTES - rest);
-}
-
-/** Encodes members as an uncompressed tar stream (chunks), ending with the two zero blocks. */
-export function* tarChunks(members: Iterable<TarMember>): Generator<Uint8Array> {
-  for (const member of members) {
-    const path = member.kind === "dir" ? `${member.path}/` : member.path;
-    const size = member.kind === "dir" ? 0 : (member.data?.byteLength ?? 0);
-    const mtime = member.mtimeSeconds ?? 0;
-    const typeflag = member.kind === "dir" ? "5" : "0";
-    let split = splitUstar(path);
-    if (!split) {
-      const pax = new TextEncoder().encode(paxRecord("path", path));
-      yield header("PaxHeader", "", "x", 0o644, pax.byteLength, mtime);
-      yield pax;
-      yield padding(pax.byteLength);
-      split = ["", path.slice(0, 99)];
+/**
+ * The members as a gzip-compressed tar stream. Members and their bytes are pulled only as fast as
+ * the consumer reads: a file's next blob is read when the gzip stage has room for it. An error of a
+ * member's bytes (a blob that vanished) destroys the stream; so does a consumer that goes away,
+ * which stops the pulling.
+ */
+export function packTarGz(members: AsyncIterable<TarMember> | Iterable<TarMember>): Readable {
+  const pack = tarStream.pack();
+  const gzip = createGzip({ level: GZIP_LEVEL });
+  pipeline(pack, gzip, () => undefined); // errors reach the consumer through gzip
+  // A consumer that goes away destroys gzip, then pack, after pipeline has let go of its listeners.
+  pack.on("error", () => undefined);
+  void (async () => {
+    try {
+      for await (const member of members) {
+        if (gzip.destroyed) return;
+        await writeMember(pack, member);
+      }
+      pack.finalize();
+    } catch (err) {
+      pack.destroy(err as Error);
     }
-    yield header(split[1], split[0], typeflag, member.mode, size, mtime);
-    if (size > 0) {
-      yield member.data!;
-      yield padding(size);
+  })();
+  return gzip;
+}
+
+async function writeMember(pack: tarStream.Pack, member: TarMember): Promise<void> {
+  let sink!: ReturnType<tarStream.Pack["entry"]>;
+  const written = new Promise<void>((resolve, reject) => {
+    const header: Parameters<tarStream.Pack["entry"]>[0] =
+      member.kind === "dir"
+        ? { name: member.path, type: "directory", mode: member.mode & 0o7777, mtime: EPOCH }
+        : { name: member.path, type: "file", mode: member.mode & 0o7777, size: member.size, mtime: EPOCH };
+    sink = pack.entry(header, (err) => (err ? reject(err) : resolve()));
+  });
+  sink.on("error", () => undefined); // the entry's callback reports it
+  written.catch(() => undefined); // awaited below; a failed write may end the loop first
+  if (member.kind === "file") {
+    for await (const chunk of member.data()) {
+      if (!sink.write(chunk)) await Promise.race([new Promise<void>((resolve) => sink.once("drain", () => resolve())), written]);
     }
+    sink.end(undefined);
   }
-  yield new Uint8Array(BLOCK_BYTES * 2);
+  await written;
 }
 
-/** Encodes members as a gzip-compressed tar archive. */
-export function writeTarGz(members: Iterable<TarMember>): Buffer {
-  return gzipSync(Buffer.concat([...tarChunks(members)]), { level: 6 });
-}
+/** Counts decompressed bytes and errors with a 422 once they pass `bytesMax`. */
+class ByteBound extends Transform {
+  private bytes = 0;
 
-function readString(block: Uint8Array, offset: number, length: number): string {
-  const slice = block.subarray(offset, offset + length);
-  const end = slice.indexOf(0);
-  return textDecoder.decode(end < 0 ? slice : slice.subarray(0, end));
-}
-
-function readOctal(block: Uint8Array, offset: number, length: number, what: string): number {
-  const text = readString(block, offset, length).trim();
-  if (text === "") return 0;
-  if (!/^[0-7]+$/.test(text)) throw archiveError(`malformed ${what} in a tar header`);
-  return parseInt(text, 8);
-}
-
-function parsePax(data: Uint8Array): Map<string, string> {
-  const records = new Map<string, string>();
-  const text = textDecoder.decode(data);
-  let at = 0;
-  while (at < text.length) {
-    const space = text.indexOf(" ", at);
-    if (space < 0) break;
-    const length = Number(text.slice(at, space));
-    if (!Number.isInteger(length) || length <= 0) throw archiveError("malformed PAX record");
-    const record = text.slice(space + 1, at + length - 1);
-    const eq = record.indexOf("=");
-    if (eq > 0) records.set(record.slice(0, eq), record.slice(eq + 1));
-    at += length;
+  constructor(
+    private readonly bytesMax: number,
+    private readonly refusal: () => Error,
+  ) {
+    super();
   }
-  return records;
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    this.bytes += chunk.byteLength;
+    if (this.bytes > this.bytesMax) callback(this.refusal());
+    else callback(null, chunk);
+  }
 }
 
 /**
- * Reads a tar.gz (or plain tar) archive into confined entries. Refuses links, special files, unsafe
- * paths, malformed headers, and archives above `limits` (checked while decompressing).
+ * Reads a tar.gz (or plain tar) archive from `source`, appending file bytes to `spool`, into confined
+ * entries. Refuses links, special files, unsafe paths, malformed headers, and archives above
+ * `limits` (checked while decompressing); see the module comment.
  */
-export function readTarGz(archive: Uint8Array, limits: ArchiveLimits): ArchiveEntry[] {
-  let tar: Uint8Array;
-  if (archive[0] === 0x1f && archive[1] === 0x8b) {
-    try {
-      // The tar framing adds at most one header block per entry plus the end blocks.
-      tar = gunzipSync(archive, { maxOutputLength: limits.unpackedBytesMax + (limits.entriesMax + 4) * BLOCK_BYTES * 3 });
-    } catch (err) {
-      if (err instanceof RangeError || (err as { code?: string }).code === "ERR_BUFFER_TOO_LARGE") {
-        throw archiveError(`unpacks to more than ${limits.unpackedBytesMax} bytes`);
-      }
-      throw archiveError("not a valid gzip stream");
-    }
-  } else {
-    tar = archive;
-  }
+export async function unpackTar(source: AsyncIterable<Uint8Array>, limits: ArchiveLimits, spool: ArchiveSpool): Promise<ArchiveEntry[]> {
+  const { head, input } = await peek(source);
+  const gzipped = head.byteLength >= 2 && head[0] === 0x1f && head[1] === 0x8b;
+  const tooLarge = () => archiveError(`unpacks to more than ${limits.unpackedBytesMax} bytes`);
+  // The tar framing adds at most a few header blocks per entry plus the end blocks.
+  const bound = new ByteBound(limits.unpackedBytesMax + (limits.entriesMax + 4) * BLOCK_BYTES * 3, tooLarge);
+  // Archives without the ustar magic (old tar writers) are read like the rest.
+  const extract = tarStream.extract({ allowUnknownFormat: true } as Parameters<typeof tarStream.extract>[0]);
+  extract.on("error", () => undefined); // reported through the loop or the pipeline, never unhandled
+  const stages: NodeJS.ReadWriteStream[] = gzipped ? [createGunzip(), bound] : [bound];
+  let pipeError: Error | null = null;
+  const piped = new Promise<void>((resolve) => {
+    pipeline([input, ...stages, extract] as unknown as [Readable, NodeJS.WritableStream], (err) => {
+      pipeError = err ?? null;
+      resolve();
+    });
+  });
   const entries: ArchiveEntry[] = [];
-  const seen = new Set<string>();
-  let unpackedBytes = 0;
-  let offset = 0;
-  let pendingPath: string | undefined;
-  while (offset + BLOCK_BYTES <= tar.byteLength) {
-    const block = tar.subarray(offset, offset + BLOCK_BYTES);
-    if (block.every((b) => b === 0)) break;
-    let sum = 0;
-    for (let i = 0; i < BLOCK_BYTES; i++) sum += i >= 148 && i < 156 ? 0x20 : block[i];
-    if (readOctal(block, 148, 8, "checksum") !== sum) throw archiveError("tar header checksum mismatch");
-    const size = readOctal(block, 124, 12, "size");
-    const typeflag = String.fromCharCode(block[156] || 0x30);
-    const dataStart = offset + BLOCK_BYTES;
-    const dataEnd = dataStart + size;
-    if (dataEnd > tar.byteLength) throw archiveError("truncated tar entry");
-    const data = tar.subarray(dataStart, dataEnd);
-    offset = dataStart + Math.ceil(size / BLOCK_BYTES) * BLOCK_BYTES;
-    if (typeflag === "x") {
-      pendingPath = parsePax(data).get("path") ?? pendingPath;
-      continue;
+  try {
+    const seen = new Set<string>();
+    let unpackedBytes = 0;
+    for await (const entry of extract) {
+      const header = entry.header;
+      const rawName = header.name;
+      const label = JSON.stringify(rawName);
+      if (header.type === "link" || header.type === "symlink") throw archiveError(`${label} is a link; links are not allowed`);
+      if (header.type !== "file" && header.type !== "contiguous-file" && header.type !== "directory") throw archiveError(`${label} is not a regular file or directory`);
+      if (rawName.includes("\0")) throw archiveError("entry name contains NUL");
+      const kind = header.type === "directory" || rawName.endsWith("/") ? "dir" : "file";
+      const path = normalizeTemplatePath(rawName, "archive entry", { archive: true, allowRoot: kind === "dir" });
+      const size = header.size ?? 0;
+      if (path === "") {
+        entry.resume();
+        continue;
+      }
+      if (seen.has(path)) throw archiveError(`duplicate entry ${path}`);
+      seen.add(path);
+      if (entries.length >= limits.entriesMax) throw archiveError(`more than ${limits.entriesMax} entries`);
+      unpackedBytes += kind === "file" ? size : 0;
+      if (unpackedBytes > limits.unpackedBytesMax) throw tooLarge();
+      const mode = header.mode ?? 0;
+      if (kind === "dir") {
+        entry.resume();
+        entries.push({ path, kind, mode });
+        continue;
+      }
+      const content = await spool.append(entry as AsyncIterable<Uint8Array>);
+      if (content.size !== size) throw archiveError(`truncated tar entry ${path}`);
+      entries.push({ path, kind, mode, content });
     }
-    if (typeflag === "L") {
-      pendingPath = readString(data, 0, data.byteLength);
-      continue;
-    }
-    if (typeflag === "g") continue;
-    const prefix = readString(block, 345, 155);
-    const rawName = pendingPath ?? (prefix ? `${prefix}/${readString(block, 0, 100)}` : readString(block, 0, 100));
-    pendingPath = undefined;
-    if (typeflag === "1" || typeflag === "2" || typeflag === "K") throw archiveError(`${JSON.stringify(rawName)} is a link; links are not allowed`);
-    if (typeflag !== "0" && typeflag !== "5" && typeflag !== "7") throw archiveError(`${JSON.stringify(rawName)} is not a regular file or directory`);
-    if (rawName.includes("\0")) throw archiveError("entry name contains NUL");
-    const kind = typeflag === "5" || rawName.endsWith("/") ? "dir" : "file";
-    const path = normalizeTemplatePath(rawName, "archive entry", { archive: true, allowRoot: kind === "dir" });
-    if (path === "") continue;
-    if (seen.has(path)) throw archiveError(`duplicate entry ${path}`);
-    seen.add(path);
-    if (entries.length >= limits.entriesMax) throw archiveError(`more than ${limits.entriesMax} entries`);
-    unpackedBytes += kind === "file" ? size : 0;
-    if (unpackedBytes > limits.unpackedBytesMax) throw archiveError(`unpacks to more than ${limits.unpackedBytesMax} bytes`);
-    entries.push({ path, kind, mode: readOctal(block, 100, 8, "mode"), data: kind === "file" ? data : new Uint8Array(0) });
+  } catch (err) {
+    extract.destroy();
+    await piped;
+    // A refusal of the loop says why; otherwise the pipeline's own failure (gzip, bound) does.
+    throw asArchiveError(err instanceof ApiError ? err : (pipeError ?? err), gzipped);
   }
+  await piped;
+  if (pipeError) throw asArchiveError(pipeError, gzipped);
   return entries;
+}
+
+/** The first chunk of `source` (to recognise gzip) and a stream of all of it, that chunk included. */
+async function peek(source: AsyncIterable<Uint8Array>): Promise<{ head: Uint8Array; input: Readable }> {
+  const iterator = source[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  const head = first.done ? new Uint8Array(0) : first.value;
+  async function* all(): AsyncGenerator<Uint8Array> {
+    if (!first.done) yield first.value;
+    for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
+  }
+  return { head, input: Readable.from(all(), { objectMode: false }) };
+}
+
+/** A typed 422 as it is; a failure of the gzip stream or of the tar framing as a 422 saying so. */
+function asArchiveError(err: unknown, gzipped: boolean): Error {
+  if (err instanceof ApiError) return err;
+  const code = (err as { code?: string }).code;
+  if (gzipped && typeof code === "string" && code.startsWith("Z_")) return archiveError("not a valid gzip stream");
+  return archiveError(`malformed tar archive (${(err as Error).message ?? String(err)})`);
 }

@@ -8,7 +8,11 @@
  * Writes (and blob garbage collection) run one at a time per controller: a blob shared by two
  * templates must not be collected while another write is about to reference it again.
  */
-import { readFile } from "node:fs/promises";
+import { createReadStream } from "node:fs";
+import { open } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Readable } from "node:stream";
 import type { Clock } from "../shared/clock.js";
 import { ApiError, badRequest, conflict, notFound, validationError } from "../shared/errors.js";
 import { EventTypes } from "../events/event-types.js";
@@ -16,14 +20,15 @@ import type { EventBus } from "../events/types.js";
 import type { BlobStore, Collection, DocumentStore } from "../store/ports.js";
 import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
 import { isoFromMs } from "../domain/shared/time.js";
-import { archiveError, type ArchiveEntry } from "./archive-limits.js";
+import { archiveError, type ArchiveEntry, type ArchiveLimits } from "./archive-limits.js";
+import { ArchiveSpool } from "./archive-spool.js";
 import { FileBlobs } from "./file-blobs.js";
-import { contentOfBytes, storedBlobsOf, type FileContent } from "./file-content.js";
+import { contentOfBytes, storedBlobsOf } from "./file-content.js";
 import { FileTree } from "./file-tree.js";
 import { NO_CONTENT, buildTrees, decodeTree, manifestSizeBytes } from "./manifest.js";
 import { isDirEntry, isDirMode, type ManifestEntry } from "../wire/template-manifest.js";
 import { baseName, joinTemplatePath, normalizeTemplatePath, parentOf } from "../wire/template-paths.js";
-import { readTarGz, writeTarGz, type TarMember } from "./tar.js";
+import { packTarGz, unpackTar, type TarMember } from "./tar.js";
 import {
   DEFAULT_TEMPLATE_LIMITS,
   PROTECTED_TEMPLATE_PREFIX,
@@ -41,7 +46,7 @@ import {
 } from "./template-records.js";
 import { decodeText, placeholdersIn } from "../wire/template-text.js";
 import type { SpooledFile } from "./upload-spool.js";
-import { looksLikeZip, readZip } from "./zip.js";
+import { looksLikeZip, unpackZip } from "./zip.js";
 
 /** Lock key of every template write and of blob collection. */
 const WRITE_LOCK = "templates";
@@ -95,7 +100,18 @@ export interface FileStream {
 }
 
 /** One change of an upload or an archive: a directory, or a file with its content. */
-type TreeWrite = { path: string; kind: "dir"; mode: number } | { path: string; kind: "file"; mode: number; content: FileContent };
+type TreeWrite = ArchiveEntry;
+
+/** An archive to import: bytes in memory, a file on disk (a spooled upload), or a stream. */
+export type ArchiveInput = Uint8Array | { path: string } | AsyncIterable<Uint8Array>;
+
+/** A version's files as a tar.gz stream. */
+export interface ArchiveStream {
+  hash: string;
+  /** Total bytes of the files (the archive's own length is known only once it is written). */
+  sizeBytes: number;
+  stream: Readable;
+}
 
 interface ParsedManifest {
   entries: ManifestEntry[];
@@ -115,6 +131,8 @@ export interface TemplateServiceDeps {
   events: EventBus;
   clock: Clock;
   limits?: Partial<TemplateLimits>;
+  /** Where archives are unpacked before their files are stored; the system temporary directory by default. */
+  spoolDirectory?: string;
 }
 
 /** Owns templates, their versions and their blobs; routes call this, never the stores. */
@@ -128,9 +146,11 @@ export class TemplateService {
   private readonly clock: Clock;
   private readonly lock = new KeyedMutex();
   private readonly manifestCache = new Map<string, ParsedManifest>();
+  private readonly spoolDirectory: string;
 
   constructor(deps: TemplateServiceDeps) {
     this.limits = { ...DEFAULT_TEMPLATE_LIMITS, ...deps.limits };
+    this.spoolDirectory = deps.spoolDirectory ?? tmpdir();
     this.templates = deps.documents.collection<StoredTemplate>(TEMPLATES_COLLECTION);
     this.versions = deps.documents.collection<StoredTemplateVersion>(TEMPLATE_VERSIONS_COLLECTION, {
       indexes: [{ name: "template_versions_template", field: "templateName" }],
@@ -340,35 +360,62 @@ export class TemplateService {
   /**
    * Stores uploaded files under directory `dir`; with `extract`, ZIP files are unpacked there instead
    * (every entry checked before anything is written). A spooled file is stored from disk one chunk
-   * at a time; a ZIP to extract is read into memory (bounded by the upload size).
+   * at a time; a ZIP to extract is unpacked entry by entry into a spool on disk first.
    */
   async upload(name: string, dir: string | undefined, files: readonly UploadedFile[], extract: boolean): Promise<TemplateChange> {
     const base = normalizeTemplatePath(dir ?? "", "path", { allowRoot: true });
     if (files.length === 0) throw validationError("file: at least one file is required");
-    const writes: TreeWrite[] = [];
-    for (const file of files) {
-      if (extract && isZipUpload(file)) {
-        const archive = "data" in file ? file.data : new Uint8Array(await readFile(file.path));
-        for (const entry of readZip(archive, this.limits)) writes.push(treeWrite({ ...entry, path: joinTemplatePath(base, entry.path) }));
-      } else {
-        const fileName = normalizeTemplatePath(file.fileName, "file name");
-        const content = "data" in file ? contentOfBytes(file.data) : file.content;
-        writes.push({ path: joinTemplatePath(base, fileName), kind: "file", mode: 0, content });
+    const spool = extract && files.some(isZipUpload) ? await ArchiveSpool.create(this.spoolDirectory) : null;
+    try {
+      const writes: TreeWrite[] = [];
+      for (const file of files) {
+        if (spool && isZipUpload(file)) {
+          const source = "data" in file ? { data: file.data } : { path: file.path };
+          for (const entry of await unpackZip(source, this.remainingBounds(writes), spool)) writes.push(rebase(entry, base));
+        } else {
+          const fileName = normalizeTemplatePath(file.fileName, "file name");
+          const content = "data" in file ? contentOfBytes(file.data) : file.content;
+          writes.push({ path: joinTemplatePath(base, fileName), kind: "file", mode: 0, content });
+        }
       }
+      this.checkArchiveBounds(writes);
+      for (const w of writes) normalizeTemplatePath(w.path, "path");
+      return await this.change(name, (tree) => applyWrites(tree, writes));
+    } finally {
+      await spool?.dispose();
     }
-    this.checkArchiveBounds(writes);
-    for (const w of writes) normalizeTemplatePath(w.path, "path");
-    return this.change(name, (tree) => applyWrites(tree, writes));
   }
 
-  /** Unpacks the ZIP at `path` into `destination` (default: the ZIP's directory). */
+  /**
+   * Unpacks the ZIP at `path` into `destination` (default: the ZIP's directory). The ZIP is copied
+   * from its blobs to a temporary file (a ZIP is read from its end), then unpacked entry by entry.
+   */
   async extract(name: string, path: string, destination?: string): Promise<TemplateChange> {
-    const { data } = await this.readFile(name, path);
-    const target = normalizeTemplatePath(destination ?? parentOf(normalizeTemplatePath(path, "path")), "destination", { allowRoot: true });
-    if (!looksLikeZip(data)) throw archiveError("the file is not a ZIP archive");
-    const writes = readZip(data, this.limits).map((e) => treeWrite({ ...e, path: joinTemplatePath(target, e.path) }));
-    for (const w of writes) normalizeTemplatePath(w.path, "path");
-    return this.change(name, (tree) => applyWrites(tree, writes));
+    const file = normalizeTemplatePath(path ?? "", "path");
+    const target = normalizeTemplatePath(destination ?? parentOf(file), "destination", { allowRoot: true });
+    const { parsed, hash } = await this.readVersion(name);
+    const entry = parsed.byPath.get(file);
+    if (!entry || isDirEntry(entry)) throw notFound(`File not found: ${file}`);
+    if (!(await this.fileBlobs.has(entry))) throw noSnapshot(name, hash);
+    const spool = await ArchiveSpool.create(this.spoolDirectory);
+    try {
+      const zipPath = join(spool.directory, "archive.zip");
+      const handle = await open(zipPath, "wx");
+      try {
+        for await (const chunk of this.fileBlobs.chunks(entry)) await handle.writeFile(chunk);
+      } finally {
+        await handle.close();
+      }
+      const head = Buffer.alloc(4);
+      const reader = await open(zipPath, "r");
+      await reader.read(head, 0, 4, 0).finally(() => reader.close());
+      if (!looksLikeZip(head)) throw archiveError("the file is not a ZIP archive");
+      const writes = (await unpackZip({ path: zipPath }, this.limits, spool)).map((e) => rebase(e, target));
+      for (const w of writes) normalizeTemplatePath(w.path, "path");
+      return await this.change(name, (tree) => applyWrites(tree, writes));
+    } finally {
+      await spool.dispose();
+    }
   }
 
   /** Moves a file or directory. */
@@ -479,33 +526,48 @@ export class TemplateService {
 
   // ---- export / import ------------------------------------------------------------------------
 
-  /** The files of `version` (default: current) as a tar.gz archive. */
-  async exportArchive(name: string, version?: string): Promise<{ hash: string; archive: Buffer }> {
+  /**
+   * The files of `version` (default: current) as a tar.gz stream, produced as it is read: one stored
+   * blob at a time, compressed on the thread pool. Every blob is checked to be present first, so a
+   * missing one is 422 NO_SNAPSHOT before anything is sent.
+   */
+  async exportArchive(name: string, version?: string): Promise<ArchiveStream> {
     const { parsed, hash } = await this.readVersion(name, version);
-    const members: TarMember[] = [];
     for (const entry of parsed.entries) {
-      if (isDirEntry(entry)) {
-        members.push({ path: entry.path, kind: "dir", mode: entry.mode });
-        continue;
-      }
-      const data = await this.fileBlobs.read(entry);
-      if (!data) throw noSnapshot(name, hash);
-      members.push({ path: entry.path, kind: "file", mode: entry.mode, data });
+      if (!isDirEntry(entry) && !(await this.fileBlobs.has(entry))) throw noSnapshot(name, hash);
     }
-    return { hash, archive: writeTarGz(members) };
+    const fileBlobs = this.fileBlobs;
+    function* members(): Generator<TarMember> {
+      for (const entry of parsed.entries) {
+        if (isDirEntry(entry)) yield { path: entry.path, kind: "dir", mode: entry.mode };
+        else yield { path: entry.path, kind: "file", mode: entry.mode, size: entry.size, data: () => fileBlobs.chunks(entry) };
+      }
+    }
+    return { hash, sizeBytes: manifestSizeBytes(parsed.entries), stream: packTarGz(members()) };
   }
 
-  /** Creates template `name` from a tar.gz archive; 409 when it exists. */
-  async importArchive(name: string, archive: Uint8Array, meta: { description?: string; platform?: string } = {}): Promise<Template> {
+  /**
+   * Creates template `name` from a tar.gz (or plain tar) archive; 409 when it exists. The archive is
+   * unpacked entry by entry into a spool on disk, and its files are stored only once every entry
+   * passed the checks.
+   */
+  async importArchive(name: string, archive: ArchiveInput, meta: { description?: string; platform?: string } = {}): Promise<Template> {
     assertTemplateName(name, "name");
-    const writes = readTarGz(archive, this.limits).map(treeWrite);
-    return this.lock.run(WRITE_LOCK, async () => {
-      if (await this.templates.get(name)) throw conflict(`Template already exists: ${name}`);
-      const tree = new FileTree([]);
-      applyWrites(tree, writes);
-      await this.storeBlobs(tree);
-      return this.insertTemplate(name, meta.description ?? "", meta.platform ?? "", tree.toEntries());
-    });
+    if (await this.templates.get(name)) throw conflict(`Template already exists: ${name}`); // before unpacking, not after
+    const spool = await ArchiveSpool.create(this.spoolDirectory);
+    try {
+      const input: AsyncIterable<Uint8Array> = archive instanceof Uint8Array ? Readable.from([archive]) : "path" in archive ? createReadStream(archive.path) : archive;
+      const writes = await unpackTar(input, this.limits, spool);
+      return await this.lock.run(WRITE_LOCK, async () => {
+        if (await this.templates.get(name)) throw conflict(`Template already exists: ${name}`);
+        const tree = new FileTree([]);
+        applyWrites(tree, writes);
+        await this.storeBlobs(tree);
+        return this.insertTemplate(name, meta.description ?? "", meta.platform ?? "", tree.toEntries());
+      });
+    } finally {
+      await spool.dispose();
+    }
   }
 
   // ---- internals ------------------------------------------------------------------------------
@@ -692,6 +754,13 @@ export class TemplateService {
     return false;
   }
 
+  /** The archive limits left for the next ZIP of an upload, after the writes collected so far. */
+  private remainingBounds(writes: readonly TreeWrite[]): ArchiveLimits {
+    let total = 0;
+    for (const w of writes) total += w.kind === "file" ? w.content.size : 0;
+    return { entriesMax: Math.max(0, this.limits.entriesMax - writes.length), unpackedBytesMax: Math.max(0, this.limits.unpackedBytesMax - total) };
+  }
+
   private checkArchiveBounds(writes: readonly TreeWrite[]): void {
     if (writes.length > this.limits.entriesMax) throw archiveError(`more than ${this.limits.entriesMax} entries`);
     let total = 0;
@@ -715,9 +784,9 @@ function noSnapshot(name: string, hash: string): ApiError {
   return new ApiError(422, "NO_SNAPSHOT", `Snapshot unavailable: ${name ? `${name}@` : ""}${hash}`);
 }
 
-function treeWrite(entry: ArchiveEntry): TreeWrite {
-  if (entry.kind === "dir") return { path: entry.path, kind: "dir", mode: entry.mode };
-  return { path: entry.path, kind: "file", mode: entry.mode, content: contentOfBytes(entry.data) };
+/** An archive entry moved below directory `base` of the template. */
+function rebase(entry: ArchiveEntry, base: string): TreeWrite {
+  return { ...entry, path: joinTemplatePath(base, entry.path) };
 }
 
 function applyWrites(tree: FileTree, writes: readonly TreeWrite[]): void {

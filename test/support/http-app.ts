@@ -239,7 +239,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const nodes = new NodeService(documents, events, clock, instances);
   const nodeTokens = new NodeTokenService(documents, clock);
   const overview = new OverviewService(groups, instances, nodes);
-  const templates = new TemplateService({ documents, blobs, events, clock });
+  const templates = new TemplateService({ documents, blobs, events, clock, spoolDirectory: options.templateSpoolDirectory });
   const credentials = await MachineCredentials.open(documents, clock, async (id) => (await instances.getDoc(id)) !== null);
   auth.verifyWorkloadToken = (token) => credentials.principalOf(token);
   const readiness = createReadinessProbe({

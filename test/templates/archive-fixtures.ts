@@ -1,9 +1,17 @@
 /**
  * Hand-built archives for the template tests: a minimal ZIP writer (stored or deflated entries, any
  * name, attributes and declared size) and raw tar headers with any type flag, so tests can build the
- * hostile archives real tools refuse to write.
+ * hostile archives real tools refuse to write; and the production readers and writer wrapped for
+ * bytes in memory (tiny archives in a test, synchronous zlib is fine here).
  */
+import { readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { Readable } from "node:stream";
 import { crc32, deflateRawSync, gzipSync } from "node:zlib";
+import type { ArchiveEntry, ArchiveLimits } from "../../src/templates/archive-limits.js";
+import { ArchiveSpool } from "../../src/templates/archive-spool.js";
+import { packTarGz, unpackTar, type TarMember } from "../../src/templates/tar.js";
+import { unpackZip } from "../../src/templates/zip.js";
 
 /** One ZIP member. */
 export interface ZipMember {
@@ -95,4 +103,78 @@ export function buildRawTarGz(members: readonly RawTarMember[]): Buffer {
   }
   blocks.push(Buffer.alloc(1024));
   return gzipSync(Buffer.concat(blocks));
+}
+
+/** A member to pack in a test: a directory, or a file with its bytes in memory. */
+export interface TestTarMember {
+  path: string;
+  kind: "file" | "dir";
+  mode: number;
+  data?: Uint8Array;
+}
+
+/** Every byte of a stream. */
+export async function collect(stream: AsyncIterable<Uint8Array>): Promise<Buffer> {
+  const parts: Uint8Array[] = [];
+  for await (const part of stream) parts.push(part);
+  return Buffer.concat(parts);
+}
+
+/** Members packed by the production writer ({@link packTarGz}), as the bytes of a tar.gz. */
+export async function packTarGzBytes(members: readonly TestTarMember[]): Promise<Buffer> {
+  const tarMembers: TarMember[] = members.map((m) =>
+    m.kind === "dir"
+      ? { path: m.path, kind: "dir", mode: m.mode }
+      : {
+          path: m.path,
+          kind: "file",
+          mode: m.mode,
+          size: m.data?.byteLength ?? 0,
+          data: async function* () {
+            if (m.data && m.data.byteLength > 0) yield m.data;
+          },
+        },
+  );
+  return collect(packTarGz(tarMembers));
+}
+
+/** An unpacked entry with its bytes read back from the spool. */
+export interface UnpackedTestEntry {
+  path: string;
+  kind: "file" | "dir";
+  mode: number;
+  data: Uint8Array;
+}
+
+async function withSpool(unpack: (spool: ArchiveSpool) => Promise<ArchiveEntry[]>): Promise<UnpackedTestEntry[]> {
+  const spool = await ArchiveSpool.create(tmpdir());
+  try {
+    const entries = await unpack(spool);
+    const out: UnpackedTestEntry[] = [];
+    for (const entry of entries) {
+      if (entry.kind === "dir") {
+        out.push({ ...entry, data: new Uint8Array(0) });
+        continue;
+      }
+      const parts: Buffer[] = [];
+      for (const source of entry.content.sources.values()) {
+        if ("data" in source) parts.push(Buffer.from(source.data));
+        else parts.push((await readFile(source.path)).subarray(source.offset, source.offset + source.size));
+      }
+      out.push({ path: entry.path, kind: "file", mode: entry.mode, data: Buffer.concat(parts) });
+    }
+    return out;
+  } finally {
+    await spool.dispose();
+  }
+}
+
+/** A tar.gz (or plain tar) in memory, unpacked by the production reader. */
+export function unpackTarBytes(archive: Uint8Array, limits: ArchiveLimits): Promise<UnpackedTestEntry[]> {
+  return withSpool((spool) => unpackTar(Readable.from([archive]), limits, spool));
+}
+
+/** A ZIP in memory or on disk, unpacked by the production reader. */
+export function unpackZipOf(source: Uint8Array | { path: string }, limits: ArchiveLimits): Promise<UnpackedTestEntry[]> {
+  return withSpool((spool) => unpackZip(source instanceof Uint8Array ? { data: source } : source, limits, spool));
 }

@@ -95,8 +95,8 @@ describe("chunked template files", () => {
   });
 
   it("export and import keep the hash of a template with chunked files", async () => {
-    const { hash, archive } = await f.service.exportArchive("maps");
-    const copy = await f.service.importArchive("maps-copy", archive);
+    const { hash, stream } = await f.service.exportArchive("maps");
+    const copy = await f.service.importArchive("maps-copy", stream);
     assert.equal(copy.hash, hash);
     assert.ok(Buffer.from((await f.service.readFile("maps-copy", "worlds/a.dat")).data).equals(big));
   });

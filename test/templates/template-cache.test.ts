@@ -2,7 +2,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { TemplateCache, type FetchedManifest, type TemplateSource } from "../../src/daemon/template-cache.js";
@@ -68,5 +68,36 @@ describe("template cache", () => {
     source.corrupt = false;
     source.add("escape", [{ path: "../../outside.txt", data: "x" }]);
     await assert.rejects(cache.unpack([{ name: "escape" }], join(dir, "out-esc")), /\.\./);
+  });
+
+  it("streams files above the substitution size both ways and fetches a damaged cached copy again", async () => {
+    const large = new Uint8Array(200_000).map((_, i) => (i * 31) & 0xff);
+    const source = new FakeSource();
+    source.add("big", [
+      { path: "world/region.mca", data: large },
+      { path: "small.txt", data: "hi {{who}}" },
+    ]);
+    // As the HTTP source does: the body arrives as a stream of pieces.
+    const whole = source.blob.bind(source);
+    source.blob = async (name: string, sha256: string) => {
+      const data = await whole(name, sha256);
+      return (async function* () {
+        for (let at = 0; at < data.byteLength; at += 7_000) yield data.subarray(at, at + 7_000);
+      })() as unknown as Uint8Array;
+    };
+    const cache = await TemplateCache.open({ directory: join(dir, "stream"), sizeBytesMax: 1 << 20, source, substitutionBytesMax: 1024 });
+    const first = await cache.unpack([{ name: "big" }], join(dir, "out-big"));
+    assert.equal(first.bytesDownloaded, large.byteLength + "hi {{who}}".length);
+    assert.ok((await readFile(join(dir, "out-big", "world", "region.mca"))).equals(large));
+    assert.equal(await readFile(join(dir, "out-big", "small.txt"), "utf8"), "hi big");
+
+    const cached = join(dir, "stream", sha(large).slice(0, 2), sha(large));
+    const damaged = Buffer.from(large);
+    damaged[100_000] ^= 1;
+    await writeFile(cached, damaged);
+    const second = await cache.unpack([{ name: "big" }], join(dir, "out-big2"));
+    assert.equal(second.blobsDownloaded, 1, "only the damaged blob is fetched again");
+    assert.ok((await readFile(join(dir, "out-big2", "world", "region.mca"))).equals(large));
+    assert.ok((await readFile(cached)).equals(large), "the cache holds the good copy again");
   });
 });

@@ -12,8 +12,8 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { TEMPLATE_UPLOAD_BYTES_MAX } from "../../src/http/routes/templates.js";
 import { FILE_CHUNK_BYTES } from "../../src/templates/file-content.js";
-import { writeTarGz } from "../../src/templates/tar.js";
 import { startTestApp, type TestApp } from "../support/http-app.js";
+import { packTarGzBytes } from "./archive-fixtures.js";
 import { streamUpload } from "./stream-upload.js";
 
 const MiB = 1024 * 1024;
@@ -67,7 +67,7 @@ describe("template uploads at the per-route limit", () => {
 
   it("imports a tar.gz above 1 MiB", async () => {
     const large = randomBytes(FILE_CHUNK_BYTES + 123_457);
-    const archive = writeTarGz([
+    const archive = await packTarGzBytes([
       { path: "plugins", kind: "dir", mode: 0o755 },
       { path: "plugins/big.jar", kind: "file", mode: 0o644, data: large },
       { path: "server.properties", kind: "file", mode: 0o644, data: Buffer.from("motd={{motd}}\n") },

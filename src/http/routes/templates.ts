@@ -5,10 +5,11 @@
  * is audited with its template.* action (spec document 2).
  *
  * Uploads and imports stream: their multipart bodies are spooled to disk part by part (bounded by
- * {@link TEMPLATE_UPLOAD_BYTES_MAX}), and downloads and blobs are served one stored chunk at a time.
+ * {@link TEMPLATE_UPLOAD_BYTES_MAX}) and archives are unpacked from there entry by entry; downloads,
+ * blobs and exports are served one stored chunk at a time, exports gzip-compressed as they are sent.
  */
-import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
+import { Readable } from "node:stream";
 import type { Hono } from "hono";
 import { Type } from "@sinclair/typebox";
 import type { AuditRecorder } from "../../audit/types.js";
@@ -79,13 +80,14 @@ function changeBody(change: TemplateChange) {
   return { oldHash: change.oldHash, newHash: change.newHash, changed: change.changed, template: change.template };
 }
 
-function attachment(body: Uint8Array | ReadableStream<Uint8Array>, sizeBytes: number, fileName: string, contentType: string, extra: Record<string, string> = {}): Response {
+/** A download response; `sizeBytes` null when the length is known only once it is sent (chunked). */
+function attachment(body: ReadableStream<Uint8Array>, sizeBytes: number | null, fileName: string, contentType: string, extra: Record<string, string> = {}): Response {
   const ascii = fileName.replace(/[^A-Za-z0-9._-]/g, "_");
   return new Response(body, {
     status: 200,
     headers: {
       "content-type": contentType,
-      "content-length": String(sizeBytes),
+      ...(sizeBytes === null ? {} : { "content-length": String(sizeBytes) }),
       "content-disposition": `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(fileName)}`,
       ...extra,
     },
@@ -122,10 +124,10 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
       },
       async ({ query, c }) => {
         assertTemplateName(query.name, "name"); // before the body streams in, not after
-        const { created, bytes } = await withSpooledFiles(c, "file", spoolDirectory, async ([file]) => {
-          const archive = new Uint8Array(await readFile(file.path));
-          return { created: await templates.importArchive(query.name, archive, { description: query.description, platform: query.platform }), bytes: archive.byteLength };
-        });
+        const { created, bytes } = await withSpooledFiles(c, "file", spoolDirectory, async ([file]) => ({
+          created: await templates.importArchive(query.name, { path: file.path }, { description: query.description, platform: query.platform }),
+          bytes: file.content.size,
+        }));
         await audited(audit, c, { action: "template.import", resourceType: "template", resourceId: created.name, details: { bytes }, after: created });
         return c.json(created, 201);
       },
@@ -480,11 +482,12 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
     addRoute(
       app,
       registry,
-      { method: "get", path: "/api/v1/templates/:name/export", summary: "The files as tar.gz (query version)", tag, permission: "templates.view", params: NameParams, query: Type.Object({ version: Type.Optional(HashField) }) },
+      { method: "get", path: "/api/v1/templates/:name/export", summary: "The files as tar.gz, streamed (query version)", tag, permission: "templates.view", params: NameParams, query: Type.Object({ version: Type.Optional(HashField) }) },
       async ({ params, query, c }) => {
-        const { hash, archive } = await templates.exportArchive(params.name, query.version);
-        await audited(audit, c, { action: "template.export", resourceType: "template", resourceId: params.name, details: { hash, bytes: archive.byteLength } });
-        return attachment(archive, archive.byteLength, `${params.name}-${hash.slice(0, 12)}.tar.gz`, "application/gzip", { "x-template-hash": hash });
+        const { hash, sizeBytes, stream } = await templates.exportArchive(params.name, query.version);
+        await audited(audit, c, { action: "template.export", resourceType: "template", resourceId: params.name, details: { hash, sizeBytes } });
+        const body = Readable.toWeb(stream) as ReadableStream<Uint8Array>;
+        return attachment(body, null, `${params.name}-${hash.slice(0, 12)}.tar.gz`, "application/gzip", { "x-template-hash": hash });
       },
     );
   };
