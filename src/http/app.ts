@@ -5,8 +5,9 @@
  *
  * Chain, outermost first: HTTP metrics (every request, whatever answers) -> client address -> unread
  * body drain -> CORS -> subnet guard (only `/api/*`; `/metrics` skips it) -> request id + correlation
- * -> per-IP rate limit -> JWT authentication -> per-user rate limit -> body size limit -> route
- * (authorization, then validation). docs/decisions/http-auth.md explains each step.
+ * -> per-IP rate limit -> JWT authentication -> per-user rate limit -> UTF-8 URL check -> body size
+ * limit -> route (authorization, then body parsing and validation). docs/decisions/http-auth.md
+ * explains each step.
  */
 import { Hono } from "hono";
 import type { AuditService } from "../audit/audit-service.js";
@@ -26,6 +27,7 @@ import { httpMetrics, type HttpMetricsRecorder } from "./middleware/http-metrics
 import { perIpRateLimit, perUserRateLimit } from "./middleware/rate-limit.js";
 import { requestId } from "./middleware/request-context.js";
 import { subnetGuard } from "./middleware/subnet-guard.js";
+import { utf8Url } from "./middleware/utf8-url.js";
 import { RouteRegistry, type RouteModule } from "./route.js";
 import { registerSchemaFormats } from "./schema-formats.js";
 import { auditRoutes } from "./routes/audit.js";
@@ -93,6 +95,7 @@ export function createHttpApp(deps: HttpDeps): { app: Hono<AppEnv>; registry: Ro
   app.use("*", perIpRateLimit({ perMinute: rateLimit.perIpPerMinute, clock }));
   app.use("*", authenticate({ auth: deps.auth }));
   app.use("*", perUserRateLimit({ perMinute: rateLimit.perUserPerMinute, clock }));
+  app.use("*", utf8Url());
   app.use("*", bodyLimit({ maxBytes: bodyLimitBytes, routes: deps.bodyLimitRoutes ?? TEMPLATE_BODY_LIMIT_ROUTES }));
 
   const core: RouteModule[] = [
