@@ -12,6 +12,7 @@
 import { Hono } from "hono";
 import type { AuditService } from "../audit/audit-service.js";
 import type { AuthService } from "../auth/auth-service.js";
+import { LoginThrottle } from "../auth/login-throttle.js";
 import type { ControllerConfig } from "../config/schema.js";
 import type { EventBus } from "../events/types.js";
 import type { LogService } from "../logs/types.js";
@@ -100,7 +101,7 @@ export function createHttpApp(deps: HttpDeps): { app: Hono<AppEnv>; registry: Ro
 
   const core: RouteModule[] = [
     metricsRoutes({ metrics: deps.metrics }),
-    authRoutes({ auth: deps.auth }),
+    authRoutes({ auth: deps.auth, throttle: new LoginThrottle({ kv: deps.kv, clock }) }),
     userRoutes({ auth: deps.auth, audit: deps.audit }),
     roleRoutes({ auth: deps.auth, audit: deps.audit }),
     auditRoutes({ audit: deps.audit }),
