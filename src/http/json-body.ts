@@ -16,6 +16,8 @@ import { isWellFormedText } from "../shared/unicode.js";
 export const JSON_BODY_DEPTH_MAX = 64;
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
 
 /** `bytes` as UTF-8 text, or a 400 when they are not UTF-8. A leading byte order mark is dropped. */
 export function decodeUtf8Body(bytes: Uint8Array): string {
@@ -29,18 +31,17 @@ export function decodeUtf8Body(bytes: Uint8Array): string {
 /**
  * The deepest nesting of `[` and `{` in `text`, counted outside string literals, stopping as soon as
  * it passes `limit`. Linear and iterative: it runs before the parser, on text that may not be JSON.
+ * String literals are skipped with `indexOf`, so long strings cost little.
  */
 export function jsonNestingDepth(text: string, limit: number): number {
   let depth = 0;
   let deepest = 0;
-  let inString = false;
   for (let i = 0; i < text.length; i++) {
     const ch = text.charCodeAt(i);
-    if (inString) {
-      if (ch === 0x5c /* \ */) i++;
-      else if (ch === 0x22 /* " */) inString = false;
-    } else if (ch === 0x22) {
-      inString = true;
+    if (ch === QUOTE) {
+      const end = closingQuote(text, i);
+      if (end < 0) return deepest;
+      i = end;
     } else if (ch === 0x5b /* [ */ || ch === 0x7b /* { */) {
       depth++;
       if (depth > deepest) {
@@ -53,6 +54,25 @@ export function jsonNestingDepth(text: string, limit: number): number {
   }
   return deepest;
 }
+
+/** Index of the quote that closes the string opened at `open`, or -1 when it is never closed. */
+function closingQuote(text: string, open: number): number {
+  let from = open + 1;
+  for (;;) {
+    const at = text.indexOf('"', from);
+    if (at < 0) return -1;
+    let backslashes = 0;
+    while (text.charCodeAt(at - 1 - backslashes) === BACKSLASH) backslashes++;
+    if (backslashes % 2 === 0) return at;
+    from = at + 1;
+  }
+}
+
+/**
+ * A `\uD800`-`\uDFFF` escape somewhere in the text. Only such escapes can put a lone surrogate into
+ * a parsed value (strict decoding never makes one), so without a match the walk below is skipped.
+ */
+const surrogateEscape = /\\u[dD][89a-fA-F]/;
 
 /** True when every string and object key in `value` is well-formed Unicode (no lone surrogates). */
 function wellFormed(value: unknown): boolean {
@@ -84,6 +104,6 @@ export function parseJsonBody(bytes: Uint8Array): unknown {
     throw badRequest("Request body is not valid JSON");
   }
   // The depth check above bounds this recursion.
-  if (!wellFormed(value)) throw badRequest("Request body holds a string that is not valid Unicode (a lone surrogate)");
+  if (surrogateEscape.test(text) && !wellFormed(value)) throw badRequest("Request body holds a string that is not valid Unicode (a lone surrogate)");
   return value;
 }

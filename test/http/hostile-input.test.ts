@@ -245,6 +245,11 @@ describe("hostile input", () => {
       assert.equal(jsonNestingDepth('"\\\\"[[', 64), 2);
       assert.equal(jsonNestingDepth("[".repeat(1_000_000), 64), 65);
       assert.equal(jsonNestingDepth("not json {{", 64), 2);
+      assert.equal(jsonNestingDepth('[["unterminated [[[', 64), 2);
+      // Three backslashes: the quote is escaped and the string never ends.
+      assert.equal(jsonNestingDepth('["a\\\\\\"[[[[', 64), 1);
+      // Four: the quote closes the string.
+      assert.equal(jsonNestingDepth('["a\\\\\\\\"[[[[', 64), 5);
     });
 
     it("parses a body or names what is wrong with it", () => {
