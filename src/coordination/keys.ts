@@ -24,3 +24,9 @@ export const ticketKey = (ticket: string): string => `${KV_KEY_PREFIX}ticket:${t
 /** The pub/sub channel of the cross-controller event bridge. */
 export const EVENT_BRIDGE_CHANNEL = `${KV_KEY_PREFIX}events`;
 
+
+/** `cloud:v1:login:account:<sha256 of the username>`: the account's login streak (`src/auth/login-throttle.ts`). */
+export const loginAccountKey = (usernameDigest: string): string => `${KV_KEY_PREFIX}login:account:${usernameDigest}`;
+
+/** `cloud:v1:login:address:<client address>`: the client address's login streak. */
+export const loginAddressKey = (address: string): string => `${KV_KEY_PREFIX}login:address:${address}`;

@@ -5,12 +5,14 @@
  *
  * Chain, outermost first: HTTP metrics (every request, whatever answers) -> client address -> unread
  * body drain -> CORS -> subnet guard (only `/api/*`; `/metrics` skips it) -> request id + correlation
- * -> per-IP rate limit -> JWT authentication -> per-user rate limit -> body size limit -> route
- * (authorization, then validation). docs/decisions/http-auth.md explains each step.
+ * -> per-IP rate limit -> JWT authentication -> per-user rate limit -> UTF-8 URL check -> body size
+ * limit -> route (authorization, then body parsing and validation). docs/decisions/http-auth.md
+ * explains each step.
  */
 import { Hono } from "hono";
 import type { AuditService } from "../audit/audit-service.js";
 import type { AuthService } from "../auth/auth-service.js";
+import { LoginThrottle } from "../auth/login-throttle.js";
 import type { ControllerConfig } from "../config/schema.js";
 import type { EventBus } from "../events/types.js";
 import type { LogService } from "../logs/types.js";
@@ -26,6 +28,7 @@ import { httpMetrics, type HttpMetricsRecorder } from "./middleware/http-metrics
 import { perIpRateLimit, perUserRateLimit } from "./middleware/rate-limit.js";
 import { requestId } from "./middleware/request-context.js";
 import { subnetGuard } from "./middleware/subnet-guard.js";
+import { utf8Url } from "./middleware/utf8-url.js";
 import { RouteRegistry, type RouteModule } from "./route.js";
 import { registerSchemaFormats } from "./schema-formats.js";
 import { auditRoutes } from "./routes/audit.js";
@@ -88,11 +91,12 @@ export function createHttpApp(deps: HttpDeps): { app: Hono<AppEnv>; registry: Ro
   app.use("*", perIpRateLimit({ perMinute: rateLimit.perIpPerMinute, clock }));
   app.use("*", authenticate({ auth: deps.auth }));
   app.use("*", perUserRateLimit({ perMinute: rateLimit.perUserPerMinute, clock }));
+  app.use("*", utf8Url());
   app.use("*", bodyLimit({ maxBytes: bodyLimitBytes, routes: deps.bodyLimitRoutes ?? TEMPLATE_BODY_LIMIT_ROUTES }));
 
   const core: RouteModule[] = [
     metricsRoutes({ metrics: deps.metrics }),
-    authRoutes({ auth: deps.auth }),
+    authRoutes({ auth: deps.auth, throttle: new LoginThrottle({ kv: deps.kv, clock }) }),
     userRoutes({ auth: deps.auth, audit: deps.audit }),
     roleRoutes({ auth: deps.auth, audit: deps.audit }),
     auditRoutes({ audit: deps.audit }),

@@ -6,8 +6,9 @@
 import type { Hono } from "hono";
 import type { Static, TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
-import { ApiError, forbidden, unauthorized, validationError } from "../shared/errors.js";
+import { forbidden, unauthorized, validationError } from "../shared/errors.js";
 import type { Principal } from "../auth/principal.js";
+import { parseJsonBody } from "./json-body.js";
 import type { AppContext, AppEnv } from "./types.js";
 
 export type HttpMethod = "get" | "post" | "put" | "patch" | "delete";
@@ -77,14 +78,9 @@ function checkInput<T extends TSchema>(schema: T | undefined, raw: unknown, wher
   return value as Static<T>;
 }
 
+/** The body as JSON: strict UTF-8, bounded nesting, well-formed strings (`json-body.ts`), else 400. */
 async function readJsonBody(c: AppContext): Promise<unknown> {
-  const text = await c.req.text();
-  if (text.trim() === "") return {};
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new ApiError(400, "BAD_REQUEST", "Request body is not valid JSON");
-  }
+  return parseJsonBody(new Uint8Array(await c.req.arrayBuffer()));
 }
 
 export function authorize(def: RouteDef, principal: Principal | null): void {

@@ -2,9 +2,15 @@
  * Template-relative paths. Every path that reaches a template (route parameters, archive entries,
  * rename targets) passes {@link normalizeTemplatePath}, which refuses anything that could leave the
  * template: `..` and `.` segments, absolute and drive-letter paths, backslashes, NUL and other
- * control characters, and over-long names. A refused path is a 422 and nothing is written.
+ * control characters, text that is not valid UTF-8, and over-long names. A refused path is a 422 and
+ * nothing is written.
+ *
+ * "Not valid UTF-8" here means a lone surrogate or U+FFFD: a name decoded loosely from bytes that
+ * were not UTF-8 (an archive entry, a multipart header) carries U+FFFD, and a lone surrogate cannot
+ * be written out without turning into one. A real file name has no use for either.
  */
 import { validationError } from "../shared/errors.js";
+import { isCleanlyDecodedName } from "../shared/unicode.js";
 
 /** Longest template-relative path, in characters (fits a ustar header or one PAX record). */
 export const TEMPLATE_PATH_LENGTH_MAX = 240;
@@ -26,6 +32,7 @@ export function normalizeTemplatePath(raw: string, field: string, opts: { allowR
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(raw)) throw refuse("contains a control character");
   if (raw.includes("\\")) throw refuse("contains a backslash");
+  if (!isCleanlyDecodedName(raw)) throw refuse("is not valid UTF-8 (holds U+FFFD or a lone surrogate)");
   if (/^[A-Za-z]:/.test(raw)) throw refuse("is an absolute path");
   let path = raw;
   if (opts.archive) {

@@ -13,7 +13,7 @@ import { after, before, describe, it } from "node:test";
 import { Prng } from "../raft/sim/prng.js";
 import { serverProcesses } from "../support/instance-processes.js";
 import { ClusterHarness, eventually, type ClusterMemberProcess } from "./cluster-harness.js";
-import { spawnDaemon, type DaemonProcess } from "../gateway/harness.js";
+import { cleanupDirs, spawnDaemon, type DaemonProcess } from "../gateway/harness.js";
 import { startPostgresServer, type PostgresServer } from "../support/postgres-server.js";
 import { startRedisServer, type RedisServer } from "../support/redis-server.js";
 
@@ -80,6 +80,7 @@ describe("controller failover", { timeout: 900_000 }, () => {
     await harness?.close();
     await redis?.stop();
     await postgres?.stop();
+    cleanupDirs();
   });
 
   it("rolling upgrade: each controller restarted in turn, no instance restarts and no read fails", async () => {

@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { after } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { stringify as toYaml } from "yaml";
 import { parseControllerConfig } from "../../src/config/load.js";
@@ -41,9 +42,21 @@ export function tempDir(prefix: string): string {
   dirs.push(dir);
   return dir;
 }
+/** Removes every directory made by {@link tempDir} so far; retried briefly while a process still writes in one. */
 export function cleanupDirs(): void {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
 }
+
+/** Every `cloud-daemon` child started by {@link spawnDaemon} in this file. */
+const daemonChildren: DaemonProcess[] = [];
+
+// Whatever a test file does in its own hooks, when it ends no daemon child it started is left
+// running and no directory this harness made is left behind: the hook belongs to the file's root
+// test, so it runs after every suite's `after`, also when a test failed or timed out.
+after(async () => {
+  for (const daemon of daemonChildren.splice(0)) await daemon.kill9();
+  cleanupDirs();
+});
 
 /** A controller in this process with its events recorded. */
 export interface GatewayController {
@@ -208,7 +221,7 @@ export function spawnDaemon(controllers: string[], token: string, extra: Record<
   child.stderr!.on("data", (c: Buffer) => (output += c.toString()));
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const alive = () => child.exitCode === null && child.signalCode === null;
-  return {
+  const daemon: DaemonProcess = {
     child,
     output: () => output,
     dir,
@@ -225,4 +238,6 @@ export function spawnDaemon(controllers: string[], token: string, extra: Record<
       clearTimeout(timer);
     },
   };
+  daemonChildren.push(daemon);
+  return daemon;
 }

@@ -119,6 +119,8 @@ export interface TestApp {
   nodeTokens: NodeTokenService;
   blobs: BlobStore;
   templates: TemplateService;
+  /** Workload tokens and node credentials (the plugin API's `auth: "workload"` routes). */
+  credentials: MachineCredentials;
   /** A single-member cluster (Raft in `<dir>/raft`, transport on an ephemeral port). */
   cluster: ClusterService;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
@@ -367,6 +369,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     nodeTokens,
     blobs,
     templates,
+    credentials,
     cluster,
     request,
     login,

@@ -2,8 +2,10 @@
 import { Hono } from "hono";
 import { Type } from "@sinclair/typebox";
 import type { AuthService } from "../../auth/auth-service.js";
+import type { LoginThrottle } from "../../auth/login-throttle.js";
 import { PERMISSION_CATALOG } from "../../auth/permissions.js";
 import { unauthorized } from "../../shared/errors.js";
+import { RateLimitedError } from "../middleware/rate-limit.js";
 import { addRoute, type RouteModule } from "../route.js";
 import type { AppEnv } from "../types.js";
 
@@ -31,7 +33,7 @@ export const MeSchema = Type.Object({
 export const PermissionSchema = Type.Object({ name: Type.String(), description: Type.String() });
 
 export const authRoutes =
-  (deps: { auth: AuthService }): RouteModule =>
+  (deps: { auth: AuthService; throttle: LoginThrottle }): RouteModule =>
   (app, registry) => {
     const sub = new Hono<AppEnv>();
     addRoute(
@@ -40,7 +42,7 @@ export const authRoutes =
       {
         method: "post",
         path: "/api/v1/auth/login",
-        summary: "Sign in with username and password; returns a JWT (not audited)",
+        summary: "Sign in with username and password; returns a JWT (not audited). Repeated failures per account and per address back off: 429 with Retry-After",
         tag: "auth",
         auth: "public",
         body: LoginRequestSchema,
@@ -48,7 +50,12 @@ export const authRoutes =
       },
       async ({ body, c }) => {
         if (!body.username?.trim() || !body.password) throw unauthorized("Invalid username or password");
-        return deps.auth.login(body.username, body.password, c.get("clientIp"));
+        const address = c.get("clientIp");
+        const admission = await deps.throttle.admit(body.username, address);
+        if (!admission.admitted) throw new RateLimitedError(Math.max(1, Math.ceil(admission.retryAfterMs / 1000)));
+        const result = await deps.auth.login(body.username, body.password, address);
+        await deps.throttle.succeeded(body.username, address);
+        return result;
       },
     );
     addRoute(

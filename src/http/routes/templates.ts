@@ -14,6 +14,7 @@ import type { Hono } from "hono";
 import { Type } from "@sinclair/typebox";
 import type { AuditRecorder } from "../../audit/types.js";
 import { badRequest, validationError } from "../../shared/errors.js";
+import { isCleanlyDecodedName } from "../../shared/unicode.js";
 import { assertTemplateName, type TemplateChange, type TemplateService } from "../../templates/template-service.js";
 import { spoolMultipart, type SpooledFile } from "../../templates/upload-spool.js";
 import type { BodyLimitRoute } from "../middleware/body-limit.js";
@@ -63,12 +64,15 @@ const VariablesBody = Type.Object({ variables: Type.Record(Type.String(), Type.S
 
 /**
  * Spools the file parts named `field` of the request, runs `use` on them, then removes them: 400 for
- * a body that is not multipart/form-data, 422 when no file part came.
+ * a body that is not multipart/form-data or a file name that is not UTF-8 (or holds U+FFFD), 422
+ * when no file part came.
  */
 async function withSpooledFiles<T>(c: AppContext, field: string, spoolDirectory: string, use: (files: SpooledFile[]) => Promise<T>): Promise<T> {
   const spool = await spoolMultipart(c.req.raw.body, c.req.header("content-type"), { directory: spoolDirectory, field });
   try {
     if (spool.files.length === 0) throw validationError(`${field}: a file part is required`);
+    // Part headers are decoded leniently, so bytes that were not UTF-8 arrive as U+FFFD.
+    if (spool.files.some((file) => !isCleanlyDecodedName(file.fileName))) throw badRequest(`${field}: a file name is not valid UTF-8`);
     return await use(spool.files);
   } finally {
     await spool.dispose();
