@@ -11,7 +11,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { stringify as toYaml } from "yaml";
-import { ClusterHarness, eventually, type ClusterMemberProcess } from "../../test/e2e/cluster-harness.js";
+import { ClusterHarness, type ClusterMemberProcess } from "../../test/e2e/cluster-harness.js";
+import { eventually } from "../../test/support/wait.js";
 import { startPostgresServer, type PostgresServer } from "../../test/support/postgres-server.js";
 import { startRedisServer, type RedisServer } from "../../test/support/redis-server.js";
 

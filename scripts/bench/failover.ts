@@ -23,7 +23,8 @@
 // or SIGINT; the exit status is 1 when the run did not finish or a server was left behind.
 import { execFileSync } from "node:child_process";
 import { loadavg } from "node:os";
-import { eventually } from "../../test/e2e/cluster-harness.js";
+import {  } from "../../test/e2e/cluster-harness.js";
+import { eventually } from "../../test/support/wait.js";
 import { FailoverFleet, serverProcessesOf, type ServerProcesses } from "./failover-fleet.js";
 import {
   leaseTakeoverProbe,

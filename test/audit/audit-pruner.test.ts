@@ -5,7 +5,8 @@ import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import { AUDIT_PRUNER_LEASE, startAuditPruner } from "../../src/audit/audit-pruner.js";
 import { AuditService } from "../../src/audit/audit-service.js";
-import { api, cleanupDirs, eventually, startGatewayController } from "../gateway/harness.js";
+import { api, cleanupDirs, startGatewayController } from "../gateway/harness.js";
+import { eventually } from "../support/wait.js";
 import { openStoreFixture } from "../support/store-fixture.js";
 
 const quiet = { name: "test", trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };

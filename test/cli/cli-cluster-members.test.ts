@@ -5,7 +5,8 @@
 // `cluster recover --eject` makes the survivor the only member.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { ClusterHarness, eventually, type ClusterMemberProcess } from "../e2e/cluster-harness.js";
+import { ClusterHarness, type ClusterMemberProcess } from "../e2e/cluster-harness.js";
+import { eventually } from "../support/wait.js";
 import { homeWithContext, runCli, type CliResult } from "./harness.js";
 
 function ok(result: CliResult): CliResult {

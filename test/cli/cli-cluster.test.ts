@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { startInProcessController, type InProcessTestController } from "../support/controller.js";
-import { eventually } from "../gateway/harness.js";
+import {  } from "../gateway/harness.js";
+import { eventually } from "../support/wait.js";
 import { homeWithContext, runCli, type CliResult } from "./harness.js";
 
 function ok(result: CliResult): CliResult {

@@ -4,7 +4,8 @@
 // group resume after a crash-loop pause. `--json` prints the controller's body.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { api, cleanupDirs, createToken, eventsOf, eventually, spawnDaemon, startGatewayController, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import { api, cleanupDirs, createToken, eventsOf, spawnDaemon, startGatewayController, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import { eventually } from "../support/wait.js";
 import { homeWithContext, runCli, spawnCli, waitForExit, type CliResult } from "./harness.js";
 
 /** Bound on waiting for the scheduler, the daemon or console output. */

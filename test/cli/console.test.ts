@@ -2,20 +2,13 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { envelope, homeWithContext, spawnCli, startFakeController, waitForExit, type FakeController } from "./harness.js";
+import { eventually } from "../support/wait.js";
 
 /** Bound on waiting for one expected piece of console output. */
 const outputWaitMs = 30_000;
 
 function until(read: () => string, pattern: RegExp): Promise<void> {
-  const deadline = Date.now() + outputWaitMs;
-  return new Promise((resolve, reject) => {
-    const poll = () => {
-      if (pattern.test(read())) return resolve();
-      if (Date.now() > deadline) return reject(new Error(`timed out waiting for ${pattern}; got: ${read()}`));
-      setTimeout(poll, 50);
-    };
-    poll();
-  });
+  return eventually(() => pattern.test(read()), () => `${pattern}; got: ${read()}`, outputWaitMs).then(() => undefined);
 }
 
 describe("cloudctl instance console", () => {

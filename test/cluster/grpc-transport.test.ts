@@ -4,6 +4,7 @@ import type { Message, NodeId } from "../../raft/types.js";
 import { createClusterCa, issueNodeCertificate, type ClusterCa } from "../../src/cluster/ca.js";
 import { GrpcTransport, type MessageCodec, type TransportHandler } from "../../src/cluster/grpc-transport.js";
 import { freePorts } from "./support/free-ports.js";
+import { eventually } from "../support/wait.js";
 
 const ca = createClusterCa();
 const certs = new Map<NodeId, { certPem: string; keyPem: string }>();
@@ -64,13 +65,6 @@ async function startTransport(id: NodeId, port: number, peers: Record<NodeId, st
   return { transport, handler };
 }
 
-async function eventually(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 test("messages reach the peer over mutual TLS, in order", async () => {
   const [pa, pb] = await freePorts(2);
@@ -81,11 +75,11 @@ test("messages reach the peer over mutual TLS, in order", async () => {
     for (let i = 1; i <= 50; i++) a.transport.send([message("a", "b", batch * 50 + i)]);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
-  await eventually(() => b.handler.received.length === 500);
+  await eventually(() => b.handler.received.length === 500, "500 messages at b", 5_000);
   assert.deepEqual(a.handler.unreachable, []);
   assert.deepEqual(b.handler.received.map((m) => m.index), Array.from({ length: 500 }, (_, i) => i + 1));
   b.transport.send([message("b", "a", 7, "snap")]);
-  await eventually(() => a.handler.received.length === 1 && b.handler.snapshots.length === 1);
+  await eventually(() => a.handler.received.length === 1 && b.handler.snapshots.length === 1, "the snapshot at a and its report at b", 5_000);
   assert.deepEqual(b.handler.snapshots, [["a", true]]);
 });
 
@@ -95,7 +89,7 @@ test("an unknown receiver and a full queue to a dead peer are reported unreachab
   a.transport.send([message("c", "nobody", 1)]);
   assert.deepEqual(a.handler.unreachable, ["nobody"]);
   for (let i = 0; i < 200; i++) a.transport.send([message("c", "dead", i)]);
-  await eventually(() => a.handler.unreachable.includes("dead"));
+  await eventually(() => a.handler.unreachable.includes("dead"), "the dead peer reported unreachable", 5_000);
 });
 
 test("a peer with a certificate of another CA is refused; a restarted peer is reached again", async () => {
@@ -114,7 +108,7 @@ test("a peer with a certificate of another CA is refused; a restarted peer is re
   await eventually(() => {
     d.transport.send([message("d", "e", 2)]);
     return e.handler.received.length > 0;
-  });
+  }, "a message at the restarted peer", 5_000);
   assert.equal(e.handler.received[0]!.from, "d");
 });
 

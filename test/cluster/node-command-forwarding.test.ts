@@ -31,6 +31,7 @@ import { MemoryKvStore } from "../../src/store/memory/memory-kv-store.js";
 import { openDocumentStore } from "../../src/store/open.js";
 import type { DocumentStore } from "../../src/store/ports.js";
 import { freePorts } from "./support/free-ports.js";
+import { eventually } from "../support/wait.js";
 
 const fastTuning: Partial<RaftTuning> = { tickIntervalMs: 20, electionTicks: 10, heartbeatTicks: 1, commitTimeoutMs: 800 };
 const logs = createLogService({ level: "ERROR", format: "JSON" }, { write: () => undefined });
@@ -93,13 +94,6 @@ async function serve(cluster: ClusterService, audit: AuditService, port: number)
   return server;
 }
 
-async function eventually(check: () => boolean, what: string, waitMs = 20_000): Promise<void> {
-  const started = Date.now();
-  while (!check()) {
-    if (Date.now() - started > waitMs) throw new Error(`not within ${waitMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 function client(address: string, credentials: grpc.ChannelCredentials): ClusterMembershipClient {
   const Client = loadClusterMembership();

@@ -14,6 +14,7 @@ import { LevelStorage } from "../../src/cluster/level-storage.js";
 import type { StateMachine } from "../../src/cluster/raft-host-ports.js";
 import { RaftNodeHost } from "../../src/cluster/raft-node-host.js";
 import { freePorts } from "./support/free-ports.js";
+import { eventually } from "../support/wait.js";
 
 /** Appends every applied payload to a list; the list is the snapshot. */
 class ListStateMachine implements StateMachine {
@@ -90,15 +91,6 @@ async function stopMember(id: NodeId): Promise<void> {
   await member.storage.close();
 }
 
-async function eventually<T>(probe: () => T | null | undefined | false, what: string, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 const leader = () => eventually(() => [...members.values()].find((m) => m.host.isLeader()), "a leader");
 const payload = (text: string) => new TextEncoder().encode(text);

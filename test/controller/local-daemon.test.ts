@@ -7,7 +7,8 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { after, describe, it } from "node:test";
 import { localDaemonArgs, startLocalDaemon, type LocalDaemon } from "../../src/controller/local-daemon.js";
-import { api, cleanupDirs, eventually, startGatewayController, tempDir, type GatewayController } from "../gateway/harness.js";
+import { api, cleanupDirs, startGatewayController, tempDir, type GatewayController } from "../gateway/harness.js";
+import { eventually } from "../support/wait.js";
 
 const ROOT_DIR = join(import.meta.dirname, "..", "..");
 const waitMs = 40_000;

@@ -11,6 +11,7 @@ import type { CloudEvent } from "../../src/events/types.js";
 import { MemoryKvStore } from "../../src/store/memory/memory-kv-store.js";
 import type { KvStore } from "../../src/store/ports.js";
 import { describeEachKv, recordingLogger, withEnv, type KvEnvironment } from "./support.js";
+import { eventually } from "../support/wait.js";
 
 /** Upper bound for a message to cross the store; waits poll, they never sleep this long on success. */
 const DELIVERY_TIMEOUT_MS = 5_000;
@@ -34,13 +35,6 @@ async function controller(env: KvEnvironment, id: string, channel: string): Prom
   return { id, bus, bridge, seen };
 }
 
-async function waitFor(what: string, condition: () => boolean): Promise<void> {
-  const deadline = Date.now() + DELIVERY_TIMEOUT_MS;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(2);
-  }
-}
 
 /**
  * Waits until everything `from` published so far has crossed to `to`: a marker published after
@@ -49,7 +43,7 @@ async function waitFor(what: string, condition: () => boolean): Promise<void> {
 async function settle(from: Controller, to: Controller): Promise<void> {
   const marker = `marker-${Math.random()}`;
   from.bus.publish(EventTypes.GROUP_DELETED, { groupName: marker });
-  await waitFor(`marker from ${from.id} at ${to.id}`, () => to.seen.some((event) => event.data.groupName === marker));
+  await eventually(() => to.seen.some((event) => event.data.groupName === marker), `marker from ${from.id} at ${to.id}`, { timeoutMs: DELIVERY_TIMEOUT_MS, intervalMs: 2 });
   await to.bus.flush();
 }
 
@@ -156,7 +150,7 @@ describeEachKv("EventBridge", (makeEnv) => {
         await raw.publish(channel, message("c-x", { data: null }));
         await raw.publish(channel, message("c|x"));
         await settle(b, a);
-        await waitFor("rejected messages counted", () => a.bridge.rejectedMessages === 5 && b.bridge.rejectedMessages === 5);
+        await eventually(() => a.bridge.rejectedMessages === 5 && b.bridge.rejectedMessages === 5, "rejected messages counted", { timeoutMs: DELIVERY_TIMEOUT_MS, intervalMs: 2 });
         assert.ok(!onChannel.some((m) => m.includes("relayed")), "the peer event was not sent again");
         assert.deepEqual(a.seen.filter((event) => event.data.groupName === "from-c-b").map((event) => event.source), ["peer:c-b"]);
         assert.equal(b.seen.filter((event) => event.data.groupName === "from-c-b").length, 0, "b ignores messages of its own origin");

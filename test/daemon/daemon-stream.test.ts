@@ -9,8 +9,9 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { InstanceStateReport } from "../../src/wire/daemon-proto.js";
-import { FakeController, FakeTemplateServer, spawnDaemonChild, waitFor, wireSpec, type DaemonChild, type FakeSession } from "./fake-controller.js";
+import { FakeController, FakeTemplateServer, spawnDaemonChild, wireSpec, type DaemonChild, type FakeSession } from "./fake-controller.js";
 import { freePort, isAlive } from "./runner-harness.js";
+import { eventually } from "../support/wait.js";
 
 const API_TOKEN = "api-token-1";
 const TOKEN = 5;
@@ -24,12 +25,12 @@ describe("cloud-daemon over the daemon stream", { timeout: 120_000 }, () => {
   const states = (): InstanceStateReport[] => controller.messagesOf("instance_state");
   const stateOf = (instanceId: string, state: string) => states().find((s) => s.instance_id === instanceId && s.state === state);
   const waitForState = (instanceId: string, state: string) =>
-    waitFor(
+    eventually(
       () => stateOf(instanceId, state),
       () => `${instanceId} ${state} (saw ${controller.statesOf(instanceId).join(",")})\n${daemon.output()}`,
     );
   const waitForLine = (instanceId: string, text: string) =>
-    waitFor(
+    eventually(
       () => controller.linesOf(instanceId).find((line) => line.includes(text)),
       () => `${instanceId} console "${text}" (saw ${controller.linesOf(instanceId).slice(-5).join(" | ")})`,
     );
@@ -51,7 +52,7 @@ describe("cloud-daemon over the daemon stream", { timeout: 120_000 }, () => {
   });
 
   it("sends an inventory right after hello_ack, before anything else", async () => {
-    const session = await waitFor(
+    const session = await eventually(
       () => controller.sessions.find((s) => s.messages.some((m) => m.payload === "node_status")),
       () => `a session with node status\n${daemon.output()}`,
       30_000,
@@ -112,7 +113,7 @@ describe("cloud-daemon over the daemon stream", { timeout: 120_000 }, () => {
     await waitForState("lobby-2", "STARTING");
     await waitForLine("lobby-2", "Done (");
     // The simulated server reports ready to the controller URL the daemon derived (the fake answers 401).
-    const ready = await waitFor(
+    const ready = await eventually(
       () => templates.requests.find((r) => r.path === "/api/plugin/ready"),
       () => "the plugin ready call",
     );
@@ -135,7 +136,7 @@ describe("cloud-daemon over the daemon stream", { timeout: 120_000 }, () => {
         indexIn(session, (m) => m.payload === "instance_state" && m.instance_state.instance_id === "lobby-1" && m.instance_state.state === "STOPPED"),
       "the result came before STOPPED",
     );
-    await waitFor(
+    await eventually(
       () => !isAlive(pid),
       () => "the stopped process to be gone",
     );
@@ -174,7 +175,7 @@ describe("cloud-daemon over the daemon stream", { timeout: 120_000 }, () => {
     assert.equal(readFileSync(join(dir, "plugins", "readme.txt"), "utf8"), "plugin data\n");
     const templateRequests = () => templates.requests.filter((r) => r.path.startsWith("/api/v1/templates/"));
     assert.ok(templateRequests().length >= 3 && templateRequests().every((r) => r.authorization === `Bearer ${API_TOKEN}`));
-    const status = await waitFor(
+    const status = await eventually(
       () => controller.messagesOf("cache_status").find((s) => s.total_size_bytes > 0),
       () => "a cache_status after the unpack",
     );
@@ -202,19 +203,19 @@ describe("cloud-daemon over the daemon stream", { timeout: 120_000 }, () => {
     const lobby4 = stateOf("lobby-4", "RUNNING")!.pid;
     controller.refuseConnections = true;
     controller.dropSession();
-    await waitFor(
+    await eventually(
       () => controller.refusedConnections >= 1,
       () => "a refused reconnect",
     );
     // The instance ends while nobody listens: its report waits for the next session.
     process.kill(lobby4, "SIGTERM");
-    await waitFor(
+    await eventually(
       () => !isAlive(lobby4),
       () => "lobby-4 to exit",
     );
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     controller.refuseConnections = false;
-    const session = await waitFor(
+    const session = await eventually(
       () => controller.sessions.slice(before).find((s) => s.messages.some((m) => m.payload === "node_status")),
       () => `a new session\n${daemon.output()}`,
     );
@@ -240,7 +241,7 @@ describe("cloud-daemon over the daemon stream", { timeout: 120_000 }, () => {
     const how = await daemon.stop();
     assert.deepEqual(how, { code: 0, signal: null }, daemon.output());
     assert.ok(stateOf("lobby-3", "STOPPED"), "the controller heard of the stop before the stream closed");
-    await waitFor(
+    await eventually(
       () => [...pids].every((pid) => !isAlive(pid)),
       () => `every simulated server to be gone (${[...pids].filter(isAlive).join(",")})`,
       5_000,

@@ -36,16 +36,6 @@ const CHILD_STOP_TIMEOUT_MS = 15_000;
 /** Environment that keeps the simulated server on loopback and quick to stop. */
 export const SIM_WIRE_ENV = { CLOUD_SIM_BIND_HOST: "127.0.0.1", CLOUD_SIM_TICK_INTERVAL_MS: "0", CLOUD_SIM_STOP_DELAY_MS: "50" };
 
-/** Polls until `check` returns a truthy value; fails after `timeoutMs` with `what()`. */
-export async function waitFor<T>(check: () => T, what: () => string, timeoutMs = 15_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = check();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what()}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 /** One Connect stream as the fake controller saw it. */
 export interface FakeSession {

@@ -12,7 +12,8 @@ import { serve, type ServerType } from "@hono/node-server";
 import type { CrashReport, RunnerEvent, RunnerTimers, TemplateUnpackRequest } from "../../src/daemon/instance-runner.js";
 import { simulatedPlatform } from "../../src/daemon/platforms.js";
 import { RunnerError, StaleEpochError } from "../../src/daemon/runner-errors.js";
-import { RunnerHarness, SIM_TEST_ENV, eventually, isAlive, simSpec } from "./runner-harness.js";
+import { RunnerHarness, SIM_TEST_ENV, isAlive, simSpec } from "./runner-harness.js";
+import { eventually } from "../support/wait.js";
 
 /** Timers that fire only when the test says so. */
 class ManualTimers implements RunnerTimers {
@@ -278,7 +279,7 @@ describe("instance runner", { timeout: 55_000 }, () => {
     assert.equal(await readFile(join(workDir, "world.dat"), "utf8"), "seed=1\nplayed=yes\n");
 
     h.runner.start({ ...spec, port: (await simSpec("x")).port }, 1);
-    await eventually(() => h.states("survival-1").filter((state) => state === "RUNNING").length === 2, 15_000, "the second start to be RUNNING");
+    await eventually(() => h.states("survival-1").filter((state) => state === "RUNNING").length === 2, "the second start to be RUNNING", 15_000);
     assert.deepEqual(requests.map((r) => [r.instanceId, r.freshDirectory, r.templates.map((t) => t.name)]), [
       ["survival-1", true, ["base", "survival"]],
       ["survival-1", false, ["base", "survival"]],

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { InstanceRunner, type InstanceRunnerOptions, type InstanceSpec, type RunnerEvent } from "../../src/daemon/instance-runner.js";
 import { builtInPlatforms, simulatedPlatform, type PlatformDefinition } from "../../src/daemon/platforms.js";
 import { SpawnerLauncher, type ProcessLauncher } from "../../src/daemon/process-launcher.js";
+import { eventually } from "../support/wait.js";
 
 /** Environment that keeps the simulated server on loopback and makes it chatty. */
 export const SIM_TEST_ENV = { CLOUD_SIM_BIND_HOST: "127.0.0.1", CLOUD_SIM_TICK_INTERVAL_MS: "200", CLOUD_SIM_STOP_DELAY_MS: "50" };
@@ -37,14 +38,6 @@ export function isAlive(pid: number): boolean {
   }
 }
 
-/** Polls until `check` holds; fails after `timeoutMs`. */
-export async function eventually(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 /** A runner over a temporary directory with every event recorded and every pid remembered. */
 export class RunnerHarness {
@@ -81,18 +74,18 @@ export class RunnerHarness {
   }
 
   async waitForState(instanceId: string, state: string, timeoutMs = 15_000): Promise<void> {
-    await eventually(() => this.states(instanceId).includes(state), timeoutMs, `${instanceId} ${state} (saw ${this.states(instanceId).join(",")})`);
+    await eventually(() => this.states(instanceId).includes(state), `${instanceId} ${state} (saw ${this.states(instanceId).join(",")})`, timeoutMs);
   }
 
   async waitForLine(instanceId: string, text: string, timeoutMs = 10_000): Promise<void> {
-    await eventually(() => this.consoleLines(instanceId).some((line) => line.includes(text)), timeoutMs, `${instanceId} console "${text}"`);
+    await eventually(() => this.consoleLines(instanceId).some((line) => line.includes(text)), `${instanceId} console "${text}"`, timeoutMs);
   }
 
   /** Kills whatever is left, then checks no process the runner started is alive and removes the directory. */
   async close(): Promise<void> {
     this.runner.killAllNow();
     await Promise.race([this.runner.shutdown("force"), new Promise((resolve) => setTimeout(resolve, 5_000))]);
-    await eventually(() => [...this.pids].every((pid) => !isAlive(pid)), 5_000, "every started process to be gone");
+    await eventually(() => [...this.pids].every((pid) => !isAlive(pid)), "every started process to be gone", 5_000);
     await this.launcher.close();
     await rm(this.workDir, { recursive: true, force: true });
   }

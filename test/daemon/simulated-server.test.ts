@@ -7,7 +7,8 @@ import { after, describe, it } from "node:test";
 import { Hono } from "hono";
 import { serve, type ServerType } from "@hono/node-server";
 import { simulatedServerScriptPath } from "../../src/daemon/simulated-server/contract.js";
-import { SIM_TEST_ENV, eventually, freePort, isAlive } from "./runner-harness.js";
+import { SIM_TEST_ENV, freePort, isAlive } from "./runner-harness.js";
+import { eventually } from "../support/wait.js";
 
 interface Sim {
   child: ChildProcess;
@@ -22,7 +23,7 @@ after(async () => {
   for (const child of started) {
     if (child.pid !== undefined && isAlive(child.pid)) child.kill("SIGKILL");
   }
-  await eventually(() => started.every((child) => child.pid === undefined || !isAlive(child.pid)), 5_000, "every simulated server to be gone");
+  await eventually(() => started.every((child) => child.pid === undefined || !isAlive(child.pid)), "every simulated server to be gone", 5_000);
 });
 
 async function startSim(env: Record<string, string> = {}): Promise<Sim & { port: number }> {
@@ -47,7 +48,7 @@ async function startSim(env: Record<string, string> = {}): Promise<Sim & { port:
     lines,
     exited,
     send: (line) => child.stdin!.write(`${line}\n`),
-    waitForLine: (text) => eventually(() => lines.some((line) => line.includes(text)), 10_000, `console line "${text}" (got: ${lines.join(" | ")})`),
+    waitForLine: (text) => eventually(() => lines.some((line) => line.includes(text)), `console line "${text}" (got: ${lines.join(" | ")})`, 10_000).then(() => undefined),
   };
 }
 
@@ -142,9 +143,9 @@ describe("simulated game server", { timeout: 55_000 }, () => {
       const sim = await startSim({ CLOUD_CONTROLLER_URL: `${api.url}/`, CLOUD_WORKLOAD_TOKEN: "wl-secret" });
       await sim.waitForLine("Reported ready to the controller");
       sim.send("players join Steve");
-      await eventually(() => calls.some((call) => call.path === "player-join"), 10_000, "player-join");
+      await eventually(() => calls.some((call) => call.path === "player-join"), "player-join", 10_000);
       sim.send("players leave Steve");
-      await eventually(() => calls.some((call) => call.path === "player-leave"), 10_000, "player-leave");
+      await eventually(() => calls.some((call) => call.path === "player-leave"), "player-leave", 10_000);
       sim.send("stop");
       await sim.exited;
 

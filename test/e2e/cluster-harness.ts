@@ -113,18 +113,3 @@ export class ClusterHarness {
   }
 }
 
-/** Polls `check` until it returns a truthy value; fails after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T> | T, what: string, timeoutMs = 30_000): Promise<NonNullable<T>> {
-  const started = Date.now();
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value) return value as NonNullable<T>;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}

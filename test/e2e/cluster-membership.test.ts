@@ -10,7 +10,8 @@ import assert from "node:assert/strict";
 import { rmSync, writeFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { newSeedSecret, signJoinToken } from "../../src/cluster/join-token.js";
-import { ClusterHarness, eventually, type ClusterMemberProcess } from "./cluster-harness.js";
+import { ClusterHarness, type ClusterMemberProcess } from "./cluster-harness.js";
+import { eventually } from "../support/wait.js";
 
 function isAlive(pid: number): boolean {
   try {

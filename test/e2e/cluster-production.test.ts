@@ -6,7 +6,8 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import pg from "pg";
-import { ClusterHarness, eventually, type ClusterMemberProcess } from "./cluster-harness.js";
+import { ClusterHarness, type ClusterMemberProcess } from "./cluster-harness.js";
+import { eventually } from "../support/wait.js";
 import { startPostgresServer, type PostgresServer } from "../support/postgres-server.js";
 import { startRedisServer, type RedisServer } from "../support/redis-server.js";
 

@@ -4,7 +4,8 @@
 // unnamed, then makes the survivor the only member; the cluster commits again and grows again.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { ClusterHarness, eventually, type ClusterMemberProcess } from "./cluster-harness.js";
+import { ClusterHarness, type ClusterMemberProcess } from "./cluster-harness.js";
+import { eventually } from "../support/wait.js";
 
 describe("recovery after losing the quorum", { timeout: 600_000 }, () => {
   const harness = new ClusterHarness();

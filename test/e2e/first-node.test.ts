@@ -3,7 +3,8 @@
 // node's record is ONLINE by the time NODE_CONNECTED reaches the scheduler.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { api, cleanupDirs, createToken, eventsOf, eventually, spawnDaemon, startGatewayController, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import { api, cleanupDirs, createToken, eventsOf, spawnDaemon, startGatewayController, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import { eventually } from "../support/wait.js";
 
 /** Far longer than the test may take: only the reaction to the connection can start the group. */
 const evaluationIntervalMs = 120_000;

@@ -11,7 +11,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { pidOfInstance } from "../support/instance-processes.js";
-import { api, cleanupDirs, createToken, eventsOf, eventually, spawnDaemon, startGatewayController, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import { api, cleanupDirs, createToken, eventsOf, spawnDaemon, startGatewayController, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import { eventually } from "../support/wait.js";
 
 const waitMs = 45_000;
 const offlineGraceMs = 3_000;

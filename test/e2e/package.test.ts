@@ -15,6 +15,7 @@ import { basename, delimiter, dirname, join } from "node:path";
 import { after, describe, it } from "node:test";
 import { stringify as toYaml } from "yaml";
 import { pidOfInstance } from "../support/instance-processes.js";
+import { eventually } from "../support/wait.js";
 
 const ROOT_DIR = join(import.meta.dirname, "..", "..");
 const PACKAGE = JSON.parse(readFileSync(join(ROOT_DIR, "package.json"), "utf8")) as { name: string; version: string; bin: Record<string, string> };
@@ -132,18 +133,6 @@ function unitCommand(unitFile: string, configPath: string): { bin: string; args:
   return { bin: basename(path!), args: [args[0]!, configPath] };
 }
 
-/** Resolves once `check` returns a truthy value (polled every 100 ms); fails after `timeoutMs` or when `alive` says a process ended. */
-async function eventually<T>(check: () => T | Promise<T>, what: string, timeoutMs: number, alive: () => string | null = () => null): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value as NonNullable<T>;
-    const dead = alive();
-    if (dead) throw new Error(`${dead} while waiting for ${what}`);
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 const ended = (name: string, service: Service) => () =>
   service.child.exitCode !== null || service.child.signalCode !== null
@@ -234,8 +223,8 @@ describe("the built package, installed from its tarball", { timeout: 360_000 }, 
     assert.equal(controllerCommand.bin, "cloud-controller");
     const controller = startService(bin(controllerCommand.bin), controllerCommand.args, runDir, binEnv);
     const controllerEnded = ended("cloud-controller", controller);
-    const url = (await eventually(() => /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(controller.output())?.[1], "the HTTP listening line", START_TIMEOUT_MS, controllerEnded))!;
-    const grpcPort = Number((await eventually(() => /\(gRPC\) listening on port (\d+)/.exec(controller.output())?.[1], "the gRPC listening line", START_TIMEOUT_MS, controllerEnded))!);
+    const url = (await eventually(() => /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(controller.output())?.[1], "the HTTP listening line", { timeoutMs: START_TIMEOUT_MS, stopIf: controllerEnded }))!;
+    const grpcPort = Number((await eventually(() => /\(gRPC\) listening on port (\d+)/.exec(controller.output())?.[1], "the gRPC listening line", { timeoutMs: START_TIMEOUT_MS, stopIf: controllerEnded }))!);
     const version = (await (await fetch(`${url}/api/v1/system/version`)).json()) as { version: string; gitCommit: string };
     assert.equal(version.version, PACKAGE.version);
     assert.equal(version.gitCommit, /^[0-9a-f]{7,64}$/i.test(buildInfo.gitCommit) ? buildInfo.gitCommit : "unknown", "the commit the package was built from");
@@ -265,7 +254,7 @@ describe("the built package, installed from its tarball", { timeout: 360_000 }, 
     const daemon = startService(bin(daemonCommand.bin), daemonCommand.args, join(runDir, "daemon"), binEnv);
     const daemonEnded = ended("cloud-daemon", daemon);
     const bothAlive = () => controllerEnded() ?? daemonEnded();
-    await eventually(async () => (await api("GET", "/api/v1/nodes/packaged-node")).json?.state === "ONLINE", "the node ONLINE", RUNNING_TIMEOUT_MS, bothAlive);
+    await eventually(async () => (await api("GET", "/api/v1/nodes/packaged-node")).json?.state === "ONLINE", "the node ONLINE", { timeoutMs: RUNNING_TIMEOUT_MS, stopIf: bothAlive });
 
     phase("a simulated group");
     const group = await api("POST", "/api/v1/groups", { name: GROUP, platform: "simulated", minInstances: 1, memoryMb: 128, portRange: PORT_RANGE });
@@ -276,8 +265,7 @@ describe("the built package, installed from its tarball", { timeout: 360_000 }, 
         return list.length === 1 ? list : null;
       },
       "the instance RUNNING",
-      RUNNING_TIMEOUT_MS,
-      bothAlive,
+      { timeoutMs: RUNNING_TIMEOUT_MS, stopIf: bothAlive },
     );
     assert.equal(instance.node, "packaged-node");
     assert.match(await statusLine(instance.port), new RegExp(`^SIMULATED ${instance.id} group=${GROUP} `));

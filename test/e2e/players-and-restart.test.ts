@@ -5,7 +5,8 @@ import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import { serverProcesses } from "../support/instance-processes.js";
 import { freePorts } from "../cluster/support/free-ports.js";
-import { api, cleanupDirs, createToken, eventsOf, eventually, spawnDaemon, startGatewayController, tempDir, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import { api, cleanupDirs, createToken, eventsOf, spawnDaemon, startGatewayController, tempDir, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import { eventually } from "../support/wait.js";
 
 const waitMs = 45_000;
 

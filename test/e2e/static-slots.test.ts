@@ -12,7 +12,8 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { freePorts } from "../cluster/support/free-ports.js";
 import { pidOfInstance } from "../support/instance-processes.js";
-import { api, cleanupDirs, createToken, eventsOf, eventually, spawnDaemon, startGatewayController, tempDir, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import { api, cleanupDirs, createToken, eventsOf, spawnDaemon, startGatewayController, tempDir, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import { eventually } from "../support/wait.js";
 
 const waitMs = 45_000;
 const offlineGraceMs = 3_000;

@@ -13,7 +13,8 @@ import { backoffDelayMs, GatewayClientError, IDENTITY_FILES } from "../../src/da
 import { CONTROLLER_CERTIFICATE_NAME } from "../../src/wire/certificate-names.js";
 import { controllerMessage, loadNodeGateway, type ControllerMessage, type DaemonMessage } from "../../src/wire/daemon-proto.js";
 import { freePorts } from "../cluster/support/free-ports.js";
-import { cleanupDirs, createToken, eventsOf, eventually, startGatewayController, tempDir, testClient, type GatewayController, type TestClient } from "./harness.js";
+import { cleanupDirs, createToken, eventsOf, startGatewayController, tempDir, testClient, type GatewayController, type TestClient } from "./harness.js";
+import { eventually } from "../support/wait.js";
 
 describe("daemon.yml", () => {
   it("fills defaults and resolves directories against the file's directory", () => {

@@ -19,21 +19,9 @@ import { CONTROLLER_CERTIFICATE_NAME } from "../../src/wire/certificate-names.js
 import { login, TEST_ADMIN_PASSWORD, testConfig } from "../support/controller.js";
 
 const ROOT_DIR = join(import.meta.dirname, "..", "..");
-/** How long waits in these tests may take before failing. */
-export const WAIT_TIMEOUT_MS = 20_000;
 /** How long a daemon child gets to exit after SIGTERM before SIGKILL. */
 const CHILD_STOP_TIMEOUT_MS = 5_000;
 
-/** Resolves once `check` returns a truthy value; polls every 25 ms, fails after `timeoutMs`. */
-export async function eventually<T>(check: () => T | Promise<T>, what: string, timeoutMs = WAIT_TIMEOUT_MS): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 /** A temp directory removed by {@link cleanupDirs}. */
 const dirs: string[] = [];

@@ -5,7 +5,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { daemonMessage, type ControllerMessage, type DaemonMessage } from "../../src/wire/daemon-proto.js";
-import { cleanupDirs, createToken, eventsOf, eventually, getNode, rawClient, rawJoin, startGatewayController, type GatewayController } from "./harness.js";
+import { cleanupDirs, createToken, eventsOf, getNode, rawClient, rawJoin, startGatewayController, type GatewayController } from "./harness.js";
+import { eventually } from "../support/wait.js";
 
 const heartbeatIntervalMs = 100;
 

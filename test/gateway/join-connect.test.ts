@@ -11,20 +11,8 @@ import { certificateCommonName, verifyIssuedBy } from "../../src/cluster/ca.js";
 import { GatewayClientError, IDENTITY_FILES, readIdentity } from "../../src/daemon/gateway-client.js";
 import { daemonMessage, type ControllerMessage } from "../../src/wire/daemon-proto.js";
 import { GatewayError } from "../../src/gateway/gateway-errors.js";
-import {
-  cleanupDirs,
-  createToken,
-  eventsOf,
-  eventually,
-  getNode,
-  rawClient,
-  rawJoin,
-  revokeToken,
-  startGatewayController,
-  testClient,
-  type GatewayController,
-  type TestClient,
-} from "./harness.js";
+import { cleanupDirs, createToken, eventsOf, getNode, rawClient, rawJoin, revokeToken, startGatewayController, testClient, type GatewayController, type TestClient,  } from "./harness.js";
+import { eventually } from "../support/wait.js";
 
 describe("daemon gateway: join and connect", { timeout: 60_000 }, () => {
   let c: GatewayController;

@@ -14,22 +14,8 @@ import { certificateCommonName, verifyIssuedBy } from "../../src/cluster/ca.js";
 import { IDENTITY_FILES, readIdentity } from "../../src/daemon/gateway-client.js";
 import type { NodeTokenService, TokenConsumeResult } from "../../src/domain/node-tokens/node-token-service.js";
 import { daemonMessage, type ControllerMessage } from "../../src/wire/daemon-proto.js";
-import {
-  cleanupDirs,
-  createToken,
-  eventsOf,
-  eventually,
-  getNode,
-  rawClient,
-  rawJoin,
-  revokeToken,
-  spawnDaemon,
-  startGatewayController,
-  testClient,
-  type DaemonProcess,
-  type GatewayController,
-  type TestClient,
-} from "./harness.js";
+import { cleanupDirs, createToken, eventsOf, getNode, rawClient, rawJoin, revokeToken, spawnDaemon, startGatewayController, testClient, type DaemonProcess, type GatewayController, type TestClient,  } from "./harness.js";
+import { eventually } from "../support/wait.js";
 
 const processWaitMs = 25_000;
 
