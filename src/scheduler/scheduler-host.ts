@@ -1,7 +1,7 @@
 /**
  * The scheduler host: runs the actors of `actors/` against the stores, the event bus and the daemon
  * gateway. Per owned scope a supervisor runs a group actor per group and an instance actor per live
- * instance; a node actor per node watches liveness and replaces the instances of a node that stays
+ * instance; a node actor per node follows the gateway's CONNECTED/DISCONNECTED and replaces the instances of a node that stays
  * unreachable past its grace period.
  *
  * Ownership: every write of an instance record and every daemon command happens only while the
@@ -655,8 +655,6 @@ export class SchedulerHost {
     if (existing) return existing;
     const actor = createActor(
       provideNodeEffects({
-        heartbeatStale: () => undefined,
-        heartbeatResumed: () => undefined,
         disconnected: () => undefined,
         connected: () => undefined,
         drainRequested: () => undefined,
@@ -670,9 +668,9 @@ export class SchedulerHost {
           state: node.state,
           drainRequested: node.drainRequestedAt !== null,
           cordoned: node.cordoned,
-          // Liveness comes from the gateway (a closed or silent stream ends the session): the node
-          // actor only keeps the grace period, so its own heartbeat window never expires.
-          timeouts: { ...this.tuning.nodeTimeouts, pongTimeoutMs: 2_147_000_000 },
+          // Liveness is the gateway's (a closed or silent stream ends the session, NODE_DISCONNECTED):
+          // the node actor keeps the grace period that follows.
+          timeouts: this.tuning.nodeTimeouts,
         },
       },
     );
