@@ -10,11 +10,13 @@ export const NODE_MACHINE_STATES = ["RESTORING", "ONLINE", "DRAINING", "UNREACHA
 /** One of {@link NODE_MACHINE_STATES}. */
 export type NodeMachineState = (typeof NODE_MACHINE_STATES)[number];
 
-/** Events reported to a node actor (by the daemon gateway or an operator route). */
+/**
+ * Events reported to a node actor (by the daemon gateway or an operator route). Liveness has one
+ * owner, the gateway's session: it ends the session when the stream closes or its pings go
+ * unanswered, and the actor hears DISCONNECTED; it never watches heartbeats itself.
+ */
 export type NodeEvent =
-  /** A heartbeat answer arrived. */
-  | { type: "PONG" }
-  /** The daemon's stream closed. */
+  /** The daemon's session ended (stream closed, or silent past the gateway's heartbeat bound). */
   | { type: "DISCONNECTED" }
   /** The daemon completed a handshake (again). */
   | { type: "CONNECTED" }
@@ -28,19 +30,16 @@ export type NodeEvent =
   | { type: "UNCORDON" };
 
 /** The event type names of {@link NodeEvent}. */
-export const NODE_EVENT_TYPES: readonly NodeEvent["type"][] = ["PONG", "DISCONNECTED", "CONNECTED", "DRAIN", "UNDRAIN", "CORDON", "UNCORDON"];
+export const NODE_EVENT_TYPES: readonly NodeEvent["type"][] = ["DISCONNECTED", "CONNECTED", "DRAIN", "UNDRAIN", "CORDON", "UNCORDON"];
 
 /**
  * Effects of the node machine, provided from src/:
- * - reportStale / reportResumed: NODE_HEARTBEAT_STALE / RESUMED and the node record's state;
  * - reportDisconnected / reportConnected: NODE_DISCONNECTED / NODE_CONNECTED;
  * - announceDrain / announceDrainCompleted: NODE_DRAIN_REQUESTED / NODE_DRAIN_COMPLETED;
  * - persistCordon: the record's `cordoned` flag;
  * - replaceInstances: NODE_LOST to every instance actor of the node, so the scheduler replaces them.
  */
 export const NODE_EFFECTS = [
-  "reportStale",
-  "reportResumed",
   "reportDisconnected",
   "reportConnected",
   "announceDrain",
@@ -58,13 +57,6 @@ const cordonRows = (state: NodeMachineState): Row[] => [
   { from: state, event: "UNCORDON", to: state, updates: ["noteUncordon"], effects: ["persistCordon"] },
 ];
 
-const heartbeatRows = (state: "ONLINE" | "DRAINING"): Row[] => [
-  { from: state, event: "PONG", to: state, reenter: true, updates: ["resetMissedPongs"], effects: [] },
-  { from: state, event: "after:pongTimeout", guard: "pongsLeft", to: state, reenter: true, updates: ["countMissedPong"], effects: [] },
-  { from: state, event: "after:pongTimeout", to: "UNREACHABLE", updates: ["countMissedPong"], effects: ["reportStale"] },
-  { from: state, event: "DISCONNECTED", to: "UNREACHABLE", effects: ["reportDisconnected"] },
-];
-
 /** Every edge of a node's life. */
 export const NODE_TRANSITIONS: readonly Row[] = [
   { from: "RESTORING", event: "always", guard: "restoresDraining", to: "DRAINING", effects: [] },
@@ -72,24 +64,22 @@ export const NODE_TRANSITIONS: readonly Row[] = [
   { from: "RESTORING", event: "always", guard: "restoresOffline", to: "OFFLINE", effects: [] },
   { from: "RESTORING", event: "always", to: "ONLINE", effects: [] },
 
-  ...heartbeatRows("ONLINE"),
+  { from: "ONLINE", event: "DISCONNECTED", to: "UNREACHABLE", effects: ["reportDisconnected"] },
   { from: "ONLINE", event: "DRAIN", to: "DRAINING", updates: ["noteDrain"], effects: ["announceDrain"] },
   ...cordonRows("ONLINE"),
 
-  ...heartbeatRows("DRAINING"),
+  { from: "DRAINING", event: "DISCONNECTED", to: "UNREACHABLE", effects: ["reportDisconnected"] },
   { from: "DRAINING", event: "UNDRAIN", to: "ONLINE", updates: ["clearDrain"], effects: ["announceDrainCompleted"] },
   ...cordonRows("DRAINING"),
 
-  { from: "UNREACHABLE", event: "PONG", guard: "drainRequested", to: "DRAINING", updates: ["resetMissedPongs"], effects: ["reportResumed"] },
-  { from: "UNREACHABLE", event: "PONG", to: "ONLINE", updates: ["resetMissedPongs"], effects: ["reportResumed"] },
-  { from: "UNREACHABLE", event: "CONNECTED", guard: "drainRequested", to: "DRAINING", updates: ["resetMissedPongs"], effects: ["reportConnected"] },
-  { from: "UNREACHABLE", event: "CONNECTED", to: "ONLINE", updates: ["resetMissedPongs"], effects: ["reportConnected"] },
+  { from: "UNREACHABLE", event: "CONNECTED", guard: "drainRequested", to: "DRAINING", effects: ["reportConnected"] },
+  { from: "UNREACHABLE", event: "CONNECTED", to: "ONLINE", effects: ["reportConnected"] },
   { from: "UNREACHABLE", event: "DRAIN", to: "UNREACHABLE", updates: ["noteDrain"], effects: ["announceDrain"] },
   { from: "UNREACHABLE", event: "after:offlineGrace", to: "OFFLINE", effects: ["replaceInstances"] },
   ...cordonRows("UNREACHABLE"),
 
-  { from: "OFFLINE", event: "CONNECTED", guard: "drainRequested", to: "DRAINING", updates: ["resetMissedPongs"], effects: ["reportConnected"] },
-  { from: "OFFLINE", event: "CONNECTED", to: "ONLINE", updates: ["resetMissedPongs"], effects: ["reportConnected"] },
+  { from: "OFFLINE", event: "CONNECTED", guard: "drainRequested", to: "DRAINING", effects: ["reportConnected"] },
+  { from: "OFFLINE", event: "CONNECTED", to: "ONLINE", effects: ["reportConnected"] },
   { from: "OFFLINE", event: "DRAIN", to: "OFFLINE", updates: ["noteDrain"], effects: ["announceDrain"] },
   ...cordonRows("OFFLINE"),
 ];

@@ -63,8 +63,6 @@ export function provideInstanceEffects(port: InstanceEffectsPort) {
 
 /** What the node actor's effects do; every method gets the node id. */
 export interface NodeEffectsPort {
-  heartbeatStale(nodeId: string): void;
-  heartbeatResumed(nodeId: string): void;
   disconnected(nodeId: string): void;
   connected(nodeId: string): void;
   drainRequested(nodeId: string): void;
@@ -79,8 +77,6 @@ export function provideNodeEffects(port: NodeEffectsPort) {
   const id = (context: NodeContext) => context.nodeId;
   return nodeMachine.provide({
     actions: {
-      reportStale: ({ context }) => port.heartbeatStale(id(context)),
-      reportResumed: ({ context }) => port.heartbeatResumed(id(context)),
       reportDisconnected: ({ context }) => port.disconnected(id(context)),
       reportConnected: ({ context }) => port.connected(id(context)),
       announceDrain: ({ context }) => port.drainRequested(id(context)),

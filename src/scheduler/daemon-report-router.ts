@@ -39,8 +39,8 @@ export interface ConsoleSink {
 
 export interface DaemonReportRouterDeps {
   live: LiveInstances;
-  instances: InstanceService;
-  events: EventBus;
+  instances: Pick<InstanceService, "getDoc">;
+  events: Pick<EventBus, "publish">;
   logger: Logger;
   clock: Clock;
   console?: ConsoleSink;

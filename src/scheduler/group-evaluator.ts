@@ -17,6 +17,7 @@ import { isoFromMs } from "../domain/shared/time.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
 import { notFound } from "../shared/errors.js";
+import type { RevisionStart } from "./instance-lifecycle.js";
 import type { LiveInstance, LiveInstances } from "./live-instances.js";
 import { placeInstance, type PlacementFailure, type PlacementNode } from "./placement.js";
 import { freeSlots } from "./static-slots.js";
@@ -73,7 +74,7 @@ export class GroupEvaluator {
       if (decision.action === "SKIP") return { again: false };
       const drains = group.scalingMode === "DYNAMIC" && decision.target >= group.minInstances && decision.target <= Math.max(group.minInstances, group.maxInstances);
       for (const id of decision.stop) this.deps.toInstance(id, { type: drains && this.deps.live.get(id)?.state === "RUNNING" ? "DRAIN" : "STOP" });
-      const placed = await this.schedule(group, decision.start, signal, true);
+      const placed = (await this.schedule(group, decision.start, signal, { paced: true })).length;
       return { again: decision.capped && placed === decision.start };
     });
   }
@@ -91,9 +92,23 @@ export class GroupEvaluator {
         await this.deps.groups.setSchedulingState(name, { stoppedInstances: [] });
         started = { ...group, stoppedInstances: [] };
       }
-      const placed = await this.schedule(started, decision.count, new AbortController().signal, false);
+      const placed = (await this.schedule(started, decision.count, new AbortController().signal, { paced: false })).length;
       if (placed === 0) return { count: 0, reason: (await this.deps.groups.getDoc(name))?.schedulingIssue?.message ?? this.notStartedReason(started) };
       return { count: placed };
+    });
+  }
+
+  /**
+   * One new instance of `revision` (the deployments seam, instance-lifecycle.ts): placed and
+   * recorded like an explicit start, not paced; a STATIC group starts a free slot only.
+   */
+  startInstanceOfRevision(name: string, revision: number): Promise<RevisionStart> {
+    return this.perGroup.run(name, async () => {
+      const group = await this.deps.groups.getDoc(name);
+      if (!group) throw notFound(`Group not found: ${name}`);
+      const [instance] = await this.schedule(group, 1, new AbortController().signal, { paced: false, revision });
+      if (instance) return { started: true, instanceId: instance.id, node: instance.node };
+      return { started: false, reason: (await this.deps.groups.getDoc(name))?.schedulingIssue?.message ?? this.notStartedReason(group) };
     });
   }
 
@@ -121,21 +136,22 @@ export class GroupEvaluator {
   }
 
   /**
-   * Places and records up to `count` new instances; returns how many were scheduled. `paced`: nodes
-   * whose start slots are full take none now (the rest wait for a freed slot, not an issue).
+   * Places and records up to `count` new instances; returns those scheduled. `paced`: nodes whose
+   * start slots are full take none now (the rest wait for a freed slot, not an issue). `revision`:
+   * the deployment revision the new instances carry (0 until deployments exist).
    */
-  private async schedule(group: StoredGroup, wanted: number, signal: AbortSignal, paced: boolean): Promise<number> {
+  private async schedule(group: StoredGroup, wanted: number, signal: AbortSignal, options: { paced: boolean; revision?: number }): Promise<InstanceFields[]> {
     this.waitingForSlots.delete(group.name);
     // A STATIC group starts free slots only: one still stopping, or stopped by an operator, is not free.
     const slots = group.static ? freeSlots(group.name, group.minInstances, this.deps.live.ofGroup(group.name), new Set(group.stoppedInstances ?? []), wanted) : null;
     const count = slots ? slots.length : wanted;
     if (count === 0) {
       if (group.schedulingIssue) await this.setIssue(group, null);
-      return 0;
+      return [];
     }
     const nodes = await this.placementNodes();
     const max = this.deps.startingPerNodeMax;
-    const request = paced && max > 0 ? { group, startSlotsFull: (nodeId: string) => this.deps.live.startingOn(nodeId) >= max } : { group };
+    const request = options.paced && max > 0 ? { group, startSlotsFull: (nodeId: string) => this.deps.live.startingOn(nodeId) >= max } : { group };
     // Place the whole decision first (each placement reserves in the index), then record the
     // instances together (the store commits concurrent writes in one batch), then start actors.
     const batch: InstanceFields[] = [];
@@ -167,7 +183,7 @@ export class GroupEvaluator {
         memoryMb: group.memoryMb,
         startedAt: null,
         stoppedAt: null,
-        deploymentRevision: 0,
+        deploymentRevision: options.revision ?? 0,
       };
       const previous = this.deps.live.get(id);
       if (previous) replaced.push({ ...previous });
@@ -195,7 +211,7 @@ export class GroupEvaluator {
       const rest = waiting ? ` (${count - placed} wait for start slots)` : "";
       this.deps.logger.info(`Scheduled ${placed} instance${placed === 1 ? "" : "s"} of group ${group.name}${rest}`);
     }
-    return placed;
+    return batch;
   }
 
   /** Why an explicit start placed nothing when no scheduling issue says it. */

@@ -6,16 +6,8 @@ import { delayName, eventsFrom, isDelayEvent } from "../../actors/shared/transit
 import { NODE_STATES } from "../../src/domain/nodes/node-schemas.js";
 import { documentedTable, renderedTable, startRecorded } from "./machine-harness.js";
 
-const timeouts: NodeTimeouts = { pongTimeoutMs: 1_000, missedPongsMax: 3, offlineGraceMs: 30_000 };
-const delayMs: Record<string, number> = { pongTimeout: timeouts.pongTimeoutMs, offlineGrace: timeouts.offlineGraceMs };
-
-/**
- * SimulatedClock runs a timer set while it fires relative to the time after the whole increment, so
- * a chain of re-entered windows is advanced one window at a time.
- */
-function advanceWindows(run: { clock: { increment(ms: number): void } }, windows: number): void {
-  for (let i = 0; i < windows; i++) run.clock.increment(timeouts.pongTimeoutMs);
-}
+const timeouts: NodeTimeouts = { offlineGraceMs: 30_000 };
+const delayMs: Record<string, number> = { offlineGrace: timeouts.offlineGraceMs };
 
 function nodeIn(state: NodeStartState, drainRequested = state === "DRAINING") {
   const run = startRecorded(nodeMachine, NODE_EFFECTS, { nodeId: "node-a", state, drainRequested, timeouts });
@@ -81,21 +73,7 @@ describe("node machine: the table", () => {
   });
 });
 
-describe("node machine: liveness under a simulated clock", () => {
-  test("UNREACHABLE after missedPongsMax windows without a PONG; a PONG restarts the count", () => {
-    const run = nodeIn("ONLINE");
-    advanceWindows(run, 2);
-    assert.equal(run.actor.getSnapshot().context.missedPongs, 2);
-    run.actor.send({ type: "PONG" });
-    assert.equal(run.actor.getSnapshot().context.missedPongs, 0);
-    advanceWindows(run, 2);
-    run.clock.increment(timeouts.pongTimeoutMs - 1);
-    assert.equal(run.state(), "ONLINE");
-    run.clock.increment(1);
-    assert.equal(run.state(), "UNREACHABLE");
-    assert.deepEqual(run.take(), ["reportStale"]);
-  });
-
+describe("node machine: outages under a simulated clock", () => {
   test("unreachable past the grace period: OFFLINE, instances replaced once", () => {
     const run = nodeIn("ONLINE");
     run.actor.send({ type: "DISCONNECTED" });
@@ -107,16 +85,19 @@ describe("node machine: liveness under a simulated clock", () => {
     assert.deepEqual(run.take(), ["reportDisconnected", "replaceInstances"]);
   });
 
-  test("back within the grace period: ONLINE, nothing replaced, heartbeats watched again", () => {
+  test("back within the grace period: ONLINE, nothing replaced; a connected node has no timer of its own", () => {
     const run = nodeIn("ONLINE");
-    advanceWindows(run, 3);
+    run.actor.send({ type: "DISCONNECTED" });
     assert.equal(run.state(), "UNREACHABLE");
     run.clock.increment(timeouts.offlineGraceMs - 1);
-    run.actor.send({ type: "PONG" });
+    run.actor.send({ type: "CONNECTED" });
     assert.equal(run.state(), "ONLINE");
-    advanceWindows(run, 3);
-    assert.equal(run.state(), "UNREACHABLE", "the silence is noticed again");
-    assert.deepEqual(run.take(), ["reportStale", "reportResumed", "reportStale"]);
+    run.clock.increment(10 * timeouts.offlineGraceMs);
+    assert.equal(run.state(), "ONLINE", "only the gateway's session decides that a node is gone");
+    run.actor.send({ type: "DISCONNECTED" });
+    run.clock.increment(timeouts.offlineGraceMs - 1);
+    assert.equal(run.state(), "UNREACHABLE", "a new outage gets the whole grace period");
+    assert.deepEqual(run.take(), ["reportDisconnected", "reportConnected", "reportDisconnected"]);
   });
 
   test("a drained node that was lost comes back DRAINING; a drain while unreachable is kept", () => {
@@ -128,7 +109,7 @@ describe("node machine: liveness under a simulated clock", () => {
     lost.actor.send({ type: "DISCONNECTED" });
     lost.actor.send({ type: "DRAIN" });
     assert.equal(lost.state(), "UNREACHABLE");
-    lost.actor.send({ type: "PONG" });
+    lost.actor.send({ type: "CONNECTED" });
     assert.equal(lost.state(), "DRAINING");
     lost.actor.send({ type: "UNDRAIN" });
     assert.equal(lost.state(), "ONLINE");

@@ -21,7 +21,7 @@ function recordingPort<T extends object>(log: string[], names: readonly (keyof T
 }
 
 const instanceMethods = ["dispatch", "stop", "forceStop", "announceDrain", "crashed", "lost", "timedOut", "stopUnconfirmed"] as const;
-const nodeMethods = ["heartbeatStale", "heartbeatResumed", "disconnected", "connected", "drainRequested", "drainCompleted", "cordonChanged", "replaceInstances"] as const;
+const nodeMethods = ["disconnected", "connected", "drainRequested", "drainCompleted", "cordonChanged", "replaceInstances"] as const;
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
 const ref = { instanceId: "lobby-1", group: "lobby", node: "node-a" };
 

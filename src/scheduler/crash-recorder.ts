@@ -1,0 +1,94 @@
+/**
+ * Crash records: an instance actor that ended CRASHED gets a crash record (the daemon's crash
+ * report when one came, else what the actor knows), INSTANCE_CRASHED, and a count towards its
+ * group's crash loop; a loop pauses the group (record `paused`, metric, GROUP_CRASH_LOOP).
+ */
+import type { GroupEvent } from "../../actors/group/transitions.js";
+import type { CrashService } from "../domain/crashes/crash-service.js";
+import type { GroupService } from "../domain/groups/group-service.js";
+import { isoFromMs } from "../domain/shared/time.js";
+import { EventTypes, type GroupCrashLoopPayload, type InstanceCrashedPayload } from "../events/event-types.js";
+import type { EventBus } from "../events/types.js";
+import type { Logger } from "../logs/types.js";
+import type { MetricsService } from "../metrics/metrics.js";
+import type { Clock } from "../shared/clock.js";
+import type { CrashCause, InstanceRef } from "./actor-effects.js";
+import { CrashLoopDetector, type CrashLoopOptions } from "./crash-loop.js";
+import type { CrashDetails } from "./daemon-report-router.js";
+
+/** Crash classifications that are not the group's fault: they do not count towards a crash loop. */
+const NOT_THE_GROUPS_FAULT: ReadonlySet<string> = new Set(["NODE_LOST", "LOST"]);
+
+export interface CrashRecorderDeps {
+  crashes: Pick<CrashService, "record">;
+  groups: Pick<GroupService, "setSchedulingState">;
+  events: Pick<EventBus, "publish">;
+  metrics: Pick<MetricsService, "schedulerCrashLoops">;
+  clock: Clock;
+  logger: Logger;
+  crashLoop: CrashLoopOptions;
+  /** The daemon's crash report for the instance, once (the report router keeps them). */
+  takeCrashDetails(instanceId: string): CrashDetails | undefined;
+  toGroup(group: string, event: GroupEvent): void;
+}
+
+/** Records crashes and watches for crash loops. */
+export class CrashRecorder {
+  private readonly loops: CrashLoopDetector;
+
+  constructor(private readonly deps: CrashRecorderDeps) {
+    this.loops = new CrashLoopDetector(deps.crashLoop, deps.clock);
+  }
+
+  /** `countsTowardsLoop` false: the crash is recorded but is not the group's fault (its node was lost). */
+  async record(ref: InstanceRef, cause: CrashCause, countsTowardsLoop = true): Promise<void> {
+    const details: CrashDetails = this.deps.takeCrashDetails(ref.instanceId) ?? {
+      exitCode: cause.kind === "EXIT" ? cause.exitCode : -1,
+      classification: cause.kind === "EXIT" ? (cause.exitCode === 0 ? "NORMAL_EXIT_UNEXPECTED" : "ERROR_EXIT") : classificationOfReason(cause.reason),
+      logTail: [],
+      uptimeMs: 0,
+      timestampMs: this.deps.clock.nowMs(),
+    };
+    const crash = {
+      instanceId: ref.instanceId,
+      group: ref.group,
+      nodeId: ref.node,
+      exitCode: details.exitCode,
+      classification: details.classification,
+      logTail: details.logTail,
+      uptimeMs: details.uptimeMs,
+    } satisfies InstanceCrashedPayload;
+    try {
+      await this.deps.crashes.record({ ...crash, timestampMs: details.timestampMs });
+    } catch (err) {
+      this.deps.logger.error(`Recording the crash of ${ref.instanceId} failed`, err);
+    }
+    this.deps.events.publish(EventTypes.INSTANCE_CRASHED, crash);
+    this.deps.logger.warn(`Instance ${ref.instanceId} of ${ref.group} crashed on ${ref.node}: ${details.classification} (exit ${details.exitCode})`);
+    if (!countsTowardsLoop || NOT_THE_GROUPS_FAULT.has(details.classification)) return;
+    const verdict = this.loops.recordCrash(ref.group);
+    if (verdict.tripped) this.deps.toGroup(ref.group, { type: "CRASH_LOOP", crashCount: verdict.crashCount, windowStartMs: verdict.windowStartMs });
+  }
+
+  /** The group actor entered its crash-loop pause: the record says so, and it is announced. */
+  async pauseGroup(group: string, loop: { crashCount: number; windowStartMs: number }): Promise<void> {
+    await this.deps.groups.setSchedulingState(group, { paused: true });
+    this.deps.metrics.schedulerCrashLoops.inc();
+    this.deps.logger.warn(`Group ${group} paused: ${loop.crashCount} crashes since ${isoFromMs(loop.windowStartMs)} (crash loop)`);
+    this.deps.events.publish(EventTypes.GROUP_CRASH_LOOP, { group, crashCount: loop.crashCount, windowStart: isoFromMs(loop.windowStartMs) } satisfies GroupCrashLoopPayload);
+  }
+
+  /** The group was resumed or deleted: its crash window starts afresh. */
+  reset(group: string): void {
+    this.loops.reset(group);
+  }
+}
+
+/** The crash classification of a failure without a process exit. */
+export function classificationOfReason(reason: string): string {
+  if (reason === "NODE_LOST") return "NODE_LOST";
+  if (reason.startsWith("TIMEOUT:")) return "TIMEOUT";
+  if (reason.startsWith("PREPARE_FAILED")) return "PREPARE_FAILED";
+  if (reason.startsWith("SPAWN_FAILED")) return "SPAWN_FAILED";
+  return "START_FAILED";
+}

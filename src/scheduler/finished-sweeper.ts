@@ -1,0 +1,91 @@
+/**
+ * Periodic housekeeping of the scheduler: deletes STOPPED and CRASHED instance records once they
+ * have been listed for the retention (a STATIC group's slot records stay: they say which node holds
+ * each slot's directory), keeps every stored group tracked for ownership (an event missed from a
+ * peer must not leave a group without an owner), and untracks a deleted group once its instances
+ * finished.
+ */
+import type { GroupService } from "../domain/groups/group-service.js";
+import type { InstanceService } from "../domain/instances/instance-service.js";
+import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
+import type { Clock, Timer } from "../shared/clock.js";
+import type { LiveInstances } from "./live-instances.js";
+import type { ScopeOwnership } from "./scopes.js";
+import { slotNumber } from "./static-slots.js";
+
+/** Bounds of the sweep interval: at least a second apart, at most a minute. */
+export const sweepIntervalMinMs = 1_000;
+export const sweepIntervalMaxMs = 60_000;
+
+export interface FinishedSweeperDeps {
+  groups: Pick<GroupService, "listDocs">;
+  instances: Pick<InstanceService, "findDocs" | "remove">;
+  scopes: Pick<ScopeOwnership, "track" | "untrack">;
+  live: LiveInstances;
+  clock: Clock;
+  /** How long finished records stay listed. */
+  finishedRetentionMs: number;
+  /** The evaluation interval; the sweep runs as often, within the bounds above. */
+  evaluationIntervalMs: number;
+  isOwned(group: string): boolean;
+  track(work: Promise<unknown>): void;
+}
+
+/** Sweeps finished instance records and keeps group tracking in step with the store. */
+export class FinishedSweeper {
+  /** Deleted groups whose scopes stay tracked until their instances finished. */
+  private readonly deletedGroups = new Set<string>();
+  private timer: Timer | null = null;
+
+  constructor(private readonly deps: FinishedSweeperDeps) {}
+
+  start(): void {
+    if (this.timer) return;
+    const intervalMs = Math.max(sweepIntervalMinMs, Math.min(this.deps.evaluationIntervalMs, sweepIntervalMaxMs));
+    this.timer = this.deps.clock.setInterval(() => this.deps.track(this.sweep()), intervalMs, { unref: true });
+  }
+
+  stop(): void {
+    this.timer?.cancel();
+    this.timer = null;
+  }
+
+  /** A group was deleted: its scope stays tracked until its instances finished. */
+  groupDeleted(name: string): void {
+    this.deletedGroups.add(name);
+  }
+
+  /** One pass. */
+  async sweep(): Promise<void> {
+    await this.syncTrackedGroups();
+    const cutoffMs = this.deps.clock.nowMs() - this.deps.finishedRetentionMs;
+    const groups = new Map((await this.deps.groups.listDocs()).map((g) => [g.name, g]));
+    for (const state of ["STOPPED", "CRASHED"] as const) {
+      for (const doc of await this.deps.instances.findDocs({ state })) {
+        const group = groups.get(doc.group);
+        if (group?.static && slotNumber(group.name, doc.id) !== null) continue;
+        // Another controller sweeps the groups it schedules; a deleted group's records are anyone's.
+        if (!this.deps.isOwned(doc.group) && group) continue;
+        const endedMs = doc.stoppedAt ? Date.parse(doc.stoppedAt) : 0;
+        if (endedMs > cutoffMs) continue;
+        await this.deps.instances.remove(doc.id);
+        this.deps.live.remove(doc.id);
+      }
+    }
+  }
+
+  private async syncTrackedGroups(): Promise<void> {
+    const names = new Set((await this.deps.groups.listDocs()).map((g) => g.name));
+    for (const name of names) this.deps.scopes.track(name);
+    for (const name of [...this.deletedGroups]) {
+      if (names.has(name)) {
+        this.deletedGroups.delete(name);
+        continue;
+      }
+      if (this.deps.live.ofGroup(name).every((i) => FINISHED_STATES.has(i.state))) {
+        this.deps.scopes.untrack(name);
+        this.deletedGroups.delete(name);
+      }
+    }
+  }
+}

@@ -1,0 +1,97 @@
+/**
+ * Operator and plugin actions on one instance: stop, force-stop, a console command, readiness and
+ * the player count. An instance supervised here gets the action through its actor; one whose group
+ * another controller schedules gets the command straight on its daemon, stamped with the holder's
+ * fencing token (the holder's actor follows the daemon's report).
+ */
+import type { GroupEvent } from "../../actors/group/transitions.js";
+import type { InstanceEvent } from "../../actors/instance/transitions.js";
+import type { GroupService } from "../domain/groups/group-service.js";
+import type { InstanceFields, InstanceService } from "../domain/instances/instance-service.js";
+import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
+import type { Logger } from "../logs/types.js";
+import { conflict, notFound } from "../shared/errors.js";
+import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
+import { refused } from "./command-dispatch.js";
+import { READY_CHAIN } from "./daemon-report-router.js";
+import type { LiveInstances } from "./live-instances.js";
+import type { ScopeOwnership } from "./scopes.js";
+import type { SupervisedInstances } from "./supervised-instances.js";
+
+export interface InstanceOperationsDeps {
+  instances: Pick<InstanceService, "getDoc">;
+  groups: Pick<GroupService, "getDoc" | "setStoppedByOperator">;
+  scopes: Pick<ScopeOwnership, "scopeOf" | "holderFencingToken">;
+  live: LiveInstances;
+  supervised: SupervisedInstances;
+  logger: Logger;
+  fencingTokenOf(group: string): number | null;
+  /** One daemon command; failures come back as refused results. */
+  send(nodeId: string, command: InstanceCommand): Promise<CommandResult>;
+  /** The player count on the record, in order with the instance's state writes. */
+  savePlayerCount(instanceId: string, playerCount: number): Promise<void>;
+  toInstance(instanceId: string, event: InstanceEvent): void;
+  toGroup(group: string, event: GroupEvent): void;
+}
+
+/** Actions on single instances, wherever their group is scheduled. */
+export class InstanceOperations {
+  constructor(private readonly deps: InstanceOperationsDeps) {}
+
+  /** Graceful stop (the platform's stop command, then SIGTERM, then SIGKILL), or a kill at once. */
+  async stopInstance(id: string, force: boolean): Promise<void> {
+    const doc = await this.requireLive(id);
+    // A graceful stop of a STATIC instance keeps its slot stopped until the group is started
+    // again; it is noted on the group record before the stop goes out, so whichever controller
+    // schedules the group reads it before the instance is STOPPED. A force-stop is respawned.
+    const holdsSlot = !force && (await this.deps.groups.getDoc(doc.group))?.static === true;
+    if (holdsSlot) await this.deps.groups.setStoppedByOperator(doc.group, id, true);
+    if (this.deps.supervised.has(id)) {
+      this.deps.toInstance(id, { type: force ? "FORCE_STOP" : "STOP" });
+      return;
+    }
+    const body = { group: doc.group, fencing_token: await this.actingFencingToken(doc.group), instance_id: id };
+    const result = await this.deps.send(doc.node, force ? { type: "force_stop_instance", body } : { type: "stop_instance", body });
+    if (result.ok) return;
+    if (holdsSlot) await this.deps.groups.setStoppedByOperator(doc.group, id, false);
+    throw refused(result);
+  }
+
+  /** Writes one line to the instance's standard input. */
+  async sendCommand(id: string, line: string): Promise<void> {
+    const doc = await this.requireLive(id);
+    const result = await this.deps.send(doc.node, { type: "stdin_instance", body: { group: doc.group, fencing_token: await this.actingFencingToken(doc.group), instance_id: id, line } });
+    if (!result.ok) throw refused(result);
+  }
+
+  /** The in-server plugin reported ready: RUNNING, and the daemon is told (plugin readiness). */
+  async markReady(id: string): Promise<void> {
+    const doc = await this.requireLive(id);
+    // A ready server runs: catch the actor up if reports of the earlier states are late.
+    for (const event of READY_CHAIN) this.deps.toInstance(id, event);
+    // The daemon then reports RUNNING, which reaches the group's scheduler wherever it runs.
+    const result = await this.deps.send(doc.node, { type: "mark_instance_ready", body: { group: doc.group, fencing_token: await this.actingFencingToken(doc.group), instance_id: id } });
+    if (!result.ok && result.error_code !== "INVALID_STATE") this.deps.logger.warn(`Node ${doc.node} refused the readiness of ${id}: ${result.error_code}`);
+  }
+
+  /** The player count of an instance changed (plugin player routes). */
+  async playerCountChanged(id: string, playerCount: number): Promise<void> {
+    const live = this.deps.live.get(id);
+    if (live) this.deps.live.setPlayerCount(id, playerCount);
+    await this.deps.savePlayerCount(id, playerCount);
+    if (playerCount === 0 && this.deps.supervised.stateOf(id) === "DRAINING") this.deps.toInstance(id, { type: "EMPTY" });
+    if (live) this.deps.toGroup(live.group, { type: "CHANGED" });
+  }
+
+  /** This controller's fencing token for the group, or the holder's when another controller schedules it. */
+  private async actingFencingToken(group: string): Promise<number> {
+    return this.deps.fencingTokenOf(group) ?? (await this.deps.scopes.holderFencingToken(this.deps.scopes.scopeOf(group))) ?? 0;
+  }
+
+  private async requireLive(id: string): Promise<InstanceFields> {
+    const doc = await this.deps.instances.getDoc(id);
+    if (!doc) throw notFound(`Instance not found: ${id}`);
+    if (FINISHED_STATES.has(doc.state)) throw conflict(`Instance ${id} is ${doc.state}`, "INVALID_STATE");
+    return doc;
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * Records follow the actors: every state an instance actor enters (seen through xstate inspection)
+ * is written to its instance record — in order per instance, each write preceded by the scope's
+ * fencing check — and published as INSTANCE_STATE_CHANGED. A finished instance leaves its
+ * supervisor; a state that matters to scaling tells the group actor.
+ */
+import type { InspectionEvent } from "xstate";
+import type { GroupEvent } from "../../actors/group/transitions.js";
+import type { InstanceFields, InstanceService } from "../domain/instances/instance-service.js";
+import { FINISHED_STATES, type InstanceState } from "../domain/instances/instance-schemas.js";
+import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
+import { isoFromMs } from "../domain/shared/time.js";
+import { EventTypes, type InstanceStateChangedPayload } from "../events/event-types.js";
+import type { EventBus } from "../events/types.js";
+import type { Logger } from "../logs/types.js";
+import type { Clock } from "../shared/clock.js";
+import type { InstanceStateChange, InstanceStateListener } from "./instance-lifecycle.js";
+import { STARTING_STATES, type LiveInstances } from "./live-instances.js";
+import { ScopeLostError } from "./scopes.js";
+import type { SupervisedInstances } from "./supervised-instances.js";
+
+/** Listeners of instance state changes at once (a bound: each is called on every change). */
+export const stateListenersMax = 16;
+
+export interface InstanceRecordWriterDeps {
+  instances: Pick<InstanceService, "getDoc" | "save">;
+  events: Pick<EventBus, "publish">;
+  clock: Clock;
+  logger: Logger;
+  live: LiveInstances;
+  supervised: SupervisedInstances;
+  /** Fencing check of the group's scope; throws {@link ScopeLostError} when it moved. */
+  ensureCurrent(group: string): Promise<void>;
+  toGroup(group: string, event: GroupEvent): void;
+  /** The record says STOPPED or CRASHED: the actor can go. */
+  instanceFinished(group: string, instanceId: string): void;
+  /** An instance left the starting states (a start slot on its node is free again). */
+  startSlotFreed(): void;
+  /** Runs background work whose failure is logged and whose end {@link SchedulerHost.settle} waits for. */
+  track(work: Promise<unknown>): void;
+}
+
+/** Writes instance records as their actors move. */
+export class InstanceRecordWriter {
+  /** Per instance, the tail of its record writes: states land in the order the actor entered them. */
+  private readonly recordWrites = new KeyedMutex();
+  private readonly listeners = new Set<InstanceStateListener>();
+
+  constructor(private readonly deps: InstanceRecordWriterDeps) {}
+
+  /** The inspection callback of every supervisor: instance actors' new states become record writes. */
+  observe(event: InspectionEvent): void {
+    if (event.type !== "@xstate.snapshot") return;
+    const id = (event.actorRef as { id?: unknown }).id;
+    if (typeof id !== "string" || !id.startsWith("instance:")) return;
+    const snapshot = event.snapshot as { value?: unknown; context?: { instanceId: string; group: string; node: string } };
+    const state = snapshot.value;
+    const context = snapshot.context;
+    if (typeof state !== "string" || state === "CREATED" || !context) return;
+    const instanceId = context.instanceId;
+    const previous = this.deps.supervised.stateOf(instanceId);
+    if (previous === undefined || previous === state) return;
+    const next = state as InstanceState;
+    this.deps.supervised.follow(instanceId, next);
+    this.deps.live.setState(instanceId, next);
+    if (STARTING_STATES.has(previous) && !STARTING_STATES.has(next)) this.deps.startSlotFreed();
+    this.deps.track(this.writeState({ instanceId, group: context.group, node: context.node, from: previous, to: next }));
+  }
+
+  /** The plugin reported a player count: written after the state writes before it. */
+  savePlayerCount(instanceId: string, playerCount: number): Promise<void> {
+    return this.recordWrites.run(instanceId, async () => {
+      const doc = await this.deps.instances.getDoc(instanceId);
+      if (!doc || FINISHED_STATES.has(doc.state)) return;
+      await this.deps.instances.save({ ...doc, playerCount });
+    });
+  }
+
+  /** Calls `listener` with every state change written (or attempted) here, in order per instance. */
+  onStateChange(listener: InstanceStateListener): () => void {
+    if (this.listeners.size >= stateListenersMax) throw new Error(`at most ${stateListenersMax} instance state listeners`);
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private async writeState(change: InstanceStateChange): Promise<void> {
+    const { instanceId, group, node, from, to } = change;
+    const finished = FINISHED_STATES.has(to);
+    try {
+      await this.recordWrites.run(instanceId, async () => {
+        await this.deps.ensureCurrent(group);
+        const doc = await this.deps.instances.getDoc(instanceId);
+        if (!doc) return;
+        const nowIso = isoFromMs(this.deps.clock.nowMs());
+        const next: InstanceFields = { ...doc, state: to };
+        if (to === "STARTING" && !doc.startedAt) next.startedAt = nowIso;
+        if (finished) {
+          next.stoppedAt = nowIso;
+          next.playerCount = 0;
+        }
+        await this.deps.instances.save(next);
+      });
+    } catch (err) {
+      // The group's lease moved to another controller, which owns the instance documents now.
+      if (err instanceof ScopeLostError) return;
+      this.deps.logger.error(`Recording state ${to} of instance ${instanceId} failed`, err);
+    }
+    this.deps.events.publish(EventTypes.INSTANCE_STATE_CHANGED, { instanceId, group, nodeId: node, oldState: from, newState: to } satisfies InstanceStateChangedPayload);
+    for (const listener of this.listeners) {
+      try {
+        listener(change);
+      } catch (err) {
+        this.deps.logger.error(`An instance state listener failed on ${instanceId} ${to}`, err);
+      }
+    }
+    if (finished) this.deps.instanceFinished(group, instanceId);
+    if (finished || to === "RUNNING" || to === "DRAINING" || to === "STOPPING") this.deps.toGroup(group, { type: "CHANGED" });
+  }
+}

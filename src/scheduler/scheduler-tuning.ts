@@ -1,0 +1,32 @@
+/**
+ * Bounds and timings of the scheduler host and its parts. The controller fills them from
+ * controller.yml (`scheduler.*`); tests shorten them.
+ */
+import type { InstanceTimeouts } from "../../actors/instance/instance-machine.js";
+import type { NodeTimeouts } from "../../actors/node/node-machine.js";
+
+/** Bounds and timings of the host; every field has a default. */
+export interface SchedulerTuning {
+  /** scheduler.evaluationIntervalSeconds × 1000. */
+  evaluationIntervalMs: number;
+  evaluationTimeoutMs: number;
+  instanceTimeouts: Partial<InstanceTimeouts>;
+  nodeTimeouts: Partial<NodeTimeouts>;
+  /** How long STOPPED and CRASHED instance records stay listed before they are deleted. */
+  finishedRetentionMs: number;
+  /** How long the node list read for placement is reused. */
+  nodeListCacheMs: number;
+  /** scheduler.maxStartingPerNode: instances starting at once per node (0: no limit). */
+  startingPerNodeMax: number;
+}
+
+/** Defaults: the spec's 15 s tick; finished instances stay visible for ten minutes. */
+export const defaultSchedulerTuning: SchedulerTuning = {
+  evaluationIntervalMs: 15_000,
+  evaluationTimeoutMs: 30_000,
+  instanceTimeouts: {},
+  nodeTimeouts: {},
+  finishedRetentionMs: 10 * 60_000,
+  nodeListCacheMs: 1_000,
+  startingPerNodeMax: 16,
+};

@@ -1,0 +1,109 @@
+// The crash recorder alone, with the fake clock: a crash record from the daemon's crash report or
+// from what the actor knows, INSTANCE_CRASHED, and crash loops counted only for the group's own
+// failures within the window; a loop pauses the group and is announced.
+import assert from "node:assert/strict";
+import { beforeEach, describe, test } from "node:test";
+import type { GroupEvent } from "../../actors/group/transitions.js";
+import type { CrashReport } from "../../src/domain/crashes/crash-service.js";
+import { classificationOfReason, CrashRecorder } from "../../src/scheduler/crash-recorder.js";
+import type { CrashDetails } from "../../src/scheduler/daemon-report-router.js";
+import { FakeClock } from "../support/fake-clock.js";
+import { RecordingEventBus } from "../support/store-fixture.js";
+import { recordingLogger } from "./support.js";
+
+const START_MS = Date.parse("2026-03-01T08:00:00.000Z");
+const ref = (n: number, group = "lobby") => ({ instanceId: `${group}-${n}`, group, node: "node-a" });
+
+describe("crash recorder", () => {
+  let clock: FakeClock;
+  let events: RecordingEventBus;
+  let recorded: CrashReport[];
+  let details: Map<string, CrashDetails>;
+  let told: { group: string; event: GroupEvent }[];
+  let schedulingStates: string[];
+  let crashLoops: number;
+  let recorder: CrashRecorder;
+
+  beforeEach(() => {
+    clock = new FakeClock(START_MS);
+    events = new RecordingEventBus();
+    recorded = [];
+    details = new Map();
+    told = [];
+    schedulingStates = [];
+    crashLoops = 0;
+    recorder = new CrashRecorder({
+      crashes: { record: async (report: CrashReport) => (recorded.push(report), {} as never) },
+      groups: { setSchedulingState: async (group, state) => (schedulingStates.push(`${group} ${JSON.stringify(state)}`), true) },
+      events,
+      metrics: { schedulerCrashLoops: { inc: () => void crashLoops++ } as never },
+      clock,
+      logger: recordingLogger(),
+      crashLoop: { crashLoopThreshold: 3, crashLoopWindowMs: 60_000 },
+      takeCrashDetails: (id) => {
+        const d = details.get(id);
+        details.delete(id);
+        return d;
+      },
+      toGroup: (group, event) => void told.push({ group, event }),
+    });
+  });
+
+  test("the daemon's crash report makes the record; without one the actor's cause does", async () => {
+    details.set("lobby-1", { exitCode: 137, classification: "OOM_KILLED", logTail: ["Killed"], uptimeMs: 9_000, timestampMs: START_MS - 5 });
+    await recorder.record(ref(1), { kind: "EXIT", exitCode: 137 });
+    await recorder.record(ref(2), { kind: "EXIT", exitCode: 0 });
+    clock.set(START_MS + 10);
+    await recorder.record(ref(3), { kind: "FAILURE", reason: "TIMEOUT:startTimeout" });
+    assert.deepEqual(
+      recorded.map((r) => [r.instanceId, r.exitCode, r.classification, r.logTail, r.uptimeMs, r.timestampMs]),
+      [
+        ["lobby-1", 137, "OOM_KILLED", ["Killed"], 9_000, START_MS - 5],
+        ["lobby-2", 0, "NORMAL_EXIT_UNEXPECTED", [], 0, START_MS],
+        ["lobby-3", -1, "TIMEOUT", [], 0, START_MS + 10],
+      ],
+    );
+    assert.deepEqual(events.ofType("INSTANCE_CRASHED")[0], { instanceId: "lobby-1", group: "lobby", nodeId: "node-a", exitCode: 137, classification: "OOM_KILLED", logTail: ["Killed"], uptimeMs: 9_000 });
+    assert.equal(events.ofType("INSTANCE_CRASHED").length, 3);
+  });
+
+  test("a crash loop: threshold crashes within the window trip once; a lost node or process does not count", async () => {
+    await recorder.record(ref(1), { kind: "EXIT", exitCode: 1 });
+    await recorder.record(ref(2), { kind: "FAILURE", reason: "NODE_LOST" }, false);
+    details.set("lobby-3", { exitCode: -1, classification: "LOST", logTail: [], uptimeMs: 0, timestampMs: START_MS });
+    await recorder.record(ref(3), { kind: "EXIT", exitCode: -1 });
+    await recorder.record(ref(4, "hub"), { kind: "EXIT", exitCode: 1 });
+    await clock.advanceAsync(30_000);
+    await recorder.record(ref(5), { kind: "EXIT", exitCode: 1 });
+    assert.deepEqual(told, [], "two of lobby's own in the window");
+    await clock.advanceAsync(30_001);
+    await recorder.record(ref(6), { kind: "EXIT", exitCode: 1 });
+    assert.deepEqual(told, [], "the first fell out of the window");
+    await recorder.record(ref(7), { kind: "EXIT", exitCode: 1 });
+    assert.deepEqual(told, [{ group: "lobby", event: { type: "CRASH_LOOP", crashCount: 3, windowStartMs: START_MS + 30_000 } }]);
+    await recorder.record(ref(8), { kind: "EXIT", exitCode: 1 });
+    assert.equal(told.length, 1, "tripping starts the window afresh");
+  });
+
+  test("reset: a resumed or deleted group starts counting afresh", async () => {
+    await recorder.record(ref(1), { kind: "EXIT", exitCode: 1 });
+    await recorder.record(ref(2), { kind: "EXIT", exitCode: 1 });
+    recorder.reset("lobby");
+    await recorder.record(ref(3), { kind: "EXIT", exitCode: 1 });
+    assert.deepEqual(told, []);
+  });
+
+  test("the pause is written, counted and announced", async () => {
+    await recorder.pauseGroup("lobby", { crashCount: 3, windowStartMs: START_MS });
+    assert.deepEqual(schedulingStates, ['lobby {"paused":true}']);
+    assert.equal(crashLoops, 1);
+    assert.deepEqual(events.ofType("GROUP_CRASH_LOOP"), [{ group: "lobby", crashCount: 3, windowStart: new Date(START_MS).toISOString() }]);
+  });
+
+  test("classification of failures without an exit", () => {
+    assert.deepEqual(
+      ["NODE_LOST", "TIMEOUT:prepareTimeout", "PREPARE_FAILED: hash mismatch", "SPAWN_FAILED: ENOENT", "UNKNOWN_PLATFORM: x"].map(classificationOfReason),
+      ["NODE_LOST", "TIMEOUT", "PREPARE_FAILED", "SPAWN_FAILED", "START_FAILED"],
+    );
+  });
+});

@@ -1,0 +1,202 @@
+// The group evaluator over the real group, instance and node services on an embedded store, with
+// the fake clock: scaling up records SCHEDULED instances and hands them to their actors, scaling
+// down sends STOP or DRAIN, a placement failure is the group's schedulingIssue until placement
+// succeeds, start pacing waits without an issue, and a lost scope records nothing.
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, test } from "node:test";
+import type { InstanceEvent } from "../../actors/instance/transitions.js";
+import type { InstanceFields } from "../../src/domain/instances/instance-service.js";
+import type { InstanceState } from "../../src/domain/instances/instance-schemas.js";
+import { GroupEvaluator, type GroupEvaluatorDeps } from "../../src/scheduler/group-evaluator.js";
+import { LiveInstances } from "../../src/scheduler/live-instances.js";
+import { ScopeLostError } from "../../src/scheduler/scopes.js";
+import { openSchedulerFixture, recordingLogger, type SchedulerFixture } from "./support.js";
+
+describe("group evaluator", () => {
+  let fx: SchedulerFixture;
+  let live: LiveInstances;
+  let added: InstanceFields[];
+  let sent: { id: string; event: InstanceEvent }[];
+  let nodeListings: number;
+  let group = "";
+  let n = 0;
+  const nodeIds = ["node-a", "node-b"];
+
+  before(async () => {
+    fx = await openSchedulerFixture("cloud-evaluator-");
+  });
+  after(() => fx.close());
+
+  beforeEach(async () => {
+    group = `lobby${++n}`;
+    for (const id of nodeIds) await fx.nodes.upsert(id, { host: id, state: "ONLINE", cordoned: false, totalMemoryMb: 4096, usedMemoryMb: 0 });
+    live = new LiveInstances();
+    added = [];
+    sent = [];
+    nodeListings = 0;
+  });
+
+  function evaluator(overrides: Partial<GroupEvaluatorDeps> = {}): GroupEvaluator {
+    const nodes = { list: () => (nodeListings++, fx.nodes.list()) } as unknown as GroupEvaluatorDeps["nodes"];
+    return new GroupEvaluator({
+      groups: fx.groups,
+      instances: fx.instances,
+      nodes,
+      live,
+      clock: fx.clock,
+      logger: recordingLogger(),
+      nodeListCacheMs: 0,
+      startingPerNodeMax: 0,
+      fencingTokenOf: () => 1,
+      ensureCurrent: async () => undefined,
+      instanceAdded: (instance) => {
+        live.put(instance);
+        added.push(instance);
+      },
+      toInstance: (id, event) => void sent.push({ id, event }),
+      nodesSeen: () => undefined,
+      ...overrides,
+    });
+  }
+  const signal = () => new AbortController().signal;
+  /** What the record writer does when an actor enters a state. */
+  async function enter(id: string, state: InstanceState, playerCount = 0): Promise<void> {
+    const doc = (await fx.instances.getDoc(id))!;
+    await fx.instances.save({ ...doc, state, playerCount });
+    live.setState(id, state);
+    live.setPlayerCount(id, playerCount);
+  }
+
+  test("scale up: minInstances new records, SCHEDULED, spread over the nodes, each handed to its actor", async () => {
+    await fx.groups.create({ name: group, platform: "simulated", scalingMode: "DYNAMIC", minInstances: 4, maxInstances: 8, memoryMb: 256 });
+    const output = await evaluator().evaluate(group, signal());
+    assert.deepEqual(output, { again: false });
+    assert.equal(added.length, 4);
+    const records = await fx.instances.findDocs({ group });
+    assert.deepEqual(records.map((r) => r.state), ["SCHEDULED", "SCHEDULED", "SCHEDULED", "SCHEDULED"]);
+    assert.deepEqual(new Set(records.map((r) => r.id)), new Set(added.map((a) => a.id)));
+    for (const node of nodeIds) assert.equal(records.filter((r) => r.node === node).length, 2, `two on ${node}`);
+    assert.ok(records.every((r) => new RegExp(`^${group}-[0-9a-f]{8}$`).test(r.id)), "DYNAMIC ids are fresh");
+    assert.equal(live.ofGroup(group).length, 4);
+    await evaluator().evaluate(group, signal());
+    assert.equal(added.length, 4, "at the bound: nothing more");
+  });
+
+  test("scale down: a STATIC group stops its highest slots; a DYNAMIC group drains idle RUNNING instances after the cooldown", async () => {
+    await fx.groups.create({ name: group, platform: "simulated", scalingMode: "STATIC", minInstances: 3, memoryMb: 256 });
+    const ev = evaluator();
+    await ev.evaluate(group, signal());
+    for (const i of [1, 2, 3]) await enter(`${group}-${i}`, "RUNNING");
+    await fx.groups.update(group, { minInstances: 1 });
+    await ev.evaluate(group, signal());
+    assert.deepEqual(sent.map((s) => `${s.id} ${s.event.type}`).sort(), [`${group}-2 STOP`, `${group}-3 STOP`]);
+
+    const dynamic = `${group}-dyn`;
+    await fx.groups.create({ name: dynamic, platform: "simulated", scalingMode: "DYNAMIC", minInstances: 3, maxInstances: 6, memoryMb: 256 });
+    await ev.evaluate(dynamic, signal());
+    for (const instance of live.ofGroup(dynamic)) await enter(instance.id, "RUNNING");
+    await fx.groups.update(dynamic, { minInstances: 1 });
+    sent.length = 0;
+    await ev.evaluate(dynamic, signal());
+    assert.equal(sent.length, 0, "idle since this evaluation: not yet");
+    await fx.clock.advanceAsync(300_000);
+    await ev.evaluate(dynamic, signal());
+    assert.equal(sent.length, 2, "two idle instances above minInstances");
+    assert.ok(sent.every((s) => s.event.type === "DRAIN"), JSON.stringify(sent));
+  });
+
+  test("a placement failure is the group's schedulingIssue, kept with its first time, cleared once placed", async () => {
+    await fx.groups.create({ name: group, platform: "simulated", scalingMode: "STATIC", minInstances: 2, memoryMb: 256 });
+    for (const id of nodeIds) await fx.nodes.upsert(id, { host: id, state: "OFFLINE" });
+    const ev = evaluator();
+    await ev.evaluate(group, signal());
+    assert.deepEqual(added, []);
+    const first = (await fx.groups.get(group)).schedulingIssue;
+    assert.equal(first?.code, "NO_ONLINE_NODE");
+    await fx.clock.advanceAsync(5_000);
+    await ev.evaluate(group, signal());
+    assert.equal((await fx.groups.get(group)).schedulingIssue?.since, first?.since, "the same issue keeps its time");
+    await fx.nodes.upsert("node-a", { host: "node-a", state: "ONLINE", usedMemoryMb: 3900 });
+    // As the node watch does on every node event: the next placement reads the records again.
+    ev.invalidateNodes();
+    await ev.evaluate(group, signal());
+    const memory = (await fx.groups.get(group)).schedulingIssue;
+    assert.equal(memory?.code, "INSUFFICIENT_MEMORY");
+    assert.match(memory!.message, /needs 256 MB/);
+    assert.notEqual(memory?.since, first?.since, "another code, another since");
+    await fx.nodes.upsert("node-a", { host: "node-a", usedMemoryMb: 0 });
+    ev.invalidateNodes();
+    await ev.evaluate(group, signal());
+    assert.equal(added.length, 2);
+    assert.equal((await fx.groups.get(group)).schedulingIssue, null);
+  });
+
+  test("start pacing: full start slots are a wait, not an issue; a freed slot lets the group place more", async () => {
+    await fx.groups.create({ name: group, platform: "simulated", scalingMode: "DYNAMIC", minInstances: 5, maxInstances: 5, memoryMb: 256 });
+    const ev = evaluator({ startingPerNodeMax: 1 });
+    await ev.evaluate(group, signal());
+    assert.equal(added.length, 2, "one starting per node");
+    assert.equal((await fx.groups.get(group)).schedulingIssue, null);
+    assert.deepEqual(ev.takeGroupsWaitingForSlots(), [group]);
+    assert.deepEqual(ev.takeGroupsWaitingForSlots(), [], "taken once");
+    await enter(added[0].id, "RUNNING");
+    await ev.evaluate(group, signal());
+    assert.equal(added.length, 3);
+    assert.equal(added[2].node, added[0].node, "the freed slot's node");
+    assert.deepEqual(ev.takeGroupsWaitingForSlots(), [group], "still waiting for the rest");
+    // An explicit start is not paced: the operator asked for them now.
+    const explicit = `${group}-x`;
+    await fx.groups.create({ name: explicit, platform: "simulated", scalingMode: "STATIC", minInstances: 4, memoryMb: 256 });
+    assert.deepEqual(await ev.startExplicitly(explicit), { count: 4 });
+  });
+
+  test("a scope lost before the records are written: nothing recorded, the live view rolled back", async () => {
+    await fx.groups.create({ name: group, platform: "simulated", scalingMode: "STATIC", minInstances: 2, memoryMb: 256 });
+    const ev = evaluator({
+      ensureCurrent: async () => {
+        throw new ScopeLostError(`group:${group}`);
+      },
+    });
+    await assert.rejects(ev.evaluate(group, signal()), ScopeLostError);
+    assert.deepEqual(added, []);
+    assert.deepEqual(await fx.instances.findDocs({ group }), []);
+    assert.deepEqual(live.ofGroup(group), []);
+    for (const node of nodeIds) assert.equal(live.placement.reservedMemoryMb(node), 0, `nothing reserved on ${node}`);
+  });
+
+  test("the node list is reused for nodeListCacheMs of the clock, and read again once invalidated", async () => {
+    await fx.groups.create({ name: group, platform: "simulated", scalingMode: "MANUAL", minInstances: 0, maxInstances: 9, memoryMb: 256 });
+    const ev = evaluator({ nodeListCacheMs: 1_000 });
+    // A MANUAL group's explicit start places one instance at a time.
+    await ev.startExplicitly(group);
+    await fx.clock.advanceAsync(1_000);
+    await ev.startExplicitly(group);
+    assert.equal(nodeListings, 1, "within the cache time");
+    await fx.clock.advanceAsync(1);
+    await ev.startExplicitly(group);
+    assert.equal(nodeListings, 2, "stale after the cache time");
+    ev.invalidateNodes();
+    await ev.startExplicitly(group);
+    assert.equal(nodeListings, 3, "invalidated");
+    assert.equal(added.length, 4);
+  });
+
+  test("the deployments seam: one instance of a revision, placed at once; a reason when none can be", async () => {
+    await fx.groups.create({ name: group, platform: "simulated", scalingMode: "DYNAMIC", minInstances: 0, maxInstances: 4, memoryMb: 256 });
+    const ev = evaluator({ startingPerNodeMax: 1 });
+    const first = await ev.startInstanceOfRevision(group, 7);
+    assert.equal(first.started, true);
+    const second = await ev.startInstanceOfRevision(group, 7);
+    const third = await ev.startInstanceOfRevision(group, 7);
+    assert.ok(second.started && third.started, "not paced");
+    const records = await fx.instances.findDocs({ group });
+    assert.deepEqual(records.map((r) => r.deploymentRevision), [7, 7, 7]);
+    assert.deepEqual(added.map((a) => a.id).sort(), records.map((r) => r.id).sort());
+    for (const id of nodeIds) await fx.nodes.upsert(id, { host: id, state: "OFFLINE" });
+    ev.invalidateNodes();
+    const refused = await ev.startInstanceOfRevision(group, 8);
+    assert.equal(refused.started, false);
+    assert.match(!refused.started ? refused.reason : "", /ONLINE/);
+    await assert.rejects(ev.startInstanceOfRevision("no-such-group", 1), { code: "NOT_FOUND" });
+  });
+});

@@ -1,0 +1,172 @@
+// The scope lifecycle alone, on the real group and instance services and the fake clock: acquiring
+// a scope adopts its live instances in their recorded state and starts its group actor, whose ticks
+// run on the injected clock; losing it stops every actor and fences every later write; events reach
+// the actors only while the scope is owned.
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, test } from "node:test";
+import type { InspectionEvent } from "xstate";
+import type { GroupEffectsPort, InstanceEffectsPort } from "../../src/scheduler/actor-effects.js";
+import { LiveInstances } from "../../src/scheduler/live-instances.js";
+import { ScopeLifecycle } from "../../src/scheduler/scope-lifecycle.js";
+import { groupScope, ScopeLostError } from "../../src/scheduler/scopes.js";
+import { SupervisedInstances } from "../../src/scheduler/supervised-instances.js";
+import { flush, instanceRecord, openSchedulerFixture, recordingLogger, type SchedulerFixture } from "./support.js";
+
+const intervalMs = 10_000;
+
+describe("scope lifecycle", () => {
+  let fx: SchedulerFixture;
+  let live: LiveInstances;
+  let supervised: SupervisedInstances;
+  let effects: string[];
+  let evaluations: string[];
+  let snapshots: string[];
+  let currentChecks: string[];
+  let lifecycle: ScopeLifecycle;
+  let group = "";
+  let n = 0;
+
+  before(async () => {
+    fx = await openSchedulerFixture("cloud-scope-lifecycle-");
+  });
+  after(() => fx.close());
+
+  beforeEach(async () => {
+    group = `lobby${++n}`;
+    live = new LiveInstances();
+    supervised = new SupervisedInstances();
+    effects = [];
+    evaluations = [];
+    snapshots = [];
+    currentChecks = [];
+    const record = (name: string) => (ref: { instanceId: string }) => void effects.push(`${name} ${ref.instanceId}`);
+    const instances: InstanceEffectsPort = {
+      dispatch: record("dispatch"),
+      stop: record("stop"),
+      forceStop: record("forceStop"),
+      announceDrain: record("announceDrain"),
+      crashed: record("crashed"),
+      lost: record("lost"),
+      timedOut: record("timedOut"),
+      stopUnconfirmed: record("stopUnconfirmed"),
+    };
+    const groups: GroupEffectsPort = {
+      evaluate: async (name) => (evaluations.push(`${name}@${fx.clock.nowMs()}`), { again: false }),
+      crashLoop: () => undefined,
+      resumed: () => undefined,
+      stopInstances: () => undefined,
+      evaluationFailed: () => undefined,
+    };
+    lifecycle = new ScopeLifecycle({
+      groups: fx.groups,
+      instances: fx.instances,
+      scopes: { scopeOf: groupScope, ensureCurrent: async (scope, token) => void currentChecks.push(`${scope}#${token}`) },
+      live,
+      supervised,
+      clock: fx.clock,
+      logger: recordingLogger(),
+      tuning: { instanceTimeouts: {}, evaluationIntervalMs: intervalMs, evaluationTimeoutMs: 5_000 },
+      effects: { instances, groups },
+      inspect: (event: InspectionEvent) => {
+        const id = (event.actorRef as { id?: string }).id ?? "";
+        if (event.type === "@xstate.snapshot" && id.startsWith("instance:")) snapshots.push(`${id} ${String((event.snapshot as { value?: unknown }).value)}`);
+      },
+    });
+  });
+
+  async function seed(): Promise<number> {
+    await fx.groups.create({ name: group, platform: "simulated", scalingMode: "STATIC", minInstances: 3 });
+    await fx.instances.save(instanceRecord({ id: `${group}-1`, group, node: "node-a", state: "RUNNING" }));
+    await fx.instances.save(instanceRecord({ id: `${group}-2`, group, node: "node-b", state: "SCHEDULED" }));
+    await fx.instances.save(instanceRecord({ id: `${group}-3`, group, node: "node-a", state: "CRASHED", stoppedAt: "2026-01-15T11:00:00.000Z" }));
+    return fx.clock.nowMs();
+  }
+
+  test("acquired: live instances adopted in their recorded state, a finished slot kept in view, the group actor ticks on the clock", async () => {
+    const startMs = await seed();
+    await lifecycle.acquired(groupScope(group), 5);
+    await flush();
+    assert.equal(lifecycle.fencingTokenOf(group), 5);
+    assert.deepEqual([supervised.stateOf(`${group}-1`), supervised.stateOf(`${group}-2`), supervised.stateOf(`${group}-3`)], ["RUNNING", "SCHEDULED", undefined]);
+    assert.equal(live.get(`${group}-3`)?.state, "CRASHED", "the STATIC slot's record names its node");
+    assert.deepEqual(effects, [`dispatch ${group}-2`], "a RUNNING instance is left alone; a SCHEDULED one is sent again");
+    assert.ok(snapshots.includes(`instance:${group}-1 RUNNING`), "the record writer sees the adopted actors");
+    assert.deepEqual(evaluations, [`${group}@${startMs}`]);
+    await fx.clock.advanceAsync(intervalMs - 1);
+    assert.equal(evaluations.length, 1);
+    await fx.clock.advanceAsync(1);
+    assert.deepEqual(evaluations, [`${group}@${startMs}`, `${group}@${startMs + intervalMs}`]);
+    await lifecycle.ensureCurrent(group);
+    assert.deepEqual(currentChecks, [`group:${group}#5`]);
+    lifecycle.stop();
+  });
+
+  test("lost: every actor stops, later events go nowhere, writes are fenced, no timer is left", async () => {
+    await seed();
+    await lifecycle.acquired(groupScope(group), 5);
+    await flush();
+    lifecycle.lost(groupScope(group));
+    assert.equal(lifecycle.fencingTokenOf(group), null);
+    assert.equal(lifecycle.isOwned(group), false);
+    assert.equal(supervised.size, 0);
+    await assert.rejects(lifecycle.ensureCurrent(group), ScopeLostError);
+    effects.length = 0;
+    lifecycle.toInstance(`${group}-1`, { type: "STOP" });
+    lifecycle.toGroup(group, { type: "CHANGED" });
+    await fx.clock.advanceAsync(10 * intervalMs);
+    assert.deepEqual(effects, []);
+    assert.equal(evaluations.length, 1);
+    assert.equal(fx.clock.pendingTimers(), 0);
+  });
+
+  test("a renewed lease with a new token keeps the actors; a loss during adoption leaves no supervisor", async () => {
+    await seed();
+    await lifecycle.acquired(groupScope(group), 5);
+    await lifecycle.acquired(groupScope(group), 6);
+    assert.equal(lifecycle.fencingTokenOf(group), 6);
+    assert.equal(supervised.stateOf(`${group}-1`), "RUNNING");
+    lifecycle.toInstance(`${group}-1`, { type: "STOP" });
+    assert.deepEqual(effects.slice(-1), [`stop ${group}-1`], "the same actor, still running");
+
+    const other = `${group}-late`;
+    await fx.groups.create({ name: other, platform: "simulated", scalingMode: "STATIC", minInstances: 1 });
+    const adopting = lifecycle.acquired(groupScope(other), 9);
+    lifecycle.lost(groupScope(other));
+    await adopting;
+    assert.equal(lifecycle.isOwned(other), false);
+    lifecycle.toGroup(other, { type: "CHANGED" });
+    assert.ok(!evaluations.some((e) => e.startsWith(`${other}@`)));
+    await lifecycle.acquired(groupScope(other), 10);
+    await flush();
+    assert.ok(evaluations.some((e) => e.startsWith(`${other}@`)), "acquired without a loss, it runs");
+    lifecycle.stop();
+  });
+
+  test("groups and instances added while owned get actors; a finished instance lets its actor go", async () => {
+    await fx.groups.create({ name: group, platform: "simulated", scalingMode: "STATIC", minInstances: 1 });
+    await lifecycle.acquired(groupScope(group), 1);
+    const record = instanceRecord({ id: `${group}-new`, group, node: "node-a", state: "SCHEDULED" });
+    lifecycle.instanceAdded(record);
+    assert.deepEqual(effects, [`dispatch ${group}-new`]);
+    assert.equal(supervised.stateOf(record.id), "SCHEDULED");
+    assert.equal(live.get(record.id)?.node, "node-a");
+    lifecycle.instanceFinished(group, record.id);
+    assert.equal(supervised.has(record.id), false);
+    lifecycle.toInstance(record.id, { type: "STOP" });
+    assert.deepEqual(effects, [`dispatch ${group}-new`], "its actor is gone");
+
+    evaluations.length = 0;
+    lifecycle.groupRemoved(group);
+    lifecycle.toGroup(group, { type: "CHANGED" });
+    await flush();
+    assert.deepEqual(evaluations, [], "the group actor is gone");
+    await lifecycle.groupCreated(group);
+    await flush();
+    assert.equal(evaluations.length, 1, "a group created again evaluates at once");
+    lifecycle.changedEverywhere();
+    await flush();
+    assert.equal(evaluations.length, 2);
+    lifecycle.stop();
+    assert.equal(fx.clock.pendingTimers(), 0);
+  });
+});
