@@ -9,8 +9,11 @@
 //   directory (the term is not on the REST API; LevelDB cannot be opened twice, so the directory
 //   is copied and the copy opened with the controller's own LevelStorage);
 // - LoopDelayScraper: GET /metrics of one controller every `intervalMs`; prom-client's
-//   nodejs_eventloop_lag_{p99,max}_seconds cover the time since the previous scrape (the histogram
-//   is reset at every scrape), so the largest max of all scrapes is the loop's max over the run.
+//   nodejs_eventloop_lag_max_seconds covers the time since the previous scrape (its histogram,
+//   10 ms resolution, is reset at every scrape), so the largest of all scrapes is the loop's max
+//   over the run, and their 99th percentile says how long the loop stood still at most in 99 of
+//   100 windows. (The gauge's p99 of one window of about 10 measurements is its max, so it is not
+//   read.)
 import { access, cp, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -196,10 +199,9 @@ export class LeaderSampler {
   }
 }
 
-/** One scrape of the loop delay gauges: the values since the previous scrape, in ms. */
+/** One scrape of the loop delay gauge: the largest delay since the previous scrape, in ms. */
 export interface LoopDelaySample {
   atMs: number;
-  p99Ms: number;
   maxMs: number;
 }
 
@@ -208,6 +210,15 @@ function gauge(text: string, name: string): number | null {
   if (line === undefined) return null;
   const value = Number(line.slice(line.lastIndexOf(" ") + 1));
   return Number.isFinite(value) ? value : null;
+}
+
+/** The loop delay over some scrapes, in ms. */
+export interface LoopDelaySummary {
+  scrapes: number;
+  /** Percentiles of the windows' max delays. */
+  windowMaxP50Ms: number;
+  windowMaxP99Ms: number;
+  maxMs: number;
 }
 
 /** Reads the loop delay of the controller at `url` from its /metrics; see the module comment. */
@@ -241,10 +252,9 @@ export class LoopDelayScraper {
   private async scrape(): Promise<void> {
     try {
       const text = await (await fetch(`${this.url}/metrics`)).text();
-      const p99 = gauge(text, "nodejs_eventloop_lag_p99_seconds");
       const max = gauge(text, "nodejs_eventloop_lag_max_seconds");
-      if (p99 === null || max === null) throw new Error("no loop delay gauges");
-      this.samples.push({ atMs: Date.now(), p99Ms: p99 * 1000, maxMs: max * 1000 });
+      if (max === null) throw new Error("no loop delay gauge");
+      this.samples.push({ atMs: Date.now(), maxMs: max * 1000 });
     } catch {
       this.failures++;
     }
@@ -256,12 +266,15 @@ export class LoopDelayScraper {
   }
 
   /**
-   * Over the scrapes from `fromMs` to `toMs`: the largest max (the loop's max delay then), and the
-   * largest p99 of one scrape window, which bounds the p99 over all windows from above.
+   * Over the scrapes answered from `fromMs` to `toMs`: the 50th and 99th percentile of the windows'
+   * max delays, and the largest (the loop's max delay then). A window lands where its scrape answered.
    */
-  summary(fromMs = 0, toMs = Infinity): { scrapes: number; p99MsAtMost: number; maxMs: number } {
-    const within = this.samples.filter((s) => s.atMs >= fromMs && s.atMs <= toMs);
-    const largest = (values: number[]) => (values.length === 0 ? Number.NaN : Math.max(...values));
-    return { scrapes: within.length, p99MsAtMost: largest(within.map((s) => s.p99Ms)), maxMs: largest(within.map((s) => s.maxMs)) };
+  summary(fromMs = 0, toMs = Infinity): LoopDelaySummary {
+    const maxima = this.samples
+      .filter((s) => s.atMs >= fromMs && s.atMs <= toMs)
+      .map((s) => s.maxMs)
+      .sort((a, b) => a - b);
+    const at = (p: number) => (maxima.length === 0 ? Number.NaN : maxima[Math.min(maxima.length - 1, Math.ceil((p / 100) * maxima.length) - 1)]!);
+    return { scrapes: maxima.length, windowMaxP50Ms: at(50), windowMaxP99Ms: at(99), maxMs: maxima[maxima.length - 1] ?? Number.NaN };
   }
 }
