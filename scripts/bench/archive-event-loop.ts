@@ -15,25 +15,19 @@
 //
 // Prints a table and one machine-readable line (prefix `BENCH_JSON `).
 import { spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { createReadStream, createWriteStream } from "node:fs";
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { createInterface } from "node:readline";
-import { pipeline } from "node:stream/promises";
 import { setTimeout as sleep } from "node:timers/promises";
-import { promisify } from "node:util";
-import { createGzip } from "node:zlib";
-import tarStream from "tar-stream";
 import { HttpTemplateSource, TemplateCache } from "../../src/daemon/template-cache.js";
 import { login, TEST_ADMIN_PASSWORD } from "../../test/support/controller.js";
+import { exportTemplateArchive, importTemplateArchive, probeVersion, writeTemplateArchive } from "./archive-support.js";
 import { argNumber, mib, percentile, printTable, progress, uptimeLine } from "./system-bench-support.js";
 
 const totalBytes = argNumber("--mb", 200) * 1000 * 1000;
 const filesCount = argNumber("--files", 20);
-const randomBytesAsync = promisify(randomBytes);
 /** How long the controller gets to start. */
 const START_TIMEOUT_MS = 60_000;
 /** Interval of the version probe. */
@@ -79,78 +73,6 @@ async function startControllerProcess(dataDir: string): Promise<{ url: string; m
   };
 }
 
-/** Writes the template archive to `path`; returns the bytes of its files. */
-async function writeTemplateArchive(path: string): Promise<number> {
-  const pack = tarStream.pack();
-  const written = pipeline(pack, createGzip(), createWriteStream(path));
-  const fileBytes = Math.floor(totalBytes / filesCount);
-  const text = Buffer.from("motd=Welcome {{player}}\nmax-players=100\n");
-  for (let i = 0; i < filesCount; i++) {
-    const compressible = i % 10 >= 7; // 3 of every 10 files are text
-    const name = compressible ? `config/c${i}.yml` : `worlds/w${i}/region.mca`;
-    const entry = pack.entry({ name, size: fileBytes, mode: 0o644 });
-    for (let at = 0; at < fileBytes; ) {
-      const size = Math.min(1 << 20, fileBytes - at);
-      const piece = compressible ? Buffer.alloc(size, text) : await randomBytesAsync(size);
-      if (!entry.write(piece)) await new Promise<void>((resolve) => entry.once("drain", () => resolve()));
-      at += size;
-    }
-    await new Promise<void>((resolve, reject) => {
-      entry.once("finish", () => resolve());
-      entry.once("error", reject);
-      entry.end(undefined);
-    });
-  }
-  pack.finalize();
-  await written;
-  return fileBytes * filesCount;
-}
-
-/** Samples GET /api/v1/system/version every 10 ms until stopped; returns the latencies. */
-function probeVersion(url: string): { stop(): Promise<{ latencies: number[]; failures: number }> } {
-  const latencies: number[] = [];
-  let failures = 0;
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      const startMs = performance.now();
-      try {
-        const res = await fetch(`${url}/api/v1/system/version`);
-        await res.arrayBuffer();
-      } catch {
-        failures++;
-      }
-      latencies.push(performance.now() - startMs);
-      await sleep(PROBE_INTERVAL_MS);
-    }
-  })();
-  return {
-    stop: async () => {
-      running = false;
-      await loop;
-      return { latencies: latencies.sort((a, b) => a - b), failures };
-    },
-  };
-}
-
-function multipartFromFile(path: string, fileName: string): { body: ReadableStream<Uint8Array>; contentType: string } {
-  const boundary = `----cloud-bench-${randomBytes(8).toString("hex")}`;
-  async function* parts(): AsyncGenerator<Uint8Array> {
-    yield Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${fileName}"\r\nContent-Type: application/gzip\r\n\r\n`);
-    for await (const chunk of createReadStream(path)) yield chunk as Buffer;
-    yield Buffer.from(`\r\n--${boundary}--\r\n`);
-  }
-  const iterator = parts();
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const next = await iterator.next();
-      if (next.done) controller.close();
-      else controller.enqueue(next.value);
-    },
-  });
-  return { body, contentType: `multipart/form-data; boundary=${boundary}` };
-}
-
 interface PhaseResult {
   phase: string;
   elapsedMs: number;
@@ -166,14 +88,14 @@ async function main(): Promise<void> {
     const token = await login(controller.url, "admin", TEST_ADMIN_PASSWORD);
     const archivePath = join(dir, "template.tar.gz");
     progress(`writing a ${filesCount}-file template of ${mib(totalBytes)} MiB`);
-    const fileBytes = await writeTemplateArchive(archivePath);
+    const fileBytes = await writeTemplateArchive(archivePath, totalBytes, filesCount);
     const archiveBytes = (await stat(archivePath)).size;
     const results: PhaseResult[] = [];
 
     const phase = async (name: string, work: () => Promise<string>) => {
       progress(name);
       await controller.mark(`before-${name}`);
-      const probe = probeVersion(controller.url);
+      const probe = probeVersion(controller.url, PROBE_INTERVAL_MS);
       const startMs = performance.now();
       // A phase that fails (the controller dropped the request) is reported, not fatal.
       const detail = await work().catch((err: Error) => `FAILED: ${err.message}${err.cause ? ` (${String((err.cause as Error).message ?? err.cause)})` : ""}`);
@@ -196,24 +118,11 @@ async function main(): Promise<void> {
     });
     let hash = "";
     await phase("import", async () => {
-      const { body, contentType } = multipartFromFile(archivePath, "template.tar.gz");
-      const res = await fetch(`${controller.url}/api/v1/templates/import?name=bench`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${token}`, "content-type": contentType },
-        body,
-        duplex: "half",
-      } as RequestInit);
-      const json = (await res.json()) as { hash: string; sizeBytes: number };
-      if (res.status !== 201) throw new Error(`import: ${res.status} ${JSON.stringify(json)}`);
-      if (json.sizeBytes !== fileBytes) throw new Error(`import stored ${json.sizeBytes} bytes of files, expected ${fileBytes}`);
-      hash = json.hash;
+      hash = (await importTemplateArchive(controller.url, token, "bench", archivePath, fileBytes)).hash;
       return `${mib(archiveBytes)} MiB tar.gz`;
     });
     await phase("export", async () => {
-      const res = await fetch(`${controller.url}/api/v1/templates/bench/export`, { headers: { authorization: `Bearer ${token}` } });
-      let bytes = 0;
-      for await (const chunk of res.body!) bytes += chunk.byteLength;
-      if (res.status !== 200 || res.headers.get("x-template-hash") !== hash) throw new Error(`export: ${res.status}`);
+      const { bytes } = await exportTemplateArchive(controller.url, token, "bench", hash);
       return `${mib(bytes)} MiB tar.gz`;
     });
     await phase("daemon", async () => {
