@@ -115,7 +115,7 @@ interface RelayCore {
 class RelayedRequest {
   private held: Buffer[] = [];
   private heldBytes = 0;
-  /** The body outgrew `replayBodyBytesMax` while an attempt was under way: it cannot be sent again. */
+  /** Nothing is held any more (the body outgrew `replayBodyBytesMax`, or an answer came): it cannot be sent again. */
   private bodyReleased = false;
   private bodyEnded = false;
   private upstream: ClientRequest | null = null;
@@ -270,6 +270,7 @@ class RelayedRequest {
       return;
     }
     this.answered = true;
+    this.releaseBody();
     this.res.writeHead(response.statusCode ?? 502, response.statusMessage || undefined, endToEndHeaders(response.rawHeaders, new Set()));
     // Headers go out now: an event stream may send its first event much later.
     this.res.flushHeaders();
