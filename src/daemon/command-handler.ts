@@ -14,7 +14,7 @@ export type CommandRunner = Pick<InstanceRunner, "start" | "stop" | "forceStop" 
 
 export interface CommandHandlerOptions {
   runner: CommandRunner;
-  /** CLOUD_CONTROLLER_URL for an instance whose spec names none (the current controller's HTTP URL); null when unknown. */
+  /** CLOUD_CONTROLLER_URL for an instance whose spec names none (the daemon's plugin relay); null when unknown. */
   controllerUrl: () => string | null;
 }
 

@@ -34,6 +34,23 @@ export const DaemonConfigSchema = Type.Object(
     /** Reconnect back-off: first delay and cap (exponential with jitter in between). */
     reconnectDelayMinMs: Type.Integer({ minimum: 1, default: 500 }),
     reconnectDelayMaxMs: Type.Integer({ minimum: 1, default: 30_000 }),
+    /**
+     * The loopback HTTP relay every instance on the node calls the plugin API through
+     * (`CLOUD_CONTROLLER_URL`); it forwards to the controller of the daemon's current session.
+     */
+    pluginRelay: Type.Object(
+      {
+        /** Port on 127.0.0.1; 0 picks a free one at each start. */
+        port: Type.Integer({ minimum: 0, maximum: 65_535, default: 0 }),
+        /** How long a request waits for a reachable controller before it is answered 503. */
+        waitMs: Type.Integer({ minimum: 0, maximum: 600_000, default: 10_000 }),
+        /** Requests waiting for a controller at once; beyond, 503 at once. */
+        waitingRequestsMax: Type.Integer({ minimum: 0, maximum: 100_000, default: 1_000 }),
+        /** Request bodies up to this size are kept so that they can be sent to the next controller. */
+        replayBodyBytesMax: Type.Integer({ minimum: 0, maximum: 16 * 1024 * 1024, default: 1024 * 1024 }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
     logging: Type.Object({ level: Type.String({ default: "INFO" }) }, { default: {}, additionalProperties: false }),
   },
   { additionalProperties: false },

@@ -1,7 +1,8 @@
 /**
  * The daemon's composition root: builds the instance runner (built-in platforms, `workDir`), the
  * template cache (`dataDir/template-cache`, fetching from the current controller over HTTP), the
- * command handler, the reporter and the gateway client, and wires them together. `cloud-daemon`
+ * plugin relay (instances call the plugin API through it), the command handler, the reporter and
+ * the gateway client, and wires them together. `cloud-daemon`
  * (main.ts) adds configuration loading, signals and exit statuses.
  */
 import { instancesMemoryMb } from "./instance-memory.js";
@@ -14,6 +15,7 @@ import { ControllerEndpoint } from "./controller-endpoint.js";
 import { GatewayClient, type ClientLogger, type ClientState, type GatewayClientError } from "./gateway-client.js";
 import { InstanceReporter } from "./instance-reports.js";
 import { InstanceRunner } from "./instance-runner.js";
+import { PluginRelay } from "./plugin-relay.js";
 import { builtInPlatforms, type PlatformDefinition } from "./platforms.js";
 import { SpawnerLauncher, type ProcessLauncher } from "./process-launcher.js";
 import { HttpTemplateSource, TemplateCache } from "./template-cache.js";
@@ -44,13 +46,16 @@ export interface NodeDaemon {
   cache: TemplateCache;
   reporter: InstanceReporter;
   endpoint: ControllerEndpoint;
+  /** The loopback relay every instance's `CLOUD_CONTROLLER_URL` names; listening once `start()` ran. */
+  relay: PluginRelay;
   /** How long {@link NodeDaemon.shutdown} lets instances stop before killing them. */
   shutdownTimeoutMs: number;
+  /** Starts the plugin relay, then joins (when needed) and connects. */
   start(): Promise<void>;
   /**
    * Stops every instance with its platform's bounded sequence while the stream stays up (so the
    * controller receives the STOPPED reports), kills what is left after `shutdownTimeoutMs`, then
-   * closes the stream.
+   * closes the plugin relay and the stream.
    */
   shutdown(): Promise<void>;
   /** Synchronous last resort for a process `exit` handler: SIGKILL to every instance. */
@@ -105,7 +110,13 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
     ...(options.clock ? { clock: options.clock } : {}),
     onFinalReportsDropped: (count) => logger.warn(`Dropped ${count} instance reports kept while disconnected (queue full)`),
   });
-  const handler = createCommandHandler({ runner, controllerUrl: () => endpoint.httpBaseUrl });
+  const relay = new PluginRelay({
+    ...config.pluginRelay,
+    ...(options.clock ? { clock: options.clock } : {}),
+    logger,
+  });
+  // Instances are given the relay, never a controller's address: it follows the stream's failover.
+  const handler = createCommandHandler({ runner, controllerUrl: () => relay.url });
   const client = new GatewayClient({
     controllers: config.controllers,
     token: config.token,
@@ -120,10 +131,14 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
     reconnectDelayMaxMs: config.reconnectDelayMaxMs,
     commandHandler: handler,
     logger,
-    onStateChange: options.onStateChange,
+    onStateChange: (state, detail) => {
+      if (state !== "connected") relay.sessionClosed();
+      options.onStateChange?.(state, detail);
+    },
     onFatal: options.onFatal,
     onSessionOpen: ({ address, helloAck }) => {
       endpoint.sessionOpened(address, helloAck);
+      relay.sessionOpened(endpoint.httpBaseUrl);
       reporter.sessionOpened();
     },
     onApiCredential: (credential) => endpoint.credentialReceived(credential),
@@ -137,8 +152,14 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
     cache,
     reporter: reporter,
     endpoint,
+    relay,
     shutdownTimeoutMs,
-    start: () => client.start(),
+    start: async () => {
+      // Before the stream: no start command can come in before instances have somewhere to call.
+      await relay.start();
+      logger.info(`Plugin relay listening on ${relay.url}`);
+      await client.start();
+    },
     shutdown: () => {
       shuttingDown ??= (async () => {
         let timer: NodeJS.Timeout | undefined;
@@ -151,6 +172,7 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
           logger.warn(`Instances still running after ${shutdownTimeoutMs} ms; killing them`);
           runner.killAllNow();
         }
+        await relay.close();
         reporter.close();
         client.stop();
         await launcher.close();

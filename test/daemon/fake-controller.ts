@@ -57,6 +57,8 @@ export class FakeController {
   readonly sessions: FakeSession[] = [];
   /** While true, new streams are ended at once, before any hello_ack. */
   refuseConnections = false;
+  /** hello_ack.http_port of the next sessions (a test moves the HTTP side between sessions). */
+  httpPort: number;
   refusedConnections = 0;
   private commandCounter = 0;
   private readonly pending = new Map<string, (result: CommandResult) => void>();
@@ -66,7 +68,9 @@ export class FakeController {
     private readonly server: grpc.Server,
     readonly address: string,
     private readonly options: FakeControllerOptions,
-  ) {}
+  ) {
+    this.httpPort = options.httpPort;
+  }
 
   static async start(options: FakeControllerOptions): Promise<FakeController> {
     const ca = createClusterCa();
@@ -174,7 +178,7 @@ export class FakeController {
             session_id: session.id,
             heartbeat_interval_ms: 0,
             api_credential: { token: this.options.apiToken, expires_at_ms: Date.now() + 3_600_000 },
-            http_port: this.options.httpPort,
+            http_port: this.httpPort,
           }),
         );
       } else if (message.payload === "command_result") {
@@ -195,8 +199,8 @@ export interface FakeTemplateFile {
 
 /** The controller's template manifest and blob routes over fake templates; records bearer tokens. */
 export class FakeTemplateServer {
-  /** Every request: its path and Authorization header. */
-  readonly requests: { path: string; authorization: string }[] = [];
+  /** Every request: its path, Authorization and X-Forwarded-For headers. */
+  readonly requests: { path: string; authorization: string; forwardedFor: string }[] = [];
   /** Only this bearer token is accepted. */
   acceptedToken: string;
   private readonly templates = new Map<string, { hash: string; variables: Record<string, string>; files: Map<string, Buffer> }>();
@@ -211,7 +215,7 @@ export class FakeTemplateServer {
 
   static async start(token: string): Promise<FakeTemplateServer> {
     let fake: FakeTemplateServer | null = null;
-    const server = createServer((req, res) => fake!.handle(req.url ?? "/", String(req.headers.authorization ?? ""), res));
+    const server = createServer((req, res) => fake!.handle(req.url ?? "/", String(req.headers.authorization ?? ""), String(req.headers["x-forwarded-for"] ?? ""), res));
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     const port = (server.address() as { port: number }).port;
     fake = new FakeTemplateServer(server, port, token);
@@ -224,9 +228,9 @@ export class FakeTemplateServer {
     this.templates.set(name, { hash, variables, files: new Map(files.map((f) => [f.path, Buffer.from(f.content)])) });
   }
 
-  private handle(url: string, authorization: string, res: import("node:http").ServerResponse): void {
+  private handle(url: string, authorization: string, forwardedFor: string, res: import("node:http").ServerResponse): void {
     const parsed = new URL(url, "http://x");
-    this.requests.push({ path: parsed.pathname, authorization });
+    this.requests.push({ path: parsed.pathname, authorization, forwardedFor });
     if (authorization !== `Bearer ${this.acceptedToken}`) {
       res.writeHead(401, { "content-type": "application/json" }).end(JSON.stringify({ error: { code: "UNAUTHORIZED" } }));
       return;

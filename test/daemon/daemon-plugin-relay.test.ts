@@ -1,0 +1,113 @@
+// `cloud-daemon` as a real child process, with its plugin relay on a chosen loopback port: an
+// instance's CLOUD_CONTROLLER_URL names the relay (never a controller), the simulated server's
+// ready call reaches the fake controller's HTTP side through it, and after the stream moves to a
+// session whose controller announces another HTTP port, the next plugin call goes there. Every
+// wait is bounded; every process is stopped in `after`.
+import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import { after, before, describe, it } from "node:test";
+import { FakeController, FakeTemplateServer, spawnDaemonChild, wireSpec, type DaemonChild } from "./fake-controller.js";
+import { freePort, isAlive } from "./runner-harness.js";
+import { eventually } from "../support/wait.js";
+
+const API_TOKEN = "api-token-relay";
+const TOKEN = 3;
+
+/** The environment a process started with (Linux /proc). */
+async function environmentOf(pid: number): Promise<Map<string, string>> {
+  const raw = await readFile(`/proc/${pid}/environ`, "utf8");
+  return new Map(
+    raw
+      .split("\0")
+      .filter((entry) => entry.includes("="))
+      .map((entry) => [entry.slice(0, entry.indexOf("=")), entry.slice(entry.indexOf("=") + 1)]),
+  );
+}
+
+describe("cloud-daemon's plugin relay", { timeout: 120_000 }, () => {
+  let first: FakeTemplateServer;
+  let second: FakeTemplateServer;
+  let controller: FakeController;
+  let daemon: DaemonChild;
+  let relayPort: number;
+  const pids = new Set<number>();
+
+  const stateOf = (instanceId: string, state: string) => controller.messagesOf("instance_state").find((s) => s.instance_id === instanceId && s.state === state);
+  const waitForState = (instanceId: string, state: string) =>
+    eventually(
+      () => stateOf(instanceId, state),
+      () => `${instanceId} ${state} (saw ${controller.statesOf(instanceId).join(",")})\n${daemon.output()}`,
+    );
+
+  before(async () => {
+    first = await FakeTemplateServer.start(API_TOKEN);
+    second = await FakeTemplateServer.start(API_TOKEN);
+    controller = await FakeController.start({ httpPort: first.port, apiToken: API_TOKEN });
+    relayPort = await freePort();
+    daemon = spawnDaemonChild(controller, "node-relay", { pluginRelay: { port: relayPort } });
+  });
+
+  after(async () => {
+    await daemon?.stop();
+    for (const s of controller?.messagesOf("instance_state") ?? []) if (s.pid > 0) pids.add(s.pid);
+    for (const pid of pids) if (isAlive(pid)) process.kill(pid, "SIGKILL");
+    await controller?.stop();
+    await first?.stop();
+    await second?.stop();
+    daemon?.remove();
+  });
+
+  it("gives an instance the relay as CLOUD_CONTROLLER_URL; its ready call reaches the controller through the relay", async () => {
+    await eventually(
+      () => controller.sessions.some((s) => s.messages.some((m) => m.payload === "node_status")),
+      () => `a session\n${daemon.output()}`,
+    );
+    const spec = wireSpec("lobby-1", await freePort(), { platform: "simulated", workload_token: "workload-1" });
+    assert.equal((await controller.command("start_instance", { group: "lobby", fencing_token: TOKEN, spec })).ok, true);
+    const starting = await waitForState("lobby-1", "STARTING");
+    pids.add(starting.pid);
+
+    const env = await environmentOf(starting.pid);
+    assert.equal(env.get("CLOUD_CONTROLLER_URL"), `http://127.0.0.1:${relayPort}`);
+    assert.equal(env.get("CLOUD_WORKLOAD_TOKEN"), "workload-1");
+    assert.match(daemon.output(), new RegExp(`Plugin relay listening on http://127\\.0\\.0\\.1:${relayPort}`));
+
+    const ready = await eventually(
+      () => first.requests.find((r) => r.path === "/api/plugin/ready"),
+      () => `the ready call at the controller\n${daemon.output()}`,
+    );
+    assert.equal(ready.authorization, "Bearer workload-1");
+    assert.equal(ready.forwardedFor, "127.0.0.1", "the call came through the relay");
+    assert.equal((await controller.command("mark_instance_ready", { group: "lobby", fencing_token: TOKEN, instance_id: "lobby-1" })).ok, true);
+    await waitForState("lobby-1", "RUNNING");
+  });
+
+  it("sends the next plugin call to the controller of the new session", async () => {
+    const sessionsBefore = controller.sessions.length;
+    controller.httpPort = second.port;
+    controller.dropSession();
+    await eventually(
+      () => controller.sessions.slice(sessionsBefore).some((s) => s.messages.some((m) => m.payload === "node_status")),
+      () => `a new session\n${daemon.output()}`,
+    );
+    assert.equal((await controller.command("stdin_instance", { group: "lobby", fencing_token: TOKEN, instance_id: "lobby-1", line: "players join Alex" })).ok, true);
+    const joined = await eventually(
+      () => second.requests.find((r) => r.path === "/api/plugin/player-join"),
+      () => `the player join at the second controller\n${daemon.output()}`,
+    );
+    assert.equal(joined.authorization, "Bearer workload-1");
+    assert.equal(joined.forwardedFor, "127.0.0.1");
+    assert.equal(first.requests.filter((r) => r.path.startsWith("/api/plugin/")).length, 1, "only the ready call went to the first controller");
+  });
+
+  it("SIGTERM stops the instance, closes the relay with its kept-alive connections and exits 0 without being killed", async () => {
+    const how = await daemon.stop();
+    // A relay that kept the daemon from finishing its shutdown would end in the harness's SIGKILL.
+    assert.deepEqual(how, { code: 0, signal: null }, daemon.output());
+    await eventually(
+      () => [...pids].every((pid) => !isAlive(pid)),
+      "the simulated server to be gone",
+      5_000,
+    );
+  });
+});
