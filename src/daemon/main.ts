@@ -91,6 +91,11 @@ async function main(): Promise<void> {
       logger.error(err.message);
       process.exit(EXIT_REFUSED);
     }
+    if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
+      // The plugin relay's fixed port (pluginRelay.port) is taken: a configuration problem.
+      process.stderr.write(`cloud-daemon: pluginRelay.port ${config.pluginRelay.port} is already in use on 127.0.0.1\n`);
+      process.exit(EXIT_CONFIG);
+    }
     throw err;
   }
 }
