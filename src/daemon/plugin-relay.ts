@@ -14,6 +14,8 @@ import type { ClientLogger } from "./gateway-client.js";
 
 /** The only paths relayed; anything else is answered 404. */
 export const PLUGIN_PATH_PREFIX = "/api/plugin/";
+/** The event stream a plugin opens with the ticket of POST /api/plugin/events/ticket (spec document 3). */
+export const EVENT_STREAM_PATH = "/api/v1/events/stream";
 /** A controller that has not accepted the connection by then counts as unreachable. */
 export const controllerConnectTimeoutMs = 3_000;
 /** Connections the relay accepts at once (instances on one node, each with a few sockets). */
@@ -92,7 +94,8 @@ export function pluginPathOf(requestUrl: string | undefined): string | null {
     return null;
   }
   // The normalized path ("/api/plugin/../v1/x" is "/api/v1/x") is what is checked and what is sent.
-  return url.pathname.startsWith(PLUGIN_PATH_PREFIX) ? url.pathname + url.search : null;
+  const relayed = url.pathname.startsWith(PLUGIN_PATH_PREFIX) || url.pathname === EVENT_STREAM_PATH;
+  return relayed ? url.pathname + url.search : null;
 }
 
 /** The relay's side of one exchange: what a {@link RelayedRequest} asks of it. */
@@ -409,7 +412,7 @@ export class PluginRelay {
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const path = pluginPathOf(req.url);
     if (path === null) {
-      answerError(res, 404, RELAY_ERROR_CODES.notFound, "Only /api/plugin/* is relayed to the controller");
+      answerError(res, 404, RELAY_ERROR_CODES.notFound, `Only /api/plugin/* and ${EVENT_STREAM_PATH} are relayed to the controller`);
       return;
     }
     if (this.closed) {

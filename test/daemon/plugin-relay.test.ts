@@ -224,11 +224,11 @@ describe("plugin relay", { timeout: 60_000 }, () => {
     assert.equal(a.received[0]!.body, big);
   });
 
-  it("answers 404 in the error envelope for anything but /api/plugin/*, and forwards none of it", async () => {
+  it("answers 404 in the error envelope for anything but /api/plugin/* and the event stream, and forwards none of it", async () => {
     const a = await controller();
     const relay = await relayWith();
     relay.sessionOpened(a.url);
-    for (const path of ["/api/v1/groups", "/api/plugin", "/api/pluginx/ready", "/api/plugin/../v1/users", "/api/plugin/%2e%2e/v1/users", "/", "/metrics"]) {
+    for (const path of ["/api/v1/groups", "/api/v1/events/ticket", "/api/v1/events/streamx", "/api/plugin", "/api/pluginx/ready", "/api/plugin/../v1/users", "/api/plugin/%2e%2e/v1/users", "/", "/metrics"]) {
       const answer = await call(relay.url!, path, { method: "GET" });
       assert.equal(answer.status, 404, path);
       assert.equal(envelopeOf(answer).code, "NOT_FOUND", path);
@@ -236,6 +236,7 @@ describe("plugin relay", { timeout: 60_000 }, () => {
     assert.equal(a.received.length, 0);
     assert.equal(pluginPathOf("http://elsewhere/api/plugin/ready"), null, "only origin-form targets");
     assert.equal(pluginPathOf("/api/plugin/x/../ready?a=b"), "/api/plugin/ready?a=b");
+    assert.equal(pluginPathOf("/api/v1/events/stream?ticket=t&lastSequence=4"), "/api/v1/events/stream?ticket=t&lastSequence=4", "the plugin's event stream");
   });
 
   it("follows the session: after the first controller refuses, a waiting request goes to the next session's controller", async () => {
