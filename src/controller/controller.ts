@@ -162,7 +162,19 @@ export async function startController(config: ControllerConfig, opts: StartContr
     await auth.start();
     const audit = new AuditService({ documents, clock });
     // Before the daemon gateway: its CA document takes the Raft-held cluster CA.
-    const cluster = await startClusterService({ config, documents, audit, clock, logs, env, onLeft: () => void stopController() });
+    const cluster = await startClusterService({
+      cluster: config.cluster,
+      raft: config.raft,
+      data: config.data,
+      http: config.http,
+      grpc: config.grpc,
+      documents,
+      audit,
+      clock,
+      logs,
+      env,
+      onLeft: () => void stopController(),
+    });
     cleanups.push({ name: "cluster", run: () => cluster.stop() });
 
     const instances = new InstanceService(documents, clock);
@@ -254,7 +266,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
     });
 
     const { app } = createHttpApp({
-      config,
+      http: config.http,
+      rateLimit: config.rateLimit,
       logs,
       metrics,
       events,

@@ -228,7 +228,11 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   await auth.start();
   const audit = new AuditService({ documents, clock });
   const cluster = await startClusterService({
-    config: { ...config, raft: { ...config.raft, host: "127.0.0.1", port: 0, dataDir: join(dir, "raft") } },
+    cluster: config.cluster,
+    raft: { ...config.raft, host: "127.0.0.1", port: 0, dataDir: join(dir, "raft") },
+    data: config.data,
+    http: config.http,
+    grpc: config.grpc,
     documents,
     audit,
     clock,
@@ -253,7 +257,8 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   });
 
   const { app, registry } = createHttpApp({
-    config,
+    http: config.http,
+    rateLimit: config.rateLimit,
     logs,
     metrics,
     events,
