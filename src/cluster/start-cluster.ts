@@ -49,7 +49,15 @@ export const joinPromotionWaitMs = 60_000;
 export const joinCallTimeoutMs = 15_000;
 
 export interface StartClusterServiceOptions {
-  readonly config: ControllerConfig;
+  /** controller.yml `cluster`: the pinned cluster id, if any. */
+  readonly cluster: ControllerConfig["cluster"];
+  /** controller.yml `raft`: the advertised host, the transport port, the member's directory, join addresses. */
+  readonly raft: ControllerConfig["raft"];
+  /** controller.yml `data`: its directory holds the pending join token file. */
+  readonly data: ControllerConfig["data"];
+  /** The configured HTTP and gRPC ports, sent to the cluster in a join request (unknown yet when 0). */
+  readonly http: Pick<ControllerConfig["http"], "port">;
+  readonly grpc: ControllerConfig["grpc"];
   readonly documents: DocumentStore;
   readonly audit: AuditRecorder;
   readonly clock: Clock;
@@ -63,9 +71,9 @@ export interface StartClusterServiceOptions {
   readonly tuning?: Partial<RaftTuning>;
 }
 
-/** Path of the pending join token file for `config`. */
-export function joinTokenFilePath(config: ControllerConfig): string {
-  return join(resolve(config.data.dir), JOIN_TOKEN_FILE_NAME);
+/** Path of the pending join token file in the data directory `data.dir`. */
+export function joinTokenFilePath(data: ControllerConfig["data"]): string {
+  return join(resolve(data.dir), JOIN_TOKEN_FILE_NAME);
 }
 
 interface MemberSetup {
@@ -84,20 +92,20 @@ interface MemberSetup {
 
 /** See the module comment. */
 export async function startClusterService(options: StartClusterServiceOptions): Promise<ClusterService> {
-  const { config, clock } = options;
+  const { raft, clock } = options;
   const log = options.logs.logger("cloud.cluster");
   const tuning: RaftTuning = { ...raftTuningDefaults, ...options.tuning };
-  const identityStore = new ClusterIdentityStore(resolve(config.raft.dataDir));
+  const identityStore = new ClusterIdentityStore(resolve(raft.dataDir));
   const documents = new ClusterDocuments(options.documents);
-  const pinned = config.cluster.id;
+  const pinned = options.cluster.id;
   const nodeId = identityStore.ensureNodeId();
   const storeClusterId = await documents.clusterIdOfStore();
-  const tokenPath = joinTokenFilePath(config);
+  const tokenPath = joinTokenFilePath(options.data);
   const token = existsSync(tokenPath) ? readFileSync(tokenPath, "utf8").trim() : null;
   let identity = identityStore.readIdentity();
   let pending = identityStore.readPendingBootstrap();
   let tls: NodeTls;
-  let raftPort = config.raft.port;
+  let raftPort = raft.port;
   const initialRaftPeers: Record<string, string> = {};
   const initialGrpcPeers: Record<string, string> = {};
 
@@ -126,8 +134,8 @@ export async function startClusterService(options: StartClusterServiceOptions): 
         throw new ClusterStartupError(`${identityStore.logDir} holds a Raft log of an earlier membership; delete ${identityStore.dir} to join`);
       }
       if (raftPort === 0) raftPort = await freePort();
-      const host = config.raft.host;
-      const addresses = [...new Set([...claims.addrs, ...config.raft.joinAddrs])];
+      const host = raft.host;
+      const addresses = [...new Set([...claims.addrs, ...raft.joinAddrs])];
       log.info(`Joining cluster ${claims.cid} through ${addresses.join(", ")}`);
       const { response, address } = await requestJoin(
         addresses,
@@ -136,8 +144,8 @@ export async function startClusterService(options: StartClusterServiceOptions): 
           node_id: nodeId,
           label: hostname(),
           raft_addr: `${host}:${raftPort}`,
-          rest_addr: config.http.port !== 0 ? `${host}:${config.http.port}` : "",
-          grpc_addr: config.grpc.port !== 0 ? `${host}:${config.grpc.port}` : "",
+          rest_addr: options.http.port !== 0 ? `${host}:${options.http.port}` : "",
+          grpc_addr: options.grpc.port !== 0 ? `${host}:${options.grpc.port}` : "",
           hosts: advertisedHosts(host),
         },
         claims,
@@ -190,7 +198,7 @@ export async function startClusterService(options: StartClusterServiceOptions): 
       throw new ClusterStartupError(`cluster.id is ${pinned} but this controller is creating cluster ${pending.clusterId}; remove cluster.id or fix it`);
     }
     await claimStore(documents, pending.clusterId, clock.nowMs());
-    const issued = issueNodeCertificate(pending.ca, { nodeId, hosts: advertisedHosts(config.raft.host), clock });
+    const issued = issueNodeCertificate(pending.ca, { nodeId, hosts: advertisedHosts(raft.host), clock });
     tls = { caPem: pending.ca.certPem, ...issued };
     identityStore.writeTls(tls);
     identity = { clusterId: pending.clusterId, nodeId, state: "member" } satisfies MemberIdentity;
@@ -217,7 +225,7 @@ export async function startClusterService(options: StartClusterServiceOptions): 
 }
 
 async function runMember(options: StartClusterServiceOptions, setup: MemberSetup): Promise<ClusterService> {
-  const { config, clock } = options;
+  const { raft, clock } = options;
   const { log, identity, nodeId } = setup;
   const machine = new ClusterStateMachine();
   const startMember = (port: number, bootstrap: boolean) =>
@@ -248,7 +256,7 @@ async function runMember(options: StartClusterServiceOptions, setup: MemberSetup
     clock,
     logger: log,
     tuning: setup.tuning,
-    advertisedHost: config.raft.host,
+    advertisedHost: raft.host,
     label: hostname(),
     pendingBootstrap: setup.pending,
     onLeft: options.onLeft,

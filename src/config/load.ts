@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { Kind, type TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { parse as parseYaml } from "yaml";
-import { ControllerConfigSchema, REMOVED_CONFIG_KEYS, type ControllerConfig } from "./schema.js";
+import { configDefaults, ControllerConfigSchema, REMOVED_CONFIG_KEYS, type ControllerConfig } from "./schema.js";
 
 /** A configuration problem that blocks startup; `key` names the offending dotted key when known. */
 export class ConfigError extends Error {
@@ -29,13 +29,10 @@ export interface LoadControllerConfigOptions {
   argv?: readonly string[];
 }
 
-/** Accepted values of `logging.level` (case-insensitive); anything else falls back to INFO. */
+/** Accepted values of `logging.level` (case-insensitive); anything else falls back to the default (INFO). */
 export const LOG_LEVELS = ["TRACE", "DEBUG", "INFO", "WARN", "ERROR"] as const;
-/** Accepted values of `logging.format` (case-insensitive); anything else falls back to HUMAN. */
+/** Accepted values of `logging.format` (case-insensitive); anything else falls back to the default (HUMAN). */
 export const LOG_FORMATS = ["HUMAN", "JSON"] as const;
-
-const DEFAULT_RETENTION_HOURS = 168;
-const DEFAULT_COLLECTION_INTERVAL_SECONDS = 30;
 
 type EnvKind = "string" | "integer";
 
@@ -130,7 +127,7 @@ export function parseControllerConfig(
   applyFallbacks(filled);
   if (!explicitKeys.has("raft.dataDir")) {
     const data = filled.data as Raw;
-    (filled.raft as Raw).dataDir = typeof data.dir === "string" ? join(data.dir, "raft") : "data/raft";
+    (filled.raft as Raw).dataDir = typeof data.dir === "string" ? join(data.dir, "raft") : configDefaults.raft.dataDir;
   }
 
   const first = Value.Errors(ControllerConfigSchema, filled).First();
@@ -221,15 +218,15 @@ function applyFallbacks(config: Raw): void {
   const logging = config.logging as Raw;
   if (typeof logging.level === "string") {
     const upper = logging.level.trim().toUpperCase();
-    logging.level = (LOG_LEVELS as readonly string[]).includes(upper) ? upper : "INFO";
+    logging.level = (LOG_LEVELS as readonly string[]).includes(upper) ? upper : configDefaults.logging.level;
   }
   if (typeof logging.format === "string") {
     const upper = logging.format.trim().toUpperCase();
-    logging.format = (LOG_FORMATS as readonly string[]).includes(upper) ? upper : "HUMAN";
+    logging.format = (LOG_FORMATS as readonly string[]).includes(upper) ? upper : configDefaults.logging.format;
   }
   const metrics = config.metrics as Raw;
-  if (typeof metrics.retentionHours === "number" && metrics.retentionHours <= 0) metrics.retentionHours = DEFAULT_RETENTION_HOURS;
+  if (typeof metrics.retentionHours === "number" && metrics.retentionHours <= 0) metrics.retentionHours = configDefaults.metrics.retentionHours;
   if (typeof metrics.collectionIntervalSeconds === "number" && metrics.collectionIntervalSeconds <= 0) {
-    metrics.collectionIntervalSeconds = DEFAULT_COLLECTION_INTERVAL_SECONDS;
+    metrics.collectionIntervalSeconds = configDefaults.metrics.collectionIntervalSeconds;
   }
 }

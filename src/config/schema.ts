@@ -1,9 +1,11 @@
 /**
  * controller.yml schema (typebox). Every key of spec document 2's configuration table plus the
  * controller's own listener, storage, auth and rate-limit settings. Defaults here are the documented
- * ones; `load.ts` applies the fallbacks and clamps, and rejects unknown or removed keys.
+ * ones and this is their only home: code that needs a default reads {@link configDefaults}, which is
+ * computed from the schema. `load.ts` applies the fallbacks and clamps, and rejects unknown or
+ * removed keys.
  */
-import { Type, type Static } from "@sinclair/typebox";
+import { Kind, Type, type Static, type TSchema } from "@sinclair/typebox";
 
 const obj = <T extends Parameters<typeof Type.Object>[0]>(props: T) => Type.Object(props, { additionalProperties: false });
 
@@ -70,6 +72,29 @@ export const ControllerConfigSchema = obj({
 });
 
 export type ControllerConfig = Static<typeof ControllerConfigSchema>;
+
+type DeepReadonly<T> = T extends readonly (infer E)[] ? readonly DeepReadonly<E>[] : T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> } : T;
+
+/** The schema's defaults as a value: every section, and every key that has a default. */
+function defaultsOf(schema: TSchema): unknown {
+  if (schema[Kind] === "Object") {
+    const out: Record<string, unknown> = {};
+    for (const [key, child] of Object.entries(schema.properties as Record<string, TSchema>)) {
+      const value = defaultsOf(child);
+      if (value !== undefined) out[key] = value;
+    }
+    return Object.freeze(out);
+  }
+  const value: unknown = structuredClone(schema.default);
+  return Array.isArray(value) ? Object.freeze(value) : value;
+}
+
+/**
+ * Every key's default, read from {@link ControllerConfigSchema} once (frozen). Keys without a default
+ * (`database.uri`, `cluster.id`) are absent. `raft.dataDir` is the schema's `data/raft`; the loader
+ * derives it from `data.dir` when the file does not set it.
+ */
+export const configDefaults = defaultsOf(ControllerConfigSchema) as DeepReadonly<ControllerConfig>;
 
 /** Keys removed from the schema in earlier releases: present in controller.yml, they block startup. */
 export const REMOVED_CONFIG_KEYS: readonly string[] = ["raft.bindHost", "scheduler.leaseTtlSeconds", "logging.file"];

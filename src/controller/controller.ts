@@ -1,15 +1,20 @@
 /**
- * The composition root: the only place that knows every concrete service. It builds logging,
- * metrics, the event bus, the stores, auth, audit and the domain services with explicit
- * dependencies, mounts them on the HTTP app and serves it; `stop()` tears everything down in reverse.
+ * The composition root: the only place that knows every concrete service and the only one that
+ * holds the whole configuration (each room gets the slices it reads). It builds logging, metrics,
+ * the event bus, the stores, auth, audit and the domain services with explicit dependencies, mounts
+ * them on the HTTP app and serves it; `stop()` tears everything down in reverse. The HTTP tests
+ * start the same composition (test/support/http-app.ts) with overrides and the background
+ * components turned off ({@link ControllerComponents}); there is no second assembly.
  */
 import type { AddressInfo } from "node:net";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { serve, type ServerType } from "@hono/node-server";
+import type { Hono } from "hono";
 import { AuditService } from "../audit/audit-service.js";
 import { AuthService } from "../auth/auth-service.js";
+import type { ScryptParams } from "../auth/password.js";
 import type { ControllerConfig } from "../config/schema.js";
 import { CrashService } from "../domain/crashes/crash-service.js";
 import { GroupService } from "../domain/groups/group-service.js";
@@ -19,7 +24,11 @@ import { NodeService } from "../domain/nodes/node-service.js";
 import { OverviewService } from "../domain/overview/overview-service.js";
 import { createEventBus, type ControllerEventBus } from "../events/bus.js";
 import { createHttpApp } from "../http/app.js";
-import { createReadinessProbe } from "../http/readiness.js";
+import type { BodyLimitRoute } from "../http/middleware/body-limit.js";
+import { createReadinessProbe, type ReadinessComponents } from "../http/readiness.js";
+import type { RouteModule, RouteRegistry } from "../http/route.js";
+import type { VersionInfo } from "../http/routes/system.js";
+import type { AppEnv } from "../http/types.js";
 import { adminTokenRoutes } from "../http/routes/admin-tokens.js";
 import { crashRoutes } from "../http/routes/crashes.js";
 import { groupRoutes } from "../http/routes/groups.js";
@@ -48,7 +57,9 @@ import { SchedulerHost, type SchedulerTuning } from "../scheduler/scheduler-host
 import { startAuditPruner } from "../audit/audit-pruner.js";
 import { buildCoordination } from "./coordination.js";
 import { clusterMembershipService } from "../cluster/cluster-grpc-service.js";
+import type { ClusterService } from "../cluster/cluster-service.js";
 import { startClusterService } from "../cluster/start-cluster.js";
+import type { BlobStore, DocumentStore, KvStore } from "../store/ports.js";
 import { clusterRoutes } from "../http/routes/cluster.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
 
@@ -63,11 +74,35 @@ export const EVENT_FLUSH_TIMEOUT_MS = 2_000;
 /** Prefix of the startup line that announces the HTTP URL; test helpers parse it. */
 export const LISTENING_MESSAGE_PREFIX = "Controller HTTP API listening on ";
 
+/**
+ * The parts of a controller that run besides the HTTP API and the cluster member; each is on unless
+ * turned off. Turned off, a part is still built and wired (the routes call the same objects), it
+ * is only not started. The HTTP tests turn all of them off.
+ */
+export interface ControllerComponents {
+  /**
+   * The scheduler host and the coordination it runs on (leases, daemon relay, event bridge). Off,
+   * no group is scheduled, and the readiness check `scheduler` reports whether this controller is
+   * running, as `platformModules` does.
+   */
+  scheduler: boolean;
+  /**
+   * The daemon gateway's gRPC listener on `grpc.port`, the refresh of connected daemons' template
+   * credentials, and the announcement of this controller's HTTP and gRPC addresses to the cluster.
+   * Off, no port is bound, no daemon can connect and `grpcPort` is 0.
+   */
+  daemonGateway: boolean;
+  /** The audit pruner (`scheduler.auditRetentionDays`, under the cluster's `audit-pruner` lease). */
+  auditPruner: boolean;
+}
+
+const allComponents: ControllerComponents = { scheduler: true, daemonGateway: true, auditPruner: true };
+
 export interface StartControllerOptions {
   /** Where log lines go; standard output by default. */
   logOut?: LogOutput;
   clock?: Clock;
-  /** Source of CLOUD_ADMIN_PASSWORD and CLOUD_GIT_COMMIT; process.env by default. */
+  /** Source of CLOUD_ADMIN_PASSWORD, CLOUD_CONFIG and CLOUD_GIT_COMMIT; process.env by default. */
   env?: Readonly<Record<string, string | undefined>>;
   /** Opens the stores; {@link openControllerStores} (the store factory) by default. */
   openStores?: (config: ControllerConfig, logs: ControllerLogService, clock: Clock) => Promise<ControllerStores>;
@@ -75,13 +110,51 @@ export interface StartControllerOptions {
   gatewayTuning?: Partial<GatewayTuning>;
   /** Scheduler timings (instance timeouts, node grace period, ...); tests shorten them. */
   schedulerTuning?: Partial<SchedulerTuning>;
+  /** Which background parts run; all of them by default. */
+  components?: Partial<ControllerComponents>;
+  /** scrypt cost of the password hashes written; the auth service's (production) cost by default. */
+  passwordParams?: ScryptParams;
+  /** Replaces individual readiness checks. */
+  readiness?: Partial<ReadinessComponents>;
+  /** Route modules mounted after the controller's own (before the OpenAPI document is built). */
+  extraRouteModules?: readonly RouteModule[];
+  /** Routes whose bodies stream with their own limit; the template uploads and imports by default. */
+  bodyLimitRoutes?: readonly BodyLimitRoute[];
+  /** Where template uploads are spooled; the system temporary directory by default. */
+  templateSpoolDirectory?: string;
+  /** The record of `GET /api/v1/system/version`; read from package.json and the build or git by default. */
+  version?: VersionInfo;
+  /** Node process metrics (CPU, memory, event loop) in `/metrics`; on by default. */
+  processMetrics?: boolean;
+}
+
+/** The services of a running controller, built once by {@link startController}. */
+export interface ControllerServices {
+  documents: DocumentStore;
+  kv: KvStore;
+  blobs: BlobStore;
+  auth: AuthService;
+  audit: AuditService;
+  /** This controller's cluster membership (the Raft member on `raft.port`). */
+  cluster: ClusterService;
+  groups: GroupService;
+  instances: InstanceService;
+  crashes: CrashService;
+  nodes: NodeService;
+  nodeTokens: NodeTokenService;
+  overview: OverviewService;
+  templates: TemplateService;
+  /** Workload tokens of instances and template credentials of daemons. */
+  credentials: MachineCredentials;
+  players: PlayerService;
+  consoleHub: ConsoleHub;
 }
 
 /** A running controller. */
 export interface RunningController {
   /** Base URL of the HTTP API, e.g. `http://127.0.0.1:8080` (the real port when 0 was configured). */
   httpUrl: string;
-  /** The port the daemon gateway (gRPC) listens on (the real port when 0 was configured). */
+  /** The port the daemon gateway (gRPC) listens on (the real port when 0 was configured; 0 when the gateway is off). */
   grpcPort: number;
   /** The daemon gateway: sessions and commands to daemons. */
   gateway: DaemonGateway;
@@ -89,6 +162,10 @@ export interface RunningController {
   scheduler: SchedulerHost;
   /** Node join tokens (the development start creates one for its local daemon). */
   nodeTokens: NodeTokenService;
+  services: ControllerServices;
+  /** The HTTP app being served, and the registry of every route mounted on it. */
+  app: Hono<AppEnv>;
+  registry: RouteRegistry;
   config: ControllerConfig;
   logs: ControllerLogService;
   metrics: MetricsService;
@@ -117,11 +194,12 @@ export function urlForAddress(address: AddressInfo): string {
 export async function startController(config: ControllerConfig, opts: StartControllerOptions = {}): Promise<RunningController> {
   const clock = opts.clock ?? systemClock;
   const env = opts.env ?? process.env;
+  const components: ControllerComponents = { ...allComponents, ...opts.components };
   const logs = createLogService({ level: config.logging.level, format: config.logging.format, clock }, opts.logOut);
   const log = logs.logger("cloud.controller");
   log.info(`Starting controller: profile ${config.runtime.profile}, log level ${logs.level}`);
 
-  const metrics = createMetrics({ enabled: config.metrics.enabled });
+  const metrics = createMetrics({ enabled: config.metrics.enabled, processMetrics: opts.processMetrics });
   const events = createEventBus({ logger: logs.logger("cloud.events"), clock });
   const cleanups: { name: string; run(): Promise<void> | void }[] = [];
   let running = true;
@@ -158,11 +236,23 @@ export async function startController(config: ControllerConfig, opts: StartContr
     cleanups.push({ name: "event bus", run: () => flushWithin(events, EVENT_FLUSH_TIMEOUT_MS, log) });
     const { documents, kv, blobs } = stores;
 
-    const auth = new AuthService({ documents, config: config.auth, clock, logger: logs.logger("cloud.auth"), env });
+    const auth = new AuthService({ documents, config: config.auth, clock, logger: logs.logger("cloud.auth"), env, passwordParams: opts.passwordParams });
     await auth.start();
     const audit = new AuditService({ documents, clock });
     // Before the daemon gateway: its CA document takes the Raft-held cluster CA.
-    const cluster = await startClusterService({ config, documents, audit, clock, logs, env, onLeft: () => void stopController() });
+    const cluster = await startClusterService({
+      cluster: config.cluster,
+      raft: config.raft,
+      data: config.data,
+      http: config.http,
+      grpc: config.grpc,
+      documents,
+      audit,
+      clock,
+      logs,
+      env,
+      onLeft: () => void stopController(),
+    });
     cleanups.push({ name: "cluster", run: () => cluster.stop() });
 
     const instances = new InstanceService(documents, clock);
@@ -171,7 +261,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const nodes = new NodeService(documents, events, clock, instances);
     const nodeTokens = new NodeTokenService(documents, clock);
     const overview = new OverviewService(groups, instances, nodes);
-    const templates = new TemplateService({ documents, blobs, events, clock });
+    const templates = new TemplateService({ documents, blobs, events, clock, spoolDirectory: opts.templateSpoolDirectory });
 
     metrics.setGaugeSources({
       groupsTotal: () => groups.count(),
@@ -247,14 +337,16 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const readiness = createReadinessProbe({
       stateStore: () => documents.ping(),
       coordinationStore: () => kv.ping(),
-      scheduler: () => running && scheduler.isRunning(),
+      scheduler: components.scheduler ? () => running && scheduler.isRunning() : () => running,
       // The platform module manager arrives with a later issue; until then this reports whether
       // this controller is up and not stopping.
       platformModules: () => running,
+      ...opts.readiness,
     });
 
-    const { app } = createHttpApp({
-      config,
+    const { app, registry } = createHttpApp({
+      http: config.http,
+      rateLimit: config.rateLimit,
       logs,
       metrics,
       events,
@@ -263,7 +355,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       auth,
       audit,
       readiness,
-      version: resolveVersionInfo({ rootDir: findRootDir(), env }),
+      version: opts.version ?? resolveVersionInfo({ rootDir: findRootDir(), env }),
       routeModules: [
         groupRoutes(groups, audit),
         groupSchedulingRoutes(groups, scheduler, audit),
@@ -273,11 +365,13 @@ export async function startController(config: ControllerConfig, opts: StartContr
         nodeRoutes(nodes, audit),
         adminTokenRoutes(nodeTokens, audit),
         overviewRoutes(overview),
-        templateRoutes(templates, audit),
+        templateRoutes(templates, audit, { spoolDirectory: opts.templateSpoolDirectory }),
         clusterRoutes(cluster, audit),
         pluginRoutes({ instances, players, credentials, operations: scheduler }),
+        ...(opts.extraRouteModules ?? []),
       ],
       clock,
+      bodyLimitRoutes: opts.bodyLimitRoutes,
     });
 
     // Requests log under the logical thread name "http" (see docs/decisions/platform.md).
@@ -288,34 +382,41 @@ export async function startController(config: ControllerConfig, opts: StartContr
     httpPort = address.port;
     const httpUrl = urlForAddress(address);
     log.info(`${LISTENING_MESSAGE_PREFIX}${httpUrl}`);
-    const grpcPort = await gateway.start();
-    cluster.announce({ httpPort: Number(new URL(httpUrl).port), grpcPort });
-    log.info(`Daemon gateway (gRPC) listening on port ${grpcPort}`);
+    let grpcPort = 0;
+    if (components.daemonGateway) {
+      grpcPort = await gateway.start();
+      cluster.announce({ httpPort: Number(new URL(httpUrl).port), grpcPort });
+      log.info(`Daemon gateway (gRPC) listening on port ${grpcPort}`);
 
-    // A connected daemon gets a fresh template credential every half of its lifetime.
-    const credentialTimer = setInterval(() => {
-      for (const session of gateway.listSessions()) {
-        const issued = credentials.issueNodeCredential(session.nodeId);
-        gateway.sendToNode(session.nodeId, controllerMessage("api_credential", { token: issued.token, expires_at_ms: issued.expiresAtMs }));
-      }
-    }, nodeCredentialTtlMs / 2);
-    credentialTimer.unref();
-    cleanups.push({ name: "credential refresh", run: () => clearInterval(credentialTimer) });
+      // A connected daemon gets a fresh template credential every half of its lifetime.
+      const credentialTimer = setInterval(() => {
+        for (const session of gateway.listSessions()) {
+          const issued = credentials.issueNodeCredential(session.nodeId);
+          gateway.sendToNode(session.nodeId, controllerMessage("api_credential", { token: issued.token, expires_at_ms: issued.expiresAtMs }));
+        }
+      }, nodeCredentialTtlMs / 2);
+      credentialTimer.unref();
+      cleanups.push({ name: "credential refresh", run: () => clearInterval(credentialTimer) });
+    }
 
     players.start();
     cleanups.push({ name: "players", run: () => players.stop() });
-    const stopAuditPruner = startAuditPruner({
-      audit,
-      runUnderLease: (name, ttlMs, fn) => cluster.runUnderLease(name, ttlMs, fn),
-      retentionDays: config.scheduler.auditRetentionDays,
-      logger: logs.logger("cloud.audit"),
-    });
-    cleanups.push({ name: "audit pruner", run: stopAuditPruner });
-    await coordination.start();
-    cleanups.push({ name: "coordination", run: () => coordination.stop() });
-    await scheduler.start();
-    // Stops first: no actor reacts to the sessions the gateway then closes.
-    cleanups.push({ name: "scheduler", run: () => scheduler.stop() });
+    if (components.auditPruner) {
+      const stopAuditPruner = startAuditPruner({
+        audit,
+        runUnderLease: (name, ttlMs, fn) => cluster.runUnderLease(name, ttlMs, fn),
+        retentionDays: config.scheduler.auditRetentionDays,
+        logger: logs.logger("cloud.audit"),
+      });
+      cleanups.push({ name: "audit pruner", run: stopAuditPruner });
+    }
+    if (components.scheduler) {
+      await coordination.start();
+      cleanups.push({ name: "coordination", run: () => coordination.stop() });
+      await scheduler.start();
+      // Stops first: no actor reacts to the sessions the gateway then closes.
+      cleanups.push({ name: "scheduler", run: () => scheduler.stop() });
+    }
 
     return {
       httpUrl,
@@ -323,6 +424,26 @@ export async function startController(config: ControllerConfig, opts: StartContr
       gateway,
       scheduler,
       nodeTokens,
+      services: {
+        documents,
+        kv,
+        blobs,
+        auth,
+        audit,
+        cluster,
+        groups,
+        instances,
+        crashes,
+        nodes,
+        nodeTokens,
+        overview,
+        templates,
+        credentials,
+        players,
+        consoleHub,
+      },
+      app,
+      registry,
       config,
       logs,
       metrics,

@@ -20,8 +20,14 @@ export interface ControllerStores {
   close(): Promise<void>;
 }
 
+/** Store settings that are not configuration keys. */
+export interface StoreTuning {
+  /** How often the document store deletes expired documents; 0 turns the sweep off (expiry is still checked on read). The store's default otherwise. */
+  ttlSweepIntervalMs?: number;
+}
+
 /** Opens the stores for `config`; on failure closes what was already opened and rethrows. */
-export async function openControllerStores(config: ControllerConfig, logs: LogService, clock?: Clock): Promise<ControllerStores> {
+export async function openControllerStores(config: ControllerConfig, logs: LogService, clock?: Clock, tuning: StoreTuning = {}): Promise<ControllerStores> {
   const log = logs.logger("cloud.controller.stores");
   const redisLog = logs.logger(PINNED_LOGGERS.redis);
   const profile = config.runtime.profile;
@@ -38,7 +44,7 @@ export async function openControllerStores(config: ControllerConfig, logs: LogSe
     opened.length = 0;
   };
   try {
-    const documents = await openDocumentStore({ profile, dataDir, uri: config.database.uri, clock });
+    const documents = await openDocumentStore({ profile, dataDir, uri: config.database.uri, clock, ttlSweepIntervalMs: tuning.ttlSweepIntervalMs });
     opened.push({ name: "document store", close: () => documents.close() });
     // Development keeps leases, tickets and sessions in process memory; production shares them.
     const kv = await openKvStore({

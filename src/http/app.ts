@@ -49,7 +49,10 @@ export const BODY_LIMIT_BYTES_DEFAULT = 1024 * 1024;
 
 /** Everything the HTTP layer needs; built by the composition root. */
 export interface HttpDeps {
-  config: ControllerConfig;
+  /** controller.yml `http`: the CORS origins and the subnets allowed to reach `/api`. */
+  http: ControllerConfig["http"];
+  /** controller.yml `rateLimit`: the per-IP and per-user limits. */
+  rateLimit: ControllerConfig["rateLimit"];
   logs: LogService;
   metrics: HttpMetricsService;
   events: EventBus;
@@ -76,7 +79,7 @@ export function createHttpApp(deps: HttpDeps): { app: Hono<AppEnv>; registry: Ro
   const registry = new RouteRegistry();
   const clock = deps.clock ?? systemClock;
   const logger = deps.logs.logger("cloud.http");
-  const { http, rateLimit } = deps.config;
+  const { http, rateLimit } = deps;
   const bodyLimitBytes = deps.bodyLimitBytes ?? BODY_LIMIT_BYTES_DEFAULT;
 
   app.onError(handleError({ logger }));

@@ -5,6 +5,7 @@
  * group's window, so one loop trips once; after an operator resumes the group
  * (docs/decisions/scheduler.md, "Crash loop"), {@link CrashLoopDetector.reset} starts it afresh.
  */
+import { configDefaults } from "../config/schema.js";
 import type { Clock } from "../shared/clock.js";
 
 /** Detector settings (controller.yml `crashes.crashLoopThreshold`, `crashes.crashLoopWindowSeconds`). */
@@ -13,8 +14,11 @@ export interface CrashLoopOptions {
   crashLoopWindowMs: number;
 }
 
-/** The spec's defaults: 3 crashes within 300 s. */
-export const defaultCrashLoopOptions: CrashLoopOptions = { crashLoopThreshold: 3, crashLoopWindowMs: 300_000 };
+/** controller.yml's defaults (the spec's 3 crashes within 300 s). */
+export const defaultCrashLoopOptions: CrashLoopOptions = {
+  crashLoopThreshold: configDefaults.crashes.crashLoopThreshold,
+  crashLoopWindowMs: configDefaults.crashes.crashLoopWindowSeconds * 1000,
+};
 
 /** What recording one crash concluded. */
 export interface CrashLoopVerdict {

@@ -49,7 +49,8 @@ async function startHarness(options: { dir?: string; clock?: Clock; beforeStart?
   const logLines: string[] = [];
   const logs = createLogService({ level: "INFO", format: "JSON", clock }, { write: (chunk: string) => logLines.push(chunk) });
   const config = parseControllerConfig({ data: { dir }, raft: { host: "127.0.0.1", port: 0, dataDir: join(dir, "raft") } }, { env: {} });
-  const cluster = await startClusterService({ config, documents, audit: new AuditService({ documents, clock }), clock, logs, onLeft: () => undefined, tuning: fastTuning });
+  const { cluster: clusterConfig, raft, data, http, grpc } = config;
+  const cluster = await startClusterService({ cluster: clusterConfig, raft, data, http, grpc, documents, audit: new AuditService({ documents, clock }), clock, logs, onLeft: () => undefined, tuning: fastTuning });
   return {
     dir,
     documents,

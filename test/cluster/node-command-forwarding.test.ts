@@ -141,10 +141,14 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
     const dir = mkdtempSync(join(tmpdir(), `cloud-forwarding-${name}-`));
     const documents = await openDocumentStore({ profile: "development", dataDir: dir, clock: systemClock, ttlSweepIntervalMs: 0 });
     const config = parseControllerConfig({ data: { dir }, grpc: { port: grpcPort }, raft: { host: "127.0.0.1", port: 0, dataDir: join(dir, "raft") } }, { env: {} });
-    if (joinToken) writeFileSync(joinTokenFilePath(config), joinToken);
+    if (joinToken) writeFileSync(joinTokenFilePath(config.data), joinToken);
     const audit = new AuditService({ documents, clock: systemClock });
     const cluster = await startClusterService({
-      config,
+      cluster: config.cluster,
+      raft: config.raft,
+      data: config.data,
+      http: config.http,
+      grpc: config.grpc,
       documents,
       audit,
       clock: systemClock,

@@ -11,7 +11,8 @@ import {
   parseControllerConfig,
   resolveConfigPath,
 } from "../../src/config/load.js";
-import { ControllerConfigSchema, REMOVED_CONFIG_KEYS } from "../../src/config/schema.js";
+import { configDefaults, ControllerConfigSchema, REMOVED_CONFIG_KEYS } from "../../src/config/schema.js";
+import { defaultCrashLoopOptions } from "../../src/scheduler/crash-loop.js";
 
 let dir: string;
 before(() => {
@@ -84,6 +85,34 @@ describe("loadControllerConfig: locating the file", () => {
     expectConfigError(() => loadControllerConfig({ path: bad, env: {} }), /not valid YAML/);
     const list = writeYaml("list.yml", "- a\n- b\n");
     expectConfigError(() => loadControllerConfig({ path: list, env: {} }), /must contain a mapping/);
+  });
+});
+
+describe("configDefaults", () => {
+  it("is the configuration loaded without a file: the schema's defaults, keys without one absent", () => {
+    assert.deepEqual(configDefaults, loadControllerConfig(noFile));
+    assert.equal(configDefaults.rateLimit.perIpPerMinute, 6000);
+    assert.equal(configDefaults.auth.tokenTtlSeconds, 43200);
+    assert.deepEqual(configDefaults.http.corsOrigins, ["*"]);
+    assert.ok(!("uri" in configDefaults.database));
+    assert.ok(!("id" in configDefaults.cluster));
+  });
+
+  it("is frozen, arrays included, so no caller changes another's defaults", () => {
+    assert.ok(Object.isFrozen(configDefaults));
+    assert.ok(Object.isFrozen(configDefaults.http));
+    assert.ok(Object.isFrozen(configDefaults.http.corsOrigins));
+    assert.throws(() => {
+      (configDefaults.http as { port: number }).port = 1;
+    }, TypeError);
+  });
+
+  it("feeds the defaults written elsewhere: the crash-loop detector's", () => {
+    assert.deepEqual(defaultCrashLoopOptions, {
+      crashLoopThreshold: configDefaults.crashes.crashLoopThreshold,
+      crashLoopWindowMs: configDefaults.crashes.crashLoopWindowSeconds * 1000,
+    });
+    assert.deepEqual(defaultCrashLoopOptions, { crashLoopThreshold: 3, crashLoopWindowMs: 300_000 });
   });
 });
 
