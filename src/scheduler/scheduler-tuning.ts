@@ -4,6 +4,7 @@
  */
 import type { InstanceTimeouts } from "../../actors/instance/instance-machine.js";
 import type { NodeTimeouts } from "../../actors/node/node-machine.js";
+import { configDefaults } from "../config/schema.js";
 
 /** Bounds and timings of the host; every field has a default. */
 export interface SchedulerTuning {
@@ -20,13 +21,13 @@ export interface SchedulerTuning {
   startingPerNodeMax: number;
 }
 
-/** Defaults: the spec's 15 s tick; finished instances stay visible for ten minutes. */
+/** Defaults: the configured keys' defaults from the schema; finished instances stay visible for ten minutes. */
 export const defaultSchedulerTuning: SchedulerTuning = {
-  evaluationIntervalMs: 15_000,
+  evaluationIntervalMs: configDefaults.scheduler.evaluationIntervalSeconds * 1000,
   evaluationTimeoutMs: 30_000,
   instanceTimeouts: {},
   nodeTimeouts: {},
   finishedRetentionMs: 10 * 60_000,
   nodeListCacheMs: 1_000,
-  startingPerNodeMax: 16,
+  startingPerNodeMax: configDefaults.scheduler.maxStartingPerNode,
 };
