@@ -6,59 +6,39 @@
  * most `commitTimeoutMs` for an outcome (503 RAFT_UNAVAILABLE beyond). Every write is refused with
  * 409 CLUSTER_NOT_READY until the cluster meta is stamped.
  *
- * Singleton leases: {@link ClusterService.runUnderLease} (see `singleton-leases.ts`).
+ * This module coordinates: start and stop, this controller's own membership, and the ports it
+ * serves. The parts: `leader-writes.ts` (writes and membership changes through the leader),
+ * `join-token-admin.ts` (join tokens and the seed), `member-removal.ts` (eject, leave, recover),
+ * `cluster-upkeep.ts` (background upkeep), `cluster-views.ts` (the read views) and
+ * `singleton-leases.ts` ({@link ClusterService.runUnderLease}).
  */
 import { performance } from "node:perf_hooks";
-import { ConfChangeType } from "../../raft/types.js";
 import type { AuditRecorder } from "../audit/types.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
-import { assert, conflict, notFound } from "../shared/errors.js";
+import { assert } from "../shared/errors.js";
 import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
 import { issueNodeCertificate, type CertificateAndKey } from "./ca.js";
-import {
-  encodeCommand,
-  encodeMembershipContext,
-  type AppliedCommand,
-  type ClusterCommand,
-  type MembershipContext,
-  type UnstampedCommand,
-} from "./cluster-commands.js";
+import type { AppliedCommand, UnstampedCommand } from "./cluster-commands.js";
 import type { ClusterDocuments } from "./cluster-documents.js";
-import { clusterNotReady, raftUnavailable, refusalError } from "./cluster-errors.js";
+import { clusterNotReady } from "./cluster-errors.js";
 import type { ClusterIdentityStore, MemberIdentity, PendingBootstrap } from "./cluster-identity.js";
 import type { JoinClusterRequest, JoinClusterResponse } from "./cluster-proto.js";
-import {
-  joinTokenTtlSecondsDefault,
-  type ClusterRecord,
-  type ConfigVersionList,
-  type CreatedJoinToken,
-  type Ejection,
-  type JoinToken,
-  type LeaseList,
-  type LeaveResponse,
-  type Member,
-  type SeedRotation,
-} from "./cluster-schemas.js";
+import type { ClusterRecord, ConfigVersionList, CreatedJoinToken, Ejection, JoinToken, LeaseList, LeaveResponse, Member, SeedRotation } from "./cluster-schemas.js";
 import type { ClusterMaterial, ClusterStateMachine, JoinTokenRecord, MemberRecord, SeedState } from "./cluster-state-machine.js";
-import { caFingerprint, iso, joinTokenView, leaseView, memberView } from "./cluster-views.js";
-import { RaftHostError } from "./host-errors.js";
-import { hashJoinToken, newJoinTokenId, newSeedSecret, signJoinToken } from "./join-token.js";
+import { ClusterUpkeep } from "./cluster-upkeep.js";
+import { clusterRecordView, configVersionListView, joinTokenListView, leaseListView, memberListView } from "./cluster-views.js";
+import { JoinTokenAdmin } from "./join-token-admin.js";
+import { LeaderWrites } from "./leader-writes.js";
 import type { MemberClients } from "./member-clients.js";
-import type { ClusterMembershipPort, LeaderLink, MembershipRequest } from "./membership-types.js";
+import { MemberRemoval, type RecoveryResult } from "./member-removal.js";
+import type { AdvertisedAddresses, ClusterMembershipPort, LeaderLink, MembershipRequest } from "./membership-types.js";
 import { ForwardedCommands, MemberCommandLink } from "./node-commands.js";
 import type { RaftMember, RaftTuning } from "./raft-member.js";
-import { probeMembers, rewriteLogAsSoleMember } from "./recovery.js";
 import { SingletonLeases, type HeldLease } from "./singleton-leases.js";
 
 export type { HeldLease } from "./singleton-leases.js";
-
-/** Addresses this controller advertises in its member record. */
-export interface AdvertisedAddresses {
-  raftAddr: string;
-  restAddr: string;
-  grpcAddr: string;
-}
+export type { AdvertisedAddresses } from "./membership-types.js";
 
 export interface ClusterServiceOptions {
   readonly nodeId: string;
@@ -100,13 +80,13 @@ export class ClusterService implements ClusterMembershipPort {
   private leaderLink: LeaderLink | null = null;
   private readonly forwardedCommands = new ForwardedCommands();
   private readonly singletonLeases: SingletonLeases;
+  private readonly writes: LeaderWrites;
+  private readonly joinTokens: JoinTokenAdmin;
+  private readonly removal: MemberRemoval;
+  private readonly upkeep: ClusterUpkeep;
   private upkeepTimer: NodeJS.Timeout | null = null;
-  private upkeepRunning = false;
-  private pendingBootstrap: PendingBootstrap | null;
   private identity: MemberIdentity;
-  private gatewayCaSynced = false;
   private wasMember = false;
-  private recovering = false;
   private left = false;
   private stopped = false;
   private readonly unsubscribe: () => void;
@@ -116,8 +96,57 @@ export class ClusterService implements ClusterMembershipPort {
     this.member = options.member;
     this.singletonLeases = new SingletonLeases(this, options.logger);
     this.identity = options.identity;
-    this.pendingBootstrap = options.pendingBootstrap;
     this.addresses = { raftAddr: `${options.advertisedHost}:${options.member.port}`, restAddr: "", grpcAddr: "" };
+    const member = () => this.member;
+    const clusterId = () => this.clusterId;
+    this.writes = new LeaderWrites({
+      member,
+      leaderLink: () => this.leaderLink,
+      closedReason: () => (this.left ? "this controller left the cluster" : this.stopped ? "this controller is stopping" : null),
+      isStopped: () => this.stopped,
+      clock: options.clock,
+      tuning: options.tuning,
+    });
+    this.joinTokens = new JoinTokenAdmin({
+      state: options.machine,
+      clock: options.clock,
+      clusterId,
+      commit: (command) => this.writes.commit(command),
+      waitApplied: (index) => this.writes.waitApplied(index),
+    });
+    this.removal = new MemberRemoval({
+      nodeId: options.nodeId,
+      clusterId,
+      state: options.machine,
+      member,
+      restartMember: async (port) => {
+        this.member = await options.restartMember(port);
+      },
+      isMemberId: (nodeId) => this.isMemberId(nodeId),
+      changeMembership: (request) => this.writes.changeMembership(request),
+      markLeft: () => this.markLeft(),
+      clients: options.clients,
+      logDir: options.identityStore.logDir,
+      clock: options.clock,
+      commitTimeoutMs: options.tuning.commitTimeoutMs,
+      log: options.logger,
+    });
+    this.upkeep = new ClusterUpkeep({
+      nodeId: options.nodeId,
+      label: options.label,
+      state: options.machine,
+      member,
+      identityStore: options.identityStore,
+      documents: options.documents,
+      clock: options.clock,
+      log: options.logger,
+      addresses: this.addresses,
+      pendingBootstrap: options.pendingBootstrap,
+      paused: () => this.stopped || this.left || this.removal.recovering,
+      proposeAsLeader: (command) => this.writes.proposeAsLeader(command),
+      commit: (command) => this.writes.commit(command),
+      changeMembershipAsLeader: (request) => this.writes.changeMembershipAsLeader(request),
+    });
     this.unsubscribe = options.machine.onChange(() => this.watchOwnMembership());
   }
 
@@ -173,12 +202,12 @@ export class ClusterService implements ClusterMembershipPort {
    */
   async start(waitMs: number): Promise<boolean> {
     await this.campaignIfSoleVoter(waitMs);
-    this.upkeepTimer = setInterval(() => void this.upkeep(), upkeepIntervalMs);
+    this.upkeepTimer = setInterval(() => void this.upkeep.run(), upkeepIntervalMs);
     this.upkeepTimer.unref();
     const started = performance.now();
     while (!this.stopped && performance.now() - started < waitMs) {
-      await this.upkeep();
-      if (this.isReady() && this.gatewayCaSynced) return true;
+      await this.upkeep.run();
+      if (this.isReady() && this.upkeep.gatewayCaSynced) return true;
       await sleep(this.options.tuning.tickIntervalMs);
     }
     return false;
@@ -188,7 +217,7 @@ export class ClusterService implements ClusterMembershipPort {
   announce(addresses: { httpPort: number; grpcPort: number }): void {
     this.addresses.restAddr = `${this.options.advertisedHost}:${addresses.httpPort}`;
     this.addresses.grpcAddr = `${this.options.advertisedHost}:${addresses.grpcPort}`;
-    void this.upkeep();
+    void this.upkeep.run();
   }
 
   /** The addresses this controller advertises. */
@@ -203,7 +232,7 @@ export class ClusterService implements ClusterMembershipPort {
     this.stopped = true;
     this.unsubscribe();
     if (this.upkeepTimer) clearInterval(this.upkeepTimer);
-    while (this.upkeepRunning || this.recovering) await sleep(10);
+    while (this.upkeep.running || this.removal.recovering) await sleep(10);
     await this.member.stop();
     this.options.clients.close();
   }
@@ -211,138 +240,63 @@ export class ClusterService implements ClusterMembershipPort {
   // ---- reads ----
 
   cluster(): ClusterRecord {
-    const meta = this.requireMeta();
-    const machine = this.options.machine;
-    return {
-      clusterId: meta.clusterId,
-      memberCount: machine.members().length,
-      activeConfigVersion: machine.activeConfigVersion(),
-      createdAt: iso(meta.createdAtMs),
-      nodeId: this.nodeId,
-      leaderId: this.leaderId(),
-    };
+    return clusterRecordView(this.requireMeta(), this.options.machine, this.nodeId, this.leaderId());
   }
 
   members(): { members: Member[] } {
     this.requireMeta();
-    const leader = this.leaderId();
-    return { members: this.options.machine.members().map((m) => memberView(m, leader)) };
+    return memberListView(this.options.machine, this.leaderId());
   }
 
   listJoinTokens(): { tokens: JoinToken[] } {
     this.requireMeta();
-    const nowMs = this.options.clock.nowMs();
-    return { tokens: this.options.machine.tokens().map((t) => joinTokenView(t, nowMs)) };
+    return joinTokenListView(this.options.machine, this.options.clock.nowMs());
   }
 
   /** Current singleton holders: leases not yet expired by this controller's clock. */
   leases(): LeaseList {
     this.requireMeta();
-    const nowMs = this.options.clock.nowMs();
-    return { leases: this.options.machine.leases().filter((l) => l.expiresAtMs > nowMs).map(leaseView) };
+    return leaseListView(this.options.machine, this.options.clock.nowMs());
   }
 
   configVersions(): ConfigVersionList {
     this.requireMeta();
-    const machine = this.options.machine;
-    const active = machine.activeConfigVersion();
-    return {
-      activeVersion: active,
-      versions: machine.configVersions().map((v) => ({
-        version: v.version,
-        createdAt: iso(v.createdAtMs),
-        createdBy: v.createdBy,
-        comment: v.comment,
-        active: v.version === active,
-        config: v.config,
-      })),
-    };
+    return configVersionListView(this.options.machine);
   }
 
   // ---- writes ----
 
   /** Issues a join token carrying `joinAddrs`; the value is returned here only. */
-  async issueJoinToken(input: { joinAddrs: readonly string[]; ttlSeconds?: number; label?: string }, by: string): Promise<CreatedJoinToken> {
-    this.requireMeta();
-    const ttlMs = (input.ttlSeconds ?? joinTokenTtlSecondsDefault) * 1000;
-    for (let attempt = 0; ; attempt++) {
-      const seed = this.options.machine.seed()!;
-      const material = this.options.machine.material()!;
-      const jti = newJoinTokenId();
-      const createdAtMs = this.options.clock.nowMs();
-      const expiresAtMs = createdAtMs + ttlMs;
-      const token = signJoinToken(
-        { jti, cid: this.clusterId, addrs: [...input.joinAddrs], exp: expiresAtMs, sg: seed.generation, caf: caFingerprint(material.caCertPem) },
-        seed.secret,
-      );
-      const result = await this.commit<JoinTokenRecord>({
-        op: "token.issue",
-        jti,
-        label: input.label ?? "",
-        hash: hashJoinToken(token),
-        seedGeneration: seed.generation,
-        joinAddrs: [...input.joinAddrs],
-        createdAtMs,
-        expiresAtMs,
-        by,
-      });
-      // The seed rotated between reading it and committing: sign again with the new one.
-      if (!result.ok && result.code === "SEED_ROTATED" && attempt === 0) {
-        await this.waitApplied(result.index);
-        continue;
-      }
-      if (!result.ok) throw refusalError(result.code, result.message);
-      return { jti, token, expiresAt: iso(expiresAtMs) };
-    }
+  issueJoinToken(input: { joinAddrs: readonly string[]; ttlSeconds?: number; label?: string }, by: string): Promise<CreatedJoinToken> {
+    return this.whenReady(() => this.joinTokens.issue(input, by));
   }
 
   /** Revokes an ACTIVE join token. */
-  async revokeJoinToken(jti: string, by: string): Promise<JoinToken> {
-    this.requireMeta();
-    if (!this.options.machine.tokens().some((t) => t.jti === jti)) throw notFound(`Join token not found: ${jti}`, "JOIN_TOKEN_NOT_FOUND");
-    const result = await this.commit<JoinTokenRecord>({ op: "token.revoke", jti, by });
-    if (!result.ok) throw refusalError(result.code, result.message);
-    return joinTokenView(result.value, this.options.clock.nowMs());
+  revokeJoinToken(jti: string, by: string): Promise<JoinToken> {
+    return this.whenReady(() => this.joinTokens.revoke(jti, by));
   }
 
   /** Rotates the seed secret: every outstanding join token becomes invalid. */
-  async rotateSeed(by: string): Promise<SeedRotation> {
-    this.requireMeta();
-    const result = await this.commit<SeedState>({ op: "seed.rotate", secret: newSeedSecret(), by });
-    if (!result.ok) throw refusalError(result.code, result.message);
-    return { clusterId: this.clusterId, rotatedBy: result.value.rotatedBy, rotatedAt: iso(result.value.rotatedAtMs) };
+  rotateSeed(by: string): Promise<SeedRotation> {
+    return this.whenReady(() => this.joinTokens.rotateSeed(by));
   }
 
   /** Removes another member from the Raft group (it is meant to be gone for good). */
-  async ejectMember(nodeId: string, reason: string, by: string): Promise<Ejection> {
-    this.requireMeta();
-    if (!this.options.machine.member(nodeId)) throw notFound(`Member not found: ${nodeId}`, "MEMBER_NOT_FOUND");
-    if (nodeId === this.nodeId) throw conflict("A controller cannot eject itself; use POST /api/v1/cluster/leave", "CANNOT_EJECT_SELF");
-    await this.changeMembership({ changes: [{ type: ConfChangeType.RemoveNode, nodeId }], context: { kind: "eject", reason, by } });
-    this.log.info(`Member ${nodeId} ejected by ${by}${reason ? `: ${reason}` : ""}`);
-    return { nodeId, clusterId: this.clusterId, reason };
+  ejectMember(nodeId: string, reason: string, by: string): Promise<Ejection> {
+    return this.whenReady(() => this.removal.eject(nodeId, reason, by));
   }
 
   /**
    * Leaves the cluster: a leader first hands leadership to another voter; the removal is then
    * committed and the controller shuts down (through `onLeft`) once the answer is sent.
    */
-  async leave(by: string): Promise<LeaveResponse> {
-    this.requireMeta();
-    const config = this.member.confState();
-    const otherVoters = config.voters.filter((id) => id !== this.nodeId);
-    if (otherVoters.length === 0) {
-      throw conflict("This controller is the only voting member; a cluster cannot lose its last member", "LAST_MEMBER");
-    }
-    const host = this.member.host;
-    if (host.isLeader()) {
-      const transferee = this.mostCaughtUpVoter(otherVoters);
-      this.log.info(`Leaving the cluster: handing leadership to ${transferee}`);
-      if (!(await host.transferLeadership(transferee))) throw raftUnavailable(`leadership could not be handed to ${transferee}`);
-    }
-    await this.changeMembership({ changes: [{ type: ConfChangeType.RemoveNode, nodeId: this.nodeId }], context: { kind: "leave", reason: "", by } });
-    this.markLeft();
-    return { nodeId: this.nodeId, clusterId: this.clusterId };
+  leave(by: string): Promise<LeaveResponse> {
+    return this.whenReady(() => this.removal.leave(by));
+  }
+
+  /** Recovery after the quorum is lost (see {@link MemberRemoval.recover}). */
+  recover(eject: readonly string[], reason: string, by: string, probeTimeoutMs: number): Promise<RecoveryResult> {
+    return this.whenReady(() => this.removal.recover(eject, reason, by, probeTimeoutMs));
   }
 
   /**
@@ -354,35 +308,23 @@ export class ClusterService implements ClusterMembershipPort {
   }
 
   /** Applies `command` through the leader; the raw result, for callers that map refusals themselves. */
-  async commit<T>(command: UnstampedCommand, timeoutMs = this.options.tuning.commitTimeoutMs): Promise<AppliedCommand<T>> {
-    const result = await this.onLeader(
-      timeoutMs,
-      () => this.proposeAsLeader(command),
-      (leaderId, link) => link.propose(leaderId, command),
-    );
-    await this.waitApplied(result.index);
-    return result as AppliedCommand<T>;
+  commit<T>(command: UnstampedCommand, timeoutMs = this.options.tuning.commitTimeoutMs): Promise<AppliedCommand<T>> {
+    return this.writes.commit<T>(command, timeoutMs);
   }
 
   /** Proposes `command` on this controller, which must lead: the leader's clock stamps it. */
-  async proposeAsLeader(command: UnstampedCommand): Promise<AppliedCommand> {
-    const stamped = { ...command, atMs: this.options.clock.nowMs() } as ClusterCommand;
-    return (await this.member.host.propose(encodeCommand(stamped))) as AppliedCommand;
+  proposeAsLeader(command: UnstampedCommand): Promise<AppliedCommand> {
+    return this.writes.proposeAsLeader(command);
   }
 
   /** Commits a membership change through the leader. */
-  async changeMembership(request: MembershipRequest, timeoutMs = this.options.tuning.commitTimeoutMs): Promise<void> {
-    await this.onLeader(
-      timeoutMs,
-      () => this.changeMembershipAsLeader(request),
-      (leaderId, link) => link.changeMembership(leaderId, request),
-    );
+  changeMembership(request: MembershipRequest, timeoutMs = this.options.tuning.commitTimeoutMs): Promise<void> {
+    return this.writes.changeMembership(request, timeoutMs);
   }
 
   /** Proposes a membership change on this controller, which must lead. */
-  async changeMembershipAsLeader(request: MembershipRequest): Promise<void> {
-    const context = { ...request.context, atMs: this.options.clock.nowMs() } as MembershipContext;
-    await this.member.host.proposeConfChange({ changes: request.changes, context: encodeMembershipContext(context) });
+  changeMembershipAsLeader(request: MembershipRequest): Promise<void> {
+    return this.writes.changeMembershipAsLeader(request);
   }
 
   /** Issues a certificate for a member with the cluster CA (the Raft-held material). */
@@ -393,13 +335,13 @@ export class ClusterService implements ClusterMembershipPort {
   }
 
   /** Applies `command` on this controller, which must lead (a write relayed by another member); 409 NOT_LEADER otherwise. */
-  async commitOnLeader(command: UnstampedCommand): Promise<AppliedCommand> {
-    return this.onLeader(this.options.tuning.commitTimeoutMs, () => this.proposeAsLeader(command), null);
+  commitOnLeader(command: UnstampedCommand): Promise<AppliedCommand> {
+    return this.writes.commitOnLeader(command);
   }
 
   /** Commits a membership change on this controller, which must lead; 409 NOT_LEADER otherwise. */
-  async changeMembershipOnLeader(request: MembershipRequest): Promise<void> {
-    await this.onLeader(this.options.tuning.commitTimeoutMs, () => this.changeMembershipAsLeader(request), null);
+  changeMembershipOnLeader(request: MembershipRequest): Promise<void> {
+    return this.writes.changeMembershipOnLeader(request);
   }
 
   isLeader(): boolean {
@@ -441,100 +383,7 @@ export class ClusterService implements ClusterMembershipPort {
     return this.options.machine.seed();
   }
 
-  /**
-   * Recovery after the quorum is lost: this controller becomes the only member, the named members
-   * are removed. Every other member must be named, and none of them may answer (on its gRPC or its
-   * Raft port). The log is rewritten as a snapshot of the applied state with this controller as
-   * the only voter; entries not applied here are dropped.
-   */
-  async recover(eject: readonly string[], reason: string, by: string, probeTimeoutMs: number): Promise<{ clusterId: string; nodeId: string; ejected: string[]; memberCount: number }> {
-    this.requireMeta();
-    const machine = this.options.machine;
-    const named = [...new Set(eject)];
-    for (const nodeId of named) {
-      if (nodeId === this.nodeId) throw conflict("A controller cannot eject itself", "CANNOT_EJECT_SELF");
-      if (!this.isMemberId(nodeId)) throw notFound(`Member not found: ${nodeId}`, "MEMBER_NOT_FOUND");
-    }
-    const others = machine.members().map((m) => m.nodeId).filter((id) => id !== this.nodeId);
-    const unnamed = others.filter((id) => !named.includes(id));
-    if (unnamed.length > 0) {
-      throw conflict(`Recovery leaves this controller as the only member: name every other member too (${unnamed.join(", ")}); survivors rejoin with join tokens`, "RECOVERY_INCOMPLETE");
-    }
-    if (this.recovering) throw conflict("A recovery is already running", "RECOVERY_RUNNING");
-    this.recovering = true;
-    try {
-      const reachable = await probeMembers(
-        named.map((nodeId) => machine.member(nodeId) ?? { nodeId, raftAddr: "", grpcAddr: "" }),
-        this.options.clients,
-        probeTimeoutMs,
-      );
-      if (reachable.length > 0) {
-        throw conflict(`These members still answer; eject them with DELETE /api/v1/cluster/members/{nodeId} instead: ${reachable.join(", ")}`, "MEMBERS_REACHABLE");
-      }
-      const host = this.member.host;
-      const waitStarted = performance.now();
-      while (host.applied() < host.status().hardState.commit && performance.now() - waitStarted < this.options.tuning.commitTimeoutMs) await sleep(10);
-      const applied = host.applied();
-      const data = machine.snapshotAsSoleMember(this.nodeId, named, { reason, by, atMs: this.options.clock.nowMs() });
-      const port = this.member.port;
-      this.log.warn(`Recovering cluster ${this.clusterId} as its only member; ejecting ${named.join(", ")}${reason ? `: ${reason}` : ""}`);
-      await this.member.stop();
-      await rewriteLogAsSoleMember(this.options.identityStore.logDir, this.nodeId, applied, data);
-      this.member = await this.options.restartMember(port);
-      this.member.host.campaign();
-      return { clusterId: this.clusterId, nodeId: this.nodeId, ejected: named, memberCount: machine.members().length };
-    } finally {
-      this.recovering = false;
-    }
-  }
-
   // ---- internals ----
-
-  /**
-   * Runs `asLeader` when this controller leads, else `viaLink` towards the leader; retries while
-   * nothing was applied (no leader yet, a refused or dropped proposal) until `timeoutMs` passed.
-   */
-  private async onLeader<T>(timeoutMs: number, asLeader: () => Promise<T>, viaLink: ((leaderId: string, link: LeaderLink) => Promise<T>) | null): Promise<T> {
-    const started = performance.now();
-    let lastProblem = "no leader is known";
-    for (;;) {
-      if (this.stopped || this.left) throw raftUnavailable(this.left ? "this controller left the cluster" : "this controller is stopping");
-      const host = this.member.host;
-      const leaderId = host.leaderId();
-      if (host.isLeader()) {
-        try {
-          return await asLeader();
-        } catch (err) {
-          if (!(err instanceof RaftHostError)) throw err;
-          if (!err.outcomeKnown) throw raftUnavailable(err.message);
-          lastProblem = err.message;
-        }
-      } else if (viaLink === null) {
-        throw conflict(`This controller does not lead; the leader is ${leaderId ?? "not known"}`, "NOT_LEADER");
-      } else if (leaderId !== null && this.leaderLink) {
-        try {
-          return await viaLink(leaderId, this.leaderLink);
-        } catch (err) {
-          if (!(err instanceof RaftHostError)) throw err;
-          if (!err.outcomeKnown) throw raftUnavailable(err.message);
-          lastProblem = err.message;
-        }
-      } else if (leaderId !== null) {
-        lastProblem = `the leader is ${leaderId}, which this controller cannot reach`;
-      }
-      if (performance.now() - started >= timeoutMs) throw raftUnavailable(lastProblem);
-      await sleep(this.options.tuning.tickIntervalMs);
-    }
-  }
-
-  /** Waits (bounded) until this controller applied `index`, so a read after a write sees it. */
-  private async waitApplied(index: number): Promise<void> {
-    const started = performance.now();
-    const host = this.member.host;
-    while (host.applied() < index && !this.stopped && performance.now() - started < this.options.tuning.commitTimeoutMs) {
-      await sleep(this.options.tuning.tickIntervalMs / 4);
-    }
-  }
 
   private requireMeta() {
     const meta = this.options.machine.meta();
@@ -542,9 +391,10 @@ export class ClusterService implements ClusterMembershipPort {
     return meta;
   }
 
-  private mostCaughtUpVoter(voters: readonly string[]): string {
-    const progress = this.member.host.status().progress ?? {};
-    return [...voters].sort((a, b) => (progress[b]?.match ?? 0) - (progress[a]?.match ?? 0))[0]!;
+  /** Runs `write` once the cluster meta is stamped; 409 CLUSTER_NOT_READY (as a rejection) before. */
+  private async whenReady<T>(write: () => Promise<T>): Promise<T> {
+    this.requireMeta();
+    return write();
   }
 
   /** Wait for the local log to be applied, then campaign when this controller is the only voter. */
@@ -576,77 +426,5 @@ export class ClusterService implements ClusterMembershipPort {
     this.identity = { ...this.identity, state: "left" };
     this.options.identityStore.writeIdentity(this.identity);
     setImmediate(() => this.options.onLeft());
-  }
-
-  /** Background upkeep: the pending stamp, the gateway's CA document and this member's record. */
-  private async upkeep(): Promise<void> {
-    if (this.upkeepRunning || this.stopped || this.left || this.recovering) return;
-    this.upkeepRunning = true;
-    try {
-      await this.stampPendingBootstrap();
-      await this.syncGatewayCa();
-      await this.updateOwnRecord();
-      await this.promoteCaughtUpLearners();
-    } catch (err) {
-      this.log.debug("Cluster upkeep did not finish; it runs again shortly", err);
-    } finally {
-      this.upkeepRunning = false;
-    }
-  }
-
-  private async stampPendingBootstrap(): Promise<void> {
-    const pending = this.pendingBootstrap;
-    if (!pending) return;
-    if (!this.isReady()) {
-      if (!this.member.host.isLeader()) return;
-      const result = await this.proposeAsLeader({
-        op: "cluster.stamp",
-        clusterId: pending.clusterId,
-        ca: pending.ca,
-        seedSecret: pending.seedSecret,
-        member: { nodeId: this.nodeId, label: this.options.label, ...this.addresses },
-      });
-      if (!result.ok) throw new Error(`the cluster stamp was refused: ${result.message}`);
-      this.log.info(`Cluster ${pending.clusterId} created with this controller (${this.nodeId}) as its first member`);
-    }
-    this.pendingBootstrap = null;
-    // Synchronous on purpose: one small file, once in a cluster's life, right after its first election.
-    this.options.identityStore.deletePendingBootstrap();
-  }
-
-  private async syncGatewayCa(): Promise<void> {
-    if (this.gatewayCaSynced) return;
-    const material = this.options.machine.material();
-    if (!material) return;
-    const outcome = await this.options.documents.syncGatewayCa({ certPem: material.caCertPem, keyPem: material.caKeyPem }, this.options.clock.nowMs());
-    if (outcome === "replaced") this.log.warn("The cluster_ca document held another CA; it now holds the Raft-held cluster CA");
-    this.gatewayCaSynced = true;
-  }
-
-  /** On the leader: a learner whose log has caught up with the commit index becomes a voter. */
-  private async promoteCaughtUpLearners(): Promise<void> {
-    const host = this.member.host;
-    if (!host.isLeader()) return;
-    const status = host.status();
-    for (const learner of status.config.learners) {
-      const progress = status.progress?.[learner];
-      if (!progress || progress.match < status.hardState.commit) continue;
-      await this.changeMembershipAsLeader({ changes: [{ type: ConfChangeType.AddVoter, nodeId: learner }], context: { kind: "promote" } });
-      this.log.info(`Member ${learner} caught up and became a voter`);
-      return; // one membership change at a time
-    }
-  }
-
-  private async updateOwnRecord(): Promise<void> {
-    if (!this.isReady()) return;
-    const record = this.options.machine.member(this.nodeId);
-    if (!record) return;
-    const update: { raftAddr?: string; restAddr?: string; grpcAddr?: string } = {};
-    for (const key of ["raftAddr", "restAddr", "grpcAddr"] as const) {
-      if (this.addresses[key] !== "" && this.addresses[key] !== record[key]) update[key] = this.addresses[key];
-    }
-    if (Object.keys(update).length === 0) return;
-    const result = await this.commit({ op: "member.update", nodeId: this.nodeId, ...update });
-    if (!result.ok) throw new Error(result.message);
   }
 }

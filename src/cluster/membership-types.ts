@@ -1,8 +1,9 @@
 /**
- * Types shared by the cluster service and the adapters around it: the membership change a
- * controller asks the leader for, how a controller that does not lead reaches the leader, and the
- * port the `ClusterMembership` gRPC adapter serves through. Kept apart so that the service, the
- * member clients and the adapter import these instead of each other.
+ * Types shared by the cluster service, its parts and the adapters around it: the addresses a
+ * controller advertises, the membership change a controller asks the leader for, how a controller
+ * that does not lead reaches the leader, and the port the `ClusterMembership` gRPC adapter serves
+ * through. Kept apart so that the service, its parts, the member clients and the adapter import
+ * these instead of each other.
  */
 import type { ConfChangeSingle } from "../../raft/types.js";
 import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
@@ -10,6 +11,13 @@ import type { CertificateAndKey } from "./ca.js";
 import type { AppliedCommand, MembershipContext, UnstampedCommand } from "./cluster-commands.js";
 import type { JoinClusterRequest, JoinClusterResponse } from "./cluster-proto.js";
 import type { ClusterMaterial, JoinTokenRecord, MemberRecord, SeedState } from "./cluster-state-machine.js";
+
+/** Addresses this controller advertises in its member record. */
+export interface AdvertisedAddresses {
+  raftAddr: string;
+  restAddr: string;
+  grpcAddr: string;
+}
 
 /** Membership change a controller asks the leader for. */
 export interface MembershipRequest {

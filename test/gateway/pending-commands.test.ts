@@ -1,0 +1,112 @@
+// Commands awaiting a daemon's result: ids, the pending bound, deadlines (fired by a fake timer,
+// never waited for), refused sends and the failure of everything waiting when the session ends.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { GatewayError } from "../../src/gateway/gateway-errors.js";
+import { PendingCommands, type CommandTimers } from "../../src/gateway/pending-commands.js";
+import type { CommandResult } from "../../src/wire/daemon-proto.js";
+
+/** Timers the test fires by hand. */
+function fakeTimers() {
+  const armed = new Map<number, { callback: () => void; delayMs: number }>();
+  let next = 0;
+  const timers: CommandTimers = {
+    setTimeout: (callback, delayMs) => {
+      next += 1;
+      armed.set(next, { callback, delayMs });
+      return next;
+    },
+    clearTimeout: (handle) => void armed.delete(handle as number),
+  };
+  const fireAll = () => {
+    for (const [handle, timer] of [...armed]) {
+      armed.delete(handle);
+      timer.callback();
+    }
+  };
+  return { timers, armed, fireAll };
+}
+
+const result = (commandId: string): CommandResult => ({ command_id: commandId, ok: true, error_code: "", message: "" });
+
+async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
+  try {
+    await promise;
+  } catch (err) {
+    assert.ok(err instanceof GatewayError, `a GatewayError, got ${String(err)}`);
+    return err;
+  }
+  assert.fail("expected a rejection");
+}
+
+describe("gateway: pending commands", () => {
+  it("gives each command a fresh id, arms its deadline and settles it with the matching result", async () => {
+    const t = fakeTimers();
+    const pending = new PendingCommands("node-a", 10, t.timers);
+    const ids: string[] = [];
+    const first = pending.dispatch("stop_instance", 1_500, (id) => ids.push(id) > 0);
+    const second = pending.dispatch("stop_instance", 1_500, (id) => ids.push(id) > 0);
+    assert.equal(ids.length, 2);
+    assert.notEqual(ids[0], ids[1]);
+    assert.equal(pending.size, 2);
+    assert.deepEqual([...t.armed.values()].map((a) => a.delayMs), [1_500, 1_500]);
+
+    assert.equal(pending.resolve(result(ids[1]!)), true);
+    assert.equal((await second).command_id, ids[1]);
+    assert.equal(pending.size, 1);
+    assert.equal(t.armed.size, 1, "the answered command's deadline is cleared");
+    assert.equal(pending.resolve(result(ids[1]!)), false, "a second result for the same id is ignored");
+    assert.equal(pending.resolve(result("unknown")), false);
+    pending.resolve(result(ids[0]!));
+    assert.equal((await first).command_id, ids[0]);
+    assert.equal(t.armed.size, 0);
+  });
+
+  it("a command without a result by its deadline fails with COMMAND_TIMEOUT and is forgotten", async () => {
+    const t = fakeTimers();
+    const pending = new PendingCommands("node-a", 10, t.timers);
+    let id = "";
+    const waiting = pending.dispatch("start_instance", 250, (commandId) => ((id = commandId), true));
+    t.fireAll();
+    const error = await rejection(waiting);
+    assert.equal(error.code, "COMMAND_TIMEOUT");
+    assert.equal(error.message, "Node node-a did not answer command start_instance within 250 ms");
+    assert.equal(pending.size, 0);
+    assert.equal(pending.resolve(result(id)), false, "a late result finds nothing waiting");
+  });
+
+  it("refuses past pendingCommandsMax and when the send is refused, both with QUEUE_FULL", async () => {
+    const t = fakeTimers();
+    const pending = new PendingCommands("node-a", 2, t.timers);
+    void pending.dispatch("stdin", 1_000, () => true);
+    void pending.dispatch("stdin", 1_000, () => true);
+    let sent = 0;
+    const third = await rejection(pending.dispatch("stdin", 1_000, () => ((sent += 1), true)));
+    assert.equal(third.code, "QUEUE_FULL");
+    assert.match(third.message, /Too many commands awaiting results from node node-a/);
+    assert.equal(sent, 0, "nothing is sent past the bound");
+
+    const roomy = new PendingCommands("node-b", 2, t.timers);
+    const armedBefore = t.armed.size;
+    const refused = await rejection(roomy.dispatch("stdin", 1_000, () => false));
+    assert.equal(refused.code, "QUEUE_FULL");
+    assert.equal(refused.message, "The outbound queue of node node-b is full");
+    assert.equal(roomy.size, 0);
+    assert.equal(t.armed.size, armedBefore, "the refused command's deadline is cleared");
+  });
+
+  it("rejectAll fails every waiting command with NODE_DISCONNECTED and clears their deadlines", async () => {
+    const t = fakeTimers();
+    const pending = new PendingCommands("node-a", 10, t.timers);
+    const a = pending.dispatch("stop_instance", 1_000, () => true);
+    const b = pending.dispatch("kill_instance", 1_000, () => true);
+    pending.rejectAll("stream cancelled");
+    for (const waiting of [a, b]) {
+      const error = await rejection(waiting);
+      assert.equal(error.code, "NODE_DISCONNECTED");
+      assert.equal(error.message, "Node node-a disconnected before answering (stream cancelled)");
+    }
+    assert.equal(pending.size, 0);
+    assert.equal(t.armed.size, 0);
+  });
+});
