@@ -5,7 +5,8 @@
 import { LineSplitter } from "./console-buffer.js";
 import { classifyExit } from "./crash-classification.js";
 import type { LaunchedProcess } from "./process-launcher.js";
-import type { CrashReport, InstanceSpec, RunnerTimers } from "./runner-types.js";
+import type { CrashReport, InstanceSpec } from "./runner-types.js";
+import type { Clock } from "../shared/clock.js";
 
 /**
  * Reads the process's stdout and stderr as lines of at most `lineMaxChars` and hands each to
@@ -31,12 +32,12 @@ export function attachConsole(
  * Resolves once the process's pipes are drained ("close"), at once when both already ended, and
  * after `timeoutMs` at the latest: a leftover grandchild could hold the pipes open.
  */
-export function waitForPipesToDrain(child: LaunchedProcess, timers: RunnerTimers, timeoutMs: number): Promise<void> {
+export function waitForPipesToDrain(child: LaunchedProcess, clock: Clock, timeoutMs: number): Promise<void> {
   return new Promise<void>((resolve) => {
     if (child.stdout?.readableEnded !== false && child.stderr?.readableEnded !== false) return resolve();
-    const handle = timers.setTimeout(resolve, timeoutMs);
+    const timer = clock.setTimeout(resolve, timeoutMs);
     child.once("close", () => {
-      timers.clearTimeout(handle);
+      timer.cancel();
       resolve();
     });
   });

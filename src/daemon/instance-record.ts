@@ -5,8 +5,9 @@
 import { ConsoleRingBuffer, type LineSplitter } from "./console-buffer.js";
 import type { PlatformDefinition } from "./platforms.js";
 import type { LaunchedProcess } from "./process-launcher.js";
-import type { InstanceExit, InstanceRunState, InstanceSnapshot, InstanceSpec, RunnerTimers } from "./runner-types.js";
+import type { InstanceExit, InstanceRunState, InstanceSnapshot, InstanceSpec } from "./runner-types.js";
 import { InstanceTimers } from "./stop-sequence.js";
+import type { Clock } from "../shared/clock.js";
 
 /**
  * The runner's mutable record of one instance, from PREPARING until STOPPED or CRASHED. Only the
@@ -34,7 +35,7 @@ export interface InstanceRecord {
 }
 
 /** A new record in PREPARING, with an empty console of `consoleBufferLines` and no process yet. */
-export function newInstanceRecord(spec: InstanceSpec, platform: PlatformDefinition, workDir: string, consoleBufferLines: number, timers: RunnerTimers): InstanceRecord {
+export function newInstanceRecord(spec: InstanceSpec, platform: PlatformDefinition, workDir: string, consoleBufferLines: number, clock: Clock): InstanceRecord {
   let resolveExit!: (exit: InstanceExit) => void;
   const exit = new Promise<InstanceExit>((resolve) => (resolveExit = resolve));
   return {
@@ -51,7 +52,7 @@ export function newInstanceRecord(spec: InstanceSpec, platform: PlatformDefiniti
     stopRequested: null,
     exited: false,
     killSentByDaemon: false,
-    timers: new InstanceTimers(timers),
+    timers: new InstanceTimers(clock),
     prepareAbort: new AbortController(),
     exit,
     resolveExit,

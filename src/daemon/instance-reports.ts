@@ -8,9 +8,8 @@
  */
 import type { CacheStatus, ConsoleLine, CrashReportMessage, DaemonMessage, InstanceStateReport } from "../wire/daemon-proto.js";
 import { daemonMessage } from "../wire/daemon-proto.js";
-import { systemClock, type Clock } from "../shared/clock.js";
-import type { CrashReport, InstanceRunner, InstanceSnapshot, RunnerEvent, RunnerTimers } from "./instance-runner.js";
-import { systemTimers } from "./instance-runner.js";
+import { systemClock, type Clock, type Timer } from "../shared/clock.js";
+import type { CrashReport, InstanceRunner, InstanceSnapshot, RunnerEvent } from "./instance-runner.js";
 import type { SendOptions } from "./gateway-client.js";
 import type { TemplateCacheStatus } from "./template-cache.js";
 
@@ -96,7 +95,6 @@ export interface InstanceReporterOptions {
   /** The template cache's occupancy; without it no cache_status is sent. */
   cacheStatus?: () => TemplateCacheStatus;
   clock?: Clock;
-  timers?: RunnerTimers;
   /** Told when final reports are dropped from a full queue. */
   onFinalReportsDropped?: (count: number) => void;
 }
@@ -104,7 +102,6 @@ export interface InstanceReporterOptions {
 /** Forwards runner events to the controller and catches it up after each hello_ack. */
 export class InstanceReporter {
   private readonly clock: Clock;
-  private readonly timers: RunnerTimers;
   private readonly unsubscribe: () => void;
   /** Final reports not yet handed to a stream, oldest first; at most finalReportsQueuedMax. */
   private readonly finalQueue: DaemonMessage[] = [];
@@ -115,11 +112,10 @@ export class InstanceReporter {
   private droppedFinal = 0;
   private lastCacheStatus: CacheStatus | null = null;
   private lastCacheStatusAtMs = Number.NEGATIVE_INFINITY;
-  private cacheTimer: unknown = null;
+  private cacheTimer: Timer | null = null;
 
   constructor(private readonly options: InstanceReporterOptions) {
     this.clock = options.clock ?? systemClock;
-    this.timers = options.timers ?? systemTimers;
     this.unsubscribe = options.runner.subscribe((event) => this.onEvent(event));
   }
 
@@ -156,7 +152,7 @@ export class InstanceReporter {
       this.sendCacheStatus();
       return;
     }
-    this.cacheTimer = this.timers.setTimeout(() => {
+    this.cacheTimer = this.clock.setTimeout(() => {
       this.cacheTimer = null;
       this.sendCacheStatus();
     }, waitMs);
@@ -165,7 +161,7 @@ export class InstanceReporter {
   /** Stops listening to the runner and cancels the pending cache_status. */
   close(): void {
     this.unsubscribe();
-    if (this.cacheTimer !== null) this.timers.clearTimeout(this.cacheTimer);
+    this.cacheTimer?.cancel();
     this.cacheTimer = null;
   }
 

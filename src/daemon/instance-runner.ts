@@ -25,19 +25,16 @@ import { RunnerError } from "./runner-errors.js";
 import { RunnerListeners } from "./runner-listeners.js";
 import { resolveRunnerBounds, type InstanceRunnerOptions, type RunnerBounds } from "./runner-options.js";
 import {
-  systemTimers,
   type CrashReport,
   type InstanceExit,
   type InstanceRunState,
   type InstanceSnapshot,
   type InstanceSpec,
   type RunnerEvent,
-  type RunnerTimers,
 } from "./runner-types.js";
 import { runStopSequence, signalProcessGroup } from "./stop-sequence.js";
 import { prepareWorkDirectory, removeWorkDirectory } from "./work-directory.js";
 
-export { systemTimers } from "./runner-types.js";
 export type { InstanceRunnerOptions } from "./runner-options.js";
 export type {
   CrashReport,
@@ -46,7 +43,6 @@ export type {
   InstanceSnapshot,
   InstanceSpec,
   RunnerEvent,
-  RunnerTimers,
   TemplateLayerRef,
   TemplateUnpacker,
   TemplateUnpackRequest,
@@ -64,7 +60,6 @@ export class InstanceRunner {
   /** Instances prepared and waiting for their spawn; at most instancesMax long. */
   private readonly spawnQueue: InstanceRecord[] = [];
   private readonly clock: Clock;
-  private readonly timers: RunnerTimers;
   private readonly bounds: RunnerBounds;
   private readonly launcher: ProcessLauncher;
   private closed = false;
@@ -72,7 +67,6 @@ export class InstanceRunner {
   constructor(private readonly options: InstanceRunnerOptions) {
     for (const platform of options.platforms.values()) validatePlatform(platform);
     this.clock = options.clock ?? systemClock;
-    this.timers = options.timers ?? systemTimers;
     this.bounds = resolveRunnerBounds(options);
     this.listeners = new RunnerListeners(this.bounds.listenersMax);
     this.launcher = options.launcher ?? directLauncher;
@@ -108,7 +102,7 @@ export class InstanceRunner {
     if (this.instances.size >= this.bounds.instancesMax) throw new RunnerError("TOO_MANY_INSTANCES", `At most ${this.bounds.instancesMax} instances per daemon`);
     this.observeFencingToken(spec.group, fencingToken);
 
-    const instance = newInstanceRecord(spec, platform, workDirectoryOf(this.options.workDir, spec), this.bounds.consoleBufferLines, this.timers);
+    const instance = newInstanceRecord(spec, platform, workDirectoryOf(this.options.workDir, spec), this.bounds.consoleBufferLines, this.clock);
     this.instances.set(spec.instanceId, instance);
     this.listeners.emit({ type: "state", instanceId: spec.instanceId, group: spec.group, state: "PREPARING", previousState: null, timestampMs: this.clock.nowMs(), port: spec.port });
     void this.prepareAndSpawn(instance);
@@ -376,7 +370,7 @@ export class InstanceRunner {
     instance.timers.clear();
     // The last lines (an OutOfMemoryError) may still be in the pipes: wait for them, bounded,
     // since a leftover grandchild could hold the pipes open.
-    await waitForPipesToDrain(child, this.timers, this.bounds.stdioDrainTimeoutMs);
+    await waitForPipesToDrain(child, this.clock, this.bounds.stdioDrainTimeoutMs);
     for (const splitter of instance.splitters) splitter.end();
     // Anything the process left behind in its group goes with it.
     const killSentBefore = instance.killSentByDaemon;

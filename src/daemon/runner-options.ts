@@ -5,7 +5,7 @@
 import type { Clock } from "../shared/clock.js";
 import type { PlatformDefinition } from "./platforms.js";
 import type { ProcessLauncher } from "./process-launcher.js";
-import type { RunnerTimers, TemplateUnpacker } from "./runner-types.js";
+import type { TemplateUnpacker } from "./runner-types.js";
 import { inheritedEnvNamesDefault } from "./instance-environment.js";
 
 /** Construction options; every bound is named with its unit. */
@@ -18,7 +18,6 @@ export interface InstanceRunnerOptions {
   /** Default: nothing to unpack (directories are created empty). */
   unpackTemplates?: TemplateUnpacker;
   clock?: Clock;
-  timers?: RunnerTimers;
   /** Console lines kept per instance; default 500. */
   consoleBufferLines?: number;
   /** Lines in a crash report's logTail; default 50. */

@@ -55,18 +55,6 @@ export interface TemplateUnpackRequest {
 /** Unpacks template layers into a working directory (the template cache provides it). */
 export type TemplateUnpacker = (request: TemplateUnpackRequest) => Promise<void>;
 
-/** Timer functions, injected so tests and simulations can control them. */
-export interface RunnerTimers {
-  setTimeout(callback: () => void, delayMs: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-/** Real timers. */
-export const systemTimers: RunnerTimers = {
-  setTimeout: (callback, delayMs) => setTimeout(callback, delayMs),
-  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
-};
-
 /** Why an instance ended unexpectedly (crash record / INSTANCE_CRASHED). */
 export interface CrashReport {
   instanceId: string;

@@ -5,19 +5,19 @@
  */
 import type { Writable } from "node:stream";
 import type { PlatformDefinition } from "./platforms.js";
-import type { RunnerTimers } from "./runner-types.js";
+import type { Clock, Timer } from "../shared/clock.js";
 
 /**
  * The pending timers of one instance (stop escalation, readiness probes), so that all of them
  * can be cleared when the instance changes course. A fired timer forgets itself.
  */
 export class InstanceTimers {
-  private readonly handles = new Set<unknown>();
+  private readonly handles = new Set<Timer>();
 
-  constructor(private readonly timers: RunnerTimers) {}
+  constructor(private readonly clock: Clock) {}
 
   schedule(delayMs: number, callback: () => void): void {
-    const handle = this.timers.setTimeout(() => {
+    const handle = this.clock.setTimeout(() => {
       this.handles.delete(handle);
       callback();
     }, delayMs);
@@ -25,7 +25,7 @@ export class InstanceTimers {
   }
 
   clear(): void {
-    for (const handle of this.handles) this.timers.clearTimeout(handle);
+    for (const handle of this.handles) handle.cancel();
     this.handles.clear();
   }
 

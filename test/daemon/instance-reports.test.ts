@@ -1,11 +1,11 @@
 // The reporter without processes: runner events in (from a scripted runner), stream messages out
-// (to a sink the test connects and disconnects), time from a manual clock and manual timers.
+// (to a sink the test connects and disconnects), time and timers from the fake clock.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { DaemonMessage, DaemonPayloads } from "../../src/wire/daemon-proto.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { cacheStatusIntervalMs, finalReportsQueuedMax, InstanceReporter } from "../../src/daemon/instance-reports.js";
-import type { CrashReport, InstanceSnapshot, RunnerEvent, RunnerTimers } from "../../src/daemon/instance-runner.js";
+import type { CrashReport, InstanceSnapshot, RunnerEvent } from "../../src/daemon/instance-runner.js";
 import type { SendOptions } from "../../src/daemon/gateway-client.js";
 import type { TemplateCacheStatus } from "../../src/daemon/template-cache.js";
 
@@ -48,38 +48,14 @@ class RecordingSink {
   }
 }
 
-class ManualTimers implements RunnerTimers {
-  pending = new Map<number, { at: number; callback: () => void }>();
-  private next = 0;
-  constructor(private readonly clock: FakeClock) {}
-  setTimeout(callback: () => void, delayMs: number): unknown {
-    this.next += 1;
-    this.pending.set(this.next, { at: this.clock.nowMs() + delayMs, callback });
-    return this.next;
-  }
-  clearTimeout(handle: unknown): void {
-    this.pending.delete(handle as number);
-  }
-  /** Advances the clock and runs the timers that are due. */
-  advance(ms: number): void {
-    this.clock.advance(ms);
-    for (const [handle, timer] of [...this.pending]) {
-      if (timer.at <= this.clock.nowMs()) {
-        this.pending.delete(handle);
-        timer.callback();
-      }
-    }
-  }
-}
 
 function setup(cacheStatus?: () => TemplateCacheStatus) {
   const runner = new ScriptedRunner();
   const sink = new RecordingSink();
   const clock = new FakeClock(1_000_000);
-  const timers = new ManualTimers(clock);
   const dropped: number[] = [];
-  const reporter = new InstanceReporter({ runner, sink, clock, timers, cacheStatus, onFinalReportsDropped: (n) => void dropped.push(n) });
-  return { runner, sink, clock, timers, reporter, dropped };
+  const reporter = new InstanceReporter({ runner, sink, clock, cacheStatus, onFinalReportsDropped: (n) => void dropped.push(n) });
+  return { runner, sink, clock, reporter, dropped };
 }
 
 const state = (instanceId: string, s: string, extra: Partial<Extract<RunnerEvent, { type: "state" }>> = {}): RunnerEvent =>
@@ -207,10 +183,10 @@ describe("instance reporter", () => {
 
   it(`sends cache_status when the size changed, at most once per ${cacheStatusIntervalMs} ms`, () => {
     let status: TemplateCacheStatus = { blobCount: 0, sizeBytes: 0, sizeBytesMax: 100 };
-    const { sink, reporter, timers } = setup(() => status);
+    const { sink, reporter, clock } = setup(() => status);
     reporter.sessionOpened();
     assert.deepEqual(sink.of("cache_status"), [{ total_size_bytes: 0, entry_count: 0 }], "one with every session");
-    timers.advance(cacheStatusIntervalMs);
+    clock.advance(cacheStatusIntervalMs);
     reporter.cacheChanged();
     assert.equal(sink.of("cache_status").length, 1, "unchanged: nothing sent");
     status = { blobCount: 1, sizeBytes: 10, sizeBytesMax: 100 };
@@ -221,13 +197,13 @@ describe("instance reporter", () => {
     status = { blobCount: 3, sizeBytes: 30, sizeBytesMax: 100 };
     reporter.cacheChanged();
     assert.equal(sink.of("cache_status").length, 2, "within the interval: deferred");
-    assert.equal(timers.pending.size, 1);
-    timers.advance(cacheStatusIntervalMs - 1);
+    assert.equal(clock.pendingTimers(), 1);
+    clock.advance(cacheStatusIntervalMs - 1);
     assert.equal(sink.of("cache_status").length, 2);
-    timers.advance(1);
+    clock.advance(1);
     assert.deepEqual(sink.of("cache_status").at(-1), { total_size_bytes: 30, entry_count: 3 }, "the latest status once the interval passed");
     assert.equal(sink.of("cache_status").length, 3);
     reporter.close();
-    assert.equal(timers.pending.size, 0);
+    assert.equal(clock.pendingTimers(), 0);
   });
 });

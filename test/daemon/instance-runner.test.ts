@@ -9,35 +9,13 @@ import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { Hono } from "hono";
 import { serve, type ServerType } from "@hono/node-server";
-import type { CrashReport, RunnerEvent, RunnerTimers, TemplateUnpackRequest } from "../../src/daemon/instance-runner.js";
+import type { CrashReport, RunnerEvent, TemplateUnpackRequest } from "../../src/daemon/instance-runner.js";
 import { simulatedPlatform } from "../../src/daemon/platforms.js";
 import { RunnerError, StaleEpochError } from "../../src/daemon/runner-errors.js";
 import { RunnerHarness, SIM_TEST_ENV, isAlive, simSpec } from "./runner-harness.js";
 import { eventually } from "../support/wait.js";
+import { FakeClock } from "../support/fake-clock.js";
 
-/** Timers that fire only when the test says so. */
-class ManualTimers implements RunnerTimers {
-  private readonly pending = new Map<number, { callback: () => void; delayMs: number }>();
-  private nextHandle = 1;
-  setTimeout(callback: () => void, delayMs: number): unknown {
-    const handle = this.nextHandle++;
-    this.pending.set(handle, { callback, delayMs });
-    return handle;
-  }
-  clearTimeout(handle: unknown): void {
-    this.pending.delete(handle as number);
-  }
-  delaysMs(): number[] {
-    return [...this.pending.values()].map((timer) => timer.delayMs);
-  }
-  fire(delayMs: number): void {
-    for (const [handle, timer] of [...this.pending]) {
-      if (timer.delayMs !== delayMs) continue;
-      this.pending.delete(handle);
-      timer.callback();
-    }
-  }
-}
 
 const harnesses: RunnerHarness[] = [];
 async function harness(options: Parameters<typeof RunnerHarness.create>[0] = {}): Promise<RunnerHarness> {
@@ -156,21 +134,21 @@ describe("instance runner", { timeout: 55_000 }, () => {
   });
 
   it("the escalation runs on the injected timers: nothing happens until they fire, and they are cleared on exit", async () => {
-    const timers = new ManualTimers();
-    const h = await harness({ timers, extraPlatforms: [simulatedPlatform({ id: "sim-slow-stop", readiness: { kind: "log-line", pattern: "Done (" }, stopTimeoutMs: 60_000, termTimeoutMs: 30_000 })] });
+    const clock = new FakeClock(Date.now());
+    const h = await harness({ clock, extraPlatforms: [simulatedPlatform({ id: "sim-slow-stop", readiness: { kind: "log-line", pattern: "Done (" }, stopTimeoutMs: 60_000, termTimeoutMs: 30_000 })] });
     h.runner.start(await simSpec("manual", { platform: "sim-slow-stop", env: { ...SIM_TEST_ENV, CLOUD_SIM_IGNORE_STOP: "true" } }), 1);
     await h.waitForState("manual", "RUNNING");
     const exit = h.runner.stop("manual", 1);
     await h.waitForLine("manual", "Ignoring stop");
-    assert.deepEqual(timers.delaysMs(), [60_000]);
+    assert.deepEqual(clock.pendingDelaysMs(), [60_000]);
     assert.ok(!h.consoleLines("manual").some((line) => line.includes("SIGTERM")), "no SIGTERM before the stop timeout fires");
-    timers.fire(60_000);
+    clock.advance(60_000);
     await h.waitForLine("manual", "Ignoring SIGTERM");
-    assert.deepEqual(timers.delaysMs(), [30_000]);
-    timers.fire(30_000);
+    assert.deepEqual(clock.pendingDelaysMs(), [30_000]);
+    clock.advance(30_000);
     const result = await exit;
     assert.equal(result.signal, "SIGKILL");
-    assert.deepEqual(timers.delaysMs(), [], "every timer cleared or fired");
+    assert.deepEqual(clock.pendingDelaysMs(), [], "every timer cleared or fired");
   });
 
   it("force-stop kills at once", async () => {

@@ -13,7 +13,8 @@ import { isReadyLine } from "../../src/daemon/readiness.js";
 import { RunnerError, StaleEpochError } from "../../src/daemon/runner-errors.js";
 import { RunnerListeners } from "../../src/daemon/runner-listeners.js";
 import { resolveRunnerBounds } from "../../src/daemon/runner-options.js";
-import type { InstanceSpec, RunnerEvent, RunnerTimers } from "../../src/daemon/runner-types.js";
+import type { InstanceSpec, RunnerEvent } from "../../src/daemon/runner-types.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { InstanceTimers, runStopSequence } from "../../src/daemon/stop-sequence.js";
 
 const spec: InstanceSpec = { instanceId: "lobby-1", group: "lobby", platform: "simulated", port: 25_565, memoryMb: 512, static: false, templates: [] };
@@ -28,25 +29,10 @@ function runnerErrorCode(fn: () => unknown): string {
   assert.fail("expected a RunnerError");
 }
 
-/** Timers fired by hand, oldest first; `log` records what the stop sequence did in order. */
+/** Timers fired by hand on the fake clock, soonest first. */
 function manualTimers() {
-  const armed = new Map<number, { callback: () => void; delayMs: number }>();
-  let next = 0;
-  const timers: RunnerTimers = {
-    setTimeout: (callback, delayMs) => {
-      next += 1;
-      armed.set(next, { callback, delayMs });
-      return next;
-    },
-    clearTimeout: (handle) => void armed.delete(handle as number),
-  };
-  const fireNext = (): number => {
-    const [handle, timer] = [...armed][0]!;
-    armed.delete(handle);
-    timer.callback();
-    return timer.delayMs;
-  };
-  return { timers, armed, fireNext };
+  const clock = new FakeClock();
+  return { clock, fireNext: () => clock.advanceToNext() };
 }
 
 describe("runner parts: spec, fencing and directories", () => {
@@ -124,7 +110,7 @@ describe("runner parts: stop sequence", () => {
 
   it("graceful: stop command on stdin, SIGTERM after stopTimeoutMs, SIGKILL after termTimeoutMs more", () => {
     const t = manualTimers();
-    const timers = new InstanceTimers(t.timers);
+    const timers = new InstanceTimers(t.clock);
     const stdin = new PassThrough();
     const signals: string[] = [];
     runStopSequence({ mode: "graceful", platform, stdin, signalGroup: (s) => void signals.push(s), schedule: (ms, cb) => timers.schedule(ms, cb) });
@@ -141,7 +127,7 @@ describe("runner parts: stop sequence", () => {
     for (const variant of [{ platform: { ...platform, stopCommand: null }, stdin: new PassThrough() }, { platform, stdin: null }]) {
       const t = manualTimers();
       const signals: string[] = [];
-      runStopSequence({ mode: "graceful", ...variant, signalGroup: (s) => void signals.push(s), schedule: (ms, cb) => void t.timers.setTimeout(cb, ms) });
+      runStopSequence({ mode: "graceful", ...variant, signalGroup: (s) => void signals.push(s), schedule: (ms, cb) => void t.clock.setTimeout(cb, ms) });
       assert.deepEqual(signals, ["SIGTERM"]);
       assert.equal(t.fireNext(), 5_000);
       assert.deepEqual(signals, ["SIGTERM", "SIGKILL"]);
@@ -149,22 +135,22 @@ describe("runner parts: stop sequence", () => {
     const t = manualTimers();
     const signals: string[] = [];
     const stdin = new PassThrough();
-    runStopSequence({ mode: "force", platform, stdin, signalGroup: (s) => void signals.push(s), schedule: (ms, cb) => void t.timers.setTimeout(cb, ms) });
+    runStopSequence({ mode: "force", platform, stdin, signalGroup: (s) => void signals.push(s), schedule: (ms, cb) => void t.clock.setTimeout(cb, ms) });
     assert.deepEqual(signals, ["SIGKILL"]);
     assert.equal(stdin.read(), null, "no stop command on a forced stop");
-    assert.equal(t.armed.size, 0);
+    assert.equal(t.clock.pendingTimers(), 0);
   });
 
   it("InstanceTimers.clear cancels every armed timer", () => {
     const t = manualTimers();
-    const timers = new InstanceTimers(t.timers);
+    const timers = new InstanceTimers(t.clock);
     let fired = 0;
     timers.schedule(100, () => void (fired += 1));
     timers.schedule(200, () => void (fired += 1));
     assert.equal(timers.size, 2);
     timers.clear();
     assert.equal(timers.size, 0);
-    assert.equal(t.armed.size, 0);
+    assert.equal(t.clock.pendingTimers(), 0);
     assert.equal(fired, 0);
   });
 });

@@ -39,6 +39,22 @@ export class FakeClock implements Clock {
     return this.scheduled.filter((timer) => !timer.cancelled).length;
   }
 
+  /** How long until each pending timer is due, soonest first. */
+  pendingDelaysMs(): number[] {
+    return this.scheduled
+      .filter((timer) => !timer.cancelled)
+      .sort((a, b) => a.dueMs - b.dueMs || a.seq - b.seq)
+      .map((timer) => timer.dueMs - this.currentMs);
+  }
+
+  /** Advances to the soonest pending timer (running it and anything due with it); returns how far. */
+  advanceToNext(): number {
+    const [nextMs] = this.pendingDelaysMs();
+    if (nextMs === undefined) throw new Error("no timer is pending");
+    this.advance(nextMs);
+    return nextMs;
+  }
+
   /** Moves time forward by `ms`, running every timer that falls due on the way. */
   advance(ms: number): void {
     const targetMs = this.currentMs + ms;
