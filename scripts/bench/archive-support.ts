@@ -3,13 +3,14 @@
 // files seeded random bytes, i.e. incompressible, 3 of repeated text), its import as a streamed
 // multipart upload, its export read to the end, and a probe of GET /api/v1/system/version.
 import { randomBytes } from "node:crypto";
-import { createReadStream, createWriteStream } from "node:fs";
+import { createWriteStream } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { pipeline } from "node:stream/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { createGzip } from "node:zlib";
 import tarStream from "tar-stream";
+import { multipartFromFile } from "../../test/templates/archive-fixtures.js";
 
 const randomBytesAsync = promisify(randomBytes);
 
@@ -38,25 +39,6 @@ export async function writeTemplateArchive(path: string, totalBytes: number, fil
   pack.finalize();
   await written;
   return fileBytes * files;
-}
-
-/** A multipart/form-data body with one part `file` streamed from `path`. */
-export function multipartFromFile(path: string, fileName: string): { body: ReadableStream<Uint8Array>; contentType: string } {
-  const boundary = `----cloud-bench-${randomBytes(8).toString("hex")}`;
-  async function* parts(): AsyncGenerator<Uint8Array> {
-    yield Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${fileName}"\r\nContent-Type: application/gzip\r\n\r\n`);
-    for await (const chunk of createReadStream(path)) yield chunk as Buffer;
-    yield Buffer.from(`\r\n--${boundary}--\r\n`);
-  }
-  const iterator = parts();
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const next = await iterator.next();
-      if (next.done) controller.close();
-      else controller.enqueue(next.value);
-    },
-  });
-  return { body, contentType: `multipart/form-data; boundary=${boundary}` };
 }
 
 /** POST /api/v1/templates/import?name=… with the archive at `path`; throws unless 201 with `fileBytes` stored. */

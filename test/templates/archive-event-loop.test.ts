@@ -7,7 +7,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { createReadStream, createWriteStream } from "node:fs";
+import { createWriteStream } from "node:fs";
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,6 +17,7 @@ import { pipeline } from "node:stream/promises";
 import { createGzip } from "node:zlib";
 import tarStream from "tar-stream";
 import { startTestApp, type TestApp } from "../support/http-app.js";
+import { multipartFromFile } from "./archive-fixtures.js";
 
 const MiB = 1024 * 1024;
 /** Largest event-loop delay allowed while an archive is imported or exported. */
@@ -39,25 +40,6 @@ async function writeTemplateArchive(path: string): Promise<number> {
   pack.finalize();
   await written;
   return totalBytes;
-}
-
-/** A multipart body with one file part streamed from disk. */
-function multipartFromFile(path: string, fileName: string): { body: ReadableStream<Uint8Array>; contentType: string } {
-  const boundary = `----cloud-loop-${randomBytes(8).toString("hex")}`;
-  async function* parts(): AsyncGenerator<Uint8Array> {
-    yield Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${fileName}"\r\nContent-Type: application/gzip\r\n\r\n`);
-    for await (const chunk of createReadStream(path)) yield chunk as Buffer;
-    yield Buffer.from(`\r\n--${boundary}--\r\n`);
-  }
-  const iterator = parts();
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const next = await iterator.next();
-      if (next.done) controller.close();
-      else controller.enqueue(next.value);
-    },
-  });
-  return { body, contentType: `multipart/form-data; boundary=${boundary}` };
 }
 
 /** The loop delay (max and p99, ms) of this process while `work` runs. */

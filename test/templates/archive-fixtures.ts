@@ -4,6 +4,8 @@
  * hostile archives real tools refuse to write; and the production readers and writer wrapped for
  * bytes in memory (tiny archives in a test, synchronous zlib is fine here).
  */
+import { randomBytes } from "node:crypto";
+import { createReadStream } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { Readable } from "node:stream";
@@ -177,4 +179,23 @@ export function unpackTarBytes(archive: Uint8Array, limits: ArchiveLimits): Prom
 /** A ZIP in memory or on disk, unpacked by the production reader. */
 export function unpackZipOf(source: Uint8Array | { path: string }, limits: ArchiveLimits): Promise<UnpackedTestEntry[]> {
   return withSpool((spool) => unpackZip(source instanceof Uint8Array ? { data: source } : source, limits, spool));
+}
+
+/** A multipart/form-data body with one part `file` streamed from `path`. */
+export function multipartFromFile(path: string, fileName: string): { body: ReadableStream<Uint8Array>; contentType: string } {
+  const boundary = `----cloud-test-${randomBytes(8).toString("hex")}`;
+  async function* parts(): AsyncGenerator<Uint8Array> {
+    yield Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${fileName}"\r\nContent-Type: application/gzip\r\n\r\n`);
+    for await (const chunk of createReadStream(path)) yield chunk as Buffer;
+    yield Buffer.from(`\r\n--${boundary}--\r\n`);
+  }
+  const iterator = parts();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const next = await iterator.next();
+      if (next.done) controller.close();
+      else controller.enqueue(next.value);
+    },
+  });
+  return { body, contentType: `multipart/form-data; boundary=${boundary}` };
 }
