@@ -1,5 +1,7 @@
-/** Template read models (spec document 1, "Template, version, and other read models") and limits. */
+/** Template read models (spec document 1, "Template, version, and other read models"), the naming rule and limits. */
+import { validationError } from "../shared/errors.js";
 import type { Doc } from "../store/ports.js";
+import type { ManifestEntry } from "../wire/template-manifest.js";
 import { DEFAULT_ARCHIVE_LIMITS, type ArchiveLimits } from "./archive-limits.js";
 
 /** Collection of template metadata, keyed by name. */
@@ -30,6 +32,32 @@ export interface TemplateVersion {
   hash: string;
   sizeBytes: number;
   createdAt: string;
+}
+
+/** A directory listing row. */
+export interface FileListing {
+  name: string;
+  path: string;
+  type: "file" | "directory";
+  size: number;
+  mode: number;
+  sha256: string;
+}
+
+/** The outcome of a change: the hashes before and after (equal when nothing changed). */
+export interface TemplateChange {
+  template: Template;
+  oldHash: string;
+  newHash: string;
+  changed: boolean;
+}
+
+/** A version's manifest with what the daemon needs to unpack it. */
+export interface TemplateManifest {
+  templateName: string;
+  hash: string;
+  variables: Record<string, string>;
+  entries: ManifestEntry[];
 }
 
 /** The stored template document. */
@@ -77,4 +105,11 @@ export function toTemplate(doc: StoredTemplate): Template {
 /** The public record of a stored version. */
 export function toVersion(doc: StoredTemplateVersion): TemplateVersion {
   return { templateName: doc.templateName, hash: doc.hash, sizeBytes: doc.sizeBytes, createdAt: doc.createdAt };
+}
+
+/** 422 for a template name that breaks the naming rule (create and import). */
+export function assertTemplateName(name: string, field: string): void {
+  if (typeof name !== "string" || name.length === 0 || name.length > TEMPLATE_NAME_LENGTH_MAX || !TEMPLATE_NAME_PATTERN.test(name)) {
+    throw validationError(`${field}: must match ${TEMPLATE_NAME_PATTERN.source} and be at most ${TEMPLATE_NAME_LENGTH_MAX} characters`);
+  }
 }
