@@ -50,6 +50,8 @@ import { buildCoordination } from "./coordination.js";
 import { clusterMembershipService } from "../cluster/cluster-grpc-service.js";
 import { startClusterService } from "../cluster/start-cluster.js";
 import { clusterRoutes } from "../http/routes/cluster.js";
+import { eventRoutes } from "../http/routes/events.js";
+import { startEventStream } from "../events/start-event-stream.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
 
 /** A part of `stop()` that takes this long is named in the log. */
@@ -244,6 +246,9 @@ export async function startController(config: ControllerConfig, opts: StartContr
     scheduler.setConsole(consoleHub);
     const players = new PlayerService(documents, events, clock, (id, count) => scheduler.playerCountChanged(id, count));
 
+    const eventStream = await startEventStream({ kv, bus: events, metrics, clock, logger: logs.logger("cloud.events.stream") });
+    cleanups.push({ name: "event stream", run: () => eventStream.stop() });
+
     const readiness = createReadinessProbe({
       stateStore: () => documents.ping(),
       coordinationStore: () => kv.ping(),
@@ -276,6 +281,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         templateRoutes(templates, audit),
         clusterRoutes(cluster, audit),
         pluginRoutes({ instances, players, credentials, operations: scheduler }),
+        eventRoutes(eventStream),
       ],
       clock,
     });
@@ -284,6 +290,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const serveRequest: FetchHandler = (request, bindings) => logs.withThread("http", () => app.fetch(request, bindings));
     const server = await listen(serveRequest, config.http.host, config.http.port);
     cleanups.push({ name: "HTTP server", run: () => closeServer(server, HTTP_DRAIN_TIMEOUT_MS) });
+    // Before the server closes: stopping the stream ends the open streams, which never finish on their own.
+    cleanups.push({ name: "event stream", run: () => eventStream.stop() });
     const address = server.address() as AddressInfo;
     httpPort = address.port;
     const httpUrl = urlForAddress(address);

@@ -53,6 +53,8 @@ import { TemplateService } from "../../src/templates/template-service.js";
 import type { ClusterService } from "../../src/cluster/cluster-service.js";
 import { startClusterService } from "../../src/cluster/start-cluster.js";
 import { clusterRoutes } from "../../src/http/routes/cluster.js";
+import { eventRoutes } from "../../src/http/routes/events.js";
+import { startEventStream, type EventStream, type EventStreamOptions } from "../../src/events/start-event-stream.js";
 
 /** Password of the bootstrap admin unless a test asks for a generated one. */
 export const ADMIN_PASSWORD = "admin-password-1";
@@ -79,6 +81,10 @@ export interface TestAppOptions {
   bodyLimitRoutes?: readonly BodyLimitRoute[];
   /** Where template uploads are spooled; the system temporary directory by default. */
   templateSpoolDirectory?: string;
+  /** A key-value store to use (and leave open) instead of a fresh in-memory one: apps sharing one Redis. */
+  kv?: KvStore;
+  /** Bounds of the event stream (keep-alive, stall, client cap, ...). */
+  eventStreamTuning?: EventStreamOptions["tuning"];
 }
 
 export interface RequestOptions {
@@ -123,6 +129,8 @@ export interface TestApp {
   credentials: MachineCredentials;
   /** A single-member cluster (Raft in `<dir>/raft`, transport on an ephemeral port). */
   cluster: ClusterService;
+  /** The event journal, the SSE hub and their tickets. */
+  eventStream: EventStream;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
   /** Signs in and returns the token. */
   login(username: string, password: string): Promise<string>;
@@ -213,7 +221,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   // The composition root's adapter selection: development profile, embedded LevelDB under `dir`,
   // in-memory key-value store. TTL expiry is checked on read; the background sweep is off.
   const documents = await openDocumentStore({ profile: "development", dataDir: dir, clock, ttlSweepIntervalMs: 0 });
-  const kv = await openKvStore({ clock });
+  const kv = options.kv ?? (await openKvStore({ clock }));
   const blobs = await openBlobStore({ profile: "development", dataDir: dir });
   const metrics = createMetrics({ enabled: config.metrics.enabled, processMetrics: false });
   const events = createEventBus({ logger: logs.logger("cloud.events"), clock });
@@ -244,6 +252,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const templates = new TemplateService({ documents, blobs, events, clock, spoolDirectory: options.templateSpoolDirectory });
   const credentials = await MachineCredentials.open(documents, clock, async (id) => (await instances.getDoc(id)) !== null);
   auth.verifyWorkloadToken = (token) => credentials.principalOf(token);
+  const eventStream = await startEventStream({ kv, bus: events, metrics, clock, logger: logs.logger("cloud.events.stream"), tuning: options.eventStreamTuning });
   const readiness = createReadinessProbe({
     stateStore: () => documents.ping(),
     coordinationStore: () => kv.ping(),
@@ -280,6 +289,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
         players: new PlayerService(documents, events, clock, () => undefined),
         cluster,
       }),
+      eventRoutes(eventStream),
       ...(options.routeModules ?? []),
     ],
     clock,
@@ -337,6 +347,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const stop = async (): Promise<void> => {
     if (stopped) return;
     stopped = true;
+    await eventStream.stop();
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
       (server as { closeAllConnections?: () => void }).closeAllConnections?.();
@@ -344,7 +355,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     await cluster.stop();
     await events.flush();
     await documents.close();
-    await kv.close();
+    if (!options.kv) await kv.close();
     await blobs.close();
   };
 
@@ -371,6 +382,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     templates,
     credentials,
     cluster,
+    eventStream,
     request,
     login,
     tokenFor,
