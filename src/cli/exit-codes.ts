@@ -41,7 +41,7 @@ export class CliError extends Error {
 export const exitCodesHelp = `Exit codes:
   0  success
   1  generic failure (validation, IO, parse; any HTTP error other than 401, 403, 404)
-  2  not authenticated (HTTP 401, no token for a command that needs one, a console ticket refused)
+  2  not authenticated (HTTP 401, no token for a command that needs one, a console or event-stream ticket refused)
   3  permission denied (HTTP 403)
   4  not found (HTTP 404)
   5  controller unreachable (connection refused, DNS failure, timeout)`;

@@ -9,6 +9,7 @@ import { registerClusterCommands } from "./commands/cluster.js";
 import { registerCompletionCommand } from "./commands/completion.js";
 import { registerContextCommands } from "./commands/context.js";
 import { registerCrashCommands } from "./commands/crash.js";
+import { registerEventCommands } from "./commands/events.js";
 import { registerGroupCommands } from "./commands/group.js";
 import { registerInstanceCommands } from "./commands/instance.js";
 import { registerNodeCommands } from "./commands/node.js";
@@ -67,6 +68,7 @@ export function buildProgram(io: ProcessIo): Command {
   registerInstanceCommands(program, runtime);
   registerCrashCommands(program, runtime);
   registerTemplateCommands(program, runtime);
+  registerEventCommands(program, runtime);
   registerNodeCommands(program, runtime);
   registerClusterCommands(program, runtime);
   registerCompletionCommand(program, runtime);

@@ -61,6 +61,8 @@ import type { ClusterService } from "../cluster/cluster-service.js";
 import { startClusterService } from "../cluster/start-cluster.js";
 import type { BlobStore, DocumentStore, KvStore } from "../store/ports.js";
 import { clusterRoutes } from "../http/routes/cluster.js";
+import { eventRoutes } from "../http/routes/events.js";
+import { startEventStream, type EventStream, type EventStreamOptions } from "../events/start-event-stream.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
 
 /** A part of `stop()` that takes this long is named in the log. */
@@ -106,6 +108,8 @@ export interface StartControllerOptions {
   env?: Readonly<Record<string, string | undefined>>;
   /** Opens the stores; {@link openControllerStores} (the store factory) by default. */
   openStores?: (config: ControllerConfig, logs: ControllerLogService, clock: Clock) => Promise<ControllerStores>;
+  /** Bounds of the event stream (keep-alive, stall, client cap, ...); tests shorten them. */
+  eventStreamTuning?: EventStreamOptions["tuning"];
   /** Daemon gateway bounds (heartbeat interval, ...); tests shorten them. */
   gatewayTuning?: Partial<GatewayTuning>;
   /** Scheduler timings (instance timeouts, node grace period, ...); tests shorten them. */
@@ -148,6 +152,8 @@ export interface ControllerServices {
   credentials: MachineCredentials;
   players: PlayerService;
   consoleHub: ConsoleHub;
+  /** The cluster-wide event journal, the SSE hub and their tickets. */
+  eventStream: EventStream;
 }
 
 /** A running controller. */
@@ -334,6 +340,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
     scheduler.setConsole(consoleHub);
     const players = new PlayerService(documents, events, clock, (id, count) => scheduler.playerCountChanged(id, count));
 
+    const eventStream = await startEventStream({ kv, bus: events, metrics, clock, logger: logs.logger("cloud.events.stream"), tuning: opts.eventStreamTuning });
+
     const readiness = createReadinessProbe({
       stateStore: () => documents.ping(),
       coordinationStore: () => kv.ping(),
@@ -368,6 +376,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         templateRoutes(templates, audit, { spoolDirectory: opts.templateSpoolDirectory }),
         clusterRoutes(cluster, audit),
         pluginRoutes({ instances, players, credentials, operations: scheduler }),
+        eventRoutes(eventStream),
         ...(opts.extraRouteModules ?? []),
       ],
       clock,
@@ -378,6 +387,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const serveRequest: FetchHandler = (request, bindings) => logs.withThread("http", () => app.fetch(request, bindings));
     const server = await listen(serveRequest, config.http.host, config.http.port);
     cleanups.push({ name: "HTTP server", run: () => closeServer(server, HTTP_DRAIN_TIMEOUT_MS) });
+    // Before the server closes: stopping the stream ends the open streams, which never finish on their own.
+    cleanups.push({ name: "event stream", run: () => eventStream.stop() });
     const address = server.address() as AddressInfo;
     httpPort = address.port;
     const httpUrl = urlForAddress(address);
@@ -441,6 +452,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         credentials,
         players,
         consoleHub,
+        eventStream,
       },
       app,
       registry,

@@ -24,6 +24,8 @@ export interface ControllerStores {
 export interface StoreTuning {
   /** How often the document store deletes expired documents; 0 turns the sweep off (expiry is still checked on read). The store's default otherwise. */
   ttlSweepIntervalMs?: number;
+  /** A key-value store to use instead of opening one (controllers of one test sharing a Redis); it is not closed here. */
+  kv?: KvStore;
 }
 
 /** Opens the stores for `config`; on failure closes what was already opened and rethrows. */
@@ -47,12 +49,14 @@ export async function openControllerStores(config: ControllerConfig, logs: LogSe
     const documents = await openDocumentStore({ profile, dataDir, uri: config.database.uri, clock, ttlSweepIntervalMs: tuning.ttlSweepIntervalMs });
     opened.push({ name: "document store", close: () => documents.close() });
     // Development keeps leases, tickets and sessions in process memory; production shares them.
-    const kv = await openKvStore({
-      uri: profile === "production" ? config.kvstore.uri : undefined,
-      clock,
-      onError: (err) => redisLog.warn("Redis client error", err),
-    });
-    opened.push({ name: "key-value store", close: () => kv.close() });
+    const kv =
+      tuning.kv ??
+      (await openKvStore({
+        uri: profile === "production" ? config.kvstore.uri : undefined,
+        clock,
+        onError: (err) => redisLog.warn("Redis client error", err),
+      }));
+    if (!tuning.kv) opened.push({ name: "key-value store", close: () => kv.close() });
     const blobs = await openBlobStore({ profile, dataDir, uri: config.database.uri });
     opened.push({ name: "blob store", close: () => blobs.close() });
     log.info(`Stores open: profile ${profile}, data directory ${dataDir}`);

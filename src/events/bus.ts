@@ -145,7 +145,8 @@ export function createEventBus(options: EventBusOptions): ControllerEventBus {
     if (subs.size === 0) return;
     if (queue.length - queueHead >= queueEventsMax) {
       dropped++;
-      if (dropped === 1 || dropped % 1000 === 0) logger.warn(`Event queue full (${queueEventsMax} events): dropped ${dropped} events so far, latest ${event.type}`);
+      if (dropped === 1 || dropped % 1000 === 0)
+        logger.warn(`Event queue full (${queueEventsMax} events): dropped ${dropped} events so far, latest ${event.type}`);
       return;
     }
     queue.push({ event, targets: [...subs] });
@@ -173,8 +174,7 @@ export function createEventBus(options: EventBusOptions): ControllerEventBus {
   }
 
   return {
-    publish: (type, data, source) =>
-      publishEvent({ type, data: data ?? {}, source: source ?? DEFAULT_EVENT_SOURCE, timestamp: "" }),
+    publish: (type, data, source) => publishEvent({ type, data: data ?? {}, source: source ?? DEFAULT_EVENT_SOURCE, timestamp: "" }),
     publishEvent,
     subscribe: (type, handler) => add({ kind: "type", type }, [], handler),
     subscribeByType: (type, handler) => add({ kind: "custom", type }, [], handler),

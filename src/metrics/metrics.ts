@@ -62,6 +62,8 @@ export interface MetricsService {
   readonly grpcDaemonMessagesIn: CounterHandle<PayloadCaseLabel>;
   readonly grpcDaemonMessagesOut: CounterHandle<OutboundLabels>;
   readonly sseClientsConnected: GaugeHandle;
+  /** Events the event stream retains for replay. */
+  readonly sseReplayBufferSize: GaugeHandle;
   /** Text exposition format 0.0.4; empty when metrics are disabled. */
   render(): Promise<string>;
   /** Content type of {@link render}'s output: `text/plain; version=0.0.4; charset=utf-8`. */
@@ -110,6 +112,7 @@ export function createMetrics(options: MetricsOptions): MetricsService {
       grpcDaemonMessagesIn: noopCounter,
       grpcDaemonMessagesOut: noopCounter,
       sseClientsConnected: noopGauge,
+      sseReplayBufferSize: noopGauge,
       render: async () => "",
       contentType: METRICS_CONTENT_TYPE,
     };
@@ -202,6 +205,7 @@ export function createMetrics(options: MetricsOptions): MetricsService {
     grpcDaemonMessagesIn: { inc: (labels: Record<PayloadCaseLabel, string>, value?: number) => messagesIn.inc(labels, value ?? 1) },
     grpcDaemonMessagesOut: { inc: (labels: Record<OutboundLabels, string>, value?: number) => messagesOut.inc(labels, value ?? 1) },
     sseClientsConnected: gauge("cloud_sse_clients_connected", "Connected event-stream clients"),
+    sseReplayBufferSize: gauge("cloud_sse_replay_buffer_size", "Events retained for replay"),
     render: () => registry.metrics(),
     contentType: registry.contentType,
   };

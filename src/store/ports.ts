@@ -79,7 +79,39 @@ export interface DocumentStore {
   close(): Promise<void>;
 }
 
-/** Shared key-value store: leases, tickets, session registry, event bridge. */
+/**
+ * A capped log of sequenced entries in the key-value store (the cluster-wide event journal): the
+ * counter under `counterKey` numbers the entries, the list under `listKey` keeps the newest
+ * `entriesMax` of them, and every append is announced on `channel` as "<sequence> <value>".
+ */
+export interface SequencedLog {
+  readonly counterKey: string;
+  readonly listKey: string;
+  readonly channel: string;
+  readonly entriesMax: number;
+}
+
+/** One entry of a {@link SequencedLog}. */
+export interface SequencedEntry {
+  readonly sequence: number;
+  readonly value: string;
+}
+
+/** The text an entry is kept and announced as: "<sequence> <value>". */
+export const formatSequencedEntry = (sequence: number, value: string): string => `${sequence} ${value}`;
+
+/** Reads "<sequence> <value>"; null when the text is not in that form. */
+export function parseSequencedEntry(text: string): SequencedEntry | null {
+  const space = text.indexOf(" ");
+  if (space <= 0 || space > 16) return null;
+  const digits = text.slice(0, space);
+  if (!/^[1-9][0-9]*$/.test(digits)) return null;
+  const sequence = Number(digits);
+  if (!Number.isSafeInteger(sequence)) return null;
+  return { sequence, value: text.slice(space + 1) };
+}
+
+/** Shared key-value store: leases, tickets, session registry, event bridge, event journal. */
 export interface KvStore {
   get(key: string): Promise<string | null>;
   /** Sets a value, optionally with expiry. */
@@ -99,6 +131,14 @@ export interface KvStore {
   ttlMs(key: string): Promise<number | null>;
   keys(prefix: string): Promise<string[]>;
   publish(channel: string, message: string): Promise<void>;
+  /**
+   * In one atomic step: takes the next number of the log's counter, appends the entry to the
+   * log's list (dropping the oldest beyond `entriesMax`) and publishes it on the log's channel.
+   * So entries are numbered, kept and announced in the same order, without holes.
+   */
+  appendSequenced(log: SequencedLog, value: string): Promise<number>;
+  /** The counter's value and the kept entries numbered `fromSequence` or above, oldest first (one atomic read). */
+  readSequenced(log: SequencedLog, fromSequence: number): Promise<{ latestSequence: number; entries: SequencedEntry[] }>;
   /** Subscribes to a channel; the returned function unsubscribes. */
   subscribe(channel: string, handler: (message: string) => void): Promise<() => Promise<void>>;
   ping(): Promise<void>;

@@ -6,7 +6,7 @@ import { groupResource, leaseKey, leaseTokenKey } from "../../src/coordination/k
 import { KvLeases, type LeaseMetrics } from "../../src/coordination/kv-leases.js";
 import { LeaseLostError, type Lease } from "../../src/coordination/lease.js";
 import { AssertionError } from "../../src/shared/errors.js";
-import type { KvStore } from "../../src/store/ports.js";
+import type { KvStore, SequencedLog } from "../../src/store/ports.js";
 import { createMetrics } from "../../src/metrics/metrics.js";
 import { describeEachKv, withEnv, type KvEnvironment } from "./support.js";
 
@@ -97,6 +97,12 @@ class SteppedKvStore implements KvStore {
   }
   subscribe(channel: string, handler: (message: string) => void) {
     return this.inner.subscribe(channel, handler);
+  }
+  appendSequenced(log: SequencedLog, value: string) {
+    return this.inner.appendSequenced(log, value);
+  }
+  readSequenced(log: SequencedLog, fromSequence: number) {
+    return this.inner.readSequenced(log, fromSequence);
   }
   ping() {
     return this.inner.ping();

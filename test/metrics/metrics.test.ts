@@ -98,6 +98,7 @@ describe("metrics service", () => {
     metrics.grpcDaemonMessagesOut.inc({ payload_case: "start_instance", outcome: "delivered" });
     metrics.grpcDaemonMessagesOut.inc({ payload_case: "start_instance", outcome: "dropped" }, 2);
     metrics.sseClientsConnected.set(5);
+    metrics.sseReplayBufferSize.set(2048);
     const text = await metrics.render();
     const types: Record<string, string> = {
       cloud_scheduler_tick_duration_seconds: "histogram",
@@ -109,6 +110,7 @@ describe("metrics service", () => {
       cloud_grpc_daemon_messages_in_total: "counter",
       cloud_grpc_daemon_messages_out_total: "counter",
       cloud_sse_clients_connected: "gauge",
+      cloud_sse_replay_buffer_size: "gauge",
       cloud_http_requests_total: "counter",
       cloud_http_request_duration_seconds: "histogram",
       cloud_groups_total: "gauge",
@@ -125,6 +127,7 @@ describe("metrics service", () => {
     assert.equal(value(text, "cloud_grpc_daemon_messages_in_total", 'payload_case="heartbeat"'), 1);
     assert.equal(value(text, "cloud_grpc_daemon_messages_out_total", 'payload_case="start_instance",outcome="dropped"'), 2);
     assert.equal(value(text, "cloud_sse_clients_connected"), 5);
+    assert.equal(value(text, "cloud_sse_replay_buffer_size"), 2048);
   });
 
   it("records nothing and renders nothing when disabled", async () => {
@@ -134,6 +137,7 @@ describe("metrics service", () => {
     metrics.schedulerTickFailures.inc();
     metrics.grpcDaemonMessagesOut.inc({ payload_case: "x", outcome: "delivered" });
     metrics.sseClientsConnected.set(3);
+    metrics.sseReplayBufferSize.set(3);
     metrics.schedulerTickDuration.startTimer()();
     metrics.setGaugeSources({ groupsTotal: () => 1 });
     assert.equal(await metrics.render(), "");

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
-import type { KvStore } from "../../src/store/ports.js";
+import { parseSequencedEntry, type KvStore } from "../../src/store/ports.js";
 
 /** What a runner provides for one test. */
 export interface KvStoreSubject {
@@ -217,6 +217,42 @@ export function runKvStoreContract(name: string, createSubject: () => Promise<Kv
         await store.publish(`${ns}c`, "one");
         await store.publish(`${ns}c`, "two");
         assert.deepEqual(await inbox.waitFor(2), ["one", "two"]);
+      }));
+
+    it("appendSequenced numbers, keeps and announces entries in one order; readSequenced reads the kept tail", () =>
+      withStore(async (store, _subject, ns) => {
+        const log = { counterKey: `${ns}seq`, listKey: `${ns}log`, channel: `${ns}journal`, entriesMax: 3 };
+        assert.deepEqual(await store.readSequenced(log, 0), { latestSequence: 0, entries: [] });
+        const inbox = new Inbox();
+        await store.subscribe(log.channel, inbox.handler);
+        const sequences = await Promise.all(["a", "b c", "d", "e ✓", "f"].map((value) => store.appendSequenced(log, value)));
+        assert.deepEqual(sequences, [1, 2, 3, 4, 5]);
+        assert.deepEqual(await inbox.waitFor(5), ["1 a", "2 b c", "3 d", "4 e ✓", "5 f"]);
+        assert.deepEqual(parseSequencedEntry("2 b c"), { sequence: 2, value: "b c" });
+        assert.equal(parseSequencedEntry("x y"), null);
+        assert.equal(parseSequencedEntry("0 y"), null);
+        const all = await store.readSequenced(log, 0);
+        assert.equal(all.latestSequence, 5);
+        assert.deepEqual(all.entries, [
+          { sequence: 3, value: "d" },
+          { sequence: 4, value: "e ✓" },
+          { sequence: 5, value: "f" },
+        ]);
+        assert.deepEqual((await store.readSequenced(log, 5)).entries, [{ sequence: 5, value: "f" }]);
+        assert.deepEqual((await store.readSequenced(log, 6)).entries, []);
+      }));
+
+    it("appendSequenced from many concurrent callers never repeats or skips a number", () =>
+      withStore(async (store, _subject, ns) => {
+        const log = { counterKey: `${ns}seq`, listKey: `${ns}log`, channel: `${ns}journal`, entriesMax: 100 };
+        const sequences = await Promise.all(Array.from({ length: 50 }, (_, i) => store.appendSequenced(log, `v${i}`)));
+        assert.deepEqual([...sequences].sort((a, b) => a - b), Array.from({ length: 50 }, (_, i) => i + 1));
+        const { entries } = await store.readSequenced(log, 1);
+        assert.deepEqual(
+          entries.map((e) => e.sequence),
+          Array.from({ length: 50 }, (_, i) => i + 1),
+        );
+        for (const entry of entries) assert.equal(entry.value, `v${sequences.indexOf(entry.sequence)}`);
       }));
 
     it("publishing to a channel without subscribers is fine", () =>

@@ -35,6 +35,7 @@ import type { MachineCredentials } from "../../src/plugin-api/credentials.js";
 import type { Clock } from "../../src/shared/clock.js";
 import type { BlobStore, DocumentStore, KvStore } from "../../src/store/ports.js";
 import type { TemplateService } from "../../src/templates/template-service.js";
+import type { EventStream, EventStreamOptions } from "../../src/events/start-event-stream.js";
 
 /** Password of the bootstrap admin unless a test asks for a generated one. */
 export const ADMIN_PASSWORD = "admin-password-1";
@@ -61,6 +62,10 @@ export interface TestAppOptions {
   bodyLimitRoutes?: readonly BodyLimitRoute[];
   /** Where template uploads are spooled; the system temporary directory by default. */
   templateSpoolDirectory?: string;
+  /** A key-value store to use (and leave open) instead of a fresh in-memory one: apps sharing one Redis. */
+  kv?: KvStore;
+  /** Bounds of the event stream (keep-alive, stall, client cap, ...). */
+  eventStreamTuning?: EventStreamOptions["tuning"];
 }
 
 export interface RequestOptions {
@@ -105,6 +110,8 @@ export interface TestApp {
   credentials: MachineCredentials;
   /** A single-member cluster (Raft in `<dir>/raft`, transport on an ephemeral port). */
   cluster: ClusterService;
+  /** The event journal, the SSE hub and their tickets. */
+  eventStream: EventStream;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
   /** Signs in and returns the token. */
   login(username: string, password: string): Promise<string>;
@@ -145,10 +152,11 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       env: options.env ?? { CLOUD_ADMIN_PASSWORD: ADMIN_PASSWORD },
       logOut: { write: (chunk: string) => void logLines.push(chunk) },
       // Expiry is checked on read; the background sweep is off.
-      openStores: (c, logs, clock) => openControllerStores(c, logs, clock, { ttlSweepIntervalMs: 0 }),
+      openStores: (c, logs, clock) => openControllerStores(c, logs, clock, { ttlSweepIntervalMs: 0, kv: options.kv }),
       components: { scheduler: false, daemonGateway: false, auditPruner: false },
       passwordParams: options.realScryptCost ? undefined : TEST_SCRYPT,
       readiness: options.readiness,
+      eventStreamTuning: options.eventStreamTuning,
       extraRouteModules: options.routeModules,
       bodyLimitRoutes: options.bodyLimitRoutes,
       templateSpoolDirectory: options.templateSpoolDirectory,
@@ -228,6 +236,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     templates: services.templates,
     credentials: services.credentials,
     cluster: services.cluster,
+    eventStream: services.eventStream,
     request,
     login,
     tokenFor,

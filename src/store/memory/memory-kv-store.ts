@@ -8,7 +8,7 @@
 import type { Clock } from "../../shared/clock.js";
 import { systemClock } from "../../shared/clock.js";
 import { assert } from "../../shared/errors.js";
-import type { KvStore } from "../ports.js";
+import { formatSequencedEntry, type KvStore, type SequencedEntry, type SequencedLog } from "../ports.js";
 
 /** Options of {@link MemoryKvStore}. */
 export interface MemoryKvStoreOptions {
@@ -32,6 +32,7 @@ const defaultPurgeEveryWrites = 1_000;
 export class MemoryKvStore implements KvStore {
   private readonly entries = new Map<string, Entry>();
   private readonly channels = new Map<string, Set<Handler>>();
+  private readonly logs = new Map<string, SequencedEntry[]>();
   private readonly clock: Clock;
   private readonly purgeEveryWrites: number;
   private readonly onHandlerError: (error: unknown, channel: string) => void;
@@ -79,6 +80,10 @@ export class MemoryKvStore implements KvStore {
   }
 
   async increment(key: string): Promise<number> {
+    return this.incrementNow(key);
+  }
+
+  private incrementNow(key: string): number {
     this.assertOpen();
     const entry = this.live(key);
     const current = entry ? Number(entry.value) : 0;
@@ -111,6 +116,10 @@ export class MemoryKvStore implements KvStore {
   }
 
   async publish(channel: string, message: string): Promise<void> {
+    this.publishNow(channel, message);
+  }
+
+  private publishNow(channel: string, message: string): void {
     this.assertOpen();
     const handlers = this.channels.get(channel);
     if (!handlers || handlers.size === 0) return;
@@ -125,6 +134,27 @@ export class MemoryKvStore implements KvStore {
         }
       }
     });
+  }
+
+  async appendSequenced(log: SequencedLog, value: string): Promise<number> {
+    assert(Number.isSafeInteger(log.entriesMax) && log.entriesMax > 0, "entriesMax must be a positive integer");
+    // Nothing awaits between the increment and the publish: the three steps are one.
+    const sequence = this.incrementNow(log.counterKey);
+    let entries = this.logs.get(log.listKey);
+    if (!entries) {
+      entries = [];
+      this.logs.set(log.listKey, entries);
+    }
+    entries.push({ sequence, value });
+    if (entries.length > log.entriesMax) entries.splice(0, entries.length - log.entriesMax);
+    this.publishNow(log.channel, formatSequencedEntry(sequence, value));
+    return sequence;
+  }
+
+  async readSequenced(log: SequencedLog, fromSequence: number): Promise<{ latestSequence: number; entries: SequencedEntry[] }> {
+    const latestSequence = Number(this.live(log.counterKey)?.value ?? "0");
+    const entries = (this.logs.get(log.listKey) ?? []).filter((entry) => entry.sequence >= fromSequence);
+    return { latestSequence, entries };
   }
 
   async subscribe(channel: string, handler: (message: string) => void): Promise<() => Promise<void>> {
@@ -152,6 +182,7 @@ export class MemoryKvStore implements KvStore {
     this.closed = true;
     this.channels.clear();
     this.entries.clear();
+    this.logs.clear();
   }
 
   private assertOpen(): void {

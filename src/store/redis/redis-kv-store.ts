@@ -3,13 +3,14 @@
  *
  * setIfAbsent is `SET NX PX`; compareAndSet, compareAndDelete and take are Lua scripts, so each
  * check-and-write is one atomic step on the server; increment is INCR (it keeps the expiry);
- * ttlMs is PTTL; keys walks SCAN (never KEYS, which blocks the server) with the prefix escaped
+ * appendSequenced is one Lua script (INCR, RPUSH, LTRIM, PUBLISH) and readSequenced another (GET
+ * and LRANGE), so a sequenced log never shows a number without its entry; ttlMs is PTTL; keys walks SCAN (never KEYS, which blocks the server) with the prefix escaped
  * for MATCH. Pub/sub needs a connection in subscriber mode, so it runs on a duplicate connection
  * opened on the first subscribe.
  */
 import { Redis, type RedisOptions } from "ioredis";
 import { assert } from "../../shared/errors.js";
-import type { KvStore } from "../ports.js";
+import { parseSequencedEntry, type KvStore, type SequencedEntry, type SequencedLog } from "../ports.js";
 
 /** Options of {@link openRedisKvStore}. */
 export interface RedisKvStoreOptions {
@@ -49,7 +50,26 @@ local value = redis.call('GET', KEYS[1])
 if value then redis.call('DEL', KEYS[1]) end
 return value`;
 
+// KEYS: counter, list. ARGV: value, entriesMax, channel. Entries are "<sequence> <value>".
+const appendSequencedScript = `
+local sequence = redis.call('INCR', KEYS[1])
+local entry = string.format('%d', sequence) .. ' ' .. ARGV[1]
+redis.call('RPUSH', KEYS[2], entry)
+redis.call('LTRIM', KEYS[2], -tonumber(ARGV[2]), -1)
+redis.call('PUBLISH', ARGV[3], entry)
+return sequence`;
+
+// KEYS: counter, list. ARGV: fromSequence. Every append pushes its own number, so the list holds
+// consecutive numbers ending at the counter and the wanted tail is the last (latest - from + 1).
+const readSequencedScript = `
+local latest = tonumber(redis.call('GET', KEYS[1]) or '0')
+local count = latest - tonumber(ARGV[1]) + 1
+if count <= 0 then return {latest, {}} end
+return {latest, redis.call('LRANGE', KEYS[2], -count, -1)}`;
+
 interface ScriptedRedis extends Redis {
+  kvAppendSequenced(counterKey: string, listKey: string, value: string, entriesMax: string, channel: string): Promise<number>;
+  kvReadSequenced(counterKey: string, listKey: string, fromSequence: string): Promise<[number, string[]]>;
   kvCompareAndSet(key: string, expected: string, value: string, ttlMs: string): Promise<number>;
   kvCompareAndDelete(key: string, expected: string): Promise<number>;
   kvTake(key: string): Promise<string | null>;
@@ -100,6 +120,8 @@ export class RedisKvStore implements KvStore {
     client.defineCommand("kvCompareAndSet", { numberOfKeys: 1, lua: compareAndSetScript });
     client.defineCommand("kvCompareAndDelete", { numberOfKeys: 1, lua: compareAndDeleteScript });
     client.defineCommand("kvTake", { numberOfKeys: 1, lua: takeScript });
+    client.defineCommand("kvAppendSequenced", { numberOfKeys: 2, lua: appendSequencedScript });
+    client.defineCommand("kvReadSequenced", { numberOfKeys: 2, lua: readSequencedScript });
     this.client = client as ScriptedRedis;
   }
 
@@ -158,6 +180,22 @@ export class RedisKvStore implements KvStore {
 
   async publish(channel: string, message: string): Promise<void> {
     await this.client.publish(channel, message);
+  }
+
+  async appendSequenced(log: SequencedLog, value: string): Promise<number> {
+    assert(Number.isSafeInteger(log.entriesMax) && log.entriesMax > 0, "entriesMax must be a positive integer");
+    return Number(await this.client.kvAppendSequenced(log.counterKey, log.listKey, value, String(log.entriesMax), log.channel));
+  }
+
+  async readSequenced(log: SequencedLog, fromSequence: number): Promise<{ latestSequence: number; entries: SequencedEntry[] }> {
+    assert(Number.isSafeInteger(fromSequence) && fromSequence >= 0, "fromSequence must be a non-negative integer");
+    const [latest, raw] = await this.client.kvReadSequenced(log.counterKey, log.listKey, String(Math.max(fromSequence, 1)));
+    const entries: SequencedEntry[] = [];
+    for (const text of raw) {
+      const entry = parseSequencedEntry(text);
+      if (entry && entry.sequence >= fromSequence) entries.push(entry);
+    }
+    return { latestSequence: Number(latest), entries };
   }
 
   async subscribe(channel: string, handler: (message: string) => void): Promise<() => Promise<void>> {

@@ -1,0 +1,95 @@
+/**
+ * The event stream (spec document 3, "Event stream"): `POST /api/v1/events/ticket` gives a signed-in
+ * user a single-use ticket (30 s) and `GET /api/v1/events/stream?ticket=…[&lastSequence=N]` streams
+ * the cluster's events as Server-Sent Events (frames: `src/events/event-stream.ts`). The resume
+ * position is the query's `lastSequence`, else the `Last-Event-ID` header; either must be a
+ * non-negative integer, or the request is answered 422 VALIDATION_ERROR (the error envelope) before the ticket
+ * is looked at (so a bad request does not use the ticket up). A missing, unknown, expired or used
+ * ticket gets one `event: error` with `{"message":"Unauthorized"}` and the stream closes.
+ */
+import type { Hono } from "hono";
+import { streamSSE } from "hono/streaming";
+import { Type } from "@sinclair/typebox";
+import type { Tickets } from "../../coordination/tickets.js";
+import { sseFrame, type EventStreamHub } from "../../events/event-stream.js";
+import type { EventStreamTicket } from "../../events/start-event-stream.js";
+import { validationError } from "../../shared/errors.js";
+import { addRoute, type RouteRegistry } from "../route.js";
+import type { AppEnv } from "../types.js";
+
+const tag = "Events";
+
+/** Longest accepted sequence text: 15 digits stay below 2^53. */
+const SEQUENCE_PATTERN = /^(0|[1-9][0-9]{0,14})$/;
+
+export interface EventRoutesDeps {
+  hub: EventStreamHub;
+  tickets: Tickets<EventStreamTicket>;
+}
+
+/** Reads a resume position; null when absent, a validation error when it is not a sequence. */
+export function parseResumePosition(query: string | undefined, header: string | undefined): number | null {
+  const [text, where] = query !== undefined ? [query, "lastSequence"] : [header, "Last-Event-ID"];
+  if (text === undefined) return null;
+  if (!SEQUENCE_PATTERN.test(text)) throw validationError(`${where}: must be a non-negative integer sequence`);
+  return Number(text);
+}
+
+/** Mounts the ticket and stream routes. */
+export function eventRoutes(deps: EventRoutesDeps): (app: Hono<AppEnv>, registry: RouteRegistry) => void {
+  return (app, registry) => {
+    addRoute(
+      app,
+      registry,
+      {
+        method: "post",
+        path: "/api/v1/events/ticket",
+        summary: "A single-use ticket (30 s) for the event stream",
+        tag,
+        response: Type.Object({ ticket: Type.String(), expiresAt: Type.String({ format: "date-time" }) }),
+      },
+      async ({ principal }) => deps.tickets.issue({ kind: "events", username: principal?.username ?? "unknown" }),
+    );
+
+    addRoute(
+      app,
+      registry,
+      {
+        method: "get",
+        path: "/api/v1/events/stream",
+        summary: "SSE stream of the cluster's events (query ticket from POST /api/v1/events/ticket; resume with lastSequence or Last-Event-ID)",
+        tag,
+        auth: "public",
+        query: Type.Object({
+          ticket: Type.Optional(Type.String({ maxLength: 256 })),
+          lastSequence: Type.Optional(Type.String({ maxLength: 32 })),
+        }),
+      },
+      async ({ query, c }) => {
+        const position = parseResumePosition(query.lastSequence, c.req.header("last-event-id"));
+        const ticket = query.ticket ? await deps.tickets.redeem(query.ticket, "events") : null;
+        const outgoing = (c.env as { outgoing?: { destroy(): void } } | undefined)?.outgoing;
+        return streamSSE(c, async (stream) => {
+          if (ticket === null) {
+            await stream.write(sseFrame("error", { message: "Unauthorized" }));
+            return;
+          }
+          await deps.hub.serve(
+            {
+              write: (text) => stream.write(text),
+              onAbort: (listener) => stream.onAbort(listener),
+              get aborted() {
+                return stream.aborted || stream.closed;
+              },
+              cut: () => {
+                stream.abort();
+                outgoing?.destroy();
+              },
+            },
+            position,
+          );
+        });
+      },
+    );
+  };
+}
