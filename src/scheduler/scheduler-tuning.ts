@@ -18,6 +18,8 @@ export interface SchedulerTuning {
   nodeListCacheMs: number;
   /** scheduler.maxStartingPerNode: instances starting at once per node (0: no limit). */
   startingPerNodeMax: number;
+  /** scheduler.reconcileIntervalSeconds × 1000: how often the owned instances are checked against their nodes. */
+  reconcileIntervalMs: number;
 }
 
 /** Defaults: the spec's 15 s tick; finished instances stay visible for ten minutes. */
@@ -29,4 +31,5 @@ export const defaultSchedulerTuning: SchedulerTuning = {
   finishedRetentionMs: 10 * 60_000,
   nodeListCacheMs: 1_000,
   startingPerNodeMax: 16,
+  reconcileIntervalMs: 30_000,
 };
