@@ -89,7 +89,11 @@ describe("instance operations", () => {
     assert.deepEqual(actorEvents, [`${group}-1 STOP`, `${group}-1 FORCE_STOP`]);
     assert.deepEqual(commands, []);
     assert.deepEqual((await fx.groups.get(group)).stoppedInstances, [`${group}-1`]);
-    assert.deepEqual(told, [`${group}-1 STOP recorded before 0 actor events`, `${group}-1 FORCE_STOP recorded before 1 actor events`], "each stop is on the record before its actor hears of it");
+    assert.deepEqual(
+      told,
+      [`${group}-1 STOP recorded before 0 actor events`, `${group}-1 FORCE_STOP recorded before 1 actor events`],
+      "each stop is on the record before its actor hears of it",
+    );
     assert.equal((await fx.instances.getDoc(`${group}-1`))?.stopRequested, "FORCE_STOP");
   });
 
