@@ -8,7 +8,9 @@
 // - records: until the records match the processes — the stopped instance's record STOPPED and no
 //   process of it, every RUNNING or STARTING record with exactly one process, every process with a
 //   live record (target: the lease TTL plus one reconciliation interval);
-// - target: until the group is back at `--instances` RUNNING, each with one process.
+// - target: until the group is back at `--instances` RUNNING or STARTING, each with one process (a
+//   replacement whose plugin ready call went to the killed controller stays STARTING until its
+//   start timeout; the victim is started again once the records match).
 //
 // The victim is restarted and everything settled before the next round.
 //
@@ -98,10 +100,15 @@ async function mismatch(stopped: ReadonlySet<string>): Promise<string | null> {
   return null;
 }
 
+/**
+ * The group holds `--instances` RUNNING or STARTING instances, each with one process. STARTING
+ * counts: a replacement whose plugin ready call went to the killed controller stays STARTING until
+ * its start timeout (its record still matches its process).
+ */
 async function atTarget(): Promise<boolean> {
-  const running = (await records()).filter((r) => r.state === "RUNNING");
+  const serving = (await records()).filter((r) => r.state === "RUNNING" || r.state === "STARTING");
   const procs = serverProcessesOf(fleet.group);
-  return running.length === instances && running.every((r) => procs.get(r.id)?.length === 1);
+  return serving.length === instances && serving.every((r) => procs.get(r.id)?.length === 1);
 }
 
 async function oneRound(round: number, prng: Prng, stopped: Set<string>): Promise<RoundRecord> {
@@ -119,16 +126,18 @@ async function oneRound(round: number, prng: Prng, stopped: Set<string>): Promis
   const killedAtMs = Date.now();
   await fleet.kill(holder);
   log(`round ${round}: ${kind} of ${victim} acknowledged by ${holder.name}, SIGKILL ${delayMs} ms later`);
-  const [leaseMoved, matched, target] = await Promise.all([
+  const targetProbe = pollUntil(async () => ((await atTarget()) && (await mismatch(stopped)) === null ? true : null), probeTimeoutMs, POLL_MS);
+  const [leaseMoved, matched] = await Promise.all([
     pollUntil(async () => {
       const now = await readLease(fleet.redis, fleet.group);
       return now && now.controllerId !== lease.controllerId ? now : null;
     }, probeTimeoutMs, 25),
     pollUntil(async () => ((await mismatch(stopped)) === null ? true : null), probeTimeoutMs, POLL_MS),
-    pollUntil(async () => ((await atTarget()) && (await mismatch(stopped)) === null ? true : null), probeTimeoutMs, POLL_MS),
   ]);
   const stoppedAs = (await records()).find((r) => r.id === victim)?.state ?? "deleted";
+  // The victim comes back as soon as the records match, as an operator's restart would.
   await fleet.restart(holder);
+  const target = await targetProbe;
   await eventually(async () => (await holder.call("GET", "/api/v1/system/ready")).status === 200, `${holder.name} READY`, probeTimeoutMs);
   return {
     round,
@@ -168,7 +177,16 @@ try {
     const result = await oneRound(round, prng, stopped);
     results.push(result);
     log(`round ${round}: lease ${fmt(result.leaseMs)}, records ${fmt(result.recordsMs)}, target ${fmt(result.targetMs)}, ${result.victim} ${result.stoppedAs}`);
-    await eventually(async () => (await atTarget()) && (await mismatch(stopped)) === null, "settled before the next round", probeTimeoutMs);
+    let last = "";
+    await eventually(
+      async () => {
+        const now = await records();
+        last = `${(await mismatch(stopped)) ?? "records match"}; ${now.filter((r) => r.state !== "STOPPED" && r.state !== "CRASHED").map((r) => `${r.id}=${r.state}`).join(" ")}`;
+        return (await atTarget()) && (await mismatch(stopped)) === null;
+      },
+      () => `settled before the next round (last: ${last})`,
+      probeTimeoutMs,
+    );
   }
   finished = true;
 } catch (err) {

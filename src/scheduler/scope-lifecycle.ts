@@ -63,7 +63,12 @@ export class ScopeLifecycle {
     const adopted: ScopeInstance[] = [];
     const stops: InstanceFields[] = [];
     for (const group of groups) {
-      for (const doc of await this.deps.instances.findDocs({ group: group.name })) {
+      const docs = await this.deps.instances.findDocs({ group: group.name });
+      // The view of a group another controller scheduled may hold instances that finished (or were
+      // deleted) meanwhile: the records read now replace it, or they would count towards the group.
+      const current = new Set(docs.filter((doc) => group.static || !FINISHED_STATES.has(doc.state)).map((doc) => doc.id));
+      for (const stale of this.deps.live.ofGroup(group.name)) if (!current.has(stale.id)) this.deps.live.remove(stale.id);
+      for (const doc of docs) {
         if (FINISHED_STATES.has(doc.state)) {
           // A finished STATIC instance is a slot to refill: its record names the node of its directory.
           if (group.static) this.deps.live.put(doc);

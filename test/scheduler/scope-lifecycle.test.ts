@@ -157,6 +157,18 @@ describe("scope lifecycle", () => {
     lifecycle.stop();
   });
 
+  test("acquired: instances of the group that finished or vanished while another controller scheduled it leave the view", async () => {
+    await fx.groups.create({ name: group, platform: "simulated", minInstances: 1 });
+    await fx.instances.save(instanceRecord({ id: `${group}-a`, group, node: "node-a", state: "RUNNING" }));
+    // Seen live when this controller started; stopped and deleted by the other controller since.
+    live.put(instanceRecord({ id: `${group}-stopped`, group, node: "node-a", state: "RUNNING" }), false);
+    live.put(instanceRecord({ id: `${group}-deleted`, group, node: "node-a", state: "RUNNING" }), false);
+    await fx.instances.save(instanceRecord({ id: `${group}-stopped`, group, node: "node-a", state: "STOPPED" }));
+    await lifecycle.acquired(groupScope(group), 3);
+    assert.deepEqual(live.ofGroup(group).map((i) => `${i.id} ${i.state}`), [`${group}-a RUNNING`]);
+    lifecycle.stop();
+  });
+
   test("groups and instances added while owned get actors; a finished instance lets its actor go", async () => {
     await fx.groups.create({ name: group, platform: "simulated", scalingMode: "STATIC", minInstances: 1 });
     await lifecycle.acquired(groupScope(group), 1);
