@@ -64,7 +64,14 @@ interface RoundRecord {
   stoppedAs: string;
 }
 
-const fleet = new FailoverFleet({ evaluationIntervalSeconds, reconcileIntervalSeconds, instances, daemonReconnectDelayMinMs: 500, daemonReconnectDelayMaxMs: 5_000, log });
+const fleet = new FailoverFleet({
+  evaluationIntervalSeconds,
+  reconcileIntervalSeconds,
+  instances,
+  daemonReconnectDelayMinMs: 500,
+  daemonReconnectDelayMaxMs: 5_000,
+  log,
+});
 const onSignal = (signal: string) => {
   log(`${signal}: stopping everything`);
   void fleet.close().finally(() => process.exit(130));
@@ -88,7 +95,9 @@ async function records(): Promise<Instance[]> {
 async function mismatch(stopped: ReadonlySet<string>): Promise<string | null> {
   const now = await records();
   const procs = serverProcessesOf(fleet.group);
-  for (const r of now) if ((r.state === "RUNNING" || r.state === "STARTING") && (procs.get(r.id)?.length ?? 0) !== 1) return `${r.id} ${r.state} with ${procs.get(r.id)?.length ?? 0} processes`;
+  for (const r of now)
+    if ((r.state === "RUNNING" || r.state === "STARTING") && (procs.get(r.id)?.length ?? 0) !== 1)
+      return `${r.id} ${r.state} with ${procs.get(r.id)?.length ?? 0} processes`;
   for (const [id, pids] of procs) {
     const r = now.find((x) => x.id === id);
     if (pids.length !== 1 || !r || !LIVE.has(r.state)) return `${id}: ${pids.length} processes, record ${r?.state ?? "missing"}`;
@@ -128,10 +137,14 @@ async function oneRound(round: number, prng: Prng, stopped: Set<string>): Promis
   log(`round ${round}: ${kind} of ${victim} acknowledged by ${holder.name}, SIGKILL ${delayMs} ms later`);
   const targetProbe = pollUntil(async () => ((await atTarget()) && (await mismatch(stopped)) === null ? true : null), probeTimeoutMs, POLL_MS);
   const [leaseMoved, matched] = await Promise.all([
-    pollUntil(async () => {
-      const now = await readLease(fleet.redis, fleet.group);
-      return now && now.controllerId !== lease.controllerId ? now : null;
-    }, probeTimeoutMs, 25),
+    pollUntil(
+      async () => {
+        const now = await readLease(fleet.redis, fleet.group);
+        return now && now.controllerId !== lease.controllerId ? now : null;
+      },
+      probeTimeoutMs,
+      25,
+    ),
     pollUntil(async () => ((await mismatch(stopped)) === null ? true : null), probeTimeoutMs, POLL_MS),
   ]);
   const stoppedAs = (await records()).find((r) => r.id === victim)?.state ?? "deleted";
@@ -167,7 +180,9 @@ const commit = (() => {
     return "unknown";
   }
 })();
-log(`interval ${evaluationIntervalSeconds} s (lease TTL ${leaseTtlMs} ms), reconcile ${reconcileIntervalSeconds} s, ${instances} instances, ${rounds} rounds, seed ${seed}, commit ${commit}`);
+log(
+  `interval ${evaluationIntervalSeconds} s (lease TTL ${leaseTtlMs} ms), reconcile ${reconcileIntervalSeconds} s, ${instances} instances, ${rounds} rounds, seed ${seed}, commit ${commit}`,
+);
 try {
   await fleet.start();
   await eventually(async () => (await atTarget()) && (await mismatch(new Set())) === null, `${instances} RUNNING`, probeTimeoutMs);
@@ -181,7 +196,10 @@ try {
     await eventually(
       async () => {
         const now = await records();
-        last = `${(await mismatch(stopped)) ?? "records match"}; ${now.filter((r) => r.state !== "STOPPED" && r.state !== "CRASHED").map((r) => `${r.id}=${r.state}`).join(" ")}`;
+        last = `${(await mismatch(stopped)) ?? "records match"}; ${now
+          .filter((r) => r.state !== "STOPPED" && r.state !== "CRASHED")
+          .map((r) => `${r.id}=${r.state}`)
+          .join(" ")}`;
         return (await atTarget()) && (await mismatch(stopped)) === null;
       },
       () => `settled before the next round (last: ${last})`,
@@ -198,7 +216,8 @@ try {
 
 console.log("| round | kind | delay before SIGKILL | lease moved | records match processes | group at target | stopped instance |");
 console.log("|---|---|---|---|---|---|---|");
-for (const r of results) console.log(`| ${r.round} | ${r.kind} | ${r.delayMs} ms | ${fmt(r.leaseMs)} | ${fmt(r.recordsMs)} | ${fmt(r.targetMs)} | ${r.stoppedAs} |`);
+for (const r of results)
+  console.log(`| ${r.round} | ${r.kind} | ${r.delayMs} ms | ${fmt(r.leaseMs)} | ${fmt(r.recordsMs)} | ${fmt(r.targetMs)} | ${r.stoppedAs} |`);
 const recordsMs = results.map((r) => r.recordsMs).filter((v): v is number => v !== null);
 const targetMs = results.map((r) => r.targetMs).filter((v): v is number => v !== null);
 const lost = results.filter((r) => r.stoppedAs !== "STOPPED" && r.stoppedAs !== "deleted").length;
@@ -207,6 +226,17 @@ console.log("| measure | p50 | max | target |");
 console.log("|---|---|---|---|");
 console.log(`| SIGKILL → records match processes | ${fmt(quantile(recordsMs, 0.5))} | ${fmt(quantile(recordsMs, 1))} | ${fmt(recordsTargetMs)} |`);
 console.log(`| SIGKILL → group at target | ${fmt(quantile(targetMs, 0.5))} | ${fmt(quantile(targetMs, 1))} | |`);
-const result = { commit, evaluationIntervalSeconds, reconcileIntervalSeconds, instances, rounds: results.length, finished, lostStops: lost, serversLeft, recordsMs, targetMs };
+const result = {
+  commit,
+  evaluationIntervalSeconds,
+  reconcileIntervalSeconds,
+  instances,
+  rounds: results.length,
+  finished,
+  lostStops: lost,
+  serversLeft,
+  recordsMs,
+  targetMs,
+};
 console.log(`RESULT ${JSON.stringify(result)}`);
 process.exit(finished && lost === 0 && serversLeft === 0 ? 0 : 1);

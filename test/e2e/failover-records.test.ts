@@ -101,7 +101,8 @@ describe("failover leaves no record that lies", { timeout: 900_000 }, () => {
     }
     const serving = now.filter((r) => r.state === "RUNNING" || (booting && r.state === "STARTING")).length;
     if (serving !== target) return `${serving} of ${target} ${booting ? "RUNNING or STARTING" : "RUNNING"}`;
-    if (now.some((r) => r.state !== "STOPPED" && r.state !== "CRASHED" && r.state !== "RUNNING" && !(booting && r.state === "STARTING"))) return `not settled: ${now.map((r) => `${r.id}=${r.state}`).join(" ")}`;
+    if (now.some((r) => r.state !== "STOPPED" && r.state !== "CRASHED" && r.state !== "RUNNING" && !(booting && r.state === "STARTING")))
+      return `not settled: ${now.map((r) => `${r.id}=${r.state}`).join(" ")}`;
     return null;
   };
   const settle = async (killedAtMs: number, booting: boolean, what: string) => {
@@ -114,7 +115,15 @@ describe("failover leaves no record that lies", { timeout: 900_000 }, () => {
       () => `${what}: records match processes within ${settleMs} ms (last: ${last})`,
       settleMs,
     ).catch(async (err: unknown) => {
-      const logs = live().map((m) => `--- ${m.name}\n${m.process?.output().split("\n").filter((l) => /WARN|ERROR|no longer runs|Completing|adopted/.test(l)).slice(-15).join("\n")}`);
+      const logs = live().map(
+        (m) =>
+          `--- ${m.name}\n${m.process
+            ?.output()
+            .split("\n")
+            .filter((l) => /WARN|ERROR|no longer runs|Completing|adopted/.test(l))
+            .slice(-15)
+            .join("\n")}`,
+      );
       throw new Error(`${(err as Error).message}\n${JSON.stringify(await records())}\n${logs.join("\n")}`);
     });
     const ms = Date.now() - killedAtMs;
@@ -125,19 +134,39 @@ describe("failover leaves no record that lies", { timeout: 900_000 }, () => {
   before(async () => {
     [postgres, redis] = await Promise.all([startPostgresServer(), startRedisServer()]);
     redisClient = new Redis(redis.uri, { lazyConnect: false, maxRetriesPerRequest: 2 });
-    harness = new ClusterHarness({ runtime: { profile: "production" }, database: { uri: postgres.uri }, kvstore: { uri: redis.uri }, scheduler: { evaluationIntervalSeconds, reconcileIntervalSeconds } });
+    harness = new ClusterHarness({
+      runtime: { profile: "production" },
+      database: { uri: postgres.uri },
+      kvstore: { uri: redis.uri },
+      scheduler: { evaluationIntervalSeconds, reconcileIntervalSeconds },
+    });
     const a = await harness.start("a");
     const b = await harness.start("b", { joinToken: await harness.joinToken(a, [a]) });
     const c = await harness.start("c", { joinToken: await harness.joinToken(b, [a, b]) });
     members = [a, b, c];
     const token = (await a.call("POST", "/api/v1/admin/tokens", {})).json.token as string;
-    daemon = spawnDaemon(members.map((m) => m.grpcAddr), token, { maxMemoryMb: 4096, reconnectDelayMaxMs: 1_000 });
-    const nodes = await eventually(async () => {
-      const online = (await a.call("GET", "/api/v1/nodes?state=ONLINE")).json as { id: string }[];
-      return online.length === 1 ? online : null;
-    }, "the node ONLINE", waitMs);
+    daemon = spawnDaemon(
+      members.map((m) => m.grpcAddr),
+      token,
+      { maxMemoryMb: 4096, reconnectDelayMaxMs: 1_000 },
+    );
+    const nodes = await eventually(
+      async () => {
+        const online = (await a.call("GET", "/api/v1/nodes?state=ONLINE")).json as { id: string }[];
+        return online.length === 1 ? online : null;
+      },
+      "the node ONLINE",
+      waitMs,
+    );
     nodeId = nodes[0].id;
-    const created = await a.call("POST", "/api/v1/groups", { name: group, platform: "simulated", minInstances: target, maxInstances: 20, memoryMb: 64, portRange: { start: 28000, end: 28200 } });
+    const created = await a.call("POST", "/api/v1/groups", {
+      name: group,
+      platform: "simulated",
+      minInstances: target,
+      maxInstances: 20,
+      memoryMb: 64,
+      portRange: { start: 28000, end: 28200 },
+    });
     assert.equal(created.status, 201, created.text);
     await eventually(async () => (await disagreement(false)) === null, `${target} RUNNING`, waitMs);
   });
@@ -171,8 +200,14 @@ describe("failover leaves no record that lies", { timeout: 900_000 }, () => {
       const killedAtMs = Date.now();
       await harness.kill9(holder);
       holder.process = null;
-      const ms = await settle(killedAtMs, false, `round ${round}: ${force ? "force-stop" : "stop"} of ${victimId} ${delayMs} ms before the kill of ${holder.name}`);
-      console.log(`round ${round}: ${force ? "force-stop" : "stop"} ${delayMs} ms before SIGKILL of the lease holder ${holder.name}: records match processes after ${ms} ms`);
+      const ms = await settle(
+        killedAtMs,
+        false,
+        `round ${round}: ${force ? "force-stop" : "stop"} of ${victimId} ${delayMs} ms before the kill of ${holder.name}`,
+      );
+      console.log(
+        `round ${round}: ${force ? "force-stop" : "stop"} ${delayMs} ms before SIGKILL of the lease holder ${holder.name}: records match processes after ${ms} ms`,
+      );
       await restart(holder);
     }
   });
@@ -187,8 +222,10 @@ describe("failover leaves no record that lies", { timeout: 900_000 }, () => {
       target += 1;
       // A simulated server boots in a few hundred ms: watch closely for it, then kill within 0–50 ms.
       let booting: string[] = [];
-      for (const until = Date.now() + 5_000; booting.length === 0 && Date.now() < until; ) {
-        booting = (await records()).filter((r) => r.state === "SCHEDULED" || r.state === "PREPARING" || r.state === "STARTING").map((r) => `${r.id}=${r.state}`);
+      for (const until = Date.now() + 5_000; booting.length === 0 && Date.now() < until;) {
+        booting = (await records())
+          .filter((r) => r.state === "SCHEDULED" || r.state === "PREPARING" || r.state === "STARTING")
+          .map((r) => `${r.id}=${r.state}`);
         if (booting.length === 0) await new Promise((r) => setTimeout(r, 5));
       }
       await new Promise((r) => setTimeout(r, Math.floor(prng.nextFloat() * 50)));
@@ -197,7 +234,9 @@ describe("failover leaves no record that lies", { timeout: 900_000 }, () => {
       streamHolder.process = null;
       const ms = await settle(killedAtMs, true, `round ${round}: booting when ${streamHolder.name} was killed`);
       seenBooting += booting.length > 0 ? 1 : 0;
-      console.log(`round ${round}: SIGKILL of the daemon's controller ${streamHolder.name} with ${booting.join(", ") || "no instance seen booting"}: records match processes after ${ms} ms`);
+      console.log(
+        `round ${round}: SIGKILL of the daemon's controller ${streamHolder.name} with ${booting.join(", ") || "no instance seen booting"}: records match processes after ${ms} ms`,
+      );
       await restart(streamHolder);
     }
     assert.ok(seenBooting > 0, "at least one kill found an instance booting");
