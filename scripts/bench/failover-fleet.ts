@@ -32,6 +32,8 @@ const SETUP_WAIT_MS = 180_000;
 export interface FleetOptions {
   /** scheduler.evaluationIntervalSeconds of every controller; the group lease TTL is twice this. */
   evaluationIntervalSeconds: number;
+  /** scheduler.reconcileIntervalSeconds of every controller; the controllers' default (30) when unset. */
+  reconcileIntervalSeconds?: number;
   /** Instances of the group (min = max). */
   instances: number;
   /** Daemon reconnect back-off: first delay and cap. */
@@ -184,7 +186,10 @@ export class FailoverFleet {
       runtime: { profile: "production" },
       database: { uri: this.postgresServer.uri },
       kvstore: { uri: this.redisServer.uri },
-      scheduler: { evaluationIntervalSeconds: this.options.evaluationIntervalSeconds },
+      scheduler: {
+        evaluationIntervalSeconds: this.options.evaluationIntervalSeconds,
+        ...(this.options.reconcileIntervalSeconds !== undefined ? { reconcileIntervalSeconds: this.options.reconcileIntervalSeconds } : {}),
+      },
     });
     const a = await this.harness.start("a");
     this.members.push(a);

@@ -39,6 +39,7 @@ const commandCases: ReadonlySet<string> = new Set<keyof CommandPayloads>([
   "force_stop_instance",
   "stdin_instance",
   "mark_instance_ready",
+  "list_instances",
 ]);
 
 const nodeIdPattern = new RegExp(NODE_ID_PATTERN);

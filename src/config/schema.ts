@@ -24,6 +24,7 @@ export const ControllerConfigSchema = obj({
     evaluationIntervalSeconds: Type.Number({ exclusiveMinimum: 0, default: 15 }),
     auditRetentionDays: Type.Integer({ minimum: 1, default: 90 }),
     maxStartingPerNode: Type.Integer({ minimum: 0, default: 16 }),
+    reconcileIntervalSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 300, default: 30 }),
   }),
   logging: obj({
     level: Type.String({ default: "INFO" }),

@@ -334,6 +334,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       tuning: {
         evaluationIntervalMs: config.scheduler.evaluationIntervalSeconds * 1000,
         startingPerNodeMax: config.scheduler.maxStartingPerNode,
+        reconcileIntervalMs: config.scheduler.reconcileIntervalSeconds * 1000,
         ...opts.schedulerTuning,
       },
     });

@@ -6,11 +6,12 @@
  */
 import type { CommandResult, InstanceSpec as WireInstanceSpec } from "../wire/daemon-proto.js";
 import type { CommandHandler } from "./gateway-client.js";
+import { InstanceListing, type ListedRunner } from "./instance-listing.js";
 import type { InstanceRunner, InstanceSpec } from "./instance-runner.js";
 import { RunnerError } from "./runner-errors.js";
 
-/** The runner calls the handler makes. */
-export type CommandRunner = Pick<InstanceRunner, "start" | "stop" | "forceStop" | "writeStdin" | "markReady" | "observeFencingToken" | "snapshot" | "validate">;
+/** The runner calls the handler makes (`list_instances` reads the runner through {@link InstanceListing}). */
+export type CommandRunner = Pick<InstanceRunner, "start" | "stop" | "forceStop" | "writeStdin" | "markReady" | "observeFencingToken" | "snapshot" | "validate"> & ListedRunner;
 
 export interface CommandHandlerOptions {
   runner: CommandRunner;
@@ -55,6 +56,7 @@ export function toRunnerSpec(spec: WireInstanceSpec, defaultControllerUrl: strin
 /** The {@link CommandHandler} of `cloud-daemon`. */
 export function createCommandHandler(options: CommandHandlerOptions): CommandHandler {
   const { runner } = options;
+  const listing = new InstanceListing(runner);
 
   const specFor = (header: { group: string }, wire: WireInstanceSpec | null | undefined): InstanceSpec => {
     if (!wire) throw new RunnerError("INVALID_SPEC", "The command carries no instance spec");
@@ -111,6 +113,9 @@ export function createCommandHandler(options: CommandHandlerOptions): CommandHan
         checkGroup(command.body.instance_id, command.body.group);
         runner.markReady(command.body.instance_id, command.body.fencing_token);
         return ok();
+      case "list_instances":
+        // A read: no fencing token, nothing changes.
+        return { ...ok(), instances: listing.list() };
     }
   };
 

@@ -412,7 +412,8 @@ export class GatewayClient {
       case "stop_instance":
       case "force_stop_instance":
       case "stdin_instance":
-      case "mark_instance_ready": {
+      case "mark_instance_ready":
+      case "list_instances": {
         const type = message.payload;
         const body = (message as unknown as Record<string, { command_id: string }>)[type]!;
         void this.dispatch(stream, { type, body, commandId: body.command_id } as unknown as InstanceCommand & { commandId: string });

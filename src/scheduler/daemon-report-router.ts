@@ -8,10 +8,13 @@
  * on a node that came back, a leftover of a daemon restart) makes the owner force-stop it, so one
  * instance id never runs twice. An inventory (sent by the daemon after each handshake) that lacks
  * an instance the records place on the node means its process is gone: EXITED, recorded as LOST.
+ * The owner's own query of a node (`list_instances`, {@link DaemonReportRouter.reconcile}) is read
+ * the same way, with the races of a query in mind. A process found gone whose record holds a
+ * requested stop (or whose daemon remembers it STOPPED) ends STOPPED, not CRASHED.
  */
 import type { InstanceEvent } from "../../actors/instance/transitions.js";
 import type { InstanceService } from "../domain/instances/instance-service.js";
-import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
+import { FINISHED_STATES, type InstanceState } from "../domain/instances/instance-schemas.js";
 import { EventTypes, type InstanceConsoleOutputPayload, type NodeCacheStatusPayload } from "../events/event-types.js";
 import type { EventBus } from "../events/types.js";
 import type { CrashReportMessage, InstanceStateReport } from "../wire/daemon-proto.js";
@@ -131,17 +134,75 @@ export class DaemonReportRouter {
       reported.add(report.instance_id);
       this.state(nodeId, report);
     }
+    const gone: Promise<void>[] = [];
     for (const instance of this.deps.live.onNode(nodeId)) {
       if (reported.has(instance.id) || !this.deps.isSupervised(instance.id)) continue;
       // SCHEDULED: the start command may still be on its way; the dispatch timeout covers it.
       if (instance.state === "SCHEDULED") continue;
-      if (instance.state !== "STOPPING") {
-        this.crashDetails.set(instance.id, { exitCode: -1, classification: "LOST", logTail: [], uptimeMs: 0, timestampMs: this.deps.clock.nowMs() });
-      }
-      this.deps.logger.warn(`Node ${nodeId} no longer runs ${instance.id} (was ${instance.state})`);
-      this.deps.toInstance(instance.id, instance.state === "PREPARING" ? { type: "FAILED", reason: "LOST" } : { type: "EXITED", exitCode: -1 });
+      gone.push(this.gone(nodeId, instance.id, instance.state, null));
     }
+    await Promise.all(gone);
   }
+
+  /**
+   * The owner's query of a node answered: `reports` is what the daemon runs now, then what ended
+   * recently (list_instances); `asked` the state of each instance supervised here on that node when
+   * the query was sent. Live reports go the usual way (events for supervised instances, a
+   * force-stop for strays of owned groups). An instance the node no longer runs is ended, unless
+   * it was SCHEDULED when asked (its start may have been on its way), it went back to an earlier
+   * state since (a STATIC slot started again under its id), or its record, read again now, is
+   * finished or on another node.
+   */
+  async reconcile(nodeId: string, reports: readonly InstanceStateReport[], asked: ReadonlyMap<string, InstanceState>): Promise<void> {
+    const ended = new Map<string, InstanceStateReport>();
+    for (const report of reports) {
+      if (report.state === "STOPPED" || report.state === "CRASHED") ended.set(report.instance_id, report);
+      else this.state(nodeId, report);
+    }
+    const running = new Set(reports.filter((r) => !ended.has(r.instance_id)).map((r) => r.instance_id));
+    const gone: Promise<void>[] = [];
+    for (const [id, before] of asked) {
+      if (running.has(id) || before === "SCHEDULED") continue;
+      const now = this.deps.live.get(id)?.state;
+      if (now === undefined || !this.deps.isSupervised(id) || lifecycleRank(now) < lifecycleRank(before)) continue;
+      gone.push(this.gone(nodeId, id, now, ended.get(id) ?? null));
+    }
+    await Promise.all(gone);
+  }
+
+  /**
+   * The node no longer runs `id`: after reading its record again, it ends STOPPED when a stop was
+   * asked for (on the record, by the daemon's STOPPED, or the actor is STOPPING), else CRASHED as
+   * the daemon remembers it or with classification LOST. The actor's table ignores what it is past.
+   */
+  private async gone(nodeId: string, id: string, state: InstanceState, end: InstanceStateReport | null): Promise<void> {
+    const doc = await this.deps.instances.getDoc(id);
+    if (!doc || doc.node !== nodeId || FINISHED_STATES.has(doc.state) || !this.deps.isSupervised(id)) return;
+    const requested = doc.stopRequested ?? (end?.state === "STOPPED" ? "STOP" : undefined);
+    this.deps.logger.warn(`Node ${nodeId} no longer runs ${id} (was ${state}${requested ? `, ${requested} requested` : ""}${end ? `, ended ${end.state}` : ""})`);
+    if (requested !== undefined) {
+      if (state !== "STOPPING") this.deps.toInstance(id, { type: requested });
+      this.deps.toInstance(id, { type: "EXITED", exitCode: end?.exit_code ?? -1 });
+      return;
+    }
+    if (end?.state === "CRASHED") {
+      if (!this.crashDetails.has(id)) {
+        const classification = /^[A-Z_]+/.exec(end.message)?.[0] ?? "ERROR_EXIT";
+        this.crashDetails.set(id, { exitCode: end.exit_code, classification, logTail: [], uptimeMs: 0, timestampMs: end.timestamp_ms || this.deps.clock.nowMs() });
+      }
+      for (const event of eventsOfReport(end)) this.deps.toInstance(id, event);
+      return;
+    }
+    if (state !== "STOPPING") {
+      this.crashDetails.set(id, { exitCode: -1, classification: "LOST", logTail: [], uptimeMs: 0, timestampMs: this.deps.clock.nowMs() });
+    }
+    this.deps.toInstance(id, state === "PREPARING" ? { type: "FAILED", reason: "LOST" } : { type: "EXITED", exitCode: -1 });
+  }
+}
+
+/** Order of the live states in an instance's life (a later report cannot move an actor back). */
+function lifecycleRank(state: InstanceState): number {
+  return ["SCHEDULED", "PREPARING", "STARTING", "RUNNING", "DRAINING", "STOPPING"].indexOf(state);
 }
 
 /**

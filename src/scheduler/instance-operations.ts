@@ -3,11 +3,15 @@
  * the player count. An instance supervised here gets the action through its actor; one whose group
  * another controller schedules gets the command straight on its daemon, stamped with the holder's
  * fencing token (the holder's actor follows the daemon's report).
+ *
+ * A stop is acknowledged only once it cannot be lost: here, the owner writes `stopRequested` on the
+ * record before its actor hears of it (an owner that takes over completes it); elsewhere, the daemon
+ * has accepted the stop (it completes it without any controller, and remembers how it ended).
  */
 import type { GroupEvent } from "../../actors/group/transitions.js";
 import type { InstanceEvent } from "../../actors/instance/transitions.js";
 import type { GroupService } from "../domain/groups/group-service.js";
-import type { InstanceFields, InstanceService } from "../domain/instances/instance-service.js";
+import type { InstanceFields, InstanceService, StopRequest } from "../domain/instances/instance-service.js";
 import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
 import type { Logger } from "../logs/types.js";
 import { conflict, notFound } from "../shared/errors.js";
@@ -15,7 +19,7 @@ import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
 import { refused } from "./command-dispatch.js";
 import { READY_CHAIN } from "./daemon-report-router.js";
 import type { LiveInstances } from "./live-instances.js";
-import type { ScopeOwnership } from "./scopes.js";
+import { ScopeLostError, type ScopeOwnership } from "./scopes.js";
 import type { SupervisedInstances } from "./supervised-instances.js";
 
 export interface InstanceOperationsDeps {
@@ -30,6 +34,8 @@ export interface InstanceOperationsDeps {
   send(nodeId: string, command: InstanceCommand): Promise<CommandResult>;
   /** The player count on the record, in order with the instance's state writes. */
   savePlayerCount(instanceId: string, playerCount: number): Promise<void>;
+  /** The owner's durable stop intent on the record (fenced; {@link ScopeLostError} when the scope moved); false when finished. */
+  requestStop(instanceId: string, group: string, kind: StopRequest): Promise<boolean>;
   toInstance(instanceId: string, event: InstanceEvent): void;
   toGroup(group: string, event: GroupEvent): void;
 }
@@ -46,9 +52,23 @@ export class InstanceOperations {
     // schedules the group reads it before the instance is STOPPED. A force-stop is respawned.
     const holdsSlot = !force && (await this.deps.groups.getDoc(doc.group))?.static === true;
     if (holdsSlot) await this.deps.groups.setStoppedByOperator(doc.group, id, true);
+    const kind = force ? "FORCE_STOP" : "STOP";
     if (this.deps.supervised.has(id)) {
-      this.deps.toInstance(id, { type: force ? "FORCE_STOP" : "STOP" });
-      return;
+      let recorded: boolean | null = null;
+      try {
+        recorded = await this.deps.requestStop(id, doc.group, kind);
+      } catch (err) {
+        // The scope moved meanwhile: the stop goes to the daemon under the new holder's token.
+        if (!(err instanceof ScopeLostError)) throw err;
+      }
+      if (recorded === true) {
+        this.deps.toInstance(id, { type: kind });
+        return;
+      }
+      if (recorded === false) {
+        if (holdsSlot) await this.deps.groups.setStoppedByOperator(doc.group, id, false);
+        throw conflict(`Instance ${id} finished meanwhile`, "INVALID_STATE");
+      }
     }
     const body = { group: doc.group, fencing_token: await this.actingFencingToken(doc.group), instance_id: id };
     const result = await this.deps.send(doc.node, force ? { type: "force_stop_instance", body } : { type: "stop_instance", body });

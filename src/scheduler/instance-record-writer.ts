@@ -6,7 +6,7 @@
  */
 import type { InspectionEvent } from "xstate";
 import type { GroupEvent } from "../../actors/group/transitions.js";
-import type { InstanceFields, InstanceService } from "../domain/instances/instance-service.js";
+import type { InstanceFields, InstanceService, StopRequest } from "../domain/instances/instance-service.js";
 import { FINISHED_STATES, type InstanceState } from "../domain/instances/instance-schemas.js";
 import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
 import { isoFromMs } from "../domain/shared/time.js";
@@ -73,6 +73,23 @@ export class InstanceRecordWriter {
       const doc = await this.deps.instances.getDoc(instanceId);
       if (!doc || FINISHED_STATES.has(doc.state)) return;
       await this.deps.instances.save({ ...doc, playerCount });
+    });
+  }
+
+  /**
+   * Makes a stop the owner is about to acknowledge durable: `stopRequested` on the record, in order
+   * with the instance's state writes and fenced like them (throws {@link ScopeLostError} when the
+   * group's scope moved). A force-stop is not weakened by a later graceful stop. False when the
+   * record is gone or finished (nothing to stop).
+   */
+  requestStop(instanceId: string, group: string, kind: StopRequest): Promise<boolean> {
+    return this.recordWrites.run(instanceId, async () => {
+      await this.deps.ensureCurrent(group);
+      const doc = await this.deps.instances.getDoc(instanceId);
+      if (!doc || FINISHED_STATES.has(doc.state)) return false;
+      if (doc.stopRequested === "FORCE_STOP" || doc.stopRequested === kind) return true;
+      await this.deps.instances.save({ ...doc, stopRequested: kind });
+      return true;
     });
   }
 

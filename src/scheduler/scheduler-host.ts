@@ -11,7 +11,9 @@
  * - {@link InstanceOperations}: operator and plugin actions on one instance;
  * - {@link NodeWatch}: a node actor per node and the grace period after the gateway's disconnect;
  * - {@link FinishedSweeper}: finished records and group tracking;
- * - {@link GroupEvaluator} and {@link DaemonReportRouter}: evaluations, and daemon reports.
+ * - {@link GroupEvaluator} and {@link DaemonReportRouter}: evaluations, and daemon reports;
+ * - {@link NodeReconciler}: the owned instances checked against what their nodes run, when a scope
+ *   is acquired and every `reconcileIntervalMs`.
  *
  * Ownership: every write of an instance record and every daemon command happens only while the
  * instance's scope is owned, fenced by {@link ScopeOwnership.ensureCurrent} and stamped with the
@@ -41,6 +43,7 @@ import type { InstanceLifecycle, InstanceStateListener, RevisionStart } from "./
 import { InstanceOperations } from "./instance-operations.js";
 import { InstanceRecordWriter } from "./instance-record-writer.js";
 import { LiveInstances } from "./live-instances.js";
+import { NodeReconciler } from "./node-reconciler.js";
 import { NodeWatch } from "./node-watch.js";
 import { defaultSchedulerTuning, type SchedulerTuning } from "./scheduler-tuning.js";
 import { ScopeLifecycle } from "./scope-lifecycle.js";
@@ -93,6 +96,7 @@ export class SchedulerHost implements InstanceLifecycle {
   private readonly sweeper: FinishedSweeper;
   private readonly evaluator: GroupEvaluator;
   private readonly reports: DaemonReportRouter;
+  private readonly reconciler: NodeReconciler;
   private readonly subscriptions: Subscription[] = [];
   private readonly pending = new Set<Promise<unknown>>();
   private unsubscribeReports: (() => void) | null = null;
@@ -181,6 +185,11 @@ export class SchedulerHost implements InstanceLifecycle {
       logger,
       tuning,
       inspect: (event) => this.records.observe(event),
+      completeStop: (doc, kind) => {
+        // A STOPPING actor has no way to send the stop again: the command goes out directly.
+        if (doc.state === "STOPPING") track(this.dispatch.stop({ instanceId: doc.id, group: doc.group, node: doc.node }, kind === "FORCE_STOP"));
+        else toInstance(doc.id, { type: kind });
+      },
       effects: {
         instances: {
           dispatch: (ref) => track(this.dispatch.dispatch(ref)),
@@ -220,6 +229,7 @@ export class SchedulerHost implements InstanceLifecycle {
       fencingTokenOf,
       send: (nodeId, command) => this.dispatch.send(nodeId, command),
       savePlayerCount: (id, count) => this.records.savePlayerCount(id, count),
+      requestStop: (id, group, kind) => this.records.requestStop(id, group, kind),
       toInstance,
       toGroup,
     });
@@ -235,6 +245,20 @@ export class SchedulerHost implements InstanceLifecycle {
       reconnected: (nodeId) => this.dispatch.redispatchScheduled(nodeId),
       capacityAdded: () => this.scopes.changedEverywhere(),
       track,
+    });
+    this.reconciler = new NodeReconciler({
+      live,
+      supervised,
+      clock,
+      logger,
+      intervalMs: tuning.reconcileIntervalMs,
+      otherNodes: async () => (await options.nodes.list()).filter((node) => node.state !== "OFFLINE").map((node) => node.id),
+      listInstances: async (nodeId) => {
+        const result = await this.dispatch.send(nodeId, { type: "list_instances", body: {} });
+        return result.ok ? (result.instances ?? []) : null;
+      },
+      reconcile: (nodeId, reports, asked) => this.reports.reconcile(nodeId, reports, asked),
+      ownsAnything: () => this.scopes.ownsAnything(),
     });
     this.sweeper = new FinishedSweeper({
       groups: options.groups,
@@ -276,10 +300,12 @@ export class SchedulerHost implements InstanceLifecycle {
     const groups = await this.options.groups.listDocs();
     for (const group of groups) this.options.scopes.track(group.name);
     await this.options.scopes.start({
-      acquired: (scope, token) => this.track(this.scopes.acquired(scope, token)),
+      // Adopted records are checked against the nodes at once: a final report may have passed while nobody owned them.
+      acquired: (scope, token) => this.track(this.scopes.acquired(scope, token).then(() => this.reconciler.request())),
       lost: (scope) => this.scopes.lost(scope),
     });
     this.sweeper.start();
+    this.reconciler.start();
   }
 
   /** Stops every actor (the processes keep running) and waits for record writes under way. */
@@ -289,6 +315,7 @@ export class SchedulerHost implements InstanceLifecycle {
     for (const s of this.subscriptions) s.unsubscribe();
     this.unsubscribeReports?.();
     this.sweeper.stop();
+    this.reconciler.stop();
     await this.options.scopes.stop();
     this.scopes.stop();
     this.nodes.stop();

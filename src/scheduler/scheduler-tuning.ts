@@ -19,6 +19,8 @@ export interface SchedulerTuning {
   nodeListCacheMs: number;
   /** scheduler.maxStartingPerNode: instances starting at once per node (0: no limit). */
   startingPerNodeMax: number;
+  /** scheduler.reconcileIntervalSeconds × 1000: how often the owned instances are checked against their nodes. */
+  reconcileIntervalMs: number;
 }
 
 /** Defaults: the configured keys' defaults from the schema; finished instances stay visible for ten minutes. */
@@ -30,4 +32,5 @@ export const defaultSchedulerTuning: SchedulerTuning = {
   finishedRetentionMs: 10 * 60_000,
   nodeListCacheMs: 1_000,
   startingPerNodeMax: configDefaults.scheduler.maxStartingPerNode,
+  reconcileIntervalMs: configDefaults.scheduler.reconcileIntervalSeconds * 1000,
 };

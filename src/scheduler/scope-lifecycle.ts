@@ -2,8 +2,10 @@
  * Scope lifecycle: one supervisor per scope this controller owns, with a group actor per group and
  * an instance actor per live instance. Acquiring a scope reads its groups and instances and adopts
  * the live ones in their recorded state; losing it stops its actors in one transition (the
- * processes keep running; the next owner adopts them). This part also holds the fencing token of
- * each owned scope and routes events to the actors.
+ * processes keep running; the next owner adopts them). An adopted instance whose record holds a
+ * requested stop has it completed (the previous owner acknowledged it and may have died before it
+ * went out). This part also holds the fencing token of each owned scope and routes events to the
+ * actors.
  */
 import { createActor, type Actor, type InspectionEvent } from "xstate";
 import type { GroupTimings } from "../../actors/group/group-machine.js";
@@ -11,7 +13,7 @@ import type { GroupEvent } from "../../actors/group/transitions.js";
 import type { InstanceAdoptableState, InstanceEvent } from "../../actors/instance/transitions.js";
 import type { ScopeGroup, ScopeInstance } from "../../actors/supervisor/supervisor-machine.js";
 import type { GroupService, StoredGroup } from "../domain/groups/group-service.js";
-import type { InstanceFields, InstanceService } from "../domain/instances/instance-service.js";
+import type { InstanceFields, InstanceService, StopRequest } from "../domain/instances/instance-service.js";
 import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
@@ -37,6 +39,8 @@ export interface ScopeLifecycleDeps {
   effects: { instances: InstanceEffectsPort; groups: GroupEffectsPort };
   /** Every snapshot of every actor of every supervisor (the record writer follows them). */
   inspect(event: InspectionEvent): void;
+  /** An adopted instance's record holds a stop the previous owner acknowledged: carry it out. */
+  completeStop(instance: Pick<InstanceFields, "id" | "group" | "node" | "state">, kind: StopRequest): void;
 }
 
 /** The supervisors of the owned scopes, and the way events reach their actors. */
@@ -57,8 +61,14 @@ export class ScopeLifecycle {
     }
     const groups = await this.groupsOfScope(scope);
     const adopted: ScopeInstance[] = [];
+    const stops: InstanceFields[] = [];
     for (const group of groups) {
-      for (const doc of await this.deps.instances.findDocs({ group: group.name })) {
+      const docs = await this.deps.instances.findDocs({ group: group.name });
+      // The view of a group another controller scheduled may hold instances that finished (or were
+      // deleted) meanwhile: the records read now replace it, or they would count towards the group.
+      const current = new Set(docs.filter((doc) => group.static || !FINISHED_STATES.has(doc.state)).map((doc) => doc.id));
+      for (const stale of this.deps.live.ofGroup(group.name)) if (!current.has(stale.id)) this.deps.live.remove(stale.id);
+      for (const doc of docs) {
         if (FINISHED_STATES.has(doc.state)) {
           // A finished STATIC instance is a slot to refill: its record names the node of its directory.
           if (group.static) this.deps.live.put(doc);
@@ -67,12 +77,17 @@ export class ScopeLifecycle {
         this.deps.live.put(doc);
         adopted.push({ instanceId: doc.id, group: doc.group, node: doc.node, adoptState: doc.state as InstanceAdoptableState, timeouts: this.deps.tuning.instanceTimeouts });
         this.deps.supervised.follow(doc.id, doc.state);
+        if (doc.stopRequested) stops.push(doc);
       }
     }
     if (this.fencingTokens.get(scope) !== fencingToken || this.stopped) return;
     const supervisor = existing ?? this.createSupervisor(scope);
     supervisor.send({ type: "SCOPE_ACQUIRED", fencingToken, groups: groups.map((g) => this.scopeGroup(g)), instances: adopted });
     this.deps.logger.info(`Scheduling scope ${scope} (fencing token ${fencingToken}): ${groups.length} groups, ${adopted.length} live instances adopted`);
+    for (const doc of stops) {
+      this.deps.logger.info(`Completing the ${doc.stopRequested} of ${doc.id} (${doc.state}) requested before ${scope} changed hands`);
+      this.deps.completeStop(doc, doc.stopRequested!);
+    }
   }
 
   /** The scope is no longer ours: its actors stop at once, nothing more is written for it. */
@@ -138,6 +153,11 @@ export class ScopeLifecycle {
   /** The fencing token of a group's scope while owned, else null. */
   fencingTokenOf(group: string): number | null {
     return this.fencingTokens.get(this.deps.scopes.scopeOf(group)) ?? null;
+  }
+
+  /** Whether any scope is owned here. */
+  ownsAnything(): boolean {
+    return this.fencingTokens.size > 0;
   }
 
   isOwned(group: string): boolean {

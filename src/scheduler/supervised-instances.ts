@@ -28,6 +28,11 @@ export class SupervisedInstances {
     return this.states.get(instanceId);
   }
 
+  /** The supervised instance ids. */
+  ids(): IterableIterator<string> {
+    return this.states.keys();
+  }
+
   get size(): number {
     return this.states.size;
   }

@@ -68,7 +68,14 @@ export interface CrashReportMessage {
   timestamp_ms: number;
 }
 export interface LogRecordMessage { level: string; logger: string; message: string; timestamp_ms: number }
-export interface CommandResult { command_id: string; ok: boolean; error_code: string; message: string }
+export interface CommandResult {
+  command_id: string;
+  ok: boolean;
+  error_code: string;
+  message: string;
+  /** The answer to list_instances: live instances, then recently finished ones; absent (or empty) otherwise. */
+  instances?: InstanceStateReport[];
+}
 export interface Inventory { instances: InstanceStateReport[] }
 export interface CacheStatus { total_size_bytes: number; entry_count: number }
 
@@ -125,6 +132,8 @@ export interface StopInstance extends CommandHeader { instance_id: string }
 export interface ForceStopInstance extends CommandHeader { instance_id: string }
 export interface StdinInstance extends CommandHeader { instance_id: string; line: string }
 export interface MarkInstanceReady extends CommandHeader { instance_id: string }
+/** Asks for what runs on the node; group and fencing_token are not on the wire (empty, 0). */
+export interface ListInstances { command_id: string }
 export interface ModuleEvent { module: string; event_type: string; payload_json: string }
 
 /** Instance command cases of ControllerMessage. */
@@ -135,6 +144,7 @@ export interface CommandPayloads {
   force_stop_instance: ForceStopInstance;
   stdin_instance: StdinInstance;
   mark_instance_ready: MarkInstanceReady;
+  list_instances: ListInstances;
 }
 /** Payload cases of ControllerMessage and their message types. */
 export interface ControllerPayloads extends CommandPayloads {

@@ -202,12 +202,22 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
     await connect(a, "node-a");
     await connect(b, "node-b");
 
-    assert.deepEqual(await b.relay.sendCommand("node-a", startCommand), { command_id: "cmd-1", ok: true, error_code: "", message: "" });
+    // The decoded result carries `instances`, empty except in the answer to list_instances.
+    assert.deepEqual(await b.relay.sendCommand("node-a", startCommand), { command_id: "cmd-1", ok: true, error_code: "", message: "", instances: [] });
     assert.deepEqual(a.gateway.received.at(-1), { nodeId: "node-a", command: startCommand }, "the spec, the group and the fencing token arrive intact");
 
     b.gateway.answer = async () => ({ command_id: "cmd-2", ok: false, error_code: "UNKNOWN_INSTANCE", message: "no such instance" });
-    assert.deepEqual(await a.relay.sendCommand("node-b", stdinCommand), { command_id: "cmd-2", ok: false, error_code: "UNKNOWN_INSTANCE", message: "no such instance" });
+    assert.deepEqual(await a.relay.sendCommand("node-b", stdinCommand), { command_id: "cmd-2", ok: false, error_code: "UNKNOWN_INSTANCE", message: "no such instance", instances: [] });
     assert.deepEqual(b.gateway.received.at(-1), { nodeId: "node-b", command: stdinCommand }, "and the other way round");
+
+    // list_instances: the node's instance reports come back intact.
+    const reports = [
+      { instance_id: "lobby-1", group: "lobby", state: "RUNNING", fencing_token: 7, port: 30001, pid: 4242, exit_code: 0, message: "", timestamp_ms: 1_700_000_000_000 },
+      { instance_id: "lobby-2", group: "lobby", state: "STOPPED", fencing_token: 7, port: 30002, pid: 4243, exit_code: 0, message: "", timestamp_ms: 1_700_000_000_500 },
+    ];
+    b.gateway.answer = async () => ({ command_id: "cmd-3", ok: true, error_code: "", message: "", instances: reports });
+    assert.deepEqual(await a.relay.sendCommand("node-b", { type: "list_instances", body: {} }), { command_id: "cmd-3", ok: true, error_code: "", message: "", instances: reports });
+    assert.deepEqual(b.gateway.received.at(-1), { nodeId: "node-b", command: { type: "list_instances", body: {} } });
 
     const before = b.gateway.received.length;
     await b.relay.sendCommand("node-b", stdinCommand);

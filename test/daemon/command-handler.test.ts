@@ -5,7 +5,8 @@ import { describe, it } from "node:test";
 import { createCommandHandler, toRunnerSpec, type CommandRunner } from "../../src/daemon/command-handler.js";
 import { ControllerEndpoint, controllerHttpBaseUrl, grpcAddressHost } from "../../src/daemon/controller-endpoint.js";
 import type { CommandHandler } from "../../src/daemon/gateway-client.js";
-import type { InstanceExit, InstanceRunState, InstanceSnapshot, InstanceSpec } from "../../src/daemon/instance-runner.js";
+import { recentEndsMax, recentEndsRetentionMs } from "../../src/daemon/instance-listing.js";
+import type { InstanceExit, InstanceRunState, InstanceSnapshot, InstanceSpec, RunnerEvent } from "../../src/daemon/instance-runner.js";
 import { builtInPlatforms } from "../../src/daemon/platforms.js";
 import { RunnerError, StaleEpochError } from "../../src/daemon/runner-errors.js";
 import type { HelloAck } from "../../src/wire/daemon-proto.js";
@@ -64,6 +65,29 @@ class RecordingRunner implements CommandRunner {
   markReady(instanceId: string, token: number): void {
     this.fenced(instanceId, token).state = "RUNNING";
     this.calls.push(`ready ${instanceId}`);
+  }
+  list(): InstanceSnapshot[] {
+    return [...this.instances.values()];
+  }
+  listeners = new Set<(event: RunnerEvent) => void>();
+  subscribe(listener: (event: RunnerEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+  highestFencingToken(group: string): number | undefined {
+    return this.tokens.get(group);
+  }
+  /** Ends an instance as the runner does: gone from the list, then the crash and the final state. */
+  end(instanceId: string, state: "STOPPED" | "CRASHED", exitCode: number, atMs: number): void {
+    const snapshot = this.snapshot(instanceId);
+    this.instances.delete(instanceId);
+    if (state === "CRASHED") {
+      const report = { instanceId, group: snapshot.group, exitCode, signal: null, classification: "ERROR_EXIT" as const, logTail: [], uptimeMs: 1, timestampMs: atMs };
+      for (const listener of this.listeners) listener({ type: "crash", report });
+    }
+    for (const listener of this.listeners) {
+      listener({ type: "state", instanceId, group: snapshot.group, state, previousState: snapshot.state, timestampMs: atMs, port: snapshot.port, exitCode });
+    }
   }
 }
 
@@ -176,6 +200,33 @@ describe("command handler", () => {
     const stale = await handle({ type: "mark_instance_ready", ...header(1), body: { ...header(1).body, instance_id: "i-1" } });
     assert.equal(stale.error_code, "STALE_EPOCH");
     assert.match(stale.message, /older than 3/);
+  });
+
+  it("lists the live instances, then recent ends with their final state; a restarted id and old ends are left out", async () => {
+    const runner = new RecordingRunner();
+    const handle = handlerWith(runner);
+    const list = async () => {
+      const result = await handle({ type: "list_instances", commandId: "c9", body: {} });
+      assert.equal(result.ok, true);
+      return (result.instances ?? []).map((r) => `${r.instance_id} ${r.state} ${r.exit_code} ${r.fencing_token}${r.message ? ` ${r.message}` : ""}`);
+    };
+    assert.deepEqual(await list(), []);
+    for (const id of ["i-1", "i-2", "i-3"]) await handle({ type: "start_instance", ...header(), body: { ...header().body, spec: wireSpec(id, 1) } });
+    runner.instances.get("i-1")!.state = "RUNNING";
+    const now = Date.now();
+    runner.end("i-2", "STOPPED", 0, now);
+    runner.end("i-3", "CRASHED", 3, now);
+    assert.deepEqual(await list(), ["i-1 RUNNING 0 3", "i-2 STOPPED 0 3", "i-3 CRASHED 3 3 ERROR_EXIT"]);
+    // i-2 starts again under its id (a STATIC slot): its old end is forgotten.
+    await handle({ type: "start_instance", ...header(), body: { ...header().body, spec: wireSpec("i-2", 1) } });
+    for (const listener of runner.listeners) listener({ type: "state", instanceId: "i-2", group: "lobby", state: "PREPARING", previousState: null, timestampMs: now, port: 1 });
+    runner.instances.delete("i-2");
+    assert.deepEqual(await list(), ["i-1 RUNNING 0 3", "i-3 CRASHED 3 3 ERROR_EXIT"]);
+    // Ends older than the retention are dropped; a listing changes nothing and calls no runner action.
+    runner.end("i-1", "STOPPED", 0, now - recentEndsRetentionMs - 1);
+    assert.deepEqual(await list(), ["i-3 CRASHED 3 3 ERROR_EXIT"]);
+    assert.deepEqual(runner.calls, ["start i-1", "start i-2", "start i-3", "start i-2"]);
+    assert.ok(recentEndsMax >= 100, "the memory of ends is bounded, and not tiny");
   });
 
   it("lets an unexpected (non-runner) failure through for the client to answer INTERNAL", async () => {

@@ -132,6 +132,80 @@ describe("daemon report router", () => {
     assert.equal(router.takeCrashDetails("lobby-stopping"), undefined, "a stop that ended is no crash");
   });
 
+  test("a node's answer to the owner's query: what runs is routed, what is gone ends as the record and the daemon say", async () => {
+    supervise("lobby-run", "node-a", "RUNNING");
+    supervise("lobby-lost", "node-a", "RUNNING");
+    supervise("lobby-prep", "node-a", "PREPARING");
+    supervise("lobby-asked", "node-a", "RUNNING");
+    records.set("lobby-asked", { ...records.get("lobby-asked")!, stopRequested: "FORCE_STOP" });
+    supervise("lobby-draining", "node-a", "STOPPING");
+    supervise("lobby-stopped", "node-a", "RUNNING");
+    supervise("lobby-crashed", "node-a", "STARTING");
+    supervise("lobby-booting", "node-a", "STARTING");
+    supervise("lobby-sched", "node-a", "SCHEDULED");
+    const asked = new Map([...supervised].map((id) => [id, live.get(id)!.state]));
+    await router.reconcile(
+      "node-a",
+      [
+        stateReport("lobby-run", "RUNNING"),
+        stateReport("lobby-booting", "RUNNING"),
+        stateReport("lobby-stopped", "STOPPED", { exit_code: 0 }),
+        stateReport("lobby-crashed", "CRASHED", { exit_code: 3, message: "ERROR_EXIT" }),
+        stateReport("lobby-stray", "RUNNING"),
+      ],
+      asked,
+    );
+    await flush();
+    assert.deepEqual(sent.sort(), [
+      ...READY_CHAIN.map((e) => `lobby-run ${describeEvent(e)}`),
+      // A STARTING record whose process is ready: READY drives it RUNNING.
+      ...READY_CHAIN.map((e) => `lobby-booting ${describeEvent(e)}`),
+      "lobby-lost EXITED -1",
+      "lobby-prep FAILED LOST",
+      // A stop on the record: STOPPED, not CRASHED.
+      "lobby-asked FORCE_STOP",
+      "lobby-asked EXITED -1",
+      "lobby-draining EXITED -1",
+      // The daemon remembers a stop: STOPPED.
+      "lobby-stopped STOP",
+      "lobby-stopped EXITED 0",
+      "lobby-crashed EXITED 3",
+    ].sort());
+    assert.equal(router.takeCrashDetails("lobby-lost")?.classification, "LOST");
+    assert.deepEqual(router.takeCrashDetails("lobby-crashed"), { exitCode: 3, classification: "ERROR_EXIT", logTail: [], uptimeMs: 0, timestampMs: START_MS });
+    assert.equal(router.takeCrashDetails("lobby-asked"), undefined, "a requested stop is no crash");
+    assert.deepEqual(strays, ["node-a lobby-stray lobby"], "a process without a live record is force-stopped");
+  });
+
+  test("the owner's query and its races: SCHEDULED when asked, finished or moved since, or started again, are left alone", async () => {
+    supervise("lobby-sched", "node-a", "SCHEDULED");
+    supervise("lobby-finished", "node-a", "RUNNING");
+    supervise("lobby-moved", "node-a", "RUNNING");
+    supervise("lobby-again", "node-a", "RUNNING");
+    supervise("lobby-unsupervised", "node-a", "RUNNING");
+    const asked = new Map([...supervised].map((id) => [id, live.get(id)!.state]));
+    // Between the query and the answer: the start went out, a final report arrived, the record moved,
+    // a STATIC slot started again under its id, a scope was lost.
+    live.setState("lobby-sched", "PREPARING");
+    records.set("lobby-finished", { ...records.get("lobby-finished")!, state: "STOPPED" });
+    records.set("lobby-moved", { ...records.get("lobby-moved")!, node: "node-b" });
+    live.setState("lobby-again", "PREPARING");
+    supervised.delete("lobby-unsupervised");
+    await router.reconcile("node-a", [], asked);
+    await flush();
+    assert.deepEqual(sent, []);
+    assert.deepEqual(strays, []);
+  });
+
+  test("an inventory that lacks an instance whose record holds a requested stop ends it STOPPED", async () => {
+    supervise("lobby-asked", "node-a", "RUNNING");
+    records.set("lobby-asked", { ...records.get("lobby-asked")!, stopRequested: "STOP" });
+    router.route(inventoryOf("node-a", []));
+    await flush();
+    assert.deepEqual(sent, ["lobby-asked STOP", "lobby-asked EXITED -1"]);
+    assert.equal(router.takeCrashDetails("lobby-asked"), undefined);
+  });
+
   test("crash reports wait for their CRASHED state, bounded; console lines and cache status are passed on", () => {
     router.route({
       nodeId: "node-a",

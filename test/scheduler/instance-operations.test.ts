@@ -1,13 +1,14 @@
 // Instance operations alone, on the real group and instance services: an operator's stop reaches
 // the actor when one runs here, else the daemon under the holder's fencing token; a graceful stop of
 // a STATIC slot holds it (and lets go when the daemon refuses); readiness catches the actor up; a
-// draining instance whose last player left is EMPTY.
+// draining instance whose last player left is EMPTY. The owner's stop is on the record
+// (stopRequested) before the actor hears of it; a scope that moved meanwhile sends it to the daemon.
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, test } from "node:test";
 import type { InstanceEvent } from "../../actors/instance/transitions.js";
 import { InstanceOperations } from "../../src/scheduler/instance-operations.js";
 import { LiveInstances } from "../../src/scheduler/live-instances.js";
-import { groupScope } from "../../src/scheduler/scopes.js";
+import { groupScope, ScopeLostError } from "../../src/scheduler/scopes.js";
 import { SupervisedInstances } from "../../src/scheduler/supervised-instances.js";
 import type { CommandResult, InstanceCommand } from "../../src/wire/daemon-proto.js";
 import { instanceRecord, openSchedulerFixture, recordingLogger, type SchedulerFixture } from "./support.js";
@@ -19,8 +20,11 @@ describe("instance operations", () => {
   let commands: InstanceCommand[];
   let answers: CommandResult[];
   let actorEvents: string[];
+  let told: string[];
   let groupEvents: string[];
   let owned: boolean;
+  let scopeMoved: boolean;
+  let finishMeanwhile: boolean;
   let ops: InstanceOperations;
   let group = "";
   let n = 0;
@@ -38,8 +42,11 @@ describe("instance operations", () => {
     commands = [];
     answers = [];
     actorEvents = [];
+    told = [];
     groupEvents = [];
     owned = true;
+    scopeMoved = false;
+    finishMeanwhile = false;
     ops = new InstanceOperations({
       instances: fx.instances,
       groups: fx.groups,
@@ -52,6 +59,15 @@ describe("instance operations", () => {
       savePlayerCount: async (id, count) => {
         const doc = (await fx.instances.getDoc(id))!;
         await fx.instances.save({ ...doc, playerCount: count });
+      },
+      requestStop: async (id, g, kind) => {
+        if (scopeMoved) throw new ScopeLostError(groupScope(g));
+        if (finishMeanwhile) await fx.instances.save(instanceRecord({ id, group: g, node: "node-a", state: "CRASHED" }));
+        const doc = (await fx.instances.getDoc(id))!;
+        if (doc.state === "STOPPED" || doc.state === "CRASHED") return false;
+        await fx.instances.save({ ...doc, stopRequested: doc.stopRequested === "FORCE_STOP" ? "FORCE_STOP" : kind });
+        told.push(`${id} ${kind} recorded before ${actorEvents.length} actor events`);
+        return true;
       },
       toInstance: (id: string, event: InstanceEvent) => void actorEvents.push(`${id} ${event.type}`),
       toGroup: (g, event) => void groupEvents.push(`${g} ${event.type}`),
@@ -73,6 +89,30 @@ describe("instance operations", () => {
     assert.deepEqual(actorEvents, [`${group}-1 STOP`, `${group}-1 FORCE_STOP`]);
     assert.deepEqual(commands, []);
     assert.deepEqual((await fx.groups.get(group)).stoppedInstances, [`${group}-1`]);
+    assert.deepEqual(
+      told,
+      [`${group}-1 STOP recorded before 0 actor events`, `${group}-1 FORCE_STOP recorded before 1 actor events`],
+      "each stop is on the record before its actor hears of it",
+    );
+    assert.equal((await fx.instances.getDoc(`${group}-1`))?.stopRequested, "FORCE_STOP");
+  });
+
+  test("the owner's scope moved while the stop was being recorded: the stop goes to the daemon under the holder's token", async () => {
+    await running(`${group}-1`, true);
+    scopeMoved = true;
+    owned = false;
+    await ops.stopInstance(`${group}-1`, true);
+    assert.deepEqual(actorEvents, []);
+    assert.deepEqual([commands[0]?.type, bodyOf(commands[0])?.fencing_token], ["force_stop_instance", 42]);
+  });
+
+  test("an instance that finished while its stop was being recorded: INVALID_STATE and the STATIC hold is undone", async () => {
+    await running(`${group}-1`, true);
+    finishMeanwhile = true;
+    await assert.rejects(ops.stopInstance(`${group}-1`, false), { code: "INVALID_STATE" });
+    assert.deepEqual(actorEvents, []);
+    assert.deepEqual(commands, []);
+    assert.deepEqual((await fx.groups.get(group)).stoppedInstances, [], "the hold is undone");
   });
 
   test("another controller's instance: the command goes to the daemon under the holder's token; a refusal lets the slot go", async () => {

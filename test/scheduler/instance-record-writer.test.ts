@@ -162,6 +162,31 @@ describe("instance record writer", () => {
     actor.stop();
   });
 
+  test("a requested stop is written in order with the states, fenced, never weakened, and kept by later state writes", async () => {
+    const w = writer();
+    const actor = followedActor(w);
+    actor.send({ type: "DISPATCHED" });
+    actor.send({ type: "SPAWNED" });
+    assert.equal(await w.requestStop(id, "lobby", "FORCE_STOP"), true);
+    // Written after the state writes observed before it.
+    assert.deepEqual([(await fx.instances.getDoc(id))!.state, (await fx.instances.getDoc(id))!.stopRequested], ["STARTING", "FORCE_STOP"]);
+    assert.equal(await w.requestStop(id, "lobby", "STOP"), true);
+    assert.equal((await fx.instances.getDoc(id))!.stopRequested, "FORCE_STOP", "a graceful stop does not weaken a force-stop");
+    actor.send({ type: "FORCE_STOP" });
+    await settled();
+    assert.deepEqual([(await fx.instances.getDoc(id))!.state, (await fx.instances.getDoc(id))!.stopRequested], ["STOPPING", "FORCE_STOP"]);
+    actor.send({ type: "EXITED", exitCode: 0 });
+    await settled();
+    assert.equal(await w.requestStop(id, "lobby", "STOP"), false, "a finished instance has nothing to stop");
+    actor.stop();
+
+    const fenced = writer({ ensureCurrent: async () => Promise.reject(new ScopeLostError("group:lobby")) });
+    const other = `${id}-b`;
+    await fx.instances.save(instanceRecord({ id: other, group: "lobby", node: "node-a", state: "RUNNING" }));
+    await assert.rejects(fenced.requestStop(other, "lobby", "STOP"), ScopeLostError);
+    assert.equal((await fx.instances.getDoc(other))!.stopRequested, undefined, "nothing written without the scope");
+  });
+
   test("state listeners are bounded and can leave", () => {
     const w = writer();
     const leave = [];

@@ -22,6 +22,7 @@ describe("scope lifecycle", () => {
   let evaluations: string[];
   let snapshots: string[];
   let currentChecks: string[];
+  let completedStops: string[];
   let lifecycle: ScopeLifecycle;
   let group = "";
   let n = 0;
@@ -39,6 +40,7 @@ describe("scope lifecycle", () => {
     evaluations = [];
     snapshots = [];
     currentChecks = [];
+    completedStops = [];
     const record = (name: string) => (ref: { instanceId: string }) => void effects.push(`${name} ${ref.instanceId}`);
     const instances: InstanceEffectsPort = {
       dispatch: record("dispatch"),
@@ -67,6 +69,7 @@ describe("scope lifecycle", () => {
       logger: recordingLogger(),
       tuning: { instanceTimeouts: {}, evaluationIntervalMs: intervalMs, evaluationTimeoutMs: 5_000 },
       effects: { instances, groups },
+      completeStop: (doc, kind) => void completedStops.push(`${doc.id} ${doc.state} ${kind}`),
       inspect: (event: InspectionEvent) => {
         const id = (event.actorRef as { id?: string }).id ?? "";
         if (event.type === "@xstate.snapshot" && id.startsWith("instance:")) snapshots.push(`${id} ${String((event.snapshot as { value?: unknown }).value)}`);
@@ -139,6 +142,30 @@ describe("scope lifecycle", () => {
     await lifecycle.acquired(groupScope(other), 10);
     await flush();
     assert.ok(evaluations.some((e) => e.startsWith(`${other}@`)), "acquired without a loss, it runs");
+    lifecycle.stop();
+  });
+
+  test("acquired: an adopted instance whose record holds a requested stop has it completed, after its actor runs", async () => {
+    await fx.groups.create({ name: group, platform: "simulated", minInstances: 0 });
+    await fx.instances.save(instanceRecord({ id: `${group}-a`, group, node: "node-a", state: "RUNNING", stopRequested: "STOP" }));
+    await fx.instances.save(instanceRecord({ id: `${group}-b`, group, node: "node-a", state: "STOPPING", stopRequested: "FORCE_STOP" }));
+    await fx.instances.save(instanceRecord({ id: `${group}-c`, group, node: "node-a", state: "RUNNING" }));
+    await fx.instances.save(instanceRecord({ id: `${group}-d`, group, node: "node-a", state: "STOPPED", stopRequested: "STOP" }));
+    await lifecycle.acquired(groupScope(group), 2);
+    assert.deepEqual(completedStops.sort(), [`${group}-a RUNNING STOP`, `${group}-b STOPPING FORCE_STOP`]);
+    assert.equal(supervised.stateOf(`${group}-a`), "RUNNING", "its actor was adopted first");
+    lifecycle.stop();
+  });
+
+  test("acquired: instances of the group that finished or vanished while another controller scheduled it leave the view", async () => {
+    await fx.groups.create({ name: group, platform: "simulated", minInstances: 1 });
+    await fx.instances.save(instanceRecord({ id: `${group}-a`, group, node: "node-a", state: "RUNNING" }));
+    // Seen live when this controller started; stopped and deleted by the other controller since.
+    live.put(instanceRecord({ id: `${group}-stopped`, group, node: "node-a", state: "RUNNING" }), false);
+    live.put(instanceRecord({ id: `${group}-deleted`, group, node: "node-a", state: "RUNNING" }), false);
+    await fx.instances.save(instanceRecord({ id: `${group}-stopped`, group, node: "node-a", state: "STOPPED" }));
+    await lifecycle.acquired(groupScope(group), 3);
+    assert.deepEqual(live.ofGroup(group).map((i) => `${i.id} ${i.state}`), [`${group}-a RUNNING`]);
     lifecycle.stop();
   });
 

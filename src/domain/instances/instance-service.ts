@@ -27,7 +27,16 @@ export interface InstanceFields {
   /** ISO 8601; set once the process ended, freezing uptimeMs. */
   stoppedAt?: string | null;
   deploymentRevision: number;
+  /**
+   * A stop the owner acknowledged (written before the acknowledgement, by the group's owner only,
+   * fenced like its state writes): the owner that adopts the instance completes it, and a process
+   * found gone is STOPPED, not CRASHED. Not shown by the REST routes.
+   */
+  stopRequested?: StopRequest;
 }
+
+/** The kind of a requested stop. */
+export type StopRequest = "STOP" | "FORCE_STOP";
 
 /** The stored instance document, keyed by instance id. */
 export type StoredInstance = InstanceFields & Doc;
