@@ -28,12 +28,7 @@ export const RaftErrorCode = {
 export type RaftErrorCode = (typeof RaftErrorCode)[keyof typeof RaftErrorCode];
 
 /** Why a proposal was dropped; carried by {@link RaftError} with code `PROPOSAL_DROPPED`. */
-export type ProposalDropReason =
-  | "leader-transfer-in-progress"
-  | "uncommitted-size-exceeded"
-  | "too-large"
-  | "not-a-member"
-  | "conf-change-refused";
+export type ProposalDropReason = "leader-transfer-in-progress" | "uncommitted-size-exceeded" | "too-large" | "not-a-member" | "conf-change-refused";
 
 /**
  * An expected failure of the Raft library. `code` is stable and is what callers branch on;

@@ -137,7 +137,10 @@ export class RaftLog {
 
   appliedTo(index: number): void {
     if (index === 0) return;
-    assert(index <= this.committed && index >= this.applied, () => `applied ${index} is out of range [prev applied ${this.applied}, committed ${this.committed}]`);
+    assert(
+      index <= this.committed && index >= this.applied,
+      () => `applied ${index} is out of range [prev applied ${this.applied}, committed ${this.committed}]`,
+    );
     this.applied = index;
   }
 

@@ -5,7 +5,15 @@
  */
 import { restoreConfig } from "./confchange/restore.js";
 import { encodeConfChange } from "./codec.js";
-import { DEFAULT_MAX_INFLIGHT_MSGS, DEFAULT_MAX_PENDING_READ_REQUESTS, DEFAULT_MAX_SIZE_PER_MSG_BYTES, DEFAULT_MAX_UNCOMMITTED_ENTRIES_SIZE_BYTES, bootstrapEntries, isBrandNew, validateConfig } from "./config.js";
+import {
+  DEFAULT_MAX_INFLIGHT_MSGS,
+  DEFAULT_MAX_PENDING_READ_REQUESTS,
+  DEFAULT_MAX_SIZE_PER_MSG_BYTES,
+  DEFAULT_MAX_UNCOMMITTED_ENTRIES_SIZE_BYTES,
+  bootstrapEntries,
+  isBrandNew,
+  validateConfig,
+} from "./config.js";
 import { applyConfChangeToTracker } from "./confchange/apply.js";
 import { RaftError, RaftErrorCode, assert, hasErrorCode } from "./errors.js";
 import { RaftLog } from "./log.js";
@@ -130,7 +138,10 @@ export class Raft {
   }
 
   private loadState(hs: HardState): void {
-    assert(hs.commit >= this.log.committed && hs.commit <= this.log.lastIndex(), () => `hard state commit ${hs.commit} is out of range [${this.log.committed}, ${this.log.lastIndex()}]`);
+    assert(
+      hs.commit >= this.log.committed && hs.commit <= this.log.lastIndex(),
+      () => `hard state commit ${hs.commit} is out of range [${this.log.committed}, ${this.log.lastIndex()}]`,
+    );
     this.log.committed = hs.commit;
     this.term = hs.term;
     this.vote = hs.vote;
@@ -284,7 +295,10 @@ export class Raft {
     this.electionElapsed = 0;
     this.heartbeatElapsed = 0;
     this.randomizedElectionTimeout = this.electionTimeout + this.random(this.electionTimeout);
-    assert(this.randomizedElectionTimeout >= this.electionTimeout && this.randomizedElectionTimeout < 2 * this.electionTimeout, "random() returned a value outside [0, n)");
+    assert(
+      this.randomizedElectionTimeout >= this.electionTimeout && this.randomizedElectionTimeout < 2 * this.electionTimeout,
+      "random() returned a value outside [0, n)",
+    );
     this.leadTransferee = null;
     this.tracker.resetVotes();
     const last = this.log.lastIndex();
@@ -491,10 +505,7 @@ export class Raft {
         return;
       case MessageType.Vote:
       case MessageType.PreVote: {
-        const canVote =
-          this.vote === m.from ||
-          (this.vote === null && this.lead === null) ||
-          (m.type === MessageType.PreVote && m.term > this.term);
+        const canVote = this.vote === m.from || (this.vote === null && this.lead === null) || (m.type === MessageType.PreVote && m.term > this.term);
         if (canVote && this.log.isUpToDate(m.index, m.logTerm)) {
           // The response carries the request's term; the vote lands in the hard state of the same
           // Ready, which the host persists before sending (§5.2).
@@ -545,7 +556,8 @@ export class Raft {
   /** Proposals must fit one message; bigger ones could never be sent. */
   checkProposalSize(entries: readonly Entry[]): void {
     for (const e of entries) {
-      if (e.data.byteLength > this.maxSizePerMsgBytes) throw dropped("too-large", `proposal of ${e.data.byteLength} bytes exceeds maxSizePerMsgBytes ${this.maxSizePerMsgBytes}`);
+      if (e.data.byteLength > this.maxSizePerMsgBytes)
+        throw dropped("too-large", `proposal of ${e.data.byteLength} bytes exceeds maxSizePerMsgBytes ${this.maxSizePerMsgBytes}`);
     }
   }
 

@@ -16,7 +16,6 @@ export const EMPTY_HARD_STATE: HardState = { term: 0, vote: null, commit: 0 };
 /** A configuration without members. */
 export const EMPTY_CONF_STATE: ConfState = { voters: [], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
 
-
 /** Size of an entry for `maxSizeBytes` limits: its payload plus a fixed header allowance. */
 export function entrySizeBytes(entry: Entry): number {
   return entry.data.byteLength + ENTRY_HEADER_BYTES;

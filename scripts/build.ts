@@ -39,7 +39,9 @@ function copyBeside(file: string): void {
 function sourceCommit(): string {
   if (process.env.CLOUD_GIT_COMMIT?.trim()) return process.env.CLOUD_GIT_COMMIT.trim();
   try {
-    const commit = execFileSync("git", ["rev-parse", "HEAD"], { cwd: root, stdio: ["ignore", "pipe", "ignore"], timeout: 5_000 }).toString().trim();
+    const commit = execFileSync("git", ["rev-parse", "HEAD"], { cwd: root, stdio: ["ignore", "pipe", "ignore"], timeout: 5_000 })
+      .toString()
+      .trim();
     return /^[0-9a-f]{7,64}$/i.test(commit) ? commit : "unknown";
   } catch {
     return "unknown";
@@ -64,7 +66,10 @@ for (const file of assets) copyBeside(file);
 step(`copied ${protos.length} protos and ${assets.length} other files: ${assets.map((f) => relative(root, f)).join(", ")}`);
 
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string; bin: Record<string, string> };
-writeFileSync(join(dist, "build-info.json"), `${JSON.stringify({ version: pkg.version, gitCommit: sourceCommit(), builtAt: new Date().toISOString() }, null, 2)}\n`);
+writeFileSync(
+  join(dist, "build-info.json"),
+  `${JSON.stringify({ version: pkg.version, gitCommit: sourceCommit(), builtAt: new Date().toISOString() }, null, 2)}\n`,
+);
 for (const [name, entry] of Object.entries(pkg.bin)) {
   const path = join(root, entry);
   if (!readFileSync(path, "utf8").startsWith("#!/usr/bin/env node\n")) {

@@ -9,13 +9,31 @@ import { join, relative } from "node:path";
 
 const root = join(import.meta.dirname, "..");
 const importPattern = /(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
-const impureModules = new Set(["fs", "fs/promises", "net", "dgram", "timers", "timers/promises", "child_process", "http", "https", "http2", "worker_threads", "crypto", "os"]);
+const impureModules = new Set([
+  "fs",
+  "fs/promises",
+  "net",
+  "dgram",
+  "timers",
+  "timers/promises",
+  "child_process",
+  "http",
+  "https",
+  "http2",
+  "worker_threads",
+  "crypto",
+  "os",
+]);
 const impureCalls = /\b(Date\.now|Math\.random|setTimeout|setInterval|setImmediate|performance\.now)\s*\(/;
 
 function files(dir: string): string[] {
   const out: string[] = [];
   let names: string[];
-  try { names = readdirSync(dir); } catch { return out; }
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return out;
+  }
   for (const name of names) {
     const full = join(dir, name);
     if (statSync(full).isDirectory()) out.push(...files(full));
@@ -39,11 +57,12 @@ for (const area of ["raft", "actors"]) {
       }
       const bare = spec.replace(/^node:/, "");
       if (area === "raft" && (impureModules.has(bare) || spec.startsWith("node:"))) problems.push(`${rel}: raft/ must not import ${spec}`);
-      if (area === "actors" && (impureModules.has(bare))) problems.push(`${rel}: actors/ must not import I/O module ${spec}`);
+      if (area === "actors" && impureModules.has(bare)) problems.push(`${rel}: actors/ must not import I/O module ${spec}`);
     }
     if (area === "raft") {
       text.split("\n").forEach((line, i) => {
-        if (impureCalls.test(line) && !line.trim().startsWith("//") && !line.trim().startsWith("*")) problems.push(`${rel}:${i + 1}: raft/ must not use time or randomness: ${line.trim()}`);
+        if (impureCalls.test(line) && !line.trim().startsWith("//") && !line.trim().startsWith("*"))
+          problems.push(`${rel}:${i + 1}: raft/ must not use time or randomness: ${line.trim()}`);
       });
     }
   }

@@ -72,9 +72,7 @@ async function devStart(): Promise<void> {
     () => controller?.logs.logger("cloud.dev"),
   );
   const started = await starting;
-  started.logs
-    .logger("cloud.dev")
-    .info(`Development controller ready at ${started.httpUrl} (log in as '${config.auth.adminUsername}'; see README)`);
+  started.logs.logger("cloud.dev").info(`Development controller ready at ${started.httpUrl} (log in as '${config.auth.adminUsername}'; see README)`);
 }
 
 devStart().catch((err: unknown) => fail(err instanceof Error ? (err.stack ?? err.message) : String(err), 1));

@@ -22,9 +22,8 @@ if (files.length === 0) {
   process.exit(1);
 }
 const concurrency = process.env.TEST_CONCURRENCY ?? "2";
-const child = spawn(
-  process.execPath,
-  ["--import", "tsx", "--test", `--test-concurrency=${concurrency}`, "--test-reporter=spec", ...files],
-  { cwd: root, stdio: "inherit" },
-);
+const child = spawn(process.execPath, ["--import", "tsx", "--test", `--test-concurrency=${concurrency}`, "--test-reporter=spec", ...files], {
+  cwd: root,
+  stdio: "inherit",
+});
 child.on("exit", (code, signal) => process.exit(code ?? (signal ? 1 : 0)));

@@ -42,7 +42,18 @@ export type InstanceEvent =
 export type InstanceEventType = InstanceEvent["type"];
 
 /** Every event type, for tests that send each one in each state. */
-export const INSTANCE_EVENT_TYPES: readonly InstanceEventType[] = ["DISPATCHED", "SPAWNED", "READY", "DRAIN", "EMPTY", "STOP", "FORCE_STOP", "EXITED", "FAILED", "NODE_LOST"];
+export const INSTANCE_EVENT_TYPES: readonly InstanceEventType[] = [
+  "DISPATCHED",
+  "SPAWNED",
+  "READY",
+  "DRAIN",
+  "EMPTY",
+  "STOP",
+  "FORCE_STOP",
+  "EXITED",
+  "FAILED",
+  "NODE_LOST",
+];
 
 /**
  * Effects of the instance machine, provided from src/ with `.provide({ actions })`:
@@ -55,7 +66,16 @@ export const INSTANCE_EVENT_TYPES: readonly InstanceEventType[] = ["DISPATCHED",
  * - reportTimeout: a bounded wait ran out (the event is `xstate.after.<delay>…`);
  * - reportStopUnconfirmed: the daemon never confirmed the exit after a force-stop.
  */
-export const INSTANCE_EFFECTS = ["dispatch", "sendStop", "sendForceStop", "announceDrain", "recordCrash", "reportLost", "reportTimeout", "reportStopUnconfirmed"] as const;
+export const INSTANCE_EFFECTS = [
+  "dispatch",
+  "sendStop",
+  "sendForceStop",
+  "announceDrain",
+  "recordCrash",
+  "reportLost",
+  "reportTimeout",
+  "reportStopUnconfirmed",
+] as const;
 /** One of {@link INSTANCE_EFFECTS}. */
 export type InstanceEffect = (typeof INSTANCE_EFFECTS)[number];
 
@@ -82,7 +102,15 @@ export const INSTANCE_TRANSITIONS: readonly Row[] = [
   { from: "SCHEDULED", event: "STOP", to: "STOPPED", effects: ["sendForceStop"] },
   { from: "SCHEDULED", event: "FORCE_STOP", to: "STOPPED", effects: ["sendForceStop"] },
   { from: "SCHEDULED", event: "NODE_LOST", to: "CRASHED", effects: ["reportLost"] },
-  { from: "SCHEDULED", event: "after:dispatchTimeout", guard: "dispatchAttemptsLeft", to: "SCHEDULED", reenter: true, updates: ["countDispatchAttempt"], effects: ["dispatch"] },
+  {
+    from: "SCHEDULED",
+    event: "after:dispatchTimeout",
+    guard: "dispatchAttemptsLeft",
+    to: "SCHEDULED",
+    reenter: true,
+    updates: ["countDispatchAttempt"],
+    effects: ["dispatch"],
+  },
   { from: "SCHEDULED", event: "after:dispatchTimeout", to: "CRASHED", effects: ["sendForceStop", "reportTimeout"] },
 
   { from: "PREPARING", event: "SPAWNED", to: "STARTING", effects: [] },
@@ -116,7 +144,15 @@ export const INSTANCE_TRANSITIONS: readonly Row[] = [
   { from: "STOPPING", event: "EXITED", to: "STOPPED", effects: [] },
   { from: "STOPPING", event: "FORCE_STOP", to: "STOPPING", effects: ["sendForceStop"], updates: ["noteForceStop"] },
   { from: "STOPPING", event: "NODE_LOST", to: "STOPPED", effects: [] },
-  { from: "STOPPING", event: "after:stopTimeout", guard: "forceStopNotSent", to: "STOPPING", reenter: true, updates: ["noteForceStop"], effects: ["sendForceStop"] },
+  {
+    from: "STOPPING",
+    event: "after:stopTimeout",
+    guard: "forceStopNotSent",
+    to: "STOPPING",
+    reenter: true,
+    updates: ["noteForceStop"],
+    effects: ["sendForceStop"],
+  },
   { from: "STOPPING", event: "after:stopTimeout", to: "STOPPED", effects: ["reportStopUnconfirmed"] },
 ];
 

@@ -39,14 +39,7 @@ export const NODE_EVENT_TYPES: readonly NodeEvent["type"][] = ["DISCONNECTED", "
  * - persistCordon: the record's `cordoned` flag;
  * - replaceInstances: NODE_LOST to every instance actor of the node, so the scheduler replaces them.
  */
-export const NODE_EFFECTS = [
-  "reportDisconnected",
-  "reportConnected",
-  "announceDrain",
-  "announceDrainCompleted",
-  "persistCordon",
-  "replaceInstances",
-] as const;
+export const NODE_EFFECTS = ["reportDisconnected", "reportConnected", "announceDrain", "announceDrainCompleted", "persistCordon", "replaceInstances"] as const;
 /** One of {@link NODE_EFFECTS}. */
 export type NodeEffect = (typeof NODE_EFFECTS)[number];
 

@@ -93,7 +93,10 @@ export const supervisorMachine = setup({
       }
       for (const i of event.instances) {
         instances[i.instanceId] = i.group;
-        enqueue.spawnChild("instance", { id: instanceChildId(i.instanceId), input: { instanceId: i.instanceId, group: i.group, node: i.node, adoptState: i.adoptState, timeouts: i.timeouts } });
+        enqueue.spawnChild("instance", {
+          id: instanceChildId(i.instanceId),
+          input: { instanceId: i.instanceId, group: i.group, node: i.node, adoptState: i.adoptState, timeouts: i.timeouts },
+        });
       }
       enqueue.assign({ fencingToken: event.fencingToken, groups: event.groups.map((g) => g.group), instances });
     }),
@@ -116,7 +119,10 @@ export const supervisorMachine = setup({
     addInstance: enqueueActions(({ context, event, enqueue }) => {
       if (event.type !== "INSTANCE_ADDED" || event.instance.instanceId in context.instances) return;
       const i = event.instance;
-      enqueue.spawnChild("instance", { id: instanceChildId(i.instanceId), input: { instanceId: i.instanceId, group: i.group, node: i.node, adoptState: i.adoptState, timeouts: i.timeouts } });
+      enqueue.spawnChild("instance", {
+        id: instanceChildId(i.instanceId),
+        input: { instanceId: i.instanceId, group: i.group, node: i.node, adoptState: i.adoptState, timeouts: i.timeouts },
+      });
       // Updated in place: a scope may hold thousands of instances, and a copy per added instance
       // would make adopting or scaling up quadratic.
       enqueue.assign({ instances: ({ context: current }) => Object.assign(current.instances, { [i.instanceId]: i.group }) });

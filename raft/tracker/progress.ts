@@ -37,7 +37,13 @@ export class Progress {
 
   /** A copy with fresh flow state, used when a configuration change produces a new tracker. */
   clone(): Progress {
-    const copy = new Progress({ match: this.match, next: this.next, isLearner: this.isLearner, inflightMsgsMax: this.inflights.capacityMsgs, recentActive: this.recentActive });
+    const copy = new Progress({
+      match: this.match,
+      next: this.next,
+      isLearner: this.isLearner,
+      inflightMsgsMax: this.inflights.capacityMsgs,
+      recentActive: this.recentActive,
+    });
     copy.state = this.state;
     copy.pendingSnapshot = this.pendingSnapshot;
     copy.probeSent = this.probeSent;

@@ -81,11 +81,13 @@ export class ProgressTracker {
 
   /** Whether a quorum of voters was heard from recently (check-quorum). */
   quorumActive(selfId: NodeId): boolean {
-    return jointVoteResult(this.config.voters, (id) => {
-      const pr = this.progress.get(id);
-      if (pr === undefined) return undefined;
-      return id === selfId || pr.recentActive;
-    }) === VoteResult.Won;
+    return (
+      jointVoteResult(this.config.voters, (id) => {
+        const pr = this.progress.get(id);
+        if (pr === undefined) return undefined;
+        return id === selfId || pr.recentActive;
+      }) === VoteResult.Won
+    );
   }
 
   resetVotes(): void {

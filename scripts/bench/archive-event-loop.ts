@@ -43,7 +43,9 @@ interface LoopReport {
 
 /** The child controller: its URL, and a mark that returns the loop delay since the previous one. */
 async function startControllerProcess(dataDir: string): Promise<{ url: string; mark(phase: string): Promise<LoopReport>; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "archive-event-loop-controller.ts"), dataDir], { stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "archive-event-loop-controller.ts"), dataDir], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
   const lines = createInterface({ input: child.stdout! });
   const waiting: ((line: string) => void)[] = [];
   lines.on("line", (line) => waiting.shift()?.(line));
@@ -107,7 +109,13 @@ async function main(): Promise<void> {
         phase: name,
         elapsedMs,
         loop,
-        version: { samples: latencies.length, failures, p50Ms: round(percentile(latencies, 50)), p99Ms: round(percentile(latencies, 99)), maxMs: round(latencies[latencies.length - 1] ?? Number.NaN) },
+        version: {
+          samples: latencies.length,
+          failures,
+          p50Ms: round(percentile(latencies, 50)),
+          p99Ms: round(percentile(latencies, 99)),
+          maxMs: round(latencies[latencies.length - 1] ?? Number.NaN),
+        },
         detail,
       });
     };
@@ -126,7 +134,11 @@ async function main(): Promise<void> {
       return `${mib(bytes)} MiB tar.gz`;
     });
     await phase("daemon", async () => {
-      const cache = await TemplateCache.open({ directory: join(dir, "cache"), sizeBytesMax: 2 * totalBytes, source: new HttpTemplateSource({ baseUrl: controller.url, token }) });
+      const cache = await TemplateCache.open({
+        directory: join(dir, "cache"),
+        sizeBytesMax: 2 * totalBytes,
+        source: new HttpTemplateSource({ baseUrl: controller.url, token }),
+      });
       const report = await cache.unpack([{ name: "bench" }], join(dir, "instance"), { player: "bench" });
       return `${report.blobsDownloaded} blobs, ${mib(report.bytesDownloaded)} MiB fetched`;
     });

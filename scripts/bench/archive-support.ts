@@ -24,7 +24,7 @@ export async function writeTemplateArchive(path: string, totalBytes: number, fil
     const compressible = i % 10 >= 7; // 3 of every 10 files are text
     const name = compressible ? `config/c${i}.yml` : `worlds/w${i}/region.mca`;
     const entry = pack.entry({ name, size: fileBytes, mode: 0o644 });
-    for (let at = 0; at < fileBytes; ) {
+    for (let at = 0; at < fileBytes;) {
       const size = Math.min(1 << 20, fileBytes - at);
       const piece = compressible ? Buffer.alloc(size, text) : await randomBytesAsync(size);
       if (!entry.write(piece)) await new Promise<void>((resolve) => entry.once("drain", () => resolve()));

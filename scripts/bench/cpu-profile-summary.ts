@@ -48,7 +48,9 @@ for (let i = 0; i < profile.samples.length; i++) {
   const leaf = byId.get(profile.samples[i]!)!;
   sampledMs += ms;
   selfMs.set(label(leaf), (selfMs.get(label(leaf)) ?? 0) + ms);
-  const leafFile = ["(idle)", "(program)", "(garbage collector)"].includes(leaf.callFrame.functionName) ? leaf.callFrame.functionName : fileName(leaf.callFrame.url);
+  const leafFile = ["(idle)", "(program)", "(garbage collector)"].includes(leaf.callFrame.functionName)
+    ? leaf.callFrame.functionName
+    : fileName(leaf.callFrame.url);
   fileMs.set(leafFile, (fileMs.get(leafFile) ?? 0) + ms);
   const seen = new Set<string>();
   for (let id: number | undefined = leaf.id; id !== undefined; id = parentOf.get(id)) {
@@ -61,7 +63,10 @@ for (let i = 0; i < profile.samples.length; i++) {
 
 const print = (title: string, entries: Map<string, number>, filter: (name: string) => boolean = () => true) => {
   console.log(`\n${title}`);
-  const rows = [...entries].filter(([name]) => filter(name)).sort((a, b) => b[1] - a[1]).slice(0, top);
+  const rows = [...entries]
+    .filter(([name]) => filter(name))
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, top);
   for (const [name, ms] of rows) console.log(`${(ms / 1000).toFixed(2).padStart(8)} s ${((ms / sampledMs) * 100).toFixed(1).padStart(5)} %  ${name}`);
 };
 
@@ -103,4 +108,7 @@ for (let i = busy.from; i <= busy.to; i++) {
 print("self time by file", fileMs);
 print("self time by function", selfMs);
 print("total time by function (with callees)", totalMs, (name) => !match || name.includes(match));
-print(`longest stretch without an idle sample: ${(busy.ms / 1000).toFixed(2)} s from ${(busy.startMs / 1000).toFixed(1)} s (total time by function in it)`, busyTotals);
+print(
+  `longest stretch without an idle sample: ${(busy.ms / 1000).toFixed(2)} s from ${(busy.startMs / 1000).toFixed(1)} s (total time by function in it)`,
+  busyTotals,
+);

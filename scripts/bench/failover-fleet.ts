@@ -209,10 +209,14 @@ export class FailoverFleet {
       // Each daemon starts on a different controller; both know all three.
       this.daemons.push(spawnDaemonChild([...addresses.slice(i + 1), ...addresses.slice(0, i + 1)], reply.json.token as string, this.options));
     }
-    const nodes = await eventually(async () => {
-      const list = (await a.call("GET", "/api/v1/nodes?state=ONLINE")).json as { id: string }[];
-      return list.length === 2 ? list : null;
-    }, "two nodes ONLINE", SETUP_WAIT_MS);
+    const nodes = await eventually(
+      async () => {
+        const list = (await a.call("GET", "/api/v1/nodes?state=ONLINE")).json as { id: string }[];
+        return list.length === 2 ? list : null;
+      },
+      "two nodes ONLINE",
+      SETUP_WAIT_MS,
+    );
     this.nodeIds = nodes.map((n) => n.id).sort();
     log(`daemons up: nodes ${this.nodeIds.join(", ")}`);
 

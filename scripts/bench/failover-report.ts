@@ -85,7 +85,8 @@ export function killsTable(kills: readonly KillRecord[]): string {
     "|---|---|---|---|---|---|---|---|---|---|---|",
   ];
   for (const k of kills) {
-    const lease = k.leaseTakeoverMs === undefined ? "–" : `${seconds(k.leaseTakeoverMs)} (${k.leaseBefore.fencingToken} → ${k.leaseAfter?.fencingToken ?? "?"})`;
+    const lease =
+      k.leaseTakeoverMs === undefined ? "–" : `${seconds(k.leaseTakeoverMs)} (${k.leaseBefore.fencingToken} → ${k.leaseAfter?.fencingToken ?? "?"})`;
     const reconnect = k.reconnects.length === 0 ? "–" : k.reconnects.map((r) => seconds(r.onlineMs)).join(", ");
     lines.push(
       `| ${k.round} | ${k.target} | ${k.victim} | ${rolesOf(k)} | ${k.streams.length} | ${seconds(k.newLeaderMs)} | ${seconds(k.raftWriteMs)} | ${lease} | ${reconnect} | ${k.restarted.length} / ${k.twice.length} | ${seconds(k.victimBackMs)} |`,
@@ -105,7 +106,11 @@ export function summaryTable(summary: KillsSummary, leaseTargetMs: number): stri
     row("Raft: survivor reports a new leader (leader killed)", summary.newLeader),
     row("Raft: a write commits (leader killed)", summary.raftWriteAfterLeaderKill),
     row("Raft: a write commits (follower killed)", summary.raftWriteAfterFollowerKill),
-    row("group lease: held by a survivor, higher token", summary.leaseTakeover, `≤ ${seconds(leaseTargetMs)} — ${summary.leaseTakeover.count === 0 ? "not measured" : leaseMet ? "met" : "**missed**"}`),
+    row(
+      "group lease: held by a survivor, higher token",
+      summary.leaseTakeover,
+      `≤ ${seconds(leaseTargetMs)} — ${summary.leaseTakeover.count === 0 ? "not measured" : leaseMet ? "met" : "**missed**"}`,
+    ),
     row("daemon: session entry names a survivor", summary.daemonSessionMoved),
     row("daemon: node ONLINE through a survivor", summary.daemonOnline),
     row("victim restarted and serving", summary.victimBack),

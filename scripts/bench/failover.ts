@@ -23,7 +23,7 @@
 // or SIGINT; the exit status is 1 when the run did not finish or a server was left behind.
 import { execFileSync } from "node:child_process";
 import { loadavg } from "node:os";
-import {  } from "../../test/e2e/cluster-harness.js";
+import {} from "../../test/e2e/cluster-harness.js";
 import { eventually } from "../../test/support/wait.js";
 import { FailoverFleet, serverProcessesOf, type ServerProcesses } from "./failover-fleet.js";
 import {
@@ -66,7 +66,9 @@ function uptimeLine(): string {
   try {
     return execFileSync("uptime", { encoding: "utf8" }).trim();
   } catch {
-    return `load average: ${loadavg().map((v) => v.toFixed(2)).join(", ")}`;
+    return `load average: ${loadavg()
+      .map((v) => v.toFixed(2))
+      .join(", ")}`;
   }
 }
 
@@ -94,7 +96,14 @@ process.once("SIGTERM", () => onSignal("SIGTERM"));
 /** The leader every running controller agrees on, with three voters in every view; else null. */
 async function agreedLeader(): Promise<string | null> {
   const views = await Promise.all(fleet.running().map(membersSeenBy));
-  const leaders = new Set(views.map((v) => v.filter((m) => m.leader).map((m) => m.nodeId).join(",")));
+  const leaders = new Set(
+    views.map((v) =>
+      v
+        .filter((m) => m.leader)
+        .map((m) => m.nodeId)
+        .join(","),
+    ),
+  );
   const stable = views.every((v) => v.length === 3 && v.every((m) => m.role === "voter"));
   const [leader] = leaders;
   return stable && leaders.size === 1 && leader !== "" && !leader.includes(",") ? leader : null;
@@ -184,7 +193,12 @@ async function killAndMeasure(round: number, target: KillRecord["target"]): Prom
     raftWriteRefused: write.refused,
     leaseBefore: { controllerId: lease.controllerId, fencingToken: lease.fencingToken },
     ...(takeover === undefined ? {} : { leaseTakeoverMs: since(takeover?.atMs), leaseAfter: takeover?.value ?? null }),
-    reconnects: reconnects.map((r) => ({ nodeId: r.nodeId, sessionMovedMs: since(r.sessionAtMs), onlineMs: since(r.onlineAtMs), controllerId: r.controllerId })),
+    reconnects: reconnects.map((r) => ({
+      nodeId: r.nodeId,
+      sessionMovedMs: since(r.sessionAtMs),
+      onlineMs: since(r.onlineAtMs),
+      controllerId: r.controllerId,
+    })),
     restarted,
     newInstances,
     twice,

@@ -105,7 +105,8 @@ class FakeDaemon {
   }
 
   private handle(command: InstanceCommand): Result {
-    if (command.type === "list_instances") return { ...ok(), instances: [...this.instances].filter(([, i]) => i.state !== "STOPPED").map(([id, i]) => this.stateReport(id, i)) };
+    if (command.type === "list_instances")
+      return { ...ok(), instances: [...this.instances].filter(([, i]) => i.state !== "STOPPED").map(([id, i]) => this.stateReport(id, i)) };
     const group = command.body.group;
     const highest = this.fencingTokens.get(group) ?? 0;
     if (command.body.fencing_token < highest) return refused("STALE_EPOCH", `fencing token ${command.body.fencing_token} < ${highest}`);
@@ -229,7 +230,16 @@ try {
     await c.api(
       "POST",
       "/api/v1/groups",
-      { name, platform: "simulated", scalingMode: "DYNAMIC", minInstances: perGroup, maxInstances: perGroup, maxPlayers: 0, memoryMb, portRange: { start: 20_000, end: 29_999 } },
+      {
+        name,
+        platform: "simulated",
+        scalingMode: "DYNAMIC",
+        minInstances: perGroup,
+        maxInstances: perGroup,
+        maxPlayers: 0,
+        memoryMb,
+        portRange: { start: 20_000, end: 29_999 },
+      },
       201,
     );
   }
@@ -297,26 +307,32 @@ try {
     uptimeAfter: uptimeLine(),
     node: process.version,
   };
-  printTable(`fleet: ${totalInstances} instances (${groupsCount} groups x ${perGroup}) on ${nodesCount} in-process fake daemons over gRPC, reports ${stepMs} ms apart`, [
-    ["RUNNING / crashed", `${result.running} / ${result.crashed}${result.timedOut ? " (deadline reached)" : ""}`],
-    ["all RUNNING after the first group creation (target <= 60000 ms)", `${result.allRunningMs} ms`],
-    ["group creation calls", `${result.createCallsMs} ms`],
-    ["last SCHEDULED after the first creation", `${result.lastScheduledMs} ms`],
-    ["SCHEDULED -> RUNNING p50 / p99 / max", `${result.scheduledToRunning.p50Ms} / ${result.scheduledToRunning.p99Ms} / ${result.scheduledToRunning.maxMs} ms`],
-    ["SCHEDULED -> PREPARING p50 / p99", `${phases.scheduledToPreparing.p50Ms} / ${phases.scheduledToPreparing.p99Ms} ms`],
-    ["PREPARING -> STARTING p50 / p99", `${phases.preparingToStarting.p50Ms} / ${phases.preparingToStarting.p99Ms} ms`],
-    ["STARTING -> RUNNING p50 / p99", `${phases.startingToRunning.p50Ms} / ${phases.startingToRunning.p99Ms} ms`],
-    ["controller event-loop delay p50 / p99 / max", `${runningLoopDelay.p50Ms} / ${runningLoopDelay.p99Ms} / ${runningLoopDelay.maxMs} ms`],
-    ["CPU of the process until all RUNNING", `${result.cpuToRunningS} s`],
-    ["RSS before / at all RUNNING / peak", `${result.rssBeforeMib} / ${result.rssAtRunningMib} / ${result.peakRssMib} MiB`],
-    ["heap used at all RUNNING / peak", `${result.heapUsedAtRunningMib} / ${result.peakHeapUsedMib} MiB`],
-    ["all STOPPED after deleting the groups", `${result.allStoppedMs} ms${result.stopTimedOut ? ` (deadline reached: ${result.stopped} STOPPED)` : ""}`],
-    ["instance records by state at all RUNNING / the deadline", JSON.stringify(recordedStates)],
-    ["fake daemon warnings (disconnects) while starting / in all", `${result.daemonWarningsWhileStarting} / ${result.daemonWarnings}`],
-    ["uptime before", result.uptimeBefore],
-    ["uptime at all RUNNING", result.uptimeAtRunning],
-    ["uptime after", result.uptimeAfter],
-  ]);
+  printTable(
+    `fleet: ${totalInstances} instances (${groupsCount} groups x ${perGroup}) on ${nodesCount} in-process fake daemons over gRPC, reports ${stepMs} ms apart`,
+    [
+      ["RUNNING / crashed", `${result.running} / ${result.crashed}${result.timedOut ? " (deadline reached)" : ""}`],
+      ["all RUNNING after the first group creation (target <= 60000 ms)", `${result.allRunningMs} ms`],
+      ["group creation calls", `${result.createCallsMs} ms`],
+      ["last SCHEDULED after the first creation", `${result.lastScheduledMs} ms`],
+      [
+        "SCHEDULED -> RUNNING p50 / p99 / max",
+        `${result.scheduledToRunning.p50Ms} / ${result.scheduledToRunning.p99Ms} / ${result.scheduledToRunning.maxMs} ms`,
+      ],
+      ["SCHEDULED -> PREPARING p50 / p99", `${phases.scheduledToPreparing.p50Ms} / ${phases.scheduledToPreparing.p99Ms} ms`],
+      ["PREPARING -> STARTING p50 / p99", `${phases.preparingToStarting.p50Ms} / ${phases.preparingToStarting.p99Ms} ms`],
+      ["STARTING -> RUNNING p50 / p99", `${phases.startingToRunning.p50Ms} / ${phases.startingToRunning.p99Ms} ms`],
+      ["controller event-loop delay p50 / p99 / max", `${runningLoopDelay.p50Ms} / ${runningLoopDelay.p99Ms} / ${runningLoopDelay.maxMs} ms`],
+      ["CPU of the process until all RUNNING", `${result.cpuToRunningS} s`],
+      ["RSS before / at all RUNNING / peak", `${result.rssBeforeMib} / ${result.rssAtRunningMib} / ${result.peakRssMib} MiB`],
+      ["heap used at all RUNNING / peak", `${result.heapUsedAtRunningMib} / ${result.peakHeapUsedMib} MiB`],
+      ["all STOPPED after deleting the groups", `${result.allStoppedMs} ms${result.stopTimedOut ? ` (deadline reached: ${result.stopped} STOPPED)` : ""}`],
+      ["instance records by state at all RUNNING / the deadline", JSON.stringify(recordedStates)],
+      ["fake daemon warnings (disconnects) while starting / in all", `${result.daemonWarningsWhileStarting} / ${result.daemonWarnings}`],
+      ["uptime before", result.uptimeBefore],
+      ["uptime at all RUNNING", result.uptimeAtRunning],
+      ["uptime after", result.uptimeAfter],
+    ],
+  );
   console.log(`RESULT ${JSON.stringify(result)}`);
   if (result.timedOut || result.stopTimedOut) {
     failed = true;

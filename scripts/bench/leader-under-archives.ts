@@ -29,7 +29,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { exportTemplateArchive, importTemplateArchive, probeVersion, writeTemplateArchive, type VersionProbe } from "./archive-support.js";
-import { LeaderSampler, LoopDelayScraper, raftTerms, startProductionTrio, waitForAgreedLeader, type LeaderSummary, type LoopDelaySummary, type ProductionTrio } from "./leader-watch.js";
+import {
+  LeaderSampler,
+  LoopDelayScraper,
+  raftTerms,
+  startProductionTrio,
+  waitForAgreedLeader,
+  type LeaderSummary,
+  type LoopDelaySummary,
+  type ProductionTrio,
+} from "./leader-watch.js";
 import { argNumber, mib, percentile, printTable, progress, uptimeLine } from "./system-bench-support.js";
 
 const totalBytes = argNumber("--mb", 200) * 1000 * 1000;
@@ -54,7 +63,8 @@ interface PhaseResult {
 }
 
 const round = (v: number) => Math.round(v * 10) / 10;
-const loopLine = (l: LoopDelaySummary) => `loop delay per ${sampleMs} ms window p50/p99 ${round(l.windowMaxP50Ms)}/${round(l.windowMaxP99Ms)} ms, max ${round(l.maxMs)} ms (${l.scrapes} windows)`;
+const loopLine = (l: LoopDelaySummary) =>
+  `loop delay per ${sampleMs} ms window p50/p99 ${round(l.windowMaxP50Ms)}/${round(l.windowMaxP99Ms)} ms, max ${round(l.maxMs)} ms (${l.scrapes} windows)`;
 
 function versionFigures(probe: VersionProbe, fromMs: number, toMs: number): PhaseResult["version"] {
   const within = probe.samples.filter((s) => s.atMs >= fromMs && s.atMs <= toMs);
@@ -110,7 +120,14 @@ try {
       return `FAILED: ${err.message}${err.cause ? ` (${String((err.cause as Error).message ?? err.cause)})` : ""}`;
     });
     const toMs = Date.now();
-    results.push({ phase: name, elapsedMs: toMs - fromMs, detail, leader: leaders.summary(fromMs, toMs), loop: loop?.summary(fromMs, toMs) ?? null, version: versionFigures(probe, fromMs, toMs) });
+    results.push({
+      phase: name,
+      elapsedMs: toMs - fromMs,
+      detail,
+      leader: leaders.summary(fromMs, toMs),
+      loop: loop?.summary(fromMs, toMs) ?? null,
+      version: versionFigures(probe, fromMs, toMs),
+    });
   };
 
   const startedMs = Date.now();
@@ -150,7 +167,13 @@ try {
   const termsKept = members.every((m) => termsBefore[m.name] === termsAfter[m.name]);
   if (overall.changes > 0 || !termsKept) exitCode = 1;
 
-  let controlResult: { pauseMs: number; leader: LeaderSummary; termsBefore: Record<string, number>; termsAfter: Record<string, number>; newLeader: string } | null = null;
+  let controlResult: {
+    pauseMs: number;
+    leader: LeaderSummary;
+    termsBefore: Record<string, number>;
+    termsAfter: Record<string, number>;
+    newLeader: string;
+  } | null = null;
   if (control) {
     progress(`control: SIGSTOP of the leader ${leader.name} for ${controlPauseMs} ms`);
     const before = await raftTerms(members);
@@ -168,7 +191,10 @@ try {
   const terms = (t: Record<string, number>) => members.map((m) => `${m.name} ${t[m.name]}`).join(", ");
   const rows: [string, string][] = [
     ["template", `${filesCount} files, ${mib(fileBytes)} MiB (${mib(archiveBytes)} MiB tar.gz)`],
-    ["cluster", `3 production controllers (PostgreSQL + Redis), leader ${leader.name} (${leaderId}); sampled every ${sampleMs} ms, version probe every ${PROBE_INTERVAL_MS} ms`],
+    [
+      "cluster",
+      `3 production controllers (PostgreSQL + Redis), leader ${leader.name} (${leaderId}); sampled every ${sampleMs} ms, version probe every ${PROBE_INTERVAL_MS} ms`,
+    ],
   ];
   for (const r of results) {
     const loopText = r.loop ? loopLine(r.loop) : "loop delay not measured";
@@ -177,10 +203,16 @@ try {
       `${r.elapsedMs} ms${r.detail ? ` (${r.detail})` : ""}; leader changes ${r.leader.changes} (${r.leader.samples} samples${r.leader.failed ? `, ${r.leader.failed} unanswered` : ""}); ${loopText}; version p50/p99/max ${r.version.p50Ms}/${r.version.p99Ms}/${r.version.maxMs} ms (${r.version.samples} probes${r.version.failures ? `, ${r.version.failures} failed` : ""})`,
     ]);
   }
-  rows.push(["all phases: leader", `changes ${overall.changes}, leaders named ${overall.leaders.join(", ") || "none"}, ${overall.samples} samples (${overall.failed} unanswered, ${overall.withoutLeader} without a leader)`]);
+  rows.push([
+    "all phases: leader",
+    `changes ${overall.changes}, leaders named ${overall.leaders.join(", ") || "none"}, ${overall.samples} samples (${overall.failed} unanswered, ${overall.withoutLeader} without a leader)`,
+  ]);
   rows.push(["all phases: Raft term", `before ${terms(termsBefore)}; after ${terms(termsAfter)}`]);
   if (loopOverall) rows.push(["all phases: leader's loop delay", loopLine(loopOverall)]);
-  rows.push(["all phases: version probe", `p50/p99/max ${versionOverall.p50Ms}/${versionOverall.p99Ms}/${versionOverall.maxMs} ms (${versionOverall.samples} probes, ${versionOverall.failures} failed)`]);
+  rows.push([
+    "all phases: version probe",
+    `p50/p99/max ${versionOverall.p50Ms}/${versionOverall.p99Ms}/${versionOverall.maxMs} ms (${versionOverall.samples} probes, ${versionOverall.failures} failed)`,
+  ]);
   if (controlResult) {
     rows.push([
       `control: leader stopped ${controlResult.pauseMs} ms`,

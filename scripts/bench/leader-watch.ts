@@ -75,7 +75,14 @@ export async function startProductionTrio(log: (line: string) => void = () => {}
 /** The leader every controller names, with three voters in every view; null while they disagree. */
 export async function agreedLeader(members: readonly ClusterMemberProcess[]): Promise<string | null> {
   const views = await Promise.all(members.map(membersSeenBy));
-  const leaders = new Set(views.map((v) => v.filter((m) => m.leader).map((m) => m.nodeId).join(",")));
+  const leaders = new Set(
+    views.map((v) =>
+      v
+        .filter((m) => m.leader)
+        .map((m) => m.nodeId)
+        .join(","),
+    ),
+  );
   const stable = views.every((v) => v.length === 3 && v.every((m) => m.role === "voter"));
   const [leader] = leaders;
   return stable && leaders.size === 1 && leader !== "" && !leader.includes(",") ? leader : null;

@@ -8,13 +8,7 @@
 // Prints a summary and one machine-readable JSON line (prefix `BENCH_JSON `).
 import { loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
-import {
-  buildPlacementIndex,
-  placeInstance,
-  type PlacementGroup,
-  type PlacementInstance,
-  type PlacementNode,
-} from "../../src/scheduler/placement.js";
+import { buildPlacementIndex, placeInstance, type PlacementGroup, type PlacementInstance, type PlacementNode } from "../../src/scheduler/placement.js";
 
 const nodesCount = 100;
 const groupsCount = 1_000;

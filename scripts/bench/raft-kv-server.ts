@@ -205,7 +205,9 @@ async function main(): Promise<void> {
     const nowMs = () => (performance.timeOrigin + performance.now()).toFixed(1);
     const send = transport.send.bind(transport);
     transport.send = (messages) => {
-      process.stderr.write(`trace2 ${nowMs()} send ${messages.map((m) => `${m.type}>${m.to}:${m.index}+${m.entries.length}c${m.commit}${m.reject ? "R" : ""}`).join(" ")}\n`);
+      process.stderr.write(
+        `trace2 ${nowMs()} send ${messages.map((m) => `${m.type}>${m.to}:${m.index}+${m.entries.length}c${m.commit}${m.reject ? "R" : ""}`).join(" ")}\n`,
+      );
       send(messages);
     };
     const receive = host.receive.bind(host);

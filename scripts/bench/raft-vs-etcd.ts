@@ -298,7 +298,9 @@ async function benchmark(systems: readonly System[], flags: Flags): Promise<Syst
   const sequential = await runLoadPhase(systems, 1, flags.durationS, flags.sliceS, flags.valueBytes);
   systems.forEach((system, i) => log(system, `sequential ${sequential[i]!.opsPerS.toFixed(0)} ops/s p50 ${sequential[i]!.p50Ms.toFixed(2)} ms`));
   const concurrent = await runLoadPhase(systems, flags.inflight, flags.durationS, flags.sliceS, flags.valueBytes);
-  systems.forEach((system, i) => log(system, `${flags.inflight} in flight ${concurrent[i]!.opsPerS.toFixed(0)} ops/s p50 ${concurrent[i]!.p50Ms.toFixed(2)} ms`));
+  systems.forEach((system, i) =>
+    log(system, `${flags.inflight} in flight ${concurrent[i]!.opsPerS.toFixed(0)} ops/s p50 ${concurrent[i]!.p50Ms.toFixed(2)} ms`),
+  );
   const failoverMs: number[][] = systems.map(() => []);
   for (let round = 0; round < flags.failovers; round++) {
     for (const [i, system] of systems.entries()) {
@@ -379,18 +381,30 @@ async function startEtcd(rootDir: string, _flags: Flags): Promise<System> {
     const child = spawn(
       "etcd",
       [
-        "--name", names[i]!,
-        "--data-dir", join(rootDir, names[i]!),
-        "--listen-client-urls", clientUrls[i]!,
-        "--advertise-client-urls", clientUrls[i]!,
-        "--listen-peer-urls", peerUrls[i]!,
-        "--initial-advertise-peer-urls", peerUrls[i]!,
-        "--initial-cluster", initialCluster,
-        "--initial-cluster-state", state,
-        "--initial-cluster-token", "raft-vs-etcd",
-        "--heartbeat-interval", String(heartbeatIntervalMs),
-        "--election-timeout", String(electionTimeoutMs),
-        "--log-level", "error",
+        "--name",
+        names[i]!,
+        "--data-dir",
+        join(rootDir, names[i]!),
+        "--listen-client-urls",
+        clientUrls[i]!,
+        "--advertise-client-urls",
+        clientUrls[i]!,
+        "--listen-peer-urls",
+        peerUrls[i]!,
+        "--initial-advertise-peer-urls",
+        peerUrls[i]!,
+        "--initial-cluster",
+        initialCluster,
+        "--initial-cluster-state",
+        state,
+        "--initial-cluster-token",
+        "raft-vs-etcd",
+        "--heartbeat-interval",
+        String(heartbeatIntervalMs),
+        "--election-timeout",
+        String(electionTimeoutMs),
+        "--log-level",
+        "error",
       ],
       { stdio: ["ignore", "ignore", "ignore"] },
     );
@@ -418,9 +432,7 @@ async function startEtcd(rootDir: string, _flags: Flags): Promise<System> {
       await client.put(key).value(Buffer.from(value));
     },
     leader: async () => {
-      const statuses = await Promise.all(
-        statusClients.map((c, i) => (processes.has(i) ? c.maintenance.status().catch(() => null) : Promise.resolve(null))),
-      );
+      const statuses = await Promise.all(statusClients.map((c, i) => (processes.has(i) ? c.maintenance.status().catch(() => null) : Promise.resolve(null))));
       for (const status of statuses) {
         if (!status || status.leader === "0") continue;
         const at = statuses.findIndex((s) => s?.header.member_id === status.leader);
@@ -455,7 +467,11 @@ async function startEtcd(rootDir: string, _flags: Flags): Promise<System> {
 function formatTable(results: Partial<Record<"etcd" | "raft-kv", SystemResult>>, flags: Flags): string {
   const etcd = results.etcd;
   const raft = results["raft-kv"];
-  const median = (values: number[]) => percentile([...values].sort((a, b) => a - b), 50);
+  const median = (values: number[]) =>
+    percentile(
+      [...values].sort((a, b) => a - b),
+      50,
+    );
   const rows: [string, (r: SystemResult) => number, string, "higher" | "lower"][] = [
     ["sequential puts/s", (r) => r.sequential.opsPerS, "%.0f", "higher"],
     ["sequential p50 ms", (r) => r.sequential.p50Ms, "%.2f", "lower"],

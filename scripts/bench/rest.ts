@@ -103,8 +103,7 @@ async function runPhase(input: DriverInput, phase: Phase): Promise<PhaseResult> 
       record?.(performance.now() - started, ok, bytes);
     }
   };
-  const workers = (untilMs: number, record: Parameters<typeof loop>[1]) =>
-    Promise.all(Array.from({ length: input.concurrency }, () => loop(untilMs, record)));
+  const workers = (untilMs: number, record: Parameters<typeof loop>[1]) => Promise.all(Array.from({ length: input.concurrency }, () => loop(untilMs, record)));
 
   await workers(performance.now() + phase.warmupMs, null);
   process.send?.({ type: "mark", phase: phase.name, at: "start" } satisfies DriverMessage);
@@ -268,9 +267,26 @@ async function main(): Promise<void> {
     };
     const verdict = (ok: boolean | null) => (ok === null ? "not run" : ok ? "met" : "MISSED");
     console.table(
-      results.map((r) => ({ route: r.name, "req/s": r.reqPerSec, "p50 ms": r.p50Ms, "p99 ms": r.p99Ms, "max ms": r.maxMs, requests: r.requests, errors: r.errors, "bytes/resp": r.meanBytes, "server cpu ms/req": r.serverCpuMsPerRequest })),
+      results.map((r) => ({
+        route: r.name,
+        "req/s": r.reqPerSec,
+        "p50 ms": r.p50Ms,
+        "p99 ms": r.p99Ms,
+        "max ms": r.maxMs,
+        requests: r.requests,
+        errors: r.errors,
+        "bytes/resp": r.meanBytes,
+        "server cpu ms/req": r.serverCpuMsPerRequest,
+      })),
     );
-    console.table(serviceLayer.map((r) => ({ "service call (in process, sequential)": r.name, calls: r.calls, "cpu ms/call": r.cpuMsPerCall, "wall ms/call": r.wallMsPerCall })));
+    console.table(
+      serviceLayer.map((r) => ({
+        "service call (in process, sequential)": r.name,
+        calls: r.calls,
+        "cpu ms/call": r.cpuMsPerCall,
+        "wall ms/call": r.wallMsPerCall,
+      })),
+    );
     console.log(`targets: single GET p99 <= 50 ms at >= 2,000 req/s: ${verdict(targets.singleGet)}; full list p99 <= 1 s: ${verdict(targets.fullList)}`);
     console.log(
       "BENCH_JSON " +

@@ -254,7 +254,14 @@ function spawnDaemon(opts: { dir: string; grpcAddress: string; token: string; ma
   const configPath = join(opts.dir, "daemon.yml");
   writeFileSync(
     configPath,
-    toYaml({ controllers: [opts.grpcAddress], token: opts.token, hostname: "bench-node", workDir: join(opts.dir, "work"), dataDir: join(opts.dir, "data"), maxMemoryMb: opts.maxMemoryMb }),
+    toYaml({
+      controllers: [opts.grpcAddress],
+      token: opts.token,
+      hostname: "bench-node",
+      workDir: join(opts.dir, "work"),
+      dataDir: join(opts.dir, "data"),
+      maxMemoryMb: opts.maxMemoryMb,
+    }),
   );
   const nodeArgs = [`--max-old-space-size=${opts.heapMb}`, ...(opts.cpuProfDir ? ["--cpu-prof", "--cpu-prof-dir", opts.cpuProfDir] : [])];
   const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/daemon/main.ts", "--config", configPath], {
@@ -435,7 +442,10 @@ async function runSystemMode(): Promise<void> {
     printTable(`start to RUNNING, whole system (controller in-process, one cloud-daemon, ${instancesCount} simulated instances, plugin readiness)`, [
       ["RUNNING / crashed", `${result.running} / ${result.crashed}${result.timedOut ? " (deadline reached)" : ""}`],
       ["all RUNNING after group creation (target <= 20000 ms)", `${result.allRunningMs} ms`],
-      ["SCHEDULED -> RUNNING p50 / p99 / max (target p99 <= 5000 ms)", `${result.scheduledToRunning.p50Ms} / ${result.scheduledToRunning.p99Ms} / ${result.scheduledToRunning.maxMs} ms`],
+      [
+        "SCHEDULED -> RUNNING p50 / p99 / max (target p99 <= 5000 ms)",
+        `${result.scheduledToRunning.p50Ms} / ${result.scheduledToRunning.p99Ms} / ${result.scheduledToRunning.maxMs} ms`,
+      ],
       ["group creation -> RUNNING per instance p50 / p99", `${result.createdToRunning.p50Ms} / ${result.createdToRunning.p99Ms} ms`],
       ["scheduler.maxStartingPerNode", String(result.maxStartingPerNode)],
       ["last SCHEDULED after creation", `${result.lastScheduledMs} ms`],
@@ -444,11 +454,20 @@ async function runSystemMode(): Promise<void> {
       ["STARTING -> RUNNING (boot + ready call) p50 / p99", `${result.phases.startingToRunning.p50Ms} / ${result.phases.startingToRunning.p99Ms} ms`],
       ["last STARTING after creation", `${result.lastStartingMs} ms`],
       ["instance records by state at the end", JSON.stringify(result.recordedStates)],
-      ["state report delay, daemon -> controller p50 / p99 / max", `${result.stateReportDelay.p50Ms} / ${result.stateReportDelay.p99Ms} / ${result.stateReportDelay.maxMs} ms`],
+      [
+        "state report delay, daemon -> controller p50 / p99 / max",
+        `${result.stateReportDelay.p50Ms} / ${result.stateReportDelay.p99Ms} / ${result.stateReportDelay.maxMs} ms`,
+      ],
       ["daemon disconnects (its log)", result.daemonDisconnects],
-      ["controller event-loop delay p50 / p99 / max", `${result.controllerLoopDelay.p50Ms} / ${result.controllerLoopDelay.p99Ms} / ${result.controllerLoopDelay.maxMs} ms`],
+      [
+        "controller event-loop delay p50 / p99 / max",
+        `${result.controllerLoopDelay.p50Ms} / ${result.controllerLoopDelay.p99Ms} / ${result.controllerLoopDelay.maxMs} ms`,
+      ],
       ["CPU: controller process / daemon", `${result.controllerCpuS} s / ${result.daemonCpuS} s`],
-      ["RSS: controller (peak) / daemon; PSS of all servers", `${result.controllerRssMib} (${result.controllerPeakRssMib}) / ${result.daemonRssMib}; ${result.serversPssMib} MiB`],
+      [
+        "RSS: controller (peak) / daemon; PSS of all servers",
+        `${result.controllerRssMib} (${result.controllerPeakRssMib}) / ${result.daemonRssMib}; ${result.serversPssMib} MiB`,
+      ],
       ["daemon SIGTERM -> exit (graceful stop of all)", `${result.daemonStopMs} ms`],
       ["server processes found at all RUNNING / left after the daemon's stop", `${result.serverProcesses} / ${result.processesLeft}`],
       ["uptime before", result.uptimeBefore],
@@ -458,7 +477,8 @@ async function runSystemMode(): Promise<void> {
     console.log(`RESULT ${JSON.stringify(result)}`);
     if (leftAlive.length > 0 || result.timedOut) {
       failed = true;
-      if (result.timedOut) console.error(`--- daemon output (tail) ---\n${daemon.output().slice(-5_000)}\n--- controller log (tail) ---\n${c.logTail().slice(-5_000)}`);
+      if (result.timedOut)
+        console.error(`--- daemon output (tail) ---\n${daemon.output().slice(-5_000)}\n--- controller log (tail) ---\n${c.logTail().slice(-5_000)}`);
     }
   } catch (err) {
     failed = true;

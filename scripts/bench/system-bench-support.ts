@@ -58,7 +58,9 @@ export function uptimeLine(): string {
   try {
     return execFileSync("uptime", { encoding: "utf8" }).trim();
   } catch {
-    return `load average: ${loadavg().map((l) => l.toFixed(2)).join(", ")}`;
+    return `load average: ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(", ")}`;
   }
 }
 
@@ -93,7 +95,11 @@ export interface BenchController {
   stop(): Promise<void>;
 }
 
-export async function startBenchController(opts: { dataDir: string; scheduler?: Partial<SchedulerTuning>; gateway?: Partial<GatewayTuning> }): Promise<BenchController> {
+export async function startBenchController(opts: {
+  dataDir: string;
+  scheduler?: Partial<SchedulerTuning>;
+  gateway?: Partial<GatewayTuning>;
+}): Promise<BenchController> {
   const config = parseControllerConfig(testConfig(opts.dataDir, { logging: { level: "WARN" } }), { env: {}, source: "benchmark configuration" });
   const log: string[] = [];
   const controller = await startController(config, {
@@ -124,7 +130,9 @@ export async function startBenchController(opts: { dataDir: string; scheduler?: 
     if (!(await within(controller.stop(), CONTROLLER_STOP_TIMEOUT_MS))) {
       const lines = log.join("").split("\n");
       const stopping = lines.filter((line) => /Stopping|stopped|took \d+ ms/.test(line)).slice(-20);
-      throw new Error(`the controller did not stop within ${CONTROLLER_STOP_TIMEOUT_MS} ms; its log about stopping:\n${stopping.join("\n")}\nits last lines:\n${lines.slice(-5).join("\n")}`);
+      throw new Error(
+        `the controller did not stop within ${CONTROLLER_STOP_TIMEOUT_MS} ms; its log about stopping:\n${stopping.join("\n")}\nits last lines:\n${lines.slice(-5).join("\n")}`,
+      );
     }
   };
   return { controller, url, grpcAddress: `127.0.0.1:${controller.grpcPort}`, api, logTail: () => log.join(""), stop };

@@ -58,7 +58,15 @@ interface BenchMember {
 function toTarMember(m: BenchMember): TarMember {
   if (m.kind === "dir") return { path: m.path, kind: "dir", mode: m.mode };
   const data = m.data!;
-  return { path: m.path, kind: "file", mode: m.mode, size: data.byteLength, data: async function* () { yield data; } };
+  return {
+    path: m.path,
+    kind: "file",
+    mode: m.mode,
+    size: data.byteLength,
+    data: async function* () {
+      yield data;
+    },
+  };
 }
 
 async function bytesOf(stream: AsyncIterable<Uint8Array>): Promise<Buffer> {

@@ -42,7 +42,12 @@ export const LOGIN_ACCOUNT_POLICY: LoginBackoffPolicy = { freeFailures: 5, first
  * Per client address: more free failures, because several operators may share one address (a NAT,
  * a bastion host); it stops one address from trying a few passwords on each of many accounts.
  */
-export const LOGIN_ADDRESS_POLICY: LoginBackoffPolicy = { freeFailures: 20, firstDelayMs: SECOND_MS, delayMaxMs: 15 * MINUTE_MS, forgetAfterMs: 60 * MINUTE_MS };
+export const LOGIN_ADDRESS_POLICY: LoginBackoffPolicy = {
+  freeFailures: 20,
+  firstDelayMs: SECOND_MS,
+  delayMaxMs: 15 * MINUTE_MS,
+  forgetAfterMs: 60 * MINUTE_MS,
+};
 
 /**
  * Compare-and-set rounds for one key before giving up. Rounds only repeat when another attempt on
@@ -71,7 +76,8 @@ function parseStreak(raw: string | null): Streak | null {
   if (raw === null) return null;
   try {
     const value = JSON.parse(raw) as Partial<Streak>;
-    if (Number.isSafeInteger(value.attempts) && Number.isFinite(value.blockedUntilMs)) return { attempts: value.attempts!, blockedUntilMs: value.blockedUntilMs! };
+    if (Number.isSafeInteger(value.attempts) && Number.isFinite(value.blockedUntilMs))
+      return { attempts: value.attempts!, blockedUntilMs: value.blockedUntilMs! };
   } catch {
     // Another format: treated as no streak, and overwritten.
   }

@@ -80,9 +80,7 @@ export function normalizeConfig(raw: unknown): { config: CliConfig; migrated: bo
   const legacyController = asString(doc.controller);
   const legacyToken = asString(doc.token);
   if ((legacyController || legacyToken) && !config.contexts[legacyContextName]) {
-    config.contexts[legacyContextName] = legacyToken
-      ? { controller: legacyController ?? "", token: legacyToken }
-      : { controller: legacyController ?? "" };
+    config.contexts[legacyContextName] = legacyToken ? { controller: legacyController ?? "", token: legacyToken } : { controller: legacyController ?? "" };
     config.currentContext ??= legacyContextName;
     migrated = true;
   }

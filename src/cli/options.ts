@@ -16,7 +16,10 @@ export function collect(value: string, previous: string[] = []): string[] {
 
 /** Splits a comma-separated list, dropping blanks. */
 export function commaList(value: string): string[] {
-  return value.split(",").map((item) => item.trim()).filter((item) => item !== "");
+  return value
+    .split(",")
+    .map((item) => item.trim())
+    .filter((item) => item !== "");
 }
 
 /** Durations accepted by `--since` and `--ttl`: a number and a unit s, m, h or d. */

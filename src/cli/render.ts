@@ -18,18 +18,40 @@ export interface RenderOptions {
 }
 
 const asciiChars = {
-  top: "-", "top-mid": "+", "top-left": "+", "top-right": "+",
-  bottom: "-", "bottom-mid": "+", "bottom-left": "+", "bottom-right": "+",
-  left: "|", "left-mid": "+", mid: "-", "mid-mid": "+",
-  right: "|", "right-mid": "+", middle: "|",
+  top: "-",
+  "top-mid": "+",
+  "top-left": "+",
+  "top-right": "+",
+  bottom: "-",
+  "bottom-mid": "+",
+  "bottom-left": "+",
+  "bottom-right": "+",
+  left: "|",
+  "left-mid": "+",
+  mid: "-",
+  "mid-mid": "+",
+  right: "|",
+  "right-mid": "+",
+  middle: "|",
 };
 
 /** Borderless Unicode layout: headers over rows, like kubectl. */
 const plainChars = {
-  top: "", "top-mid": "", "top-left": "", "top-right": "",
-  bottom: "", "bottom-mid": "", "bottom-left": "", "bottom-right": "",
-  left: "", "left-mid": "", mid: "", "mid-mid": "",
-  right: "", "right-mid": "", middle: "  ",
+  top: "",
+  "top-mid": "",
+  "top-left": "",
+  "top-right": "",
+  bottom: "",
+  "bottom-mid": "",
+  "bottom-left": "",
+  "bottom-right": "",
+  left: "",
+  "left-mid": "",
+  mid: "",
+  "mid-mid": "",
+  right: "",
+  "right-mid": "",
+  middle: "  ",
 };
 
 /** Writes command output; every command prints through one of these. */
@@ -51,10 +73,14 @@ export class Output {
   accent(text: string): string {
     const c = this.colors;
     switch (this.options.accent) {
-      case "cyan": return c.cyan(text);
-      case "green": return c.green(text);
-      case "amber": return c.yellow(text);
-      default: return c.magenta(text);
+      case "cyan":
+        return c.cyan(text);
+      case "green":
+        return c.green(text);
+      case "amber":
+        return c.yellow(text);
+      default:
+        return c.magenta(text);
     }
   }
 
@@ -90,7 +116,13 @@ export class Output {
       style: { head: [], border: [], "padding-left": this.options.ascii ? 1 : 0, "padding-right": this.options.ascii ? 1 : 0 },
     });
     for (const row of rows) table.push(row.map((cell) => String(cell)));
-    this.line(table.toString().split("\n").map((l) => l.trimEnd()).join("\n"));
+    this.line(
+      table
+        .toString()
+        .split("\n")
+        .map((l) => l.trimEnd())
+        .join("\n"),
+    );
   }
 
   /** Renders `key: value` lines with aligned keys. */

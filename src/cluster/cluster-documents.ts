@@ -65,7 +65,12 @@ export class ClusterDocuments {
     const collection = this.documents.collection<StoredClusterCa>(CLUSTER_CA_COLLECTION);
     const existing = await collection.get(CLUSTER_CA_DOCUMENT_ID);
     if (existing && existing.certPem === ca.certPem && existing.keyPem === ca.keyPem) return "unchanged";
-    await collection.put({ _id: CLUSTER_CA_DOCUMENT_ID, certPem: ca.certPem, keyPem: ca.keyPem, createdAt: existing?.createdAt ?? new Date(nowMs).toISOString() });
+    await collection.put({
+      _id: CLUSTER_CA_DOCUMENT_ID,
+      certPem: ca.certPem,
+      keyPem: ca.keyPem,
+      createdAt: existing?.createdAt ?? new Date(nowMs).toISOString(),
+    });
     return existing ? "replaced" : "created";
   }
 }

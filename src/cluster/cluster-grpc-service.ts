@@ -48,7 +48,10 @@ const MembershipRequestSchema = Type.Object(
   {
     changes: Type.Array(
       Type.Object(
-        { type: Type.Union([Type.Literal("add-voter"), Type.Literal("add-learner"), Type.Literal("remove-node")]), nodeId: Type.String({ pattern: MEMBER_ID_PATTERN }) },
+        {
+          type: Type.Union([Type.Literal("add-voter"), Type.Literal("add-learner"), Type.Literal("remove-node")]),
+          nodeId: Type.String({ pattern: MEMBER_ID_PATTERN }),
+        },
         { additionalProperties: false },
       ),
       { minItems: 1, maxItems: 8 },
@@ -161,7 +164,8 @@ function checkJoinRequest(request: JoinClusterRequest): void {
   ] as const) {
     if (value !== "" && !hostPort.test(value)) throw invalid(`${field}: expected host:port`);
   }
-  if (request.hosts.length > joinHostsMax || request.hosts.some((h) => !hostName.test(h))) throw invalid(`hosts: at most ${joinHostsMax} host names or addresses`);
+  if (request.hosts.length > joinHostsMax || request.hosts.some((h) => !hostName.test(h)))
+    throw invalid(`hosts: at most ${joinHostsMax} host names or addresses`);
 }
 
 /** Refuses a token this controller can already tell is unusable; returns its id. */

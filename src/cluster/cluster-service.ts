@@ -24,7 +24,17 @@ import type { ClusterDocuments } from "./cluster-documents.js";
 import { clusterNotReady } from "./cluster-errors.js";
 import type { ClusterIdentityStore, MemberIdentity, PendingBootstrap } from "./cluster-identity.js";
 import type { JoinClusterRequest, JoinClusterResponse } from "./cluster-proto.js";
-import type { ClusterRecord, ConfigVersionList, CreatedJoinToken, Ejection, JoinToken, LeaseList, LeaveResponse, Member, SeedRotation } from "./cluster-schemas.js";
+import type {
+  ClusterRecord,
+  ConfigVersionList,
+  CreatedJoinToken,
+  Ejection,
+  JoinToken,
+  LeaseList,
+  LeaveResponse,
+  Member,
+  SeedRotation,
+} from "./cluster-schemas.js";
 import type { ClusterMaterial, ClusterStateMachine, JoinTokenRecord, MemberRecord, SeedState } from "./cluster-state-machine.js";
 import { ClusterUpkeep } from "./cluster-upkeep.js";
 import { clusterRecordView, configVersionListView, joinTokenListView, leaseListView, memberListView } from "./cluster-views.js";

@@ -237,7 +237,11 @@ export class ClusterStateMachine implements StateMachine {
   snapshotAsSoleMember(selfId: string, ejected: readonly string[], removal: { reason: string; by: string; atMs: number }): Uint8Array {
     const self = this.member(selfId) ?? blankMember(selfId);
     const removed = ejected.map((nodeId) => ({ nodeId, kind: "recover" as const, reason: removal.reason, by: removal.by, removedAtMs: removal.atMs }));
-    const state: ClusterStateData = { ...this.state, members: [{ ...self, role: "voter" }], removed: [...this.state.removed, ...removed].slice(-removedMembersMax) };
+    const state: ClusterStateData = {
+      ...this.state,
+      members: [{ ...self, role: "voter" }],
+      removed: [...this.state.removed, ...removed].slice(-removedMembersMax),
+    };
     return textEncoder.encode(JSON.stringify({ format: snapshotFormatVersion, state }));
   }
 
@@ -382,7 +386,13 @@ export class ClusterStateMachine implements StateMachine {
       return ok(renewed);
     }
     if (!current && this.state.leases.length >= leasesMax) return refuse(CommandRefusal.TooManyLeases, `At most ${leasesMax} singleton leases exist`);
-    const granted: LeaseRecord = { name: command.name, holder: command.holder, fencingToken: index, grantedAtMs: command.atMs, expiresAtMs: command.atMs + command.ttlMs };
+    const granted: LeaseRecord = {
+      name: command.name,
+      holder: command.holder,
+      fencingToken: index,
+      grantedAtMs: command.atMs,
+      expiresAtMs: command.atMs + command.ttlMs,
+    };
     this.replaceLease(granted);
     return ok(granted);
   }
@@ -390,7 +400,10 @@ export class ClusterStateMachine implements StateMachine {
   private renewLease(command: Extract<ClusterCommand, { op: "lease.renew" }>): CommandResult<LeaseRecord> {
     const current = this.lease(command.name);
     if (!current || current.holder !== command.holder || current.fencingToken !== command.fencingToken || current.expiresAtMs <= command.atMs) {
-      return refuse(CommandRefusal.WriteConflict, `ClusterWriteConflict: ${command.holder} does not hold lease ${command.name} with token ${command.fencingToken}`);
+      return refuse(
+        CommandRefusal.WriteConflict,
+        `ClusterWriteConflict: ${command.holder} does not hold lease ${command.name} with token ${command.fencingToken}`,
+      );
     }
     const renewed: LeaseRecord = { ...current, expiresAtMs: command.atMs + command.ttlMs };
     this.replaceLease(renewed);
@@ -400,7 +413,10 @@ export class ClusterStateMachine implements StateMachine {
   private releaseLease(command: Extract<ClusterCommand, { op: "lease.release" }>): CommandResult<LeaseRecord> {
     const current = this.lease(command.name);
     if (!current || current.holder !== command.holder || current.fencingToken !== command.fencingToken) {
-      return refuse(CommandRefusal.WriteConflict, `ClusterWriteConflict: ${command.holder} does not hold lease ${command.name} with token ${command.fencingToken}`);
+      return refuse(
+        CommandRefusal.WriteConflict,
+        `ClusterWriteConflict: ${command.holder} does not hold lease ${command.name} with token ${command.fencingToken}`,
+      );
     }
     this.state.leases = this.state.leases.filter((l) => l.name !== command.name);
     return ok(current);
@@ -411,7 +427,13 @@ export class ClusterStateMachine implements StateMachine {
       return refuse(CommandRefusal.ConfigTooLarge, `A cluster config version holds at most ${configBytesMax} bytes of JSON`);
     }
     const last = this.state.configVersions[this.state.configVersions.length - 1];
-    const record: ConfigVersionRecord = { version: (last?.version ?? 0) + 1, config: command.config, comment: command.comment, createdAtMs: command.atMs, createdBy: command.by };
+    const record: ConfigVersionRecord = {
+      version: (last?.version ?? 0) + 1,
+      config: command.config,
+      comment: command.comment,
+      createdAtMs: command.atMs,
+      createdBy: command.by,
+    };
     this.state.configVersions = [...this.state.configVersions, record].slice(-configVersionsMax);
     this.state.activeConfigVersion = record.version;
     return ok(record);

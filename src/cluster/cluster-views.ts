@@ -41,7 +41,12 @@ export function leaseView(l: LeaseRecord) {
 export type ClusterStateReader = Pick<ClusterStateMachine, "members" | "tokens" | "leases" | "configVersions" | "activeConfigVersion">;
 
 /** `GET /api/v1/cluster`: the cluster as this controller applied it, with the leader it knows. Pure. */
-export function clusterRecordView(meta: Pick<ClusterMeta, "clusterId" | "createdAtMs">, state: ClusterStateReader, nodeId: string, leaderId: string | null): ClusterRecord {
+export function clusterRecordView(
+  meta: Pick<ClusterMeta, "clusterId" | "createdAtMs">,
+  state: ClusterStateReader,
+  nodeId: string,
+  leaderId: string | null,
+): ClusterRecord {
   return {
     clusterId: meta.clusterId,
     memberCount: state.members().length,
@@ -64,7 +69,12 @@ export function joinTokenListView(state: ClusterStateReader, nowMs: number): { t
 
 /** Current singleton holders: leases not yet expired at `nowMs` (this controller's clock). Pure. */
 export function leaseListView(state: ClusterStateReader, nowMs: number): LeaseList {
-  return { leases: state.leases().filter((l) => l.expiresAtMs > nowMs).map(leaseView) };
+  return {
+    leases: state
+      .leases()
+      .filter((l) => l.expiresAtMs > nowMs)
+      .map(leaseView),
+  };
 }
 
 /** Every stored config version, the active one marked. Pure. */

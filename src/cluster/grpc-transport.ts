@@ -174,7 +174,10 @@ export class GrpcTransport {
     call.on("data", (envelope: RaftEnvelope) => {
       if (finished) return;
       if (envelope.cluster_id !== this.options.clusterId || envelope.to !== this.options.nodeId || (peerName !== null && peerName !== envelope.from)) {
-        finish({ code: grpc.status.FAILED_PRECONDITION, details: `envelope for cluster ${envelope.cluster_id} node ${envelope.to} from ${envelope.from} refused by ${this.options.nodeId}` });
+        finish({
+          code: grpc.status.FAILED_PRECONDITION,
+          details: `envelope for cluster ${envelope.cluster_id} node ${envelope.to} from ${envelope.from} refused by ${this.options.nodeId}`,
+        });
         call.destroy();
         return;
       }

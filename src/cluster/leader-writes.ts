@@ -6,7 +6,14 @@
 import { performance } from "node:perf_hooks";
 import type { Clock } from "../shared/clock.js";
 import { conflict } from "../shared/errors.js";
-import { encodeCommand, encodeMembershipContext, type AppliedCommand, type ClusterCommand, type MembershipContext, type UnstampedCommand } from "./cluster-commands.js";
+import {
+  encodeCommand,
+  encodeMembershipContext,
+  type AppliedCommand,
+  type ClusterCommand,
+  type MembershipContext,
+  type UnstampedCommand,
+} from "./cluster-commands.js";
 import { raftUnavailable } from "./cluster-errors.js";
 import { RaftHostError } from "./host-errors.js";
 import type { LeaderLink, MembershipRequest } from "./membership-types.js";

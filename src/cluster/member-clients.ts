@@ -79,7 +79,11 @@ export class MemberClients {
   }
 
   /** Forwards a daemon command to the member at `address`; aborting `signal` cancels the call. */
-  forwardNodeCommand(address: string, request: ForwardNodeCommandRequest, options: { timeoutMs: number; signal: AbortSignal }): Promise<ForwardNodeCommandResponse> {
+  forwardNodeCommand(
+    address: string,
+    request: ForwardNodeCommandRequest,
+    options: { timeoutMs: number; signal: AbortSignal },
+  ): Promise<ForwardNodeCommandResponse> {
     const client = this.client(address);
     return new Promise((resolve, reject) => {
       const cancel = () => call.cancel();
@@ -142,7 +146,8 @@ export class GrpcLeaderLink implements LeaderLink {
       const expected = fromGrpcError(error);
       if (expected?.code === "NOT_LEADER") throw new RaftHostError(HostErrorCode.NotLeader, expected.message, null);
       if (expected) throw expected;
-      if (error.code === grpc.status.UNAVAILABLE) throw new RaftHostError(HostErrorCode.NotLeader, `the leader ${leaderId} cannot be reached: ${error.details}`, leaderId);
+      if (error.code === grpc.status.UNAVAILABLE)
+        throw new RaftHostError(HostErrorCode.NotLeader, `the leader ${leaderId} cannot be reached: ${error.details}`, leaderId);
       throw new RaftHostError(HostErrorCode.Timeout, `the leader ${leaderId} did not answer: ${error.details ?? String(err)}`, leaderId);
     }
   }

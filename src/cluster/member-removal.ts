@@ -108,10 +108,16 @@ export class MemberRemoval {
       if (id === nodeId) throw conflict("A controller cannot eject itself", "CANNOT_EJECT_SELF");
       if (!this.deps.isMemberId(id)) throw notFound(`Member not found: ${id}`, "MEMBER_NOT_FOUND");
     }
-    const others = state.members().map((m) => m.nodeId).filter((id) => id !== nodeId);
+    const others = state
+      .members()
+      .map((m) => m.nodeId)
+      .filter((id) => id !== nodeId);
     const unnamed = others.filter((id) => !named.includes(id));
     if (unnamed.length > 0) {
-      throw conflict(`Recovery leaves this controller as the only member: name every other member too (${unnamed.join(", ")}); survivors rejoin with join tokens`, "RECOVERY_INCOMPLETE");
+      throw conflict(
+        `Recovery leaves this controller as the only member: name every other member too (${unnamed.join(", ")}); survivors rejoin with join tokens`,
+        "RECOVERY_INCOMPLETE",
+      );
     }
     if (this.recoveryRunning) throw conflict("A recovery is already running", "RECOVERY_RUNNING");
     this.recoveryRunning = true;
@@ -122,7 +128,10 @@ export class MemberRemoval {
         probeTimeoutMs,
       );
       if (reachable.length > 0) {
-        throw conflict(`These members still answer; eject them with DELETE /api/v1/cluster/members/{nodeId} instead: ${reachable.join(", ")}`, "MEMBERS_REACHABLE");
+        throw conflict(
+          `These members still answer; eject them with DELETE /api/v1/cluster/members/{nodeId} instead: ${reachable.join(", ")}`,
+          "MEMBERS_REACHABLE",
+        );
       }
       const member = this.deps.member();
       const host = member.host;

@@ -78,7 +78,8 @@ export class ForwardedCommands {
   }
 
   run(nodeId: string, command: InstanceCommand): Promise<CommandResult> {
-    if (!this.handler) return Promise.resolve(commandFailure("NODE_NOT_CONNECTED", `This controller holds no daemon streams for other controllers (node ${nodeId})`));
+    if (!this.handler)
+      return Promise.resolve(commandFailure("NODE_NOT_CONNECTED", `This controller holds no daemon streams for other controllers (node ${nodeId})`));
     return this.handler(nodeId, command);
   }
 }
@@ -99,7 +100,8 @@ export class MemberCommandLink {
   /** Sends `command` for `nodeId` to the member `controllerId`; resolves with a result, never rejects. */
   async forward(controllerId: string, nodeId: string, command: InstanceCommand, options: ForwardOptions): Promise<CommandResult> {
     const address = this.grpcAddressOf(controllerId);
-    if (!address) return commandFailure("PEER_UNKNOWN", `Controller ${controllerId} holds the stream of node ${nodeId} but no member record here gives its gRPC address`);
+    if (!address)
+      return commandFailure("PEER_UNKNOWN", `Controller ${controllerId} holds the stream of node ${nodeId} but no member record here gives its gRPC address`);
     if (options.signal.aborted) return stopped();
     try {
       const response = await this.clients.forwardNodeCommand(address, forwardNodeCommandRequest(nodeId, command), options);
@@ -123,7 +125,8 @@ const stopped = () => commandFailure("RELAY_STOPPED", "The controller is stoppin
 
 function callFailure(err: unknown, controllerId: string, nodeId: string, timeoutMs: number): CommandResult {
   const error = err as Partial<grpc.ServiceError>;
-  if (typeof error.code !== "number") return commandFailure("FORWARD_FAILED", `Forwarding a command for node ${nodeId} to controller ${controllerId} failed: ${String(err)}`);
+  if (typeof error.code !== "number")
+    return commandFailure("FORWARD_FAILED", `Forwarding a command for node ${nodeId} to controller ${controllerId} failed: ${String(err)}`);
   const expected = fromGrpcError(error as grpc.ServiceError);
   if (expected) return commandFailure(expected.code, `Controller ${controllerId}: ${expected.message}`);
   switch (error.code) {

@@ -75,7 +75,9 @@ export class RaftNodeHost {
   private loopRunning = false;
   private loopAgain = false;
   private stopped = false;
-  private readonly options: Required<Pick<RaftNodeHostOptions, "proposalTimeoutMs" | "readTimeoutMs" | "pendingRequestsMax" | "snapshotIntervalEntries" | "compactionMarginEntries">>;
+  private readonly options: Required<
+    Pick<RaftNodeHostOptions, "proposalTimeoutMs" | "readTimeoutMs" | "pendingRequestsMax" | "snapshotIntervalEntries" | "compactionMarginEntries">
+  >;
 
   constructor(private readonly config: RaftNodeHostOptions) {
     this.clock = config.clock ?? systemClock;
@@ -309,7 +311,8 @@ export class RaftNodeHost {
     // A leader's appends leave now and its own write runs meanwhile (thesis §10.2.1); the library
     // counts the leader's entries towards a commit only after advance() below.
     const sendBeforePersist = ready.messagesBeforePersist ?? 0;
-    if (sendBeforePersist > 0) this.config.transport.send(sendBeforePersist === ready.messages.length ? ready.messages : ready.messages.slice(0, sendBeforePersist));
+    if (sendBeforePersist > 0)
+      this.config.transport.send(sendBeforePersist === ready.messages.length ? ready.messages : ready.messages.slice(0, sendBeforePersist));
     if (ready.hardState || ready.entries.length > 0 || ready.snapshot) {
       // After appends were handed to the transport, the write is issued from an immediate: HTTP/2
       // passes frames to the socket from a native immediate, which runs first. Handing the batch to
@@ -331,7 +334,8 @@ export class RaftNodeHost {
       this.confState = ready.snapshot.metadata.confState;
       this.proposals.failOverwritten(this.appliedIndex);
     }
-    if (ready.messages.length > sendBeforePersist) this.config.transport.send(sendBeforePersist === 0 ? ready.messages : ready.messages.slice(sendBeforePersist));
+    if (ready.messages.length > sendBeforePersist)
+      this.config.transport.send(sendBeforePersist === 0 ? ready.messages : ready.messages.slice(sendBeforePersist));
     await this.applyCommitted(ready);
     this.rawNode.advance(ready);
     this.proposals.failOverwritten(this.appliedIndex);

@@ -168,10 +168,14 @@ export async function startClusterService(options: StartClusterServiceOptions): 
 
   if (identity) {
     if (pinned !== undefined && pinned !== identity.clusterId) {
-      throw new ClusterStartupError(`cluster.id is ${pinned} but this controller is a member of cluster ${identity.clusterId} (${identityStore.dir}); fix cluster.id in controller.yml`);
+      throw new ClusterStartupError(
+        `cluster.id is ${pinned} but this controller is a member of cluster ${identity.clusterId} (${identityStore.dir}); fix cluster.id in controller.yml`,
+      );
     }
     if (storeClusterId !== null && storeClusterId !== identity.clusterId) {
-      throw new ClusterStartupError(`The database belongs to cluster ${storeClusterId} but this controller is a member of cluster ${identity.clusterId}; point database.uri at that cluster's database`);
+      throw new ClusterStartupError(
+        `The database belongs to cluster ${storeClusterId} but this controller is a member of cluster ${identity.clusterId}; point database.uri at that cluster's database`,
+      );
     }
     if (storeClusterId === null) await claimStore(documents, identity.clusterId, clock.nowMs());
     const stored = identityStore.readTls();
@@ -179,7 +183,9 @@ export async function startClusterService(options: StartClusterServiceOptions): 
     tls = stored;
   } else {
     if (identityStore.hasRaftLog()) {
-      throw new ClusterStartupError(`${identityStore.logDir} holds a Raft log but ${identityStore.dir} no identity.json; delete ${identityStore.dir} to start afresh`);
+      throw new ClusterStartupError(
+        `${identityStore.logDir} holds a Raft log but ${identityStore.dir} no identity.json; delete ${identityStore.dir} to start afresh`,
+      );
     }
     if (!pending) {
       if (pinned !== undefined) {
@@ -188,7 +194,9 @@ export async function startClusterService(options: StartClusterServiceOptions): 
         );
       }
       if (storeClusterId !== null) {
-        throw new ClusterStartupError(`The database already belongs to cluster ${storeClusterId}; join it with a join token (${tokenPath}) instead of creating a new cluster`);
+        throw new ClusterStartupError(
+          `The database already belongs to cluster ${storeClusterId}; join it with a join token (${tokenPath}) instead of creating a new cluster`,
+        );
       }
       const ca = (await documents.readGatewayCa()) ?? createClusterCa({ clock });
       pending = { clusterId: randomUUID(), ca, seedSecret: newSeedSecret() };

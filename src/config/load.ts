@@ -107,10 +107,7 @@ export function parseConfigText(text: string, source = "controller.yml"): Raw {
  * Validates an already-parsed configuration object (the YAML document, or an object built in code)
  * and returns the complete configuration. `env` overrides are applied on top of `raw`.
  */
-export function parseControllerConfig(
-  raw: unknown,
-  opts: { env?: Readonly<Record<string, string | undefined>>; source?: string } = {},
-): ControllerConfig {
+export function parseControllerConfig(raw: unknown, opts: { env?: Readonly<Record<string, string | undefined>>; source?: string } = {}): ControllerConfig {
   const source = opts.source ?? "configuration";
   if (raw === null || raw === undefined) raw = {};
   if (!isPlainObject(raw)) throw new ConfigError(`${source} must be a mapping of keys`);

@@ -77,7 +77,8 @@ export async function startLocalDaemon(options: LocalDaemonOptions): Promise<Loc
   child.stderr?.pipe(out, { end: false });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   child.once("exit", (code, signal) => {
-    if (code !== 0 && signal !== "SIGTERM") options.logger.warn(`The local daemon exited (${signal ?? `status ${code}`}); instances no longer run until it is started again`);
+    if (code !== 0 && signal !== "SIGTERM")
+      options.logger.warn(`The local daemon exited (${signal ?? `status ${code}`}); instances no longer run until it is started again`);
   });
   options.logger.info(`Local daemon started (pid ${child.pid}, files in ${options.dir}, ${config.maxMemoryMb} MB for instances)`);
   return {

@@ -87,7 +87,9 @@ export class DaemonRelay {
     this.cleanups.push(
       gateway.onReport((report) => {
         this.deliver(report);
-        void kv.publish(DAEMON_REPORTS_CHANNEL, JSON.stringify({ origin: controllerId, report } satisfies RelayedReport)).catch((err: unknown) => this.options.logger.warn("Relaying a daemon report failed", err));
+        void kv
+          .publish(DAEMON_REPORTS_CHANNEL, JSON.stringify({ origin: controllerId, report } satisfies RelayedReport))
+          .catch((err: unknown) => this.options.logger.warn("Relaying a daemon report failed", err));
       }),
     );
     this.renewTimer = setInterval(() => void this.renewSessions(), sessionRenewIntervalMs);

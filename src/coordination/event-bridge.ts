@@ -141,7 +141,8 @@ export class EventBridge {
       () => undefined,
       (error: unknown) => {
         this.failed++;
-        if (this.failed === 1 || this.failed % 1000 === 0) this.logger.warn(`Event bridge: publishing failed ${this.failed} times so far, latest ${event.type}`, error);
+        if (this.failed === 1 || this.failed % 1000 === 0)
+          this.logger.warn(`Event bridge: publishing failed ${this.failed} times so far, latest ${event.type}`, error);
       },
     );
     this.inFlight.add(published);

@@ -29,7 +29,6 @@ export const EVENT_JOURNAL_COUNTER_KEY = `${KV_KEY_PREFIX}events:sequence`;
 /** `cloud:v1:events:journal`: the list of the newest journaled events, and the channel announcing each. */
 export const EVENT_JOURNAL_KEY = `${KV_KEY_PREFIX}events:journal`;
 
-
 /** `cloud:v1:login:account:<sha256 of the username>`: the account's login streak (`src/auth/login-throttle.ts`). */
 export const loginAccountKey = (usernameDigest: string): string => `${KV_KEY_PREFIX}login:account:${usernameDigest}`;
 

@@ -72,9 +72,7 @@ const noMetrics: LeaseMetrics = {
 
 /** A stored lease value, parsed. */
 type StoredLease =
-  | { kind: "granted"; controllerId: string; fencingToken: number }
-  | { kind: "claim"; controllerId: string }
-  | { kind: "unknown"; controllerId: string };
+  { kind: "granted"; controllerId: string; fencingToken: number } | { kind: "claim"; controllerId: string } | { kind: "unknown"; controllerId: string };
 
 /** `<controllerId>|<token>`, the stored form of a granted lease. */
 export function formatLeaseValue(controllerId: string, fencingToken: number): string {

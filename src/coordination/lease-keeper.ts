@@ -225,10 +225,14 @@ export class LeaseKeeper {
   private armDeadline(held: HeldLease, validUntilMs: number): void {
     held.deadlineTimer?.cancel();
     held.validUntilMs = validUntilMs;
-    held.deadlineTimer = this.clock.setTimeout(() => {
-      held.deadlineTimer = undefined;
-      if (this.held.get(held.lease.resource) === held) this.lose(held.lease.resource, "not renewed before the local deadline");
-    }, Math.max(0, validUntilMs - this.clock.nowMs()), { unref: true });
+    held.deadlineTimer = this.clock.setTimeout(
+      () => {
+        held.deadlineTimer = undefined;
+        if (this.held.get(held.lease.resource) === held) this.lose(held.lease.resource, "not renewed before the local deadline");
+      },
+      Math.max(0, validUntilMs - this.clock.nowMs()),
+      { unref: true },
+    );
   }
 
   private lose(resource: string, reason: string): void {
@@ -257,19 +261,23 @@ export class LeaseKeeper {
   }
 
   private scheduleTick(delayMs: number): void {
-    this.tickTimer = this.clock.setTimeout(() => {
-      if (this.stopped) return;
-      this.scheduleTick(this.renewIntervalMs);
-      if (this.tickInFlight) {
-        this.logger.warn("Lease keeper tick skipped: the previous tick is still running");
-        return;
-      }
-      this.tickInFlight = this.tick()
-        .catch((error: unknown) => this.logger.error("Lease keeper tick failed", error))
-        .finally(() => {
-          this.tickInFlight = undefined;
-        });
-    }, delayMs, { unref: true });
+    this.tickTimer = this.clock.setTimeout(
+      () => {
+        if (this.stopped) return;
+        this.scheduleTick(this.renewIntervalMs);
+        if (this.tickInFlight) {
+          this.logger.warn("Lease keeper tick skipped: the previous tick is still running");
+          return;
+        }
+        this.tickInFlight = this.tick()
+          .catch((error: unknown) => this.logger.error("Lease keeper tick failed", error))
+          .finally(() => {
+            this.tickInFlight = undefined;
+          });
+      },
+      delayMs,
+      { unref: true },
+    );
   }
 }
 

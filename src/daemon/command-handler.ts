@@ -11,7 +11,11 @@ import type { InstanceRunner, InstanceSpec } from "./instance-runner.js";
 import { RunnerError } from "./runner-errors.js";
 
 /** The runner calls the handler makes (`list_instances` reads the runner through {@link InstanceListing}). */
-export type CommandRunner = Pick<InstanceRunner, "start" | "stop" | "forceStop" | "writeStdin" | "markReady" | "observeFencingToken" | "snapshot" | "validate"> & ListedRunner;
+export type CommandRunner = Pick<
+  InstanceRunner,
+  "start" | "stop" | "forceStop" | "writeStdin" | "markReady" | "observeFencingToken" | "snapshot" | "validate"
+> &
+  ListedRunner;
 
 export interface CommandHandlerOptions {
   runner: CommandRunner;
@@ -31,7 +35,10 @@ const ok = (message = ""): Result => ({ ok: true, error_code: "", message });
 export function toRunnerSpec(spec: WireInstanceSpec, defaultControllerUrl: string | null): InstanceSpec {
   const templates = spec.templates ?? [];
   if (templates.length === 0 && (spec.template_hashes ?? []).length > 0) {
-    throw new RunnerError("INVALID_SPEC", `Instance ${spec.instance_id}: template layers need names (InstanceSpec.templates); template_hashes alone cannot be fetched`);
+    throw new RunnerError(
+      "INVALID_SPEC",
+      `Instance ${spec.instance_id}: template layers need names (InstanceSpec.templates); template_hashes alone cannot be fetched`,
+    );
   }
   for (const layer of templates) {
     if (layer.name === "") throw new RunnerError("INVALID_SPEC", `Instance ${spec.instance_id}: a template layer has no name`);
@@ -61,7 +68,8 @@ export function createCommandHandler(options: CommandHandlerOptions): CommandHan
   const specFor = (header: { group: string }, wire: WireInstanceSpec | null | undefined): InstanceSpec => {
     if (!wire) throw new RunnerError("INVALID_SPEC", "The command carries no instance spec");
     const spec = toRunnerSpec(wire, options.controllerUrl());
-    if (spec.group !== header.group) throw new RunnerError("INVALID_SPEC", `Instance ${spec.instanceId}: spec group ${spec.group} differs from the command's group ${header.group}`);
+    if (spec.group !== header.group)
+      throw new RunnerError("INVALID_SPEC", `Instance ${spec.instanceId}: spec group ${spec.group} differs from the command's group ${header.group}`);
     return spec;
   };
 
@@ -80,7 +88,8 @@ export function createCommandHandler(options: CommandHandlerOptions): CommandHan
     }
     // A controller retries dispatches it got no answer for: the same start again is not an error.
     const existing = runner.snapshot(spec.instanceId);
-    if (existing.group !== spec.group) throw new RunnerError("INSTANCE_EXISTS", `Instance ${spec.instanceId} is already on this node in group ${existing.group}`);
+    if (existing.group !== spec.group)
+      throw new RunnerError("INSTANCE_EXISTS", `Instance ${spec.instanceId} is already on this node in group ${existing.group}`);
     runner.observeFencingToken(spec.group, fencingToken);
     if (existing.state === "STOPPING") throw new RunnerError("INVALID_STATE", `Instance ${spec.instanceId} is stopping`);
     return ok(`already on this node (${existing.state})`);

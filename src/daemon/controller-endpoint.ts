@@ -64,13 +64,15 @@ export class ControllerEndpoint {
 
   /** The base URL; throws {@link ControllerEndpointUnknownError} when none is known. */
   requireBaseUrl(): string {
-    if (this.baseUrl === null) throw new ControllerEndpointUnknownError("The controller's HTTP address is not known (not connected, or the controller announced no HTTP port)");
+    if (this.baseUrl === null)
+      throw new ControllerEndpointUnknownError("The controller's HTTP address is not known (not connected, or the controller announced no HTTP port)");
     return this.baseUrl;
   }
 
   /** The bearer token; throws {@link ControllerEndpointUnknownError} when the controller gave none. */
   requireToken(): string {
-    if (this.credential === null) throw new ControllerEndpointUnknownError("No API credential from the controller (not connected, or the controller sent none)");
+    if (this.credential === null)
+      throw new ControllerEndpointUnknownError("No API credential from the controller (not connected, or the controller sent none)");
     return this.credential.token;
   }
 }

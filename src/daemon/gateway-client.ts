@@ -384,7 +384,10 @@ export class GatewayClient {
         if (this.connectTimer) clearTimeout(this.connectTimer);
         this.connectTimer = null;
         if (!message.hello_ack.protocol_compatible) {
-          const error = new GatewayClientError("PROTOCOL_INCOMPATIBLE", `Controller ${address} speaks protocol ${message.hello_ack.protocol_version}, incompatible with this daemon`);
+          const error = new GatewayClientError(
+            "PROTOCOL_INCOMPATIBLE",
+            `Controller ${address} speaks protocol ${message.hello_ack.protocol_version}, incompatible with this daemon`,
+          );
           this.options.logger.error(error.message);
           this.stop();
           this.options.onFatal?.(error);

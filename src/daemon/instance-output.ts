@@ -19,7 +19,10 @@ export function attachConsole(
   onLine: (line: string, stream: "stdout" | "stderr") => void,
 ): LineSplitter[] {
   const splitters: LineSplitter[] = [];
-  for (const [stream, name] of [[child.stdout, "stdout"], [child.stderr, "stderr"]] as const) {
+  for (const [stream, name] of [
+    [child.stdout, "stdout"],
+    [child.stderr, "stderr"],
+  ] as const) {
     if (stream === null) continue;
     const splitter = new LineSplitter(lineMaxChars, (line) => onLine(line, name));
     splitters.push(splitter);

@@ -24,14 +24,7 @@ import { isReadyLine, probePortOnce } from "./readiness.js";
 import { RunnerError } from "./runner-errors.js";
 import { RunnerListeners } from "./runner-listeners.js";
 import { resolveRunnerBounds, type InstanceRunnerOptions, type RunnerBounds } from "./runner-options.js";
-import {
-  type CrashReport,
-  type InstanceExit,
-  type InstanceRunState,
-  type InstanceSnapshot,
-  type InstanceSpec,
-  type RunnerEvent,
-} from "./runner-types.js";
+import { type CrashReport, type InstanceExit, type InstanceRunState, type InstanceSnapshot, type InstanceSpec, type RunnerEvent } from "./runner-types.js";
 import { runStopSequence, signalProcessGroup } from "./stop-sequence.js";
 import { prepareWorkDirectory, removeWorkDirectory } from "./work-directory.js";
 
@@ -99,12 +92,21 @@ export class InstanceRunner {
     if (this.closed) throw new RunnerError("RUNNER_SHUT_DOWN", "The runner is shutting down");
     const platform = this.validate(spec);
     if (this.instances.has(spec.instanceId)) throw new RunnerError("INSTANCE_EXISTS", `Instance ${spec.instanceId} is already on this node`);
-    if (this.instances.size >= this.bounds.instancesMax) throw new RunnerError("TOO_MANY_INSTANCES", `At most ${this.bounds.instancesMax} instances per daemon`);
+    if (this.instances.size >= this.bounds.instancesMax)
+      throw new RunnerError("TOO_MANY_INSTANCES", `At most ${this.bounds.instancesMax} instances per daemon`);
     this.observeFencingToken(spec.group, fencingToken);
 
     const instance = newInstanceRecord(spec, platform, workDirectoryOf(this.options.workDir, spec), this.bounds.consoleBufferLines, this.clock);
     this.instances.set(spec.instanceId, instance);
-    this.listeners.emit({ type: "state", instanceId: spec.instanceId, group: spec.group, state: "PREPARING", previousState: null, timestampMs: this.clock.nowMs(), port: spec.port });
+    this.listeners.emit({
+      type: "state",
+      instanceId: spec.instanceId,
+      group: spec.group,
+      state: "PREPARING",
+      previousState: null,
+      timestampMs: this.clock.nowMs(),
+      port: spec.port,
+    });
     void this.prepareAndSpawn(instance);
     return snapshotOf(instance);
   }
@@ -131,7 +133,8 @@ export class InstanceRunner {
   writeStdin(instanceId: string, line: string, fencingToken: number): void {
     const instance = this.fencedInstance(instanceId, fencingToken);
     if (/[\r\n]/.test(line)) throw new RunnerError("INVALID_COMMAND", "A console command is one line");
-    if (line.length > this.bounds.stdinLineMaxChars) throw new RunnerError("INVALID_COMMAND", `A console command has at most ${this.bounds.stdinLineMaxChars} characters`);
+    if (line.length > this.bounds.stdinLineMaxChars)
+      throw new RunnerError("INVALID_COMMAND", `A console command has at most ${this.bounds.stdinLineMaxChars} characters`);
     const stdin = instance.child?.stdin;
     if (stdin === null || stdin === undefined || stdin.destroyed || instance.state === "PREPARING") {
       throw new RunnerError("INVALID_STATE", `Instance ${instanceId} has no running process (${instance.state})`);
@@ -267,7 +270,13 @@ export class InstanceRunner {
       group: spec.group,
       workDir: instance.workDir,
     });
-    const env = instanceEnvironment({ spec, platform, daemonEnv: process.env, inheritEnvNames: this.bounds.inheritEnvNames, controllerUrl: this.options.controllerUrl });
+    const env = instanceEnvironment({
+      spec,
+      platform,
+      daemonEnv: process.env,
+      inheritEnvNames: this.bounds.inheritEnvNames,
+      controllerUrl: this.options.controllerUrl,
+    });
     let child: LaunchedProcess;
     try {
       child = this.launcher.launch({ file: argv[0], args: argv.slice(1), cwd: instance.workDir, env });
@@ -398,7 +407,13 @@ export class InstanceRunner {
     await this.finish(instance, "CRASHED", null, null, report);
   }
 
-  private async finish(instance: InstanceRecord, state: "STOPPED" | "CRASHED", exitCode: number | null, signal: string | null, crash: CrashReport | null): Promise<void> {
+  private async finish(
+    instance: InstanceRecord,
+    state: "STOPPED" | "CRASHED",
+    exitCode: number | null,
+    signal: string | null,
+    crash: CrashReport | null,
+  ): Promise<void> {
     instance.timers.clear();
     if (!instance.spec.static) {
       try {

@@ -40,7 +40,8 @@ export class FencingTokens {
   private readonly highest = new Map<string, number>();
 
   observe(group: string, fencingToken: number): void {
-    if (!Number.isSafeInteger(fencingToken) || fencingToken < 0) throw new RunnerError("INVALID_COMMAND", `Fencing token must be a non-negative integer (got ${fencingToken})`);
+    if (!Number.isSafeInteger(fencingToken) || fencingToken < 0)
+      throw new RunnerError("INVALID_COMMAND", `Fencing token must be a non-negative integer (got ${fencingToken})`);
     const highest = this.highest.get(group);
     if (highest !== undefined && fencingToken < highest) throw new StaleEpochError(group, fencingToken, highest);
     if (highest === undefined || fencingToken > highest) this.highest.set(group, fencingToken);

@@ -41,9 +41,12 @@ export async function loadOrCreateNodeKey(dataDir: string): Promise<NodeKey> {
     try {
       return { keyPem, publicKeyPem: publicKeyOf(keyPem) };
     } catch (err) {
-      throw new Error(`${path} is not a usable RSA private key (${(err as Error).message}); remove it to generate a new one (a join token already used with it is then needed anew)`, {
-        cause: err,
-      });
+      throw new Error(
+        `${path} is not a usable RSA private key (${(err as Error).message}); remove it to generate a new one (a join token already used with it is then needed anew)`,
+        {
+          cause: err,
+        },
+      );
     }
   }
   // Asynchronous: generating a 2048-bit key takes tens of milliseconds to seconds of CPU.

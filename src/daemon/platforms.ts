@@ -91,7 +91,10 @@ export function validatePlatform(platform: PlatformDefinition): void {
     fail("portFile.path must stay inside the working directory");
   }
   if (platform.readiness.kind === "log-line" && platform.readiness.pattern === "") fail("log-line readiness needs a pattern");
-  for (const [name, value] of [["stopTimeoutMs", platform.stopTimeoutMs], ["termTimeoutMs", platform.termTimeoutMs]] as const) {
+  for (const [name, value] of [
+    ["stopTimeoutMs", platform.stopTimeoutMs],
+    ["termTimeoutMs", platform.termTimeoutMs],
+  ] as const) {
     if (!Number.isInteger(value) || value < 0 || value > PLATFORM_TIMEOUT_MAX_MS) fail(`${name} must be an integer in 0..${PLATFORM_TIMEOUT_MAX_MS}`);
   }
 }

@@ -46,7 +46,17 @@ export interface PluginRelayOptions {
 }
 
 /** Headers that describe one connection, not the request (RFC 9110 §7.6.1), and those the relay sets itself. */
-const CONNECTION_HEADERS = new Set(["connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade"]);
+const CONNECTION_HEADERS = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+]);
 const REQUEST_HEADERS_SET_HERE = new Set(["host", "expect", "x-forwarded-for"]);
 
 /**
@@ -228,7 +238,10 @@ class RelayedRequest {
         connected = true;
         return;
       }
-      connectTimer = this.relay.clock.setTimeout(() => upstream.destroy(Object.assign(new Error(`no connection within ${controllerConnectTimeoutMs} ms`), { code: "ETIMEDOUT" })), controllerConnectTimeoutMs);
+      connectTimer = this.relay.clock.setTimeout(
+        () => upstream.destroy(Object.assign(new Error(`no connection within ${controllerConnectTimeoutMs} ms`), { code: "ETIMEDOUT" })),
+        controllerConnectTimeoutMs,
+      );
       socket.once("connect", () => {
         connected = true;
         connectTimer?.cancel();
@@ -256,12 +269,20 @@ class RelayedRequest {
       return;
     }
     if (connected) {
-      this.fail(502, RELAY_ERROR_CODES.connectionLost, `The connection to the controller broke before it answered (${why}); the request may have reached it and is not sent again`);
+      this.fail(
+        502,
+        RELAY_ERROR_CODES.connectionLost,
+        `The connection to the controller broke before it answered (${why}); the request may have reached it and is not sent again`,
+      );
       return;
     }
     this.relay.refusedBy(target, why);
     if (this.bodyReleased) {
-      this.fail(503, RELAY_ERROR_CODES.unavailable, `The controller could not be reached (${why}) and the request body is larger than ${this.relay.options.replayBodyBytesMax} bytes, too large to send again`);
+      this.fail(
+        503,
+        RELAY_ERROR_CODES.unavailable,
+        `The controller could not be reached (${why}) and the request body is larger than ${this.relay.options.replayBodyBytesMax} bytes, too large to send again`,
+      );
       return;
     }
     this.dispatch();
@@ -437,7 +458,9 @@ export class PluginRelay {
   /** `baseUrl` refused a connection: unused until the next session, or for `waitMs`. */
   private refusedBy(baseUrl: string, why: string): void {
     if (baseUrl !== this.controller || this.refused === baseUrl) return;
-    this.options.logger?.warn(`Controller ${baseUrl} refused a plugin request (${why}); plugin requests wait for the next session (at most ${this.options.waitMs} ms)`);
+    this.options.logger?.warn(
+      `Controller ${baseUrl} refused a plugin request (${why}); plugin requests wait for the next session (at most ${this.options.waitMs} ms)`,
+    );
     this.refused = baseUrl;
     this.refusedTimer = this.clock.setTimeout(
       () => {

@@ -103,7 +103,12 @@ export class TemplateCache {
    * the layers' own, later layers winning, then `overrides`. An aborted `signal` ends the unpack
    * before the next request or file (an instance stopped while preparing).
    */
-  async unpack(layers: readonly TemplateLayer[], targetDir: string, overrides: Readonly<Record<string, string>> = {}, signal?: AbortSignal): Promise<UnpackReport> {
+  async unpack(
+    layers: readonly TemplateLayer[],
+    targetDir: string,
+    overrides: Readonly<Record<string, string>> = {},
+    signal?: AbortSignal,
+  ): Promise<UnpackReport> {
     const manifests: FetchedManifest[] = [];
     for (const layer of layers) {
       signal?.throwIfAborted();
@@ -113,7 +118,12 @@ export class TemplateCache {
     for (const m of manifests) Object.assign(variables, m.variables);
     Object.assign(variables, overrides);
 
-    const report: UnpackReport = { layers: manifests.map((m) => ({ name: m.templateName, hash: m.hash })), filesWritten: 0, blobsDownloaded: 0, bytesDownloaded: 0 };
+    const report: UnpackReport = {
+      layers: manifests.map((m) => ({ name: m.templateName, hash: m.hash })),
+      filesWritten: 0,
+      blobsDownloaded: 0,
+      bytesDownloaded: 0,
+    };
     const pinned = new Set<string>();
     const root = resolve(targetDir);
     await mkdir(root, { recursive: true });
@@ -184,7 +194,7 @@ export class TemplateCache {
         signal?.throwIfAborted();
         hash.update(chunk);
         size += chunk.byteLength;
-        for (let at = 0; at < chunk.byteLength; ) at += (await handle.write(chunk, at, chunk.byteLength - at)).bytesWritten;
+        for (let at = 0; at < chunk.byteLength;) at += (await handle.write(chunk, at, chunk.byteLength - at)).bytesWritten;
       }
     } catch (err) {
       await handle.close();

@@ -36,7 +36,15 @@ import { acceptConnect } from "./connect-handshake.js";
 import { DaemonSession } from "./daemon-session.js";
 import { GatewayError } from "./gateway-errors.js";
 import { gatewayServerCredentials } from "./gateway-tls.js";
-import { resolveGatewayTuning, type ConnectCall, type DaemonReport, type GatewayNodes, type GatewayService, type GatewayTuning, type SessionInfo } from "./gateway-types.js";
+import {
+  resolveGatewayTuning,
+  type ConnectCall,
+  type DaemonReport,
+  type GatewayNodes,
+  type GatewayService,
+  type GatewayTuning,
+  type SessionInfo,
+} from "./gateway-types.js";
 import { joinHandler } from "./join-handler.js";
 import type { JoinService } from "./join-service.js";
 import { NodeLivenessRecords } from "./node-liveness-records.js";

@@ -10,7 +10,15 @@ import type { EventBus } from "../events/types.js";
 import type { Logger } from "../logs/types.js";
 import type { MetricsService } from "../metrics/metrics.js";
 import type { Clock } from "../shared/clock.js";
-import { controllerMessage, payloadCase, type CommandResult, type ControllerMessage, type DaemonMessage, type Hello, type InstanceCommand } from "../wire/daemon-proto.js";
+import {
+  controllerMessage,
+  payloadCase,
+  type CommandResult,
+  type ControllerMessage,
+  type DaemonMessage,
+  type Hello,
+  type InstanceCommand,
+} from "../wire/daemon-proto.js";
 import type { ConnectCall, GatewayTuning, SessionInfo } from "./gateway-types.js";
 import { HeartbeatMonitor } from "./heartbeat-monitor.js";
 import { PendingCommands } from "./pending-commands.js";

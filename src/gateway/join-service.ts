@@ -39,9 +39,7 @@ export type JoinRejection = { code: TokenRejection | "INVALID_NODE_ID" | "MISSIN
  * Outcome of {@link JoinService.join}. `retry`: the token had been consumed by this same public key
  * before (an answer the daemon lost); `keySource`: who generated the node's key pair.
  */
-export type JoinResult =
-  | { ok: true; response: JoinResponse; retry: boolean; keySource: "node" | "controller" }
-  | { ok: false; rejection: JoinRejection };
+export type JoinResult = { ok: true; response: JoinResponse; retry: boolean; keySource: "node" | "controller" } | { ok: false; rejection: JoinRejection };
 
 /** Smallest RSA modulus accepted for a node's own key (bits). */
 export const nodePublicKeyBitsMin = 2048;

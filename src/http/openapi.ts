@@ -72,7 +72,9 @@ function operation(route: RegisteredRoute): JsonObject {
     responses[status] = { description: ERROR_DESCRIPTIONS[status], content: { "application/json": { schema: ERROR_REF } } };
   }
   const op: JsonObject = {
-    operationId: `${def.method}${toOpenApiPath(def.path).replace(/[{}]/g, "").replace(/[^A-Za-z0-9]+(.)?/g, (_m, ch: string | undefined) => (ch ?? "").toUpperCase())}`,
+    operationId: `${def.method}${toOpenApiPath(def.path)
+      .replace(/[{}]/g, "")
+      .replace(/[^A-Za-z0-9]+(.)?/g, (_m, ch: string | undefined) => (ch ?? "").toUpperCase())}`,
     summary: def.summary,
     tags: [def.tag],
     security: auth === "public" ? [] : [{ bearerAuth: [] }],

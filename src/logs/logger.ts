@@ -136,9 +136,7 @@ export function createLogService(options: LogServiceOptions, out: LogOutput = pr
 
   // pino serializes; the timestamp hook emits the first field so the order is exactly the spec's.
   const destination: LogOutput =
-    format === "JSON"
-      ? { write: (line: string) => out.write(line) }
-      : { write: (line: string) => out.write(formatHumanLine(fromJsonLine(line))) };
+    format === "JSON" ? { write: (line: string) => out.write(line) } : { write: (line: string) => out.write(formatHumanLine(fromJsonLine(line))) };
   const sink: PinoLogger = pino(
     {
       level: "trace",
@@ -151,8 +149,7 @@ export function createLogService(options: LogServiceOptions, out: LogOutput = pr
 
   const current = (): ContextStore => context.getStore() ?? { thread: rootThread, mdc: {} };
 
-  const isEnabled = (name: string, at: LogLevel): boolean =>
-    LEVEL_VALUES[at] >= (isPinnedLogger(name) ? LEVEL_VALUES.WARN : LEVEL_VALUES[level]);
+  const isEnabled = (name: string, at: LogLevel): boolean => LEVEL_VALUES[at] >= (isPinnedLogger(name) ? LEVEL_VALUES.WARN : LEVEL_VALUES[level]);
 
   function emit(name: string, at: LogLevel, message: string, err: unknown): void {
     if (!isEnabled(name, at)) return;

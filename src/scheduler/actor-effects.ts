@@ -53,7 +53,12 @@ export function provideInstanceEffects(port: InstanceEffectsPort) {
       sendForceStop: ({ context }) => port.forceStop(instanceRef(context)),
       announceDrain: ({ context }) => port.announceDrain(instanceRef(context)),
       recordCrash: ({ context, event }) =>
-        port.crashed(instanceRef(context), event.type === "EXITED" ? { kind: "EXIT", exitCode: event.exitCode } : { kind: "FAILURE", reason: event.type === "FAILED" ? event.reason : event.type }),
+        port.crashed(
+          instanceRef(context),
+          event.type === "EXITED"
+            ? { kind: "EXIT", exitCode: event.exitCode }
+            : { kind: "FAILURE", reason: event.type === "FAILED" ? event.reason : event.type },
+        ),
       reportLost: ({ context }) => port.lost(instanceRef(context)),
       reportTimeout: ({ context, event }) => port.timedOut(instanceRef(context), delayOfEvent(event.type)),
       reportStopUnconfirmed: ({ context }) => port.stopUnconfirmed(instanceRef(context)),
@@ -105,10 +110,14 @@ export function provideGroupEffects(port: GroupEffectsPort) {
     },
     actions: {
       announceCrashLoop: ({ context, event }) =>
-        port.crashLoop(context.group, event.type === "CRASH_LOOP" ? { crashCount: event.crashCount, windowStartMs: event.windowStartMs } : { crashCount: 0, windowStartMs: 0 }),
+        port.crashLoop(
+          context.group,
+          event.type === "CRASH_LOOP" ? { crashCount: event.crashCount, windowStartMs: event.windowStartMs } : { crashCount: 0, windowStartMs: 0 },
+        ),
       clearCrashLoop: ({ context }) => port.resumed(context.group),
       stopGroupInstances: ({ context }) => port.stopInstances(context.group),
-      reportEvaluationFailed: ({ context, event }) => port.evaluationFailed(context.group, "error" in event ? event.error : new Error(`evaluation timed out (${event.type})`)),
+      reportEvaluationFailed: ({ context, event }) =>
+        port.evaluationFailed(context.group, "error" in event ? event.error : new Error(`evaluation timed out (${event.type})`)),
     },
   });
 }

@@ -54,7 +54,10 @@ export class CommandDispatch {
     const fencingToken = this.deps.fencingTokenOf(ref.group);
     if (fencingToken === null) return;
     const token = this.deps.credentials.issueWorkloadToken({ instanceId: doc.id, group: doc.group, node: doc.node });
-    const result = await this.send(ref.node, { type: "start_instance", body: { group: ref.group, fencing_token: fencingToken, spec: buildInstanceSpec(group, doc, token.token) } });
+    const result = await this.send(ref.node, {
+      type: "start_instance",
+      body: { group: ref.group, fencing_token: fencingToken, spec: buildInstanceSpec(group, doc, token.token) },
+    });
     if (result.ok || result.error_code === "INSTANCE_EXISTS") {
       this.deps.toInstance(ref.instanceId, { type: "DISPATCHED" });
     } else if (PERMANENT_DISPATCH_ERRORS.has(result.error_code)) {
@@ -95,7 +98,8 @@ export class CommandDispatch {
    */
   redispatchScheduled(nodeId: string): void {
     for (const instance of this.deps.live.onNode(nodeId)) {
-      if (this.deps.supervised.stateOf(instance.id) === "SCHEDULED") this.deps.track(this.dispatch({ instanceId: instance.id, group: instance.group, node: nodeId }));
+      if (this.deps.supervised.stateOf(instance.id) === "SCHEDULED")
+        this.deps.track(this.dispatch({ instanceId: instance.id, group: instance.group, node: nodeId }));
     }
   }
 
@@ -112,5 +116,8 @@ export class CommandDispatch {
 
 /** A command the daemon refused, as the operator sees it. */
 export function refused(result: CommandResult): Error {
-  return conflict(`The daemon refused the command: ${result.error_code}${result.message ? ` (${result.message})` : ""}`, result.error_code || "COMMAND_REFUSED");
+  return conflict(
+    `The daemon refused the command: ${result.error_code}${result.message ? ` (${result.message})` : ""}`,
+    result.error_code || "COMMAND_REFUSED",
+  );
 }

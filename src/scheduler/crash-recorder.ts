@@ -75,7 +75,11 @@ export class CrashRecorder {
     await this.deps.groups.setSchedulingState(group, { paused: true });
     this.deps.metrics.schedulerCrashLoops.inc();
     this.deps.logger.warn(`Group ${group} paused: ${loop.crashCount} crashes since ${isoFromMs(loop.windowStartMs)} (crash loop)`);
-    this.deps.events.publish(EventTypes.GROUP_CRASH_LOOP, { group, crashCount: loop.crashCount, windowStart: isoFromMs(loop.windowStartMs) } satisfies GroupCrashLoopPayload);
+    this.deps.events.publish(EventTypes.GROUP_CRASH_LOOP, {
+      group,
+      crashCount: loop.crashCount,
+      windowStart: isoFromMs(loop.windowStartMs),
+    } satisfies GroupCrashLoopPayload);
   }
 
   /** The group was resumed or deleted: its crash window starts afresh. */

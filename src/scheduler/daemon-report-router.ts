@@ -74,17 +74,23 @@ export class DaemonReportRouter {
       case "console_line": {
         const line = message.console_line;
         this.console?.line(line.instance_id, line.line, line.stream, line.timestamp_ms);
-        this.deps.events.publish(EventTypes.INSTANCE_CONSOLE_OUTPUT, { instanceId: line.instance_id, line: line.line, timestampMs: line.timestamp_ms } satisfies InstanceConsoleOutputPayload);
+        this.deps.events.publish(EventTypes.INSTANCE_CONSOLE_OUTPUT, {
+          instanceId: line.instance_id,
+          line: line.line,
+          timestampMs: line.timestamp_ms,
+        } satisfies InstanceConsoleOutputPayload);
         return;
       }
       case "inventory":
-        void this.inventory(nodeId, message.inventory.instances).catch((err: unknown) => this.deps.logger.error(`Reconciling the inventory of node ${nodeId} failed`, err));
+        void this.inventory(nodeId, message.inventory.instances).catch((err: unknown) =>
+          this.deps.logger.error(`Reconciling the inventory of node ${nodeId} failed`, err),
+        );
         return;
       case "cache_status":
         this.deps.events.publish(EventTypes.NODE_CACHE_STATUS, {
- nodeId,
- totalSizeBytes: message.cache_status.total_size_bytes,
- timestamp: new Date(this.deps.clock.nowMs()).toISOString(),
+          nodeId,
+          totalSizeBytes: message.cache_status.total_size_bytes,
+          timestamp: new Date(this.deps.clock.nowMs()).toISOString(),
         } satisfies NodeCacheStatusPayload);
         return;
       default:
@@ -179,7 +185,9 @@ export class DaemonReportRouter {
     const doc = await this.deps.instances.getDoc(id);
     if (!doc || doc.node !== nodeId || FINISHED_STATES.has(doc.state) || !this.deps.isSupervised(id)) return;
     const requested = doc.stopRequested ?? (end?.state === "STOPPED" ? "STOP" : undefined);
-    this.deps.logger.warn(`Node ${nodeId} no longer runs ${id} (was ${state}${requested ? `, ${requested} requested` : ""}${end ? `, ended ${end.state}` : ""})`);
+    this.deps.logger.warn(
+      `Node ${nodeId} no longer runs ${id} (was ${state}${requested ? `, ${requested} requested` : ""}${end ? `, ended ${end.state}` : ""})`,
+    );
     if (requested !== undefined) {
       if (state !== "STOPPING") this.deps.toInstance(id, { type: requested });
       this.deps.toInstance(id, { type: "EXITED", exitCode: end?.exit_code ?? -1 });
@@ -188,7 +196,13 @@ export class DaemonReportRouter {
     if (end?.state === "CRASHED") {
       if (!this.crashDetails.has(id)) {
         const classification = /^[A-Z_]+/.exec(end.message)?.[0] ?? "ERROR_EXIT";
-        this.crashDetails.set(id, { exitCode: end.exit_code, classification, logTail: [], uptimeMs: 0, timestampMs: end.timestamp_ms || this.deps.clock.nowMs() });
+        this.crashDetails.set(id, {
+          exitCode: end.exit_code,
+          classification,
+          logTail: [],
+          uptimeMs: 0,
+          timestampMs: end.timestamp_ms || this.deps.clock.nowMs(),
+        });
       }
       for (const event of eventsOfReport(end)) this.deps.toInstance(id, event);
       return;
@@ -224,7 +238,9 @@ export function eventsOfReport(report: Pick<InstanceStateReport, "state" | "exit
     case "STOPPED":
       return [{ type: "EXITED", exitCode: report.exit_code }];
     case "CRASHED":
-      return /PREPARE_FAILED|SPAWN_FAILED/.test(report.message) ? [{ type: "FAILED", reason: report.message }] : [{ type: "EXITED", exitCode: report.exit_code }];
+      return /PREPARE_FAILED|SPAWN_FAILED/.test(report.message)
+        ? [{ type: "FAILED", reason: report.message }]
+        : [{ type: "EXITED", exitCode: report.exit_code }];
     default:
       return [];
   }

@@ -72,7 +72,8 @@ export class GroupEvaluator {
       const stoppedByOperator = new Set(group.static ? (group.stoppedInstances ?? []) : []);
       const decision = decideScaling({ group, instances, paused: group.paused ?? false, nowMs, idleSinceMs: idle, stoppedByOperator });
       if (decision.action === "SKIP") return { again: false };
-      const drains = group.scalingMode === "DYNAMIC" && decision.target >= group.minInstances && decision.target <= Math.max(group.minInstances, group.maxInstances);
+      const drains =
+        group.scalingMode === "DYNAMIC" && decision.target >= group.minInstances && decision.target <= Math.max(group.minInstances, group.maxInstances);
       for (const id of decision.stop) this.deps.toInstance(id, { type: drains && this.deps.live.get(id)?.state === "RUNNING" ? "DRAIN" : "STOP" });
       const placed = (await this.schedule(group, decision.start, signal, { paced: true })).length;
       return { again: decision.capped && placed === decision.start };
@@ -143,7 +144,9 @@ export class GroupEvaluator {
   private async schedule(group: StoredGroup, wanted: number, signal: AbortSignal, options: { paced: boolean; revision?: number }): Promise<InstanceFields[]> {
     this.waitingForSlots.delete(group.name);
     // A STATIC group starts free slots only: one still stopping, or stopped by an operator, is not free.
-    const slots = group.static ? freeSlots(group.name, group.minInstances, this.deps.live.ofGroup(group.name), new Set(group.stoppedInstances ?? []), wanted) : null;
+    const slots = group.static
+      ? freeSlots(group.name, group.minInstances, this.deps.live.ofGroup(group.name), new Set(group.stoppedInstances ?? []), wanted)
+      : null;
     const count = slots ? slots.length : wanted;
     if (count === 0) {
       if (group.schedulingIssue) await this.setIssue(group, null);
@@ -163,7 +166,8 @@ export class GroupEvaluator {
       const slot = slots?.[i];
       const id = slot ? slot.id : `${group.name}-${randomBytes(4).toString("hex")}`;
       const home = slot?.home ? nodes.find((n) => n.id === slot.home) : undefined;
-      if (slot?.home && !home) this.deps.logger.warn(`Node ${slot.home} of ${id} is no longer registered: ${id} starts with a fresh directory wherever it fits`);
+      if (slot?.home && !home)
+        this.deps.logger.warn(`Node ${slot.home} of ${id} is no longer registered: ${id} starts with a fresh directory wherever it fits`);
       // A static instance goes back to the node that holds its directory, and only there: when
       // that node cannot take it now, it waits (the group record says why) and the others go on.
       const result = home ? placeInstance(request, [home], this.deps.live.placement) : placeInstance(request, nodes, this.deps.live.placement);
@@ -237,7 +241,11 @@ export class GroupEvaluator {
 
   private async setIssue(group: StoredGroup, failure: PlacementFailure | HomeUnavailable | null): Promise<void> {
     const issue: SchedulingIssue | null = failure
-      ? { code: failure.code, message: failure.message, since: group.schedulingIssue?.code === failure.code ? group.schedulingIssue.since : isoFromMs(this.deps.clock.nowMs()) }
+      ? {
+          code: failure.code,
+          message: failure.message,
+          since: group.schedulingIssue?.code === failure.code ? group.schedulingIssue.since : isoFromMs(this.deps.clock.nowMs()),
+        }
       : null;
     if (failure && group.schedulingIssue?.message !== failure.message) this.deps.logger.warn(`Group ${group.name} cannot start instances: ${failure.message}`);
     await this.deps.groups.setSchedulingState(group.name, { schedulingIssue: issue });

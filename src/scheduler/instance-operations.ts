@@ -80,7 +80,10 @@ export class InstanceOperations {
   /** Writes one line to the instance's standard input. */
   async sendCommand(id: string, line: string): Promise<void> {
     const doc = await this.requireLive(id);
-    const result = await this.deps.send(doc.node, { type: "stdin_instance", body: { group: doc.group, fencing_token: await this.actingFencingToken(doc.group), instance_id: id, line } });
+    const result = await this.deps.send(doc.node, {
+      type: "stdin_instance",
+      body: { group: doc.group, fencing_token: await this.actingFencingToken(doc.group), instance_id: id, line },
+    });
     if (!result.ok) throw refused(result);
   }
 
@@ -90,7 +93,10 @@ export class InstanceOperations {
     // A ready server runs: catch the actor up if reports of the earlier states are late.
     for (const event of READY_CHAIN) this.deps.toInstance(id, event);
     // The daemon then reports RUNNING, which reaches the group's scheduler wherever it runs.
-    const result = await this.deps.send(doc.node, { type: "mark_instance_ready", body: { group: doc.group, fencing_token: await this.actingFencingToken(doc.group), instance_id: id } });
+    const result = await this.deps.send(doc.node, {
+      type: "mark_instance_ready",
+      body: { group: doc.group, fencing_token: await this.actingFencingToken(doc.group), instance_id: id },
+    });
     if (!result.ok && result.error_code !== "INVALID_STATE") this.deps.logger.warn(`Node ${doc.node} refused the readiness of ${id}: ${result.error_code}`);
   }
 

@@ -122,7 +122,13 @@ export class InstanceRecordWriter {
       if (err instanceof ScopeLostError) return;
       this.deps.logger.error(`Recording state ${to} of instance ${instanceId} failed`, err);
     }
-    this.deps.events.publish(EventTypes.INSTANCE_STATE_CHANGED, { instanceId, group, nodeId: node, oldState: from, newState: to } satisfies InstanceStateChangedPayload);
+    this.deps.events.publish(EventTypes.INSTANCE_STATE_CHANGED, {
+      instanceId,
+      group,
+      nodeId: node,
+      oldState: from,
+      newState: to,
+    } satisfies InstanceStateChangedPayload);
     for (const listener of this.listeners) {
       try {
         listener(change);

@@ -10,7 +10,6 @@ import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
 import { groupScope, ScopeLostError, type ScopeListener, type ScopeOwnership } from "./scopes.js";
 
-
 export interface LeaseScopeOptions {
   leases: Leases & { holder(resource: string): Promise<{ fencingToken: number | null } | null> };
   /** 2 × scheduler.evaluationIntervalSeconds. */

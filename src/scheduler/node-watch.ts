@@ -106,7 +106,13 @@ export class NodeWatch {
       }),
       {
         clock: actorClock(this.deps.clock),
-        input: { nodeId: node.id, state: node.state, drainRequested: node.drainRequestedAt !== null, cordoned: node.cordoned, timeouts: this.deps.nodeTimeouts },
+        input: {
+          nodeId: node.id,
+          state: node.state,
+          drainRequested: node.drainRequestedAt !== null,
+          cordoned: node.cordoned,
+          timeouts: this.deps.nodeTimeouts,
+        },
       },
     );
     actor.start();

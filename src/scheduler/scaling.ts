@@ -220,5 +220,8 @@ export function decideExplicitStart(group: ScalingGroup, instances: readonly Sca
   else if (group.scalingMode === "DYNAMIC" && live < group.minInstances) count = group.minInstances - live;
   else count = live < ceiling ? 1 : 0;
   if (count > 0) return { count };
-  return { count: 0, reason: group.scalingMode === "STATIC" ? `STATIC group already has ${live} of ${group.minInstances}` : `group is at maxInstances ${ceiling}` };
+  return {
+    count: 0,
+    reason: group.scalingMode === "STATIC" ? `STATIC group already has ${live} of ${group.minInstances}` : `group is at maxInstances ${ceiling}`,
+  };
 }

@@ -75,7 +75,13 @@ export class ScopeLifecycle {
           continue;
         }
         this.deps.live.put(doc);
-        adopted.push({ instanceId: doc.id, group: doc.group, node: doc.node, adoptState: doc.state as InstanceAdoptableState, timeouts: this.deps.tuning.instanceTimeouts });
+        adopted.push({
+          instanceId: doc.id,
+          group: doc.group,
+          node: doc.node,
+          adoptState: doc.state as InstanceAdoptableState,
+          timeouts: this.deps.tuning.instanceTimeouts,
+        });
         this.deps.supervised.follow(doc.id, doc.state);
         if (doc.stopRequested) stops.push(doc);
       }
@@ -204,7 +210,10 @@ export class ScopeLifecycle {
   }
 
   private scopeGroup(group: StoredGroup): ScopeGroup {
-    const timings: Partial<GroupTimings> = { evaluationIntervalMs: this.deps.tuning.evaluationIntervalMs, evaluationTimeoutMs: this.deps.tuning.evaluationTimeoutMs };
+    const timings: Partial<GroupTimings> = {
+      evaluationIntervalMs: this.deps.tuning.evaluationIntervalMs,
+      evaluationTimeoutMs: this.deps.tuning.evaluationTimeoutMs,
+    };
     return { group: group.name, maintenance: group.maintenance, paused: group.paused ?? false, timings };
   }
 }

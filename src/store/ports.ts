@@ -51,7 +51,10 @@ export interface CollectionSpec {
 /** Thrown by `insert` when `_id` (or a unique index value) already exists. */
 export class DuplicateKeyError extends Error {
   readonly code = "DUPLICATE_KEY";
-  constructor(readonly collection: string, readonly key: string) {
+  constructor(
+    readonly collection: string,
+    readonly key: string,
+  ) {
     super(`Duplicate key in ${collection}: ${key}`);
   }
 }

@@ -46,7 +46,7 @@ export class ArchiveSpool {
     const start = this.offset;
     for await (const chunk of bytes) {
       hasher.update(chunk);
-      for (let at = 0; at < chunk.byteLength; ) {
+      for (let at = 0; at < chunk.byteLength;) {
         const { bytesWritten } = await this.handle.write(chunk, at, chunk.byteLength - at, this.offset);
         assert(bytesWritten > 0, "a write to the unpack spool makes progress");
         at += bytesWritten;

@@ -217,7 +217,10 @@ function dispositionParams(value: string): Map<string, string> {
   while (at >= 0 && at < value.length) {
     const eq = value.indexOf("=", at + 1);
     if (eq < 0) break;
-    const key = value.slice(at + 1, eq).trim().toLowerCase();
+    const key = value
+      .slice(at + 1, eq)
+      .trim()
+      .toLowerCase();
     let start = eq + 1;
     while (value[start] === " " || value[start] === "\t") start++;
     let end: number;

@@ -25,7 +25,8 @@ const EPOCH = new Date(0);
 const GZIP_LEVEL = 6;
 
 /** One member to write: a directory, or a file with its size and its bytes (pulled when written). */
-export type TarMember = { path: string; kind: "dir"; mode: number } | { path: string; kind: "file"; mode: number; size: number; data: () => AsyncIterable<Uint8Array> };
+export type TarMember =
+  { path: string; kind: "dir"; mode: number } | { path: string; kind: "file"; mode: number; size: number; data: () => AsyncIterable<Uint8Array> };
 
 /**
  * The members as a gzip-compressed tar stream. Members and their bytes are pulled only as fast as
@@ -122,7 +123,8 @@ export async function unpackTar(source: AsyncIterable<Uint8Array>, limits: Archi
       const rawName = header.name;
       const label = JSON.stringify(rawName);
       if (header.type === "link" || header.type === "symlink") throw archiveError(`${label} is a link; links are not allowed`);
-      if (header.type !== "file" && header.type !== "contiguous-file" && header.type !== "directory") throw archiveError(`${label} is not a regular file or directory`);
+      if (header.type !== "file" && header.type !== "contiguous-file" && header.type !== "directory")
+        throw archiveError(`${label} is not a regular file or directory`);
       if (rawName.includes("\0")) throw archiveError("entry name contains NUL");
       const kind = header.type === "directory" || rawName.endsWith("/") ? "dir" : "file";
       const path = normalizeTemplatePath(rawName, "archive entry", { archive: true, allowRoot: kind === "dir" });

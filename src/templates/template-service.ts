@@ -111,7 +111,10 @@ export class TemplateService {
       clock: deps.clock,
       manifestCacheEntriesMax: this.limits.manifestCacheEntriesMax,
     });
-    this.text = new TemplateTextTools({ readManifest: (hash, name) => this.store.readManifest(hash, name), read: (entry) => this.fileBlobs.read(entry) }, this.limits);
+    this.text = new TemplateTextTools(
+      { readManifest: (hash, name) => this.store.readManifest(hash, name), read: (entry) => this.fileBlobs.read(entry) },
+      this.limits,
+    );
   }
 
   // ---- metadata -------------------------------------------------------------------------------
@@ -248,7 +251,14 @@ export class TemplateService {
     }
     const entries = parsed.entries
       .filter((e) => parentOf(e.path) === dir)
-      .map((e) => ({ name: baseName(e.path), path: e.path, type: isDirEntry(e) ? ("directory" as const) : ("file" as const), size: e.size, mode: e.mode, sha256: e.sha256 }));
+      .map((e) => ({
+        name: baseName(e.path),
+        path: e.path,
+        type: isDirEntry(e) ? ("directory" as const) : ("file" as const),
+        size: e.size,
+        mode: e.mode,
+        sha256: e.sha256,
+      }));
     return { path: dir, hash, entries };
   }
 
@@ -444,7 +454,8 @@ export class TemplateService {
     if (await this.store.find(name)) throw conflict(`Template already exists: ${name}`); // before unpacking, not after
     const spool = await ArchiveSpool.create(this.spoolDirectory);
     try {
-      const input: AsyncIterable<Uint8Array> = archive instanceof Uint8Array ? Readable.from([archive]) : "path" in archive ? createReadStream(archive.path) : archive;
+      const input: AsyncIterable<Uint8Array> =
+        archive instanceof Uint8Array ? Readable.from([archive]) : "path" in archive ? createReadStream(archive.path) : archive;
       const writes = await unpackTar(input, this.limits, spool);
       return await this.lock.run(WRITE_LOCK, async () => {
         if (await this.store.find(name)) throw conflict(`Template already exists: ${name}`);

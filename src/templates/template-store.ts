@@ -231,7 +231,12 @@ export class TemplateStore {
    * `knownTrees` are tree objects known to be stored already (those of the previous version): only
    * the ones on changed paths are new.
    */
-  async recordVersion(doc: StoredTemplate, entries: ManifestEntry[], treeSet: TreeSet = buildTrees(entries), knownTrees: ReadonlySet<string> = new Set()): Promise<StoredTemplate> {
+  async recordVersion(
+    doc: StoredTemplate,
+    entries: ManifestEntry[],
+    treeSet: TreeSet = buildTrees(entries),
+    knownTrees: ReadonlySet<string> = new Set(),
+  ): Promise<StoredTemplate> {
     for (const [treeHash, bytes] of treeSet.trees) {
       if (!knownTrees.has(treeHash) && !(await this.blobs.has(treeHash))) await this.blobs.put(bytes);
     }

@@ -65,7 +65,8 @@ export class TemplateTextTools {
     if (entries.length > this.limits.variablesMax) throw validationError(`variables: more than ${this.limits.variablesMax}`);
     for (const [key, value] of entries) {
       if (!VARIABLE_NAME_PATTERN.test(key)) throw validationError(`variables.${key.slice(0, 80)}: name must match ${VARIABLE_NAME_PATTERN.source}`);
-      if (typeof value !== "string" || value.length > VARIABLE_VALUE_LENGTH_MAX) throw validationError(`variables.${key}: must be a string of at most ${VARIABLE_VALUE_LENGTH_MAX} characters`);
+      if (typeof value !== "string" || value.length > VARIABLE_VALUE_LENGTH_MAX)
+        throw validationError(`variables.${key}: must be a string of at most ${VARIABLE_VALUE_LENGTH_MAX} characters`);
     }
     return entries;
   }
@@ -81,7 +82,9 @@ export class TemplateTextTools {
       }
       return true;
     });
-    const variables = [...found].sort(([a], [b]) => (a < b ? -1 : 1)).map(([variable, files]) => ({ name: variable, defined: Object.hasOwn(doc.variables, variable), files }));
+    const variables = [...found]
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([variable, files]) => ({ name: variable, defined: Object.hasOwn(doc.variables, variable), files }));
     return { variables, truncated };
   }
 

@@ -88,7 +88,8 @@ class SpoolWriter {
   async apply(event: MultipartEvent): Promise<void> {
     if (event.type === "part") {
       const { name, fileName } = event.part;
-      this.current = name === this.field && fileName !== undefined ? await SpoolingFile.create(join(this.directory, String(this.files.length)), fileName) : null;
+      this.current =
+        name === this.field && fileName !== undefined ? await SpoolingFile.create(join(this.directory, String(this.files.length)), fileName) : null;
     } else if (event.type === "data") {
       await this.current?.write(event.bytes);
     } else if (this.current) {
@@ -120,7 +121,7 @@ class SpoolingFile {
   async write(bytes: Uint8Array): Promise<void> {
     if (this.head.byteLength < HEAD_BYTES) this.head = Buffer.concat([this.head, bytes.subarray(0, HEAD_BYTES - this.head.byteLength)]);
     this.hasher.update(bytes);
-    for (let at = 0; at < bytes.byteLength; ) {
+    for (let at = 0; at < bytes.byteLength;) {
       const { bytesWritten } = await this.handle.write(bytes, at, bytes.byteLength - at);
       at += bytesWritten;
     }

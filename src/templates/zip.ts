@@ -42,11 +42,13 @@ interface PlannedFile {
 export async function unpackZip(source: ZipSource, limits: ArchiveLimits, spool: ArchiveSpool): Promise<ArchiveEntry[]> {
   // Names are decoded here (UTF-8), so that every name meets the template path rules, not yauzl's.
   const options: yauzl.Options = { lazyEntries: true, autoClose: false, decodeStrings: false, validateEntrySizes: false, strictFileNames: false };
-  const zip = await ("path" in source ? yauzl.openPromise(source.path, options) : yauzl.fromBufferPromise(Buffer.from(source.data.buffer, source.data.byteOffset, source.data.byteLength), options)).catch(
-    (err: unknown) => {
-      throw asArchiveError(err);
-    },
-  );
+  const zip = await (
+    "path" in source
+      ? yauzl.openPromise(source.path, options)
+      : yauzl.fromBufferPromise(Buffer.from(source.data.buffer, source.data.byteOffset, source.data.byteLength), options)
+  ).catch((err: unknown) => {
+    throw asArchiveError(err);
+  });
   try {
     if (zip.entryCount > limits.entriesMax) throw archiveError(`more than ${limits.entriesMax} entries`);
     const entries: ArchiveEntry[] = [];
@@ -62,7 +64,8 @@ export async function unpackZip(source: ZipSource, limits: ArchiveLimits, spool:
         if (entry.generalPurposeBitFlag & FLAG_ENCRYPTED) throw archiveError(`${label} is encrypted`);
         const unixMode = entry.versionMadeBy >> 8 === UNIX_HOST ? entry.externalFileAttributes >>> 16 : 0;
         const type = unixMode & S_IFMT;
-        if (type !== 0 && type !== S_IFDIR && type !== S_IFREG) throw archiveError(`${label} is a link or special file; only files and directories are allowed`);
+        if (type !== 0 && type !== S_IFDIR && type !== S_IFREG)
+          throw archiveError(`${label} is a link or special file; only files and directories are allowed`);
         const isDir = rawName.endsWith("/") || type === S_IFDIR || (entry.externalFileAttributes & MSDOS_DIRECTORY) !== 0;
         const path = normalizeTemplatePath(rawName, "archive entry", { archive: true, allowRoot: isDir });
         if (path === "") continue;
@@ -72,7 +75,8 @@ export async function unpackZip(source: ZipSource, limits: ArchiveLimits, spool:
           entries.push({ path, kind: "dir", mode: unixMode & 0o7777 });
           continue;
         }
-        if (entry.compressionMethod !== 0 && entry.compressionMethod !== 8) throw archiveError(`${label}: compression method ${entry.compressionMethod} is not supported (stored and deflate only)`);
+        if (entry.compressionMethod !== 0 && entry.compressionMethod !== 8)
+          throw archiveError(`${label}: compression method ${entry.compressionMethod} is not supported (stored and deflate only)`);
         unpackedBytes += entry.uncompressedSize;
         if (unpackedBytes > limits.unpackedBytesMax) throw archiveError(`unpacks to more than ${limits.unpackedBytesMax} bytes`);
         files.push({ entry, path, mode: unixMode & 0o7777, label });

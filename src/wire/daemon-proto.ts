@@ -41,9 +41,19 @@ export interface Hello {
   used_memory_mb: number;
   hostname: string;
 }
-export interface Ping { sequence: number; sent_at_ms: number }
-export interface Pong { sequence: number; sent_at_ms: number }
-export interface NodeStatusReport { cpu_usage: number; used_memory_mb: number; total_memory_mb: number }
+export interface Ping {
+  sequence: number;
+  sent_at_ms: number;
+}
+export interface Pong {
+  sequence: number;
+  sent_at_ms: number;
+}
+export interface NodeStatusReport {
+  cpu_usage: number;
+  used_memory_mb: number;
+  total_memory_mb: number;
+}
 export interface InstanceStateReport {
   instance_id: string;
   group: string;
@@ -55,7 +65,13 @@ export interface InstanceStateReport {
   message: string;
   timestamp_ms: number;
 }
-export interface ConsoleLine { instance_id: string; stream: string; line: string; timestamp_ms: number; sequence: number }
+export interface ConsoleLine {
+  instance_id: string;
+  stream: string;
+  line: string;
+  timestamp_ms: number;
+  sequence: number;
+}
 export interface CrashReportMessage {
   instance_id: string;
   group: string;
@@ -67,7 +83,12 @@ export interface CrashReportMessage {
   fencing_token: number;
   timestamp_ms: number;
 }
-export interface LogRecordMessage { level: string; logger: string; message: string; timestamp_ms: number }
+export interface LogRecordMessage {
+  level: string;
+  logger: string;
+  message: string;
+  timestamp_ms: number;
+}
 export interface CommandResult {
   command_id: string;
   ok: boolean;
@@ -76,8 +97,13 @@ export interface CommandResult {
   /** The answer to list_instances: live instances, then recently finished ones; absent (or empty) otherwise. */
   instances?: InstanceStateReport[];
 }
-export interface Inventory { instances: InstanceStateReport[] }
-export interface CacheStatus { total_size_bytes: number; entry_count: number }
+export interface Inventory {
+  instances: InstanceStateReport[];
+}
+export interface CacheStatus {
+  total_size_bytes: number;
+  entry_count: number;
+}
 
 /** Payload cases of DaemonMessage and their message types. */
 export interface DaemonPayloads {
@@ -96,7 +122,10 @@ export interface DaemonPayloads {
 /** A daemon -> controller message: exactly one payload case set, named by `payload`. */
 export type DaemonMessage = { [K in keyof DaemonPayloads]: { payload?: K } & { [P in K]: DaemonPayloads[K] } }[keyof DaemonPayloads];
 
-export interface ApiCredential { token: string; expires_at_ms: number }
+export interface ApiCredential {
+  token: string;
+  expires_at_ms: number;
+}
 export interface HelloAck {
   protocol_version: number;
   protocol_compatible: boolean;
@@ -106,7 +135,10 @@ export interface HelloAck {
   api_credential: ApiCredential | null;
   http_port: number;
 }
-export interface TemplateLayerRef { name: string; hash: string }
+export interface TemplateLayerRef {
+  name: string;
+  hash: string;
+}
 
 /** What a daemon needs to run one instance. */
 export interface InstanceSpec {
@@ -125,16 +157,39 @@ export interface InstanceSpec {
   jar_file: string;
 }
 /** Fields every instance command carries. */
-export interface CommandHeader { command_id: string; group: string; fencing_token: number }
-export interface PrepareInstance extends CommandHeader { spec: InstanceSpec }
-export interface StartInstance extends CommandHeader { spec: InstanceSpec }
-export interface StopInstance extends CommandHeader { instance_id: string }
-export interface ForceStopInstance extends CommandHeader { instance_id: string }
-export interface StdinInstance extends CommandHeader { instance_id: string; line: string }
-export interface MarkInstanceReady extends CommandHeader { instance_id: string }
+export interface CommandHeader {
+  command_id: string;
+  group: string;
+  fencing_token: number;
+}
+export interface PrepareInstance extends CommandHeader {
+  spec: InstanceSpec;
+}
+export interface StartInstance extends CommandHeader {
+  spec: InstanceSpec;
+}
+export interface StopInstance extends CommandHeader {
+  instance_id: string;
+}
+export interface ForceStopInstance extends CommandHeader {
+  instance_id: string;
+}
+export interface StdinInstance extends CommandHeader {
+  instance_id: string;
+  line: string;
+}
+export interface MarkInstanceReady extends CommandHeader {
+  instance_id: string;
+}
 /** Asks for what runs on the node; group and fencing_token are not on the wire (empty, 0). */
-export interface ListInstances { command_id: string }
-export interface ModuleEvent { module: string; event_type: string; payload_json: string }
+export interface ListInstances {
+  command_id: string;
+}
+export interface ModuleEvent {
+  module: string;
+  event_type: string;
+  payload_json: string;
+}
 
 /** Instance command cases of ControllerMessage. */
 export interface CommandPayloads {

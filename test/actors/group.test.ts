@@ -49,8 +49,7 @@ function startGroup(input: Partial<GroupInput> = {}) {
 type Run = ReturnType<typeof startGroup>;
 
 async function groupIn(state: GroupMachineState): Promise<Run> {
-  const run =
-    state === "MAINTENANCE" ? startGroup({ maintenance: true }) : state === "PAUSED" ? startGroup({ paused: true }) : startGroup();
+  const run = state === "MAINTENANCE" ? startGroup({ maintenance: true }) : state === "PAUSED" ? startGroup({ paused: true }) : startGroup();
   if (state === "WAITING") {
     run.evaluations[0].resolve({ again: false });
     await settle();
@@ -94,7 +93,12 @@ describe("group machine: the table", () => {
       assert.deepEqual(run.take(), [...row.effects]);
       const entersEvaluation = row.to === "EVALUATING" && (row.from !== "EVALUATING" || row.reenter === true);
       assert.equal(run.evaluations.length - evaluationsBefore, entersEvaluation ? 1 : 0, "a new evaluation starts exactly on entering EVALUATING");
-      if (row.from === "EVALUATING" && row.to !== "EVALUATING") assert.equal(run.evaluations[0].signal.aborted, row.event !== EVALUATE_DONE && row.event !== EVALUATE_ERROR, "leaving EVALUATING aborts a running evaluation");
+      if (row.from === "EVALUATING" && row.to !== "EVALUATING")
+        assert.equal(
+          run.evaluations[0].signal.aborted,
+          row.event !== EVALUATE_DONE && row.event !== EVALUATE_ERROR,
+          "leaving EVALUATING aborts a running evaluation",
+        );
       assert.equal(run.actor.getSnapshot().status, row.to === "DELETED" ? "done" : "active");
     });
   }

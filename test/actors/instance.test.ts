@@ -125,7 +125,10 @@ describe("instance machine: the table", () => {
       if (INSTANCE_FINAL_STATES.includes(state) || state === "CREATED") continue;
       const timed = INSTANCE_TRANSITIONS.some((r) => r.from === state && isDelayEvent(r.event));
       assert.equal(timed, state !== "RUNNING", `${state} has a timeout`);
-      assert.ok(INSTANCE_TRANSITIONS.some((r) => r.from === state && r.event === "FORCE_STOP"), `${state} can be force-stopped`);
+      assert.ok(
+        INSTANCE_TRANSITIONS.some((r) => r.from === state && r.event === "FORCE_STOP"),
+        `${state} can be force-stopped`,
+      );
     }
     const delays = new Set(INSTANCE_TRANSITIONS.filter((r) => isDelayEvent(r.event)).map((r) => delayName(r.event)));
     assert.deepEqual([...delays].sort(), [...INSTANCE_DELAYS].sort());

@@ -124,4 +124,3 @@ describe("node machine: outages under a simulated clock", () => {
     assert.deepEqual(run.take(), ["persistCordon", "announceDrain"]);
   });
 });
-

@@ -25,7 +25,10 @@ describe("audit pruner", () => {
       f.clock.advance(86_400_000);
       assert.equal(await audit.prune(2), 1);
       const left = await f.store.collection("audit_log").find();
-      assert.deepEqual(left.map((d) => d.resourceId), ["new"]);
+      assert.deepEqual(
+        left.map((d) => d.resourceId),
+        ["new"],
+      );
       assert.equal(await audit.prune(2), 0, "nothing more to remove");
     } finally {
       await f.close();
@@ -51,7 +54,8 @@ describe("audit pruner", () => {
     const c = await startGatewayController();
     try {
       const lease = await eventually(async () => {
-        const leases = (await api(c, "GET", "/api/v1/cluster/leases")).json as { leases?: { name: string; holder: string; fencingToken: number }[] } | { name: string }[];
+        const leases = (await api(c, "GET", "/api/v1/cluster/leases")).json as
+          { leases?: { name: string; holder: string; fencingToken: number }[] } | { name: string }[];
         const list = Array.isArray(leases) ? leases : (leases.leases ?? []);
         return (list as { name: string; holder: string; fencingToken: number }[]).find((l) => l.name === AUDIT_PRUNER_LEASE);
       }, "audit-pruner lease");

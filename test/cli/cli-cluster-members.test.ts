@@ -29,10 +29,14 @@ describe("cloudctl cluster with several controller processes", { timeout: 600_00
   const cli = (args: string[]) => runCli(args, { home });
   const membersOf = async (m: ClusterMemberProcess) => (await m.call("GET", "/api/v1/cluster/members")).json.members as Member[];
   const untilVoters = (count: number) =>
-    eventually(async () => {
-      const members = await membersOf(a);
-      return members.length === count && members.every((m) => m.role === "voter" && m.gRPCAddr !== "") ? members : null;
-    }, `${count} voters`, 60_000);
+    eventually(
+      async () => {
+        const members = await membersOf(a);
+        return members.length === count && members.every((m) => m.role === "voter" && m.gRPCAddr !== "") ? members : null;
+      },
+      `${count} voters`,
+      60_000,
+    );
   const joinWithCliToken = async (name: string): Promise<{ member: ClusterMemberProcess; nodeId: string }> => {
     const created = ok(await cli(["cluster", "join-token", "create", "--join-addr", a.grpcAddr, "--label", name, "--json"]));
     const member = await harness.start(name, { joinToken: JSON.parse(created.stdout).token });
@@ -73,11 +77,20 @@ describe("cloudctl cluster with several controller processes", { timeout: 600_00
     assert.equal(eject.stderr.match(/^> DELETE /gm)?.length, 1, "a DELETE is never retried");
 
     const recovered = ok(await cli(["cluster", "recover", "--eject", nodeId, "--reason", "host lost", "--yes", "--json"]));
-    assert.deepEqual(JSON.parse(recovered.stdout), { clusterId, nodeId: (await a.call("GET", "/api/v1/cluster")).json.nodeId, ejected: [nodeId], memberCount: 1 });
-    await eventually(async () => {
-      const record = (await a.call("GET", "/api/v1/cluster")).json;
-      return record.memberCount === 1 && record.leaderId === record.nodeId;
-    }, "the survivor leads alone", 60_000);
+    assert.deepEqual(JSON.parse(recovered.stdout), {
+      clusterId,
+      nodeId: (await a.call("GET", "/api/v1/cluster")).json.nodeId,
+      ejected: [nodeId],
+      memberCount: 1,
+    });
+    await eventually(
+      async () => {
+        const record = (await a.call("GET", "/api/v1/cluster")).json;
+        return record.memberCount === 1 && record.leaderId === record.nodeId;
+      },
+      "the survivor leads alone",
+      60_000,
+    );
     const status = ok(await cli(["cluster", "status"]));
     assert.match(status.stdout, /Members\s+1\n/);
     assert.match(status.stdout, new RegExp(`Cluster\\s+${clusterId}`));

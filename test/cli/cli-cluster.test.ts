@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { startInProcessController, type InProcessTestController } from "../support/controller.js";
-import {  } from "../gateway/harness.js";
+import {} from "../gateway/harness.js";
 import { eventually } from "../support/wait.js";
 import { homeWithContext, runCli, type CliResult } from "./harness.js";
 
@@ -64,9 +64,15 @@ describe("cloudctl cluster on a single-member controller", { timeout: 240_000 },
     const grpcAddr = JSON.parse((await get("/api/v1/cluster/members")).text).members[0].gRPCAddr as string;
     const before = await auditActions();
     failed(await cli(["cluster", "join-token", "create"]), 1, /at least one --join-addr/);
-    assert.equal((await auditActions()).filter((a) => a === "cluster.join_token.issued").length, before.filter((a) => a === "cluster.join_token.issued").length, "nothing was sent");
+    assert.equal(
+      (await auditActions()).filter((a) => a === "cluster.join_token.issued").length,
+      before.filter((a) => a === "cluster.join_token.issued").length,
+      "nothing was sent",
+    );
 
-    const created = JSON.parse(ok(await cli(["cluster", "join-token", "create", "--join-addr", grpcAddr, "--ttl-seconds", "600", "--label", "from-cli", "--json"])).stdout);
+    const created = JSON.parse(
+      ok(await cli(["cluster", "join-token", "create", "--join-addr", grpcAddr, "--ttl-seconds", "600", "--label", "from-cli", "--json"])).stdout,
+    );
     assert.deepEqual(Object.keys(created).sort(), ["expiresAt", "jti", "token"]);
     const lifetimeMs = Date.parse(created.expiresAt) - Date.now();
     assert.ok(lifetimeMs > 500_000 && lifetimeMs <= 600_000, `--ttl-seconds 600 sent (expires in ${lifetimeMs} ms)`);
@@ -88,7 +94,10 @@ describe("cloudctl cluster on a single-member controller", { timeout: 240_000 },
 
     const revoked = ok(await cli(["cluster", "join-token", "revoke", created.jti, "--json"]));
     assert.equal(revoked.stdout, "{}\n", "204 prints {}");
-    const [again, unknown] = await Promise.all([cli(["cluster", "join-token", "revoke", created.jti]), cli(["cluster", "join-token", "revoke", "no-such-jti"])]);
+    const [again, unknown] = await Promise.all([
+      cli(["cluster", "join-token", "revoke", created.jti]),
+      cli(["cluster", "join-token", "revoke", "no-such-jti"]),
+    ]);
     failed(again, 1, /JOIN_TOKEN_NOT_ACTIVE, HTTP 409/);
     failed(unknown, 4, /JOIN_TOKEN_NOT_FOUND, HTTP 404/);
   });
@@ -96,7 +105,8 @@ describe("cloudctl cluster on a single-member controller", { timeout: 240_000 },
   test("seed rotate asks first (No changes nothing), then invalidates every outstanding token", async () => {
     const grpcAddr = JSON.parse((await get("/api/v1/cluster/members")).text).members[0].gRPCAddr as string;
     const { jti } = JSON.parse(ok(await cli(["cluster", "join-token", "create", "--join-addr", grpcAddr, "--json"])).stdout);
-    const statusOf = async () => (JSON.parse((await get("/api/v1/cluster/join-tokens")).text).tokens as { jti: string; status: string }[]).find((t) => t.jti === jti)?.status;
+    const statusOf = async () =>
+      (JSON.parse((await get("/api/v1/cluster/join-tokens")).text).tokens as { jti: string; status: string }[]).find((t) => t.jti === jti)?.status;
 
     const declined = ok(await cli(["cluster", "seed", "rotate"], "n\n"));
     assert.match(declined.stderr, /Rotate the cluster seed\?.*\n?.*cancelled/s);

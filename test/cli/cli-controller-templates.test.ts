@@ -35,7 +35,10 @@ describe("cloudctl templates against a real controller", () => {
     const [newest, previous] = versions;
     const oldest = versions[versions.length - 1];
 
-    const [list, listed] = await Promise.all([runCli(["template", "list"], { home: home.home }), runCli(["template", "versions", "lobby", "--json"], { home: home.home })]);
+    const [list, listed] = await Promise.all([
+      runCli(["template", "list"], { home: home.home }),
+      runCli(["template", "versions", "lobby", "--json"], { home: home.home }),
+    ]);
     assert.equal(list.code, 0, list.stderr);
     assert.match(list.stdout, /NAME\s+HASH\s+SIZE\s+DESCRIPTION/);
     assert.match(list.stdout, new RegExp(`lobby\\s+${newest.hash.slice(0, 8)}\\s+\\d+ B\\s+Lobby world`));

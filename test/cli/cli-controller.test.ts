@@ -67,7 +67,10 @@ describe("cloudctl against a real controller", () => {
   test("setup from piped answers, then logout keeps the URL and commands need a new login", async () => {
     const fresh = tempHome();
     try {
-      const setup = await runCli(["setup", "--controller", controller.url, "--context", "lab", "-u", controller.adminUsername], { home: fresh.home, stdin: `${controller.adminPassword}\n` });
+      const setup = await runCli(["setup", "--controller", controller.url, "--context", "lab", "-u", controller.adminUsername], {
+        home: fresh.home,
+        stdin: `${controller.adminPassword}\n`,
+      });
       assert.equal(setup.code, 0, setup.stderr);
       const [status, version] = await Promise.all([runCli(["status", "--json"], { home: fresh.home }), runCli(["version", "--json"], { home: fresh.home })]);
       assert.equal(status.code, 0, status.stderr);

@@ -4,7 +4,16 @@
 // group resume after a crash-loop pause. `--json` prints the controller's body.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { api, cleanupDirs, createToken, eventsOf, spawnDaemon, startGatewayController, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import {
+  api,
+  cleanupDirs,
+  createToken,
+  eventsOf,
+  spawnDaemon,
+  startGatewayController,
+  type DaemonProcess,
+  type GatewayController,
+} from "../gateway/harness.js";
 import { eventually } from "../support/wait.js";
 import { homeWithContext, runCli, spawnCli, waitForExit, type CliResult } from "./harness.js";
 
@@ -33,12 +42,17 @@ describe("cloudctl instance and group operations on a real daemon", { timeout: 3
   let home: string;
   let disposeHome = () => {};
 
-  const instances = async (group: string): Promise<Instance[]> => ((await api(c, "GET", `/api/v1/services?group=${group}`)).json as Instance[]).filter((i) => i.group === group);
+  const instances = async (group: string): Promise<Instance[]> =>
+    ((await api(c, "GET", `/api/v1/services?group=${group}`)).json as Instance[]).filter((i) => i.group === group);
   const runningOf = (group: string, count: number) =>
-    eventually(async () => {
-      const up = (await instances(group)).filter((i) => i.state === "RUNNING");
-      return up.length >= count ? up : null;
-    }, `${count} RUNNING in ${group}\n${daemon?.output().slice(-2_000)}`, waitMs);
+    eventually(
+      async () => {
+        const up = (await instances(group)).filter((i) => i.state === "RUNNING");
+        return up.length >= count ? up : null;
+      },
+      `${count} RUNNING in ${group}\n${daemon?.output().slice(-2_000)}`,
+      waitMs,
+    );
   const stateOf = async (id: string) => ((await api(c, "GET", `/api/v1/services/${id}`)).json as Instance).state;
   const cli = (args: string[]) => runCli(args, { home });
 
@@ -58,7 +72,28 @@ describe("cloudctl instance and group operations on a real daemon", { timeout: 3
   });
 
   test("group start, then the console: a typed line reaches stdin, its output comes back, Ctrl-Q detaches; exec", async () => {
-    ok(await cli(["group", "create", "--name", "arena", "--platform", "simulated", "--scaling-mode", "MANUAL", "--min", "1", "--max", "2", "--memory", "128", "--port-start", "41500", "--port-end", "41520"]));
+    ok(
+      await cli([
+        "group",
+        "create",
+        "--name",
+        "arena",
+        "--platform",
+        "simulated",
+        "--scaling-mode",
+        "MANUAL",
+        "--min",
+        "1",
+        "--max",
+        "2",
+        "--memory",
+        "128",
+        "--port-start",
+        "41500",
+        "--port-end",
+        "41520",
+      ]),
+    );
     const started = ok(await cli(["group", "start", "arena", "--json"]));
     assert.equal(started.stdout, '{"count":1}\n', "--json prints the controller's body");
     const [target] = await runningOf("arena", 1);
@@ -119,7 +154,26 @@ describe("cloudctl instance and group operations on a real daemon", { timeout: 3
   });
 
   test("a crash-looping group: start explains the pause (exit 0), info shows it, resume lifts it", async () => {
-    ok(await cli(["group", "create", "--name", "crashy", "--platform", "simulated", "--min", "1", "--max", "1", "--memory", "128", "--port-start", "41600", "--port-end", "41620"]));
+    ok(
+      await cli([
+        "group",
+        "create",
+        "--name",
+        "crashy",
+        "--platform",
+        "simulated",
+        "--min",
+        "1",
+        "--max",
+        "1",
+        "--memory",
+        "128",
+        "--port-start",
+        "41600",
+        "--port-end",
+        "41620",
+      ]),
+    );
     const crashed = new Set<string>();
     for (let i = 0; i < 3; i++) {
       const [victim] = (await runningOf("crashy", 1)).filter((v) => !crashed.has(v.id));
@@ -127,7 +181,8 @@ describe("cloudctl instance and group operations on a real daemon", { timeout: 3
       ok(await cli(["instance", "exec", victim.id, "crash", "7"]));
       await eventually(async () => (await stateOf(victim.id)) === "CRASHED", `${victim.id} CRASHED`, waitMs);
       crashed.add(victim.id);
-      if (i < 2) await eventually(async () => (await instances("crashy")).some((v) => !crashed.has(v.id) && v.state === "RUNNING"), "a replacement runs", waitMs);
+      if (i < 2)
+        await eventually(async () => (await instances("crashy")).some((v) => !crashed.has(v.id) && v.state === "RUNNING"), "a replacement runs", waitMs);
     }
     await eventually(async () => (await api(c, "GET", "/api/v1/groups/crashy")).json.paused === true, "crashy paused", waitMs);
 

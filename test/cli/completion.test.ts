@@ -21,7 +21,10 @@ const shellRunTimeoutMs = 30_000;
 function subcommandsOf(path: string[]): string[] {
   let command: Command = buildProgram({ env: {}, stdoutIsTty: false, prompter: new Prompter() });
   for (const word of path) command = command.commands.find((c) => c.name() === word || c.aliases().includes(word)) as Command;
-  return command.commands.filter((c) => c.name() !== "help").flatMap((c) => [c.name(), ...c.aliases()]).sort();
+  return command.commands
+    .filter((c) => c.name() !== "help")
+    .flatMap((c) => [c.name(), ...c.aliases()])
+    .sort();
 }
 
 /** One completion request: the words typed (the last one is being completed) and what must be offered. */
@@ -53,7 +56,11 @@ function run(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<stri
   });
 }
 
-const lines = (text: string) => text.split("\n").filter((l) => l !== "").sort();
+const lines = (text: string) =>
+  text
+    .split("\n")
+    .filter((l) => l !== "")
+    .sort();
 
 function installed(shell: string): boolean {
   return spawnSync(shell, ["-c", "exit 0"], { stdio: "ignore" }).status === 0;
@@ -72,7 +79,13 @@ printf '%s\\n' "\${COMPREPLY[@]}"
 
 describe("shell completion in real shells", { timeout: 240_000 }, () => {
   const { home, dispose } = tempHome();
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: home, XDG_CONFIG_HOME: join(home, ".config"), XDG_DATA_HOME: join(home, ".local", "share"), TERM: "dumb" };
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: home,
+    XDG_CONFIG_HOME: join(home, ".config"),
+    XDG_DATA_HOME: join(home, ".local", "share"),
+    TERM: "dumb",
+  };
   const scripts: Record<string, string> = {};
 
   before(async () => {
@@ -88,7 +101,11 @@ describe("shell completion in real shells", { timeout: 240_000 }, () => {
   after(dispose);
 
   const shells: { name: string; binary: string; completer: () => Completer }[] = [
-    { name: "bash", binary: "bash", completer: () => (words) => run("bash", ["--norc", "--noprofile", "-c", bashProgram, "bash", scripts.bash, ...words], env).then(lines) },
+    {
+      name: "bash",
+      binary: "bash",
+      completer: () => (words) => run("bash", ["--norc", "--noprofile", "-c", bashProgram, "bash", scripts.bash, ...words], env).then(lines),
+    },
     {
       name: "zsh (sourced after compinit)",
       binary: "zsh",
@@ -97,18 +114,23 @@ describe("shell completion in real shells", { timeout: 240_000 }, () => {
     {
       name: "zsh (autoloaded from fpath)",
       binary: "zsh",
-      completer: () => (words) => run("zsh", ["-f", join(import.meta.dirname, "shells", "zsh-complete.zsh"), join(home, "zfunc"), words.join(" ")], env).then(lines),
+      completer: () => (words) =>
+        run("zsh", ["-f", join(import.meta.dirname, "shells", "zsh-complete.zsh"), join(home, "zfunc"), words.join(" ")], env).then(lines),
     },
     {
       name: "fish",
       binary: "fish",
       completer: () => (words) =>
-        run("fish", ["--no-config", "-c", "source $argv[1]; and complete -C $argv[2]", scripts.fish, words.join(" ")], env).then((out) => lines(out).map((l) => l.split("\t")[0])),
+        run("fish", ["--no-config", "-c", "source $argv[1]; and complete -C $argv[2]", scripts.fish, words.join(" ")], env).then((out) =>
+          lines(out).map((l) => l.split("\t")[0]),
+        ),
     },
   ];
 
   for (const shell of shells) {
-    const missing = installed(shell.binary) ? false : `${shell.binary} is not installed on this machine (.ci/run installs bash, zsh and fish); ${shell.name} completion not checked`;
+    const missing = installed(shell.binary)
+      ? false
+      : `${shell.binary} is not installed on this machine (.ci/run installs bash, zsh and fish); ${shell.name} completion not checked`;
     test(shell.name, { skip: missing }, async () => {
       const complete = shell.completer();
       for (const c of cases) {

@@ -82,5 +82,4 @@ describe("cloudctl contexts and configuration", () => {
       dispose();
     }
   });
-
 });

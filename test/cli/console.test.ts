@@ -8,7 +8,11 @@ import { eventually } from "../support/wait.js";
 const outputWaitMs = 30_000;
 
 function until(read: () => string, pattern: RegExp): Promise<void> {
-  return eventually(() => pattern.test(read()), () => `${pattern}; got: ${read()}`, outputWaitMs).then(() => undefined);
+  return eventually(
+    () => pattern.test(read()),
+    () => `${pattern}; got: ${read()}`,
+    outputWaitMs,
+  ).then(() => undefined);
 }
 
 describe("cloudctl instance console", () => {
@@ -23,7 +27,10 @@ describe("cloudctl instance console", () => {
     server = await startFakeController((app) => {
       app.post("/api/v1/services/missing/console/ticket", (c) => c.json(envelope(404, "NOT_FOUND", "Instance not found: missing"), 404));
       app.post("/api/v1/services/:id/console/ticket", (c) => c.json({ ticket: `ticket-${++tickets}` }));
-      app.get("/api/v1/services/refused/console", () => new Response('event: error\ndata: {"message":"Unauthorized"}\n\n', { headers: { "content-type": "text/event-stream" } }));
+      app.get(
+        "/api/v1/services/refused/console",
+        () => new Response('event: error\ndata: {"message":"Unauthorized"}\n\n', { headers: { "content-type": "text/event-stream" } }),
+      );
       app.get("/api/v1/services/:id/console", (c) => {
         if (!c.req.query("ticket")?.startsWith("ticket-")) return c.json(envelope(401, "UNAUTHORIZED", "ticket required"), 401);
         let own: ReadableStreamDefaultController<Uint8Array>;
@@ -31,7 +38,7 @@ describe("cloudctl instance console", () => {
           start(controller) {
             own = controller;
             streams.add(controller);
-            controller.enqueue(encoder.encode(": connected\n\ndata: {\"line\":\"[Server] Done (1.2s)!\"}\n\n"));
+            controller.enqueue(encoder.encode(': connected\n\ndata: {"line":"[Server] Done (1.2s)!"}\n\n'));
           },
           cancel() {
             streams.delete(own);

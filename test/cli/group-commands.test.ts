@@ -30,7 +30,10 @@ describe("cloudctl group commands", () => {
       assert.equal(eof.code, 0, eof.stderr);
       assert.equal(yes.code, 0, yes.stderr);
       assert.equal(flag.code, 0, flag.stderr);
-      const deleted = server.requests.filter((r) => r.method === "DELETE").map((r) => r.path).sort();
+      const deleted = server.requests
+        .filter((r) => r.method === "DELETE")
+        .map((r) => r.path)
+        .sort();
       assert.deepEqual(deleted, ["/api/v1/groups/delta", "/api/v1/groups/gamma"]);
     } finally {
       dispose();
@@ -42,7 +45,9 @@ describe("cloudctl group commands", () => {
     try {
       const results = await Promise.all([
         runCli(["group", "create", "--name", "lobby", "--platform", "paper"], { home }),
-        runCli(["group", "create", "--name", "bw", "--platform", "paper", "--template", "base", "--template", "bw", "--min", "2", "--port-start", "40000"], { home }),
+        runCli(["group", "create", "--name", "bw", "--platform", "paper", "--template", "base", "--template", "bw", "--min", "2", "--port-start", "40000"], {
+          home,
+        }),
         runCli(["group", "update", "lobby", "--max", "20", "--routing", "ROUND_ROBIN"], { home }),
         runCli(["group", "maintenance", "m-on", "ON"], { home }),
         runCli(["group", "maintenance", "m-one", "1"], { home }),
@@ -55,8 +60,16 @@ describe("cloudctl group commands", () => {
       const created = bodies("POST", "/api/v1/groups");
       const lobby = created.find((b) => b.name === "lobby");
       assert.deepEqual(lobby, {
-        name: "lobby", platform: "paper", jarFile: "server.jar", templates: [], scalingMode: "DYNAMIC",
-        minInstances: 1, maxInstances: 10, memoryMb: 1024, routing: "LOWEST_PLAYERS", portRange: { start: 30000, end: 30100 },
+        name: "lobby",
+        platform: "paper",
+        jarFile: "server.jar",
+        templates: [],
+        scalingMode: "DYNAMIC",
+        minInstances: 1,
+        maxInstances: 10,
+        memoryMb: 1024,
+        routing: "LOWEST_PLAYERS",
+        portRange: { start: 30000, end: 30100 },
       });
       const bw = created.find((b) => b.name === "bw");
       assert.deepEqual(bw.templates, ["base", "bw"]);
@@ -71,5 +84,4 @@ describe("cloudctl group commands", () => {
       dispose();
     }
   });
-
 });

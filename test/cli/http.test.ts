@@ -13,7 +13,8 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
-const groupsBody = '[{"name":"lobby","platform":"paper","minInstances":1,"maxInstances":4,"runningInstances":2,"totalPlayers":7,"maintenance":false,"static":false}]';
+const groupsBody =
+  '[{"name":"lobby","platform":"paper","minInstances":1,"maxInstances":4,"runningInstances":2,"totalPlayers":7,"maintenance":false,"static":false}]';
 
 describe("cloudctl HTTP behaviour", () => {
   let server: FakeController;
@@ -55,7 +56,11 @@ describe("cloudctl HTTP behaviour", () => {
       results.forEach((result, index) => assert.equal(result.code, cases[index][1], `${cases[index][0].join(" ")}: ${result.stderr}`));
       assert.match(results[5].stderr, /Group not found: missing \(NOT_FOUND, HTTP 404\)/);
       assert.match(results[6].stderr, /cannot reach controller/);
-      assert.match(results[7].stdout, /Exit codes:\n {2}0 {2}success\n {2}1 .*\n {2}2 .*401.*\n {2}3 .*403.*\n {2}4 .*404.*\n {2}5 {2}controller unreachable/, "--help lists the exit codes");
+      assert.match(
+        results[7].stdout,
+        /Exit codes:\n {2}0 {2}success\n {2}1 .*\n {2}2 .*401.*\n {2}3 .*403.*\n {2}4 .*404.*\n {2}5 {2}controller unreachable/,
+        "--help lists the exit codes",
+      );
       assert.equal(server.requests.filter((r) => r.path === "/api/v1/groups/bad").length, 1, "400 is not retried");
       assert.equal(server.requests.filter((r) => r.path === "/api/v1/groups/conflict").length, 1, "409 is not retried");
     } finally {

@@ -17,8 +17,7 @@ describe("cloudctl node commands", () => {
   });
   after(() => server.close());
 
-  const seen = (method: string) =>
-    server.requests.filter((r) => r.method === method).map((r) => `${r.path}${r.query.force ? `?force=${r.query.force}` : ""}`);
+  const seen = (method: string) => server.requests.filter((r) => r.method === method).map((r) => `${r.path}${r.query.force ? `?force=${r.query.force}` : ""}`);
 
   test("cordon, uncordon, revoke-cert and unrevoke-cert POST to the node's action route", async () => {
     const { home, dispose } = homeWithContext(server.url);
@@ -59,10 +58,7 @@ describe("cloudctl node commands", () => {
   test("a refusal of the controller is shown with its message and exits 1", async () => {
     const { home, dispose } = homeWithContext(server.url);
     try {
-      const [busy, uncordon] = await Promise.all([
-        runCli(["node", "delete", "busy", "--yes"], { home }),
-        runCli(["node", "uncordon", "busy"], { home }),
-      ]);
+      const [busy, uncordon] = await Promise.all([runCli(["node", "delete", "busy", "--yes"], { home }), runCli(["node", "uncordon", "busy"], { home })]);
       assert.equal(busy.code, 1);
       assert.match(busy.stderr, /Node busy has 1 live instance; pass force=true to delete it anyway/);
       assert.equal(uncordon.code, 1);

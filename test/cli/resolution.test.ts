@@ -46,5 +46,4 @@ describe("cloudctl resolution order", () => {
       dispose();
     }
   });
-
 });

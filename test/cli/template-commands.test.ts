@@ -55,7 +55,9 @@ describe("cloudctl template, crash and cluster commands", () => {
       assert.equal(json.stdout, '{"status":"restored","hash":"bbbbbbbb2222"}\n');
       assert.equal(none.code, 1);
       assert.match(none.stderr, /no previous version/);
-      const sent = bodies("POST", "/api/v1/templates/lobby/rollback").map((b) => b.hash).sort();
+      const sent = bodies("POST", "/api/v1/templates/lobby/rollback")
+        .map((b) => b.hash)
+        .sort();
       assert.deepEqual(sent, ["aaaaaaaa1111", "bbbbbbbb2222", "bbbbbbbb2222"]);
       assert.equal(server.requests.filter((r) => r.path === "/api/v1/templates/fresh/rollback").length, 0);
     } finally {
@@ -78,9 +80,21 @@ describe("cloudctl template, crash and cluster commands", () => {
       assert.match(templates.stdout, /lobby\s+01234567\s+1\.5 KB\s+Lobby world/);
       assert.match(templates.stdout, /tiny\s+fedcba98\s+999 B/);
       assert.match(templates.stdout, /big\s+ffffffff\s+5\.5 MB\s+maps/);
-      const rows = sorted.stdout.trim().split("\n").slice(1).map((line) => line.split(/\s+/).slice(0, 2));
-      assert.deepEqual(rows, [["bedwars", "DRAIN"], ["Lobby", "UP"], ["skywars", "DOWN"]]);
-      const names = filtered.stdout.trim().split("\n").slice(1).map((line) => line.split(/\s+/)[0]);
+      const rows = sorted.stdout
+        .trim()
+        .split("\n")
+        .slice(1)
+        .map((line) => line.split(/\s+/).slice(0, 2));
+      assert.deepEqual(rows, [
+        ["bedwars", "DRAIN"],
+        ["Lobby", "UP"],
+        ["skywars", "DOWN"],
+      ]);
+      const names = filtered.stdout
+        .trim()
+        .split("\n")
+        .slice(1)
+        .map((line) => line.split(/\s+/)[0]);
       assert.deepEqual(names, ["Lobby"]);
       assert.equal(crashes.code, 0, crashes.stderr);
       const crashQuery = server.requests.find((r) => r.path === "/api/v1/crashes")?.query;

@@ -17,7 +17,9 @@ function scriptedFetch(script: (number | "refused")[]) {
     calls.push(`${init?.method} ${String(url)}`);
     const next = script.shift() ?? 200;
     if (next === "refused") throw new TypeError("fetch failed", { cause: { code: "ECONNREFUSED" } });
-    return new Response(next === 204 ? null : JSON.stringify(next < 400 ? { ok: true } : { error: { code: "E", message: `status ${next}`, status: next } }), { status: next });
+    return new Response(next === 204 ? null : JSON.stringify(next < 400 ? { ok: true } : { error: { code: "E", message: `status ${next}`, status: next } }), {
+      status: next,
+    });
   }) as typeof fetch;
   return { calls, fetchFn };
 }
@@ -31,12 +33,31 @@ function client(script: (number | "refused")[]) {
 
 describe("retry policy", () => {
   test("backoff: 200 ms base doubling, ±20 % jitter, 2 s cap", () => {
-    assert.equal(backoffDelayMs(1, () => 0.5), 200);
-    assert.equal(backoffDelayMs(2, () => 0.5), 400);
-    assert.equal(backoffDelayMs(1, () => 0), 160);
-    assert.equal(backoffDelayMs(1, () => 0.999999), 240);
-    assert.equal(backoffDelayMs(5, () => 0.5), 2000);
-    assert.equal(backoffDelayMs(30, () => 0.999999), 2000, "the cap holds after jitter");
+    assert.equal(
+      backoffDelayMs(1, () => 0.5),
+      200,
+    );
+    assert.equal(
+      backoffDelayMs(2, () => 0.5),
+      400,
+    );
+    assert.equal(
+      backoffDelayMs(1, () => 0),
+      160,
+    );
+    assert.equal(
+      backoffDelayMs(1, () => 0.999999),
+      240,
+    );
+    assert.equal(
+      backoffDelayMs(5, () => 0.5),
+      2000,
+    );
+    assert.equal(
+      backoffDelayMs(30, () => 0.999999),
+      2000,
+      "the cap holds after jitter",
+    );
   });
 
   test("GET is retried on 5xx, 408, 429 and connection errors, 3 attempts in total", async () => {
@@ -63,7 +84,14 @@ describe("retry policy", () => {
     const refused = client(["refused", 200]);
     await assert.rejects(refused.http.post("/x"), ConnectionError);
     assert.equal(refused.calls.length, 1);
-    for (const [status, exitCode] of [[400, 1], [401, 2], [403, 3], [404, 4], [409, 1], [422, 1]]) {
+    for (const [status, exitCode] of [
+      [400, 1],
+      [401, 2],
+      [403, 3],
+      [404, 4],
+      [409, 1],
+      [422, 1],
+    ]) {
       const { http, calls } = client([status, 200]);
       await assert.rejects(http.get("/x"), (e: ApiRequestError) => e.exitCode === exitCode && e.code === "E");
       assert.equal(calls.length, 1);
@@ -86,15 +114,15 @@ describe("configuration", () => {
 
   test("the written file is YAML the fast reader and the YAML library read alike", () => {
     const config: CliConfig = {
-      currentContext: "prod \"eu\"",
+      currentContext: 'prod "eu"',
       accent: "cyan",
-      contexts: { "prod \"eu\"": { controller: "http://a:8080", token: "t:#x\n" }, constructor: { controller: "http://c" }, "ünï": { controller: "http://u" } },
+      contexts: { 'prod "eu"': { controller: "http://a:8080", token: "t:#x\n" }, constructor: { controller: "http://c" }, ünï: { controller: "http://u" } },
     };
     const text = stringifyConfig(config);
     const fast = parseOwnFormat(text);
     assert.ok(fast, text);
     assert.deepEqual(normalizeConfig(fast).config, normalizeConfig(parseYaml(text)).config);
-    assert.deepEqual(normalizeConfig(fast).config.contexts["prod \"eu\""], { controller: "http://a:8080", token: "t:#x\n" });
+    assert.deepEqual(normalizeConfig(fast).config.contexts['prod "eu"'], { controller: "http://a:8080", token: "t:#x\n" });
     assert.equal(Object.keys(normalizeConfig(fast).config.contexts).length, 3);
     assert.deepEqual(parseOwnFormat(stringifyConfig({ accent: "purple", contexts: {} })), { accent: "purple", contexts: {} });
     const hostile = normalizeConfig(parseOwnFormat('contexts:\n  "__proto__":\n    controller: "http://p"\n')).config;
@@ -114,7 +142,15 @@ describe("configuration", () => {
 
 describe("rendering and parsing", () => {
   test("sizes, hashes and derived group status", () => {
-    assert.deepEqual([0, 1023, 1024, 1536, 1048575, 1048576, 5.5 * 1048576].map(formatBytes), ["0 B", "1023 B", "1.0 KB", "1.5 KB", "1024.0 KB", "1.0 MB", "5.5 MB"]);
+    assert.deepEqual([0, 1023, 1024, 1536, 1048575, 1048576, 5.5 * 1048576].map(formatBytes), [
+      "0 B",
+      "1023 B",
+      "1.0 KB",
+      "1.5 KB",
+      "1024.0 KB",
+      "1.0 MB",
+      "5.5 MB",
+    ]);
     assert.equal(shortHash("0123456789abcdef"), "01234567");
     assert.equal(groupStatus({ maintenance: true, runningInstances: 0, minInstances: 3 }), "DRAIN");
     assert.equal(groupStatus({ runningInstances: 0, minInstances: 1 }), "DOWN");
@@ -125,11 +161,27 @@ describe("rendering and parsing", () => {
   test("maintenance words, group filter and sort, previous template version, --since", () => {
     assert.deepEqual(["on", "ON", "true", "1", " on "].map(maintenanceValue), [true, true, true, true, true]);
     assert.deepEqual(["off", "yes", "enable", "0", ""].map(maintenanceValue), [false, false, false, false, false]);
-    const groups = [{ name: "b", totalPlayers: 1, runningInstances: 5 }, { name: "A", totalPlayers: 9, runningInstances: 1 }, { name: "ab", totalPlayers: 9, runningInstances: 2 }];
-    assert.deepEqual(filterAndSortGroups(groups, undefined, "name").map((g) => g.name), ["A", "ab", "b"]);
-    assert.deepEqual(filterAndSortGroups(groups, undefined, "players").map((g) => g.name), ["A", "ab", "b"]);
-    assert.deepEqual(filterAndSortGroups(groups, undefined, "instances").map((g) => g.name), ["b", "ab", "A"]);
-    assert.deepEqual(filterAndSortGroups(groups, "A", "name").map((g) => g.name), ["A", "ab"]);
+    const groups = [
+      { name: "b", totalPlayers: 1, runningInstances: 5 },
+      { name: "A", totalPlayers: 9, runningInstances: 1 },
+      { name: "ab", totalPlayers: 9, runningInstances: 2 },
+    ];
+    assert.deepEqual(
+      filterAndSortGroups(groups, undefined, "name").map((g) => g.name),
+      ["A", "ab", "b"],
+    );
+    assert.deepEqual(
+      filterAndSortGroups(groups, undefined, "players").map((g) => g.name),
+      ["A", "ab", "b"],
+    );
+    assert.deepEqual(
+      filterAndSortGroups(groups, undefined, "instances").map((g) => g.name),
+      ["b", "ab", "A"],
+    );
+    assert.deepEqual(
+      filterAndSortGroups(groups, "A", "name").map((g) => g.name),
+      ["A", "ab"],
+    );
     assert.equal(previousVersion([{ hash: "new" }, { hash: "old" }])?.hash, "old");
     assert.equal(previousVersion([{ hash: "only" }]), undefined);
     assert.equal(sinceToIso("1h", Date.parse("2026-11-22T03:00:00Z")), "2026-11-22T02:00:00.000Z");
@@ -139,7 +191,7 @@ describe("rendering and parsing", () => {
 
   test("SSE parsing across chunk boundaries, comments and multi-line data", () => {
     const parser = new SseParser();
-    assert.deepEqual(parser.push(": hello\n\ndata: {\"line\":\"a\"}\n"), []);
+    assert.deepEqual(parser.push(': hello\n\ndata: {"line":"a"}\n'), []);
     assert.deepEqual(parser.push("\ndata: one\r\ndata: two\r\n\r\nevent: ping\ndata: x\n\n"), [
       { event: "message", data: '{"line":"a"}' },
       { event: "message", data: "one\ntwo" },
@@ -179,7 +231,10 @@ describe("rendering and parsing", () => {
     assert.equal(tty.push(bytes("\x03")).detach, true, "Ctrl-C detaches on a terminal");
 
     const long = new ConsoleInput(false).push(Buffer.alloc(inputLineBytesMax + 3, 0x61));
-    assert.deepEqual(long.lines.map((l) => l.length), [inputLineBytesMax]);
+    assert.deepEqual(
+      long.lines.map((l) => l.length),
+      [inputLineBytesMax],
+    );
   });
 
   test("scheduling issue text", () => {

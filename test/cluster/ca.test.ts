@@ -4,13 +4,7 @@ import { X509Certificate, createPrivateKey } from "node:crypto";
 import { once } from "node:events";
 import tls from "node:tls";
 import type { AddressInfo } from "node:net";
-import {
-  certificateCommonName,
-  certificateFingerprintSha256,
-  createClusterCa,
-  issueNodeCertificate,
-  verifyIssuedBy,
-} from "../../src/cluster/ca.js";
+import { certificateCommonName, certificateFingerprintSha256, createClusterCa, issueNodeCertificate, verifyIssuedBy } from "../../src/cluster/ca.js";
 import { FakeClock } from "../support/fake-clock.js";
 
 const ca = createClusterCa({ commonName: "test CA" });
@@ -54,12 +48,9 @@ test("the fingerprint matches the platform's SHA-256 fingerprint", () => {
 
 test("two node certificates complete a mutual TLS handshake; a foreign client is refused", async () => {
   const client = issueNodeCertificate(ca, { nodeId: "controller-2" });
-  const server = tls.createServer(
-    { key: node.keyPem, cert: node.certPem, ca: ca.certPem, requestCert: true, rejectUnauthorized: true },
-    (socket) => {
-      socket.end(String(socket.getPeerCertificate(false).subject.CN));
-    },
-  );
+  const server = tls.createServer({ key: node.keyPem, cert: node.certPem, ca: ca.certPem, requestCert: true, rejectUnauthorized: true }, (socket) => {
+    socket.end(String(socket.getPeerCertificate(false).subject.CN));
+  });
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
   try {
@@ -85,4 +76,3 @@ test("two node certificates complete a mutual TLS handshake; a foreign client is
     server.close();
   }
 });
-

@@ -6,7 +6,14 @@ import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
 import { createClusterCa, issueNodeCertificate } from "../../src/cluster/ca.js";
-import { callUnary, controllerServerName, fromGrpcError, loadClusterMembership, type ClusterMembershipClient, type JoinClusterRequest } from "../../src/cluster/cluster-proto.js";
+import {
+  callUnary,
+  controllerServerName,
+  fromGrpcError,
+  loadClusterMembership,
+  type ClusterMembershipClient,
+  type JoinClusterRequest,
+} from "../../src/cluster/cluster-proto.js";
 import { requestJoin, JoinRefusedError } from "../../src/cluster/join-client.js";
 import { readJoinTokenClaims, signJoinToken, newSeedSecret } from "../../src/cluster/join-token.js";
 import { createLogService } from "../../src/logs/logger.js";
@@ -73,10 +80,7 @@ describe("cluster join service", { timeout: 120_000 }, () => {
     assert.equal(response.node_id, "ctl-aaaaaaaaaaaa");
     assert.match(response.certificate_pem, /BEGIN CERTIFICATE/);
     assert.match(response.ca_private_key_pem, /PRIVATE KEY/);
-    assert.deepEqual(
-      response.members.map((m) => m.node_id).sort(),
-      [response.leader_id, "ctl-aaaaaaaaaaaa"].sort(),
-    );
+    assert.deepEqual(response.members.map((m) => m.node_id).sort(), [response.leader_id, "ctl-aaaaaaaaaaaa"].sort());
     const members = (await call("GET", "/api/v1/cluster/members")).json.members;
     assert.equal(members.find((m: any) => m.nodeId === "ctl-aaaaaaaaaaaa").role, "learner");
     const again = await requestJoin([grpcAddr], joinRequest(token), claims, 10_000, logger);
@@ -114,7 +118,10 @@ describe("cluster join service", { timeout: 120_000 }, () => {
     await assert.rejects(requestJoin([grpcAddr], joinRequest(token), claims, 10_000, logger), /its cluster CA is not the one the join token names/);
     const tokens = (await call("GET", "/api/v1/cluster/join-tokens")).json.tokens;
     assert.equal(tokens[0].status, "ACTIVE", "the token was never sent");
-    await assert.rejects(requestJoin(["127.0.0.1:1"], joinRequest(token), readJoinTokenClaims(token)!, 2_000, logger), /Could not join cluster .* through any join address/);
+    await assert.rejects(
+      requestJoin(["127.0.0.1:1"], joinRequest(token), readJoinTokenClaims(token)!, 2_000, logger),
+      /Could not join cluster .* through any join address/,
+    );
   });
 
   it("checks the request, and refuses member-only calls without a member certificate", async () => {
@@ -158,7 +165,10 @@ describe("cluster join service", { timeout: 120_000 }, () => {
       // A certificate of another CA is no member certificate either.
       const foreignCa = createClusterCa();
       const foreign = issueNodeCertificate(foreignCa, { nodeId: "ctl-cccccccccccc" });
-      const stranger = client(grpcAddr, grpc.credentials.createSsl(Buffer.from(caPem), Buffer.from(foreign.keyPem), Buffer.from(foreign.certPem), { checkServerIdentity: () => undefined }));
+      const stranger = client(
+        grpcAddr,
+        grpc.credentials.createSsl(Buffer.from(caPem), Buffer.from(foreign.keyPem), Buffer.from(foreign.certPem), { checkServerIdentity: () => undefined }),
+      );
       const error = await callUnary(stranger.Status.bind(stranger), {}, 5_000).then(
         () => null,
         (err: grpc.ServiceError) => err,

@@ -8,7 +8,14 @@ import { createClusterCa } from "../../src/cluster/ca.js";
 import type { AppliedCommand, UnstampedCommand } from "../../src/cluster/cluster-commands.js";
 import { addressUpdate } from "../../src/cluster/cluster-upkeep.js";
 import type { JoinTokenRecord, LeaseRecord, MemberRecord, SeedState } from "../../src/cluster/cluster-state-machine.js";
-import { clusterRecordView, configVersionListView, joinTokenListView, leaseListView, memberListView, type ClusterStateReader } from "../../src/cluster/cluster-views.js";
+import {
+  clusterRecordView,
+  configVersionListView,
+  joinTokenListView,
+  leaseListView,
+  memberListView,
+  type ClusterStateReader,
+} from "../../src/cluster/cluster-views.js";
 import { HostErrorCode, RaftHostError } from "../../src/cluster/host-errors.js";
 import { JoinTokenAdmin } from "../../src/cluster/join-token-admin.js";
 import { readJoinTokenClaims, verifyJoinToken } from "../../src/cluster/join-token.js";
@@ -79,12 +86,18 @@ describe("cluster parts: read views", () => {
       leaderId: "c1",
     });
     const { members } = memberListView(state, "c1");
-    assert.deepEqual(members.map((m) => [m.nodeId, m.leader, m.role, m.gRPCAddr]), [
-      ["c1", true, "voter", "c1:9090"],
-      ["c2", false, "voter", "c2:9090"],
-      ["c3", false, "learner", "c3:9090"],
-    ]);
-    assert.equal(memberListView(state, null).members.some((m) => m.leader), false);
+    assert.deepEqual(
+      members.map((m) => [m.nodeId, m.leader, m.role, m.gRPCAddr]),
+      [
+        ["c1", true, "voter", "c1:9090"],
+        ["c2", false, "voter", "c2:9090"],
+        ["c3", false, "learner", "c3:9090"],
+      ],
+    );
+    assert.equal(
+      memberListView(state, null).members.some((m) => m.leader),
+      false,
+    );
   });
 
   it("an ACTIVE token past its expiry is listed EXPIRED; expired leases are left out", () => {
@@ -95,21 +108,31 @@ describe("cluster parts: read views", () => {
         { name: "reconciler", holder: "c2", fencingToken: 9, grantedAtMs: 0, expiresAtMs: 10_000 },
       ],
     });
-    assert.deepEqual(joinTokenListView(state, 10_000).tokens.map((t) => [t.jti, t.status]), [
-      ["a", "EXPIRED"],
-      ["b", "ACTIVE"],
-      ["c", "USED"],
-    ]);
-    assert.deepEqual(leaseListView(state, 10_000).leases.map((l) => l.name), ["audit-pruner"], "a lease expiring now is not held");
+    assert.deepEqual(
+      joinTokenListView(state, 10_000).tokens.map((t) => [t.jti, t.status]),
+      [
+        ["a", "EXPIRED"],
+        ["b", "ACTIVE"],
+        ["c", "USED"],
+      ],
+    );
+    assert.deepEqual(
+      leaseListView(state, 10_000).leases.map((l) => l.name),
+      ["audit-pruner"],
+      "a lease expiring now is not held",
+    );
   });
 
   it("config versions mark the active one", () => {
     const list = configVersionListView(fakeState());
     assert.equal(list.activeVersion, 2);
-    assert.deepEqual(list.versions.map((v) => [v.version, v.active, v.createdAt]), [
-      [1, false, "1970-01-01T00:00:00.000Z"],
-      [2, true, "1970-01-01T00:01:00.000Z"],
-    ]);
+    assert.deepEqual(
+      list.versions.map((v) => [v.version, v.active, v.createdAt]),
+      [
+        [1, false, "1970-01-01T00:00:00.000Z"],
+        [2, true, "1970-01-01T00:01:00.000Z"],
+      ],
+    );
   });
 });
 
@@ -241,7 +264,9 @@ describe("cluster parts: writes through the leader", () => {
 
   it("closed: 503 at once; no leader reachable: 503 once the bound passed, naming the last problem", async () => {
     const leading = fakeMember({ leader: "c1", self: "c1" });
-    const closed = await apiError(writes(leading, { closed: "this controller is stopping" }).commit({ op: "seed.rotate", secret: "x", by: "a" } as UnstampedCommand));
+    const closed = await apiError(
+      writes(leading, { closed: "this controller is stopping" }).commit({ op: "seed.rotate", secret: "x", by: "a" } as UnstampedCommand),
+    );
     assert.deepEqual([closed.status, closed.code], [503, "RAFT_UNAVAILABLE"]);
     assert.match(closed.message, /stopping/);
 

@@ -167,7 +167,10 @@ describe("cluster routes on a single-member controller", () => {
     assertEnvelope(await call("POST", "/api/v1/cluster/leave"), 409, "LAST_MEMBER");
     assertEnvelope(await call("POST", "/api/v1/cluster/leave", { force: true }), 422, "VALIDATION_ERROR");
     assert.equal((await call("GET", "/api/v1/cluster")).status, 200);
-    assert.equal((await auditActions(call)).some((r) => r.action === "cluster.leave"), false);
+    assert.equal(
+      (await auditActions(call)).some((r) => r.action === "cluster.leave"),
+      false,
+    );
   });
 
   it("GET /cluster/leases and /cluster/config/versions answer their lists", async () => {

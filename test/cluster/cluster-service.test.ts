@@ -50,7 +50,19 @@ async function startHarness(options: { dir?: string; clock?: Clock; beforeStart?
   const logs = createLogService({ level: "INFO", format: "JSON", clock }, { write: (chunk: string) => logLines.push(chunk) });
   const config = parseControllerConfig({ data: { dir }, raft: { host: "127.0.0.1", port: 0, dataDir: join(dir, "raft") } }, { env: {} });
   const { cluster: clusterConfig, raft, data, http, grpc } = config;
-  const cluster = await startClusterService({ cluster: clusterConfig, raft, data, http, grpc, documents, audit: new AuditService({ documents, clock }), clock, logs, onLeft: () => undefined, tuning: fastTuning });
+  const cluster = await startClusterService({
+    cluster: clusterConfig,
+    raft,
+    data,
+    http,
+    grpc,
+    documents,
+    audit: new AuditService({ documents, clock }),
+    clock,
+    logs,
+    onLeft: () => undefined,
+    tuning: fastTuning,
+  });
   return {
     dir,
     documents,
@@ -141,7 +153,12 @@ describe("cluster service: singleton leases", () => {
     );
     assert.equal(ran, false, "skipped while another controller holds the lease");
 
-    const conflict = await h.cluster.commit<any>({ op: "lease.release", name: "deployment-reconciler", holder: h.cluster.nodeId, fencingToken: taken.ok ? taken.value.fencingToken : 0 });
+    const conflict = await h.cluster.commit<any>({
+      op: "lease.release",
+      name: "deployment-reconciler",
+      holder: h.cluster.nodeId,
+      fencingToken: taken.ok ? taken.value.fencingToken : 0,
+    });
     assert.equal(conflict.ok, false);
     assert.equal(conflict.ok ? "" : conflict.code, "CLUSTER_WRITE_CONFLICT");
 
@@ -196,7 +213,10 @@ describe("cluster service: readiness and quorum", () => {
     assert.equal(await h.cluster.runUnderLease("audit-pruner", 1000, () => undefined), false);
     assert.equal(h.cluster.cluster().memberCount, 2);
     assert.deepEqual(
-      h.cluster.members().members.map((m) => m.nodeId).sort(),
+      h.cluster
+        .members()
+        .members.map((m) => m.nodeId)
+        .sort(),
       [h.cluster.nodeId, "ctl-ghost"].sort(),
     );
     await h.stop();
@@ -214,7 +234,17 @@ describe("cluster service: readiness and quorum", () => {
     const logs = createLogService({ level: "ERROR", format: "JSON", clock }, { write: () => undefined });
     const tuning = { ...raftTuningDefaults, ...fastTuning };
     // Bootstrapped with a voter that never answers: no leader, so the stamp never commits.
-    const member = await RaftMember.start({ nodeId, clusterId: "c", logDir: identityStore.logDir, tls, port: 0, machine, bootstrapVoters: [nodeId, "ctl-ghost"], tuning, logger: logs.logger("t") });
+    const member = await RaftMember.start({
+      nodeId,
+      clusterId: "c",
+      logDir: identityStore.logDir,
+      tls,
+      port: 0,
+      machine,
+      bootstrapVoters: [nodeId, "ctl-ghost"],
+      tuning,
+      logger: logs.logger("t"),
+    });
     const documents = await openDocumentStore({ profile: "development", dataDir: dir, clock, ttlSweepIntervalMs: 0 });
     const cluster = new ClusterService({
       nodeId,

@@ -43,7 +43,19 @@ function stamped(): Feeder {
 }
 
 const issue = (f: Feeder, jti: string, atMs: number, over: Partial<Extract<ClusterCommand, { op: "token.issue" }>> = {}) =>
-  f.apply({ op: "token.issue", atMs, jti, label: "", hash: hash("a"), seedGeneration: 1, joinAddrs: ["10.0.0.1:9090"], createdAtMs: atMs, expiresAtMs: atMs + 60_000, by: "admin", ...over });
+  f.apply({
+    op: "token.issue",
+    atMs,
+    jti,
+    label: "",
+    hash: hash("a"),
+    seedGeneration: 1,
+    joinAddrs: ["10.0.0.1:9090"],
+    createdAtMs: atMs,
+    expiresAtMs: atMs + 60_000,
+    by: "admin",
+    ...over,
+  });
 
 describe("cluster state machine: stamp and readiness", () => {
   it("refuses every command but the stamp until the meta is stamped", () => {
@@ -61,10 +73,24 @@ describe("cluster state machine: stamp and readiness", () => {
     assert.deepEqual(f.machine.members(), [
       { nodeId: "ctl-a", raftAddr: "10.0.0.1:9190", restAddr: "10.0.0.1:8080", grpcAddr: "10.0.0.1:9090", label: "first", joinedAtMs: 1_000, role: "voter" },
     ]);
-    const again = f.apply({ op: "cluster.stamp", atMs: 5, clusterId: "c1", ca: { certPem: "X", keyPem: "Y" }, seedSecret: "t".repeat(43), member: { nodeId: "ctl-a", label: "", raftAddr: "", restAddr: "", grpcAddr: "" } });
+    const again = f.apply({
+      op: "cluster.stamp",
+      atMs: 5,
+      clusterId: "c1",
+      ca: { certPem: "X", keyPem: "Y" },
+      seedSecret: "t".repeat(43),
+      member: { nodeId: "ctl-a", label: "", raftAddr: "", restAddr: "", grpcAddr: "" },
+    });
     assert.equal(again.ok, true, "re-stamping the same cluster is a no-op");
     assert.deepEqual(f.machine.material(), { caCertPem: "CERT", caKeyPem: "KEY" });
-    const other = f.apply({ op: "cluster.stamp", atMs: 5, clusterId: "c2", ca: { certPem: "X", keyPem: "Y" }, seedSecret: "t".repeat(43), member: { nodeId: "ctl-a", label: "", raftAddr: "", restAddr: "", grpcAddr: "" } });
+    const other = f.apply({
+      op: "cluster.stamp",
+      atMs: 5,
+      clusterId: "c2",
+      ca: { certPem: "X", keyPem: "Y" },
+      seedSecret: "t".repeat(43),
+      member: { nodeId: "ctl-a", label: "", raftAddr: "", restAddr: "", grpcAddr: "" },
+    });
     assert.equal(other.ok, false);
     assert.equal(f.machine.meta()?.clusterId, "c1");
   });
@@ -180,7 +206,11 @@ describe("cluster state machine: singleton leases", () => {
       assert.match(result.message, /^ClusterWriteConflict: /);
     }
     assert.deepEqual(f.machine.snapshot(), before);
-    assert.equal(f.apply({ op: "lease.renew", atMs: 11_000, name: "deployment-reconciler", holder: "ctl-a", fencingToken: token, ttlMs: 10_000 }).code, "CLUSTER_WRITE_CONFLICT", "expired");
+    assert.equal(
+      f.apply({ op: "lease.renew", atMs: 11_000, name: "deployment-reconciler", holder: "ctl-a", fencingToken: token, ttlMs: 10_000 }).code,
+      "CLUSTER_WRITE_CONFLICT",
+      "expired",
+    );
     const renewed = f.apply({ op: "lease.renew", atMs: 5_000, name: "deployment-reconciler", holder: "ctl-a", fencingToken: token, ttlMs: 10_000 });
     assert.equal(renewed.value.expiresAtMs, 15_000);
     assert.equal(f.apply({ op: "lease.release", atMs: 6_000, name: "deployment-reconciler", holder: "ctl-a", fencingToken: token }).ok, true);

@@ -65,7 +65,6 @@ async function startTransport(id: NodeId, port: number, peers: Record<NodeId, st
   return { transport, handler };
 }
 
-
 test("messages reach the peer over mutual TLS, in order", async () => {
   const [pa, pb] = await freePorts(2);
   const peers = { a: `127.0.0.1:${pa}`, b: `127.0.0.1:${pb}` };
@@ -77,7 +76,10 @@ test("messages reach the peer over mutual TLS, in order", async () => {
   }
   await eventually(() => b.handler.received.length === 500, "500 messages at b", 5_000);
   assert.deepEqual(a.handler.unreachable, []);
-  assert.deepEqual(b.handler.received.map((m) => m.index), Array.from({ length: 500 }, (_, i) => i + 1));
+  assert.deepEqual(
+    b.handler.received.map((m) => m.index),
+    Array.from({ length: 500 }, (_, i) => i + 1),
+  );
   b.transport.send([message("b", "a", 7, "snap")]);
   await eventually(() => a.handler.received.length === 1 && b.handler.snapshots.length === 1, "the snapshot at a and its report at b", 5_000);
   assert.deepEqual(b.handler.snapshots, [["a", true]]);
@@ -105,10 +107,14 @@ test("a peer with a certificate of another CA is refused; a restarted peer is re
   await foreign.transport.stop();
 
   const e = await startTransport("e", pb!, peers);
-  await eventually(() => {
-    d.transport.send([message("d", "e", 2)]);
-    return e.handler.received.length > 0;
-  }, "a message at the restarted peer", 5_000);
+  await eventually(
+    () => {
+      d.transport.send([message("d", "e", 2)]);
+      return e.handler.received.length > 0;
+    },
+    "a message at the restarted peer",
+    5_000,
+  );
   assert.equal(e.handler.received[0]!.from, "d");
 });
 

@@ -109,11 +109,14 @@ test("persist writes hard state and entries in one batch and survives a reopen",
   try {
     assert.deepEqual(reopened.initialState(), { hardState: { term: 2, vote: "a", commit: 2 }, confState });
     assert.equal(reopened.lastIndex(), 3);
-    assert.deepEqual(reopened.entries(1, 4, Infinity).map((e) => [e.index, e.term, new TextDecoder().decode(e.data)]), [
-      [1, 1, "e1"],
-      [2, 2, "e2"],
-      [3, 2, "e3"],
-    ]);
+    assert.deepEqual(
+      reopened.entries(1, 4, Infinity).map((e) => [e.index, e.term, new TextDecoder().decode(e.data)]),
+      [
+        [1, 1, "e1"],
+        [2, 2, "e2"],
+        [3, 2, "e3"],
+      ],
+    );
   } finally {
     await reopened.close();
   }

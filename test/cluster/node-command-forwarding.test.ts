@@ -15,7 +15,14 @@ import { AuditService } from "../../src/audit/audit-service.js";
 import { createClusterCa, issueNodeCertificate, type CertificateAndKey } from "../../src/cluster/ca.js";
 import { clusterMembershipService } from "../../src/cluster/cluster-grpc-service.js";
 import { ClusterIdentityStore } from "../../src/cluster/cluster-identity.js";
-import { callUnary, controllerServerName, fromGrpcError, loadClusterMembership, type ClusterMembershipClient, type ForwardNodeCommandRequest } from "../../src/cluster/cluster-proto.js";
+import {
+  callUnary,
+  controllerServerName,
+  fromGrpcError,
+  loadClusterMembership,
+  type ClusterMembershipClient,
+  type ForwardNodeCommandRequest,
+} from "../../src/cluster/cluster-proto.js";
 import type { ClusterService } from "../../src/cluster/cluster-service.js";
 import { MemberClients } from "../../src/cluster/member-clients.js";
 import { forwardNodeCommandRequest } from "../../src/cluster/node-commands.js";
@@ -94,7 +101,6 @@ async function serve(cluster: ClusterService, audit: AuditService, port: number)
   return server;
 }
 
-
 function client(address: string, credentials: grpc.ChannelCredentials): ClusterMembershipClient {
   const Client = loadClusterMembership();
   return new Client(address, credentials, { "grpc.ssl_target_name_override": controllerServerName }) as unknown as ClusterMembershipClient;
@@ -140,7 +146,10 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
   async function startMember(name: string, grpcPort: number, joinToken: string | null): Promise<Member> {
     const dir = mkdtempSync(join(tmpdir(), `cloud-forwarding-${name}-`));
     const documents = await openDocumentStore({ profile: "development", dataDir: dir, clock: systemClock, ttlSweepIntervalMs: 0 });
-    const config = parseControllerConfig({ data: { dir }, grpc: { port: grpcPort }, raft: { host: "127.0.0.1", port: 0, dataDir: join(dir, "raft") } }, { env: {} });
+    const config = parseControllerConfig(
+      { data: { dir }, grpc: { port: grpcPort }, raft: { host: "127.0.0.1", port: 0, dataDir: join(dir, "raft") } },
+      { env: {} },
+    );
     if (joinToken) writeFileSync(joinTokenFilePath(config.data), joinToken);
     const audit = new AuditService({ documents, clock: systemClock });
     const cluster = await startClusterService({
@@ -160,7 +169,15 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
     const server = await serve(cluster, audit, grpcPort);
     cluster.announce({ httpPort: 1, grpcPort });
     const gateway = new StandInGateway();
-    const relay = new DaemonRelay({ controllerId: cluster.nodeId, kv, registry, gateway, peers: cluster.memberCommandLink(), logger, forwardedCommandTimeoutMs: 5_000 });
+    const relay = new DaemonRelay({
+      controllerId: cluster.nodeId,
+      kv,
+      registry,
+      gateway,
+      peers: cluster.memberCommandLink(),
+      logger,
+      forwardedCommandTimeoutMs: 5_000,
+    });
     await relay.start();
     const member = { name, dir, documents, cluster, server, grpcAddr: `127.0.0.1:${grpcPort}`, gateway, relay };
     members.push(member);
@@ -169,7 +186,15 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
 
   /** A relay of member `m` that only sends (the member's own relay serves). */
   const sender = (m: Member, forwardedCommandTimeoutMs?: number) =>
-    new DaemonRelay({ controllerId: m.cluster.nodeId, kv, registry, gateway: new StandInGateway(), peers: m.cluster.memberCommandLink(), logger, forwardedCommandTimeoutMs });
+    new DaemonRelay({
+      controllerId: m.cluster.nodeId,
+      kv,
+      registry,
+      gateway: new StandInGateway(),
+      peers: m.cluster.memberCommandLink(),
+      logger,
+      forwardedCommandTimeoutMs,
+    });
 
   /** Node `nodeId`'s daemon holds its stream to member `m`. */
   async function connect(m: Member, nodeId: string): Promise<void> {
@@ -184,7 +209,10 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
     const { token } = await a.cluster.issueJoinToken({ joinAddrs: [a.grpcAddr] }, "test");
     b = await startMember("b", portB!, token);
     // Each knows where the other's gRPC port is once the other's member record says so.
-    await eventually(() => a.cluster.grpcAddressOf(b.cluster.nodeId) === b.grpcAddr && b.cluster.grpcAddressOf(a.cluster.nodeId) === a.grpcAddr, "both member records carry gRPC addresses");
+    await eventually(
+      () => a.cluster.grpcAddressOf(b.cluster.nodeId) === b.grpcAddr && b.cluster.grpcAddressOf(a.cluster.nodeId) === a.grpcAddr,
+      "both member records carry gRPC addresses",
+    );
   });
 
   after(async () => {
@@ -207,16 +235,48 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
     assert.deepEqual(a.gateway.received.at(-1), { nodeId: "node-a", command: startCommand }, "the spec, the group and the fencing token arrive intact");
 
     b.gateway.answer = async () => ({ command_id: "cmd-2", ok: false, error_code: "UNKNOWN_INSTANCE", message: "no such instance" });
-    assert.deepEqual(await a.relay.sendCommand("node-b", stdinCommand), { command_id: "cmd-2", ok: false, error_code: "UNKNOWN_INSTANCE", message: "no such instance", instances: [] });
+    assert.deepEqual(await a.relay.sendCommand("node-b", stdinCommand), {
+      command_id: "cmd-2",
+      ok: false,
+      error_code: "UNKNOWN_INSTANCE",
+      message: "no such instance",
+      instances: [],
+    });
     assert.deepEqual(b.gateway.received.at(-1), { nodeId: "node-b", command: stdinCommand }, "and the other way round");
 
     // list_instances: the node's instance reports come back intact.
     const reports = [
-      { instance_id: "lobby-1", group: "lobby", state: "RUNNING", fencing_token: 7, port: 30001, pid: 4242, exit_code: 0, message: "", timestamp_ms: 1_700_000_000_000 },
-      { instance_id: "lobby-2", group: "lobby", state: "STOPPED", fencing_token: 7, port: 30002, pid: 4243, exit_code: 0, message: "", timestamp_ms: 1_700_000_000_500 },
+      {
+        instance_id: "lobby-1",
+        group: "lobby",
+        state: "RUNNING",
+        fencing_token: 7,
+        port: 30001,
+        pid: 4242,
+        exit_code: 0,
+        message: "",
+        timestamp_ms: 1_700_000_000_000,
+      },
+      {
+        instance_id: "lobby-2",
+        group: "lobby",
+        state: "STOPPED",
+        fencing_token: 7,
+        port: 30002,
+        pid: 4243,
+        exit_code: 0,
+        message: "",
+        timestamp_ms: 1_700_000_000_500,
+      },
     ];
     b.gateway.answer = async () => ({ command_id: "cmd-3", ok: true, error_code: "", message: "", instances: reports });
-    assert.deepEqual(await a.relay.sendCommand("node-b", { type: "list_instances", body: {} }), { command_id: "cmd-3", ok: true, error_code: "", message: "", instances: reports });
+    assert.deepEqual(await a.relay.sendCommand("node-b", { type: "list_instances", body: {} }), {
+      command_id: "cmd-3",
+      ok: true,
+      error_code: "",
+      message: "",
+      instances: reports,
+    });
     assert.deepEqual(b.gateway.received.at(-1), { nodeId: "node-b", command: { type: "list_instances", body: {} } });
 
     const before = b.gateway.received.length;
@@ -277,7 +337,10 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
     const anonymous = client(a.grpcAddr, grpc.credentials.createSsl(Buffer.from(material.caCertPem)));
     // A daemon's certificate: issued by the cluster CA, but its common name is a node id.
     const daemonCertificate = issueNodeCertificate({ certPem: material.caCertPem, keyPem: material.caKeyPem }, { nodeId: "node-guarded" });
-    const daemon = client(a.grpcAddr, grpc.credentials.createSsl(Buffer.from(material.caCertPem), Buffer.from(daemonCertificate.keyPem), Buffer.from(daemonCertificate.certPem)));
+    const daemon = client(
+      a.grpcAddr,
+      grpc.credentials.createSsl(Buffer.from(material.caCertPem), Buffer.from(daemonCertificate.keyPem), Buffer.from(daemonCertificate.certPem)),
+    );
     // A member's id under another CA.
     const foreign = issueNodeCertificate(createClusterCa(), { nodeId: b.cluster.nodeId });
     const stranger = client(a.grpcAddr, grpc.credentials.createSsl(Buffer.from(material.caCertPem), Buffer.from(foreign.keyPem), Buffer.from(foreign.certPem)));
@@ -301,7 +364,11 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
         const error = await failureOf(callUnary(member.ForwardNodeCommand.bind(member), bad as ForwardNodeCommandRequest, 5_000));
         assert.equal(error.code, grpc.status.INVALID_ARGUMENT, error.details);
       }
-      assert.equal((await callUnary(member.ForwardNodeCommand.bind(member), request, 5_000)).result?.ok, true, "the same request with a member certificate is served");
+      assert.equal(
+        (await callUnary(member.ForwardNodeCommand.bind(member), request, 5_000)).result?.ok,
+        true,
+        "the same request with a member certificate is served",
+      );
     } finally {
       memberClients.close();
     }

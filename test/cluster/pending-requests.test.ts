@@ -21,7 +21,8 @@ test("request framing: a host recognises its own ids only, and the payload comes
 test("pending proposals: settle by counter, fail the overwritten, expire at the deadline", () => {
   const proposals = new PendingProposals();
   const outcomes: string[] = [];
-  const track = (name: string) => [(value: unknown) => outcomes.push(`${name}=${String(value)}`), (error: RaftHostError) => outcomes.push(`${name}!${error.code}`)] as const;
+  const track = (name: string) =>
+    [(value: unknown) => outcomes.push(`${name}=${String(value)}`), (error: RaftHostError) => outcomes.push(`${name}!${error.code}`)] as const;
   proposals.add(1, ...track("a"), 100);
   proposals.add(2, ...track("b"), 100);
   proposals.add(3, ...track("c"), 50);
@@ -51,7 +52,11 @@ test("pending reads: reads share one round in flight, resolve once applied, and 
     kick: () => undefined,
   });
   const outcomes: string[] = [];
-  const read = (name: string) => reads.add(() => outcomes.push(name), (error) => outcomes.push(`${name}!${error.code}`));
+  const read = (name: string) =>
+    reads.add(
+      () => outcomes.push(name),
+      (error) => outcomes.push(`${name}!${error.code}`),
+    );
   read("r1");
   read("r2");
   read("r3");
@@ -83,7 +88,10 @@ test("pending reads: a refused round fails its reads with the host's error", () 
     kick: () => undefined,
   });
   const outcomes: string[] = [];
-  reads.add(() => outcomes.push("ok"), (error) => outcomes.push(error.code));
+  reads.add(
+    () => outcomes.push("ok"),
+    (error) => outcomes.push(error.code),
+  );
   assert.deepEqual(outcomes, [HostErrorCode.NotLeader]);
   assert.equal(reads.size, 0);
 });

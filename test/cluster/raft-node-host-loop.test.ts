@@ -203,7 +203,9 @@ describe("RaftNodeHost loop (injected clock, in-memory network)", () => {
     const proposal = leader.propose(new TextEncoder().encode("parallel"));
     await advance(c.clock, 30);
     assert.ok(a.storage.persistsPending > 0, "the leader's write is held");
-    const appended = c.network.sent.filter((m) => m.from === "a" && m.type === "app" && m.entries.some((e) => new TextDecoder().decode(e.data).endsWith("parallel")));
+    const appended = c.network.sent.filter(
+      (m) => m.from === "a" && m.type === "app" && m.entries.some((e) => new TextDecoder().decode(e.data).endsWith("parallel")),
+    );
     assert.deepEqual(appended.map((m) => m.to).sort(), ["b", "c"]);
     const index = appended[0]!.entries.at(-1)!.index;
     // b and c persisted and acknowledged: a quorum without the leader's own write.

@@ -91,7 +91,6 @@ async function stopMember(id: NodeId): Promise<void> {
   await member.storage.close();
 }
 
-
 const leader = () => eventually(() => [...members.values()].find((m) => m.host.isLeader()), "a leader");
 const payload = (text: string) => new TextEncoder().encode(text);
 
@@ -145,7 +144,10 @@ describe("RaftNodeHost: three members over gRPC with mutual TLS and LevelDB", ()
     const followerId = ids.find((id) => id !== current.host.id)!;
     await stopMember(followerId);
     for (let i = 0; i < snapshotIntervalEntries + 2 * compactionMarginEntries; i++) await current.host.propose(payload(`compacted-${i}`));
-    await eventually(() => current.storage.firstIndex() > current.storage.snapshot().metadata.index - compactionMarginEntries && current.storage.snapshot().metadata.index > 0, "the leader to compact");
+    await eventually(
+      () => current.storage.firstIndex() > current.storage.snapshot().metadata.index - compactionMarginEntries && current.storage.snapshot().metadata.index > 0,
+      "the leader to compact",
+    );
     const restarted = await startMember(followerId);
     await eventually(() => restarted.machine.items.length === current.machine.items.length, "the lagging follower to catch up");
     assert.ok(restarted.machine.restores >= 1, "the follower restored a snapshot");

@@ -4,13 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Value } from "@sinclair/typebox/value";
-import {
-  CONFIG_ENV_OVERRIDES,
-  ConfigError,
-  loadControllerConfig,
-  parseControllerConfig,
-  resolveConfigPath,
-} from "../../src/config/load.js";
+import { CONFIG_ENV_OVERRIDES, ConfigError, loadControllerConfig, parseControllerConfig, resolveConfigPath } from "../../src/config/load.js";
 import { configDefaults, ControllerConfigSchema, REMOVED_CONFIG_KEYS } from "../../src/config/schema.js";
 import { defaultCrashLoopOptions } from "../../src/scheduler/crash-loop.js";
 
@@ -161,19 +155,31 @@ describe("parseControllerConfig: rejected keys", () => {
     assert.ok(REMOVED_CONFIG_KEYS.includes("raft.bindHost"));
     for (const key of REMOVED_CONFIG_KEYS) {
       const [section, leaf] = key.split(".");
-      expectConfigError(() => parseControllerConfig({ [section]: { [leaf]: "x" } }), new RegExp(`Configuration key ${key.replace(".", "\\.")} was removed`), key);
+      expectConfigError(
+        () => parseControllerConfig({ [section]: { [leaf]: "x" } }),
+        new RegExp(`Configuration key ${key.replace(".", "\\.")} was removed`),
+        key,
+      );
     }
   });
 
   it("names the file in the removed-key message", () => {
     const path = writeYaml("removed.yml", "raft:\n  bindHost: 10.0.0.1\n");
-    expectConfigError(() => loadControllerConfig({ path, env: {} }), /Configuration key raft\.bindHost was removed; delete it from .*removed\.yml/, "raft.bindHost");
+    expectConfigError(
+      () => loadControllerConfig({ path, env: {} }),
+      /Configuration key raft\.bindHost was removed; delete it from .*removed\.yml/,
+      "raft.bindHost",
+    );
   });
 
   it("rejects any other unknown key with its full dotted name", () => {
     expectConfigError(() => parseControllerConfig({ bogus: 1 }), /Unknown configuration key bogus$/, "bogus");
     expectConfigError(() => parseControllerConfig({ http: { prot: 8080 } }), /Unknown configuration key http\.prot/, "http.prot");
-    expectConfigError(() => parseControllerConfig({ modules: { signing: { requried: true } } }), /Unknown configuration key modules\.signing\.requried/, "modules.signing.requried");
+    expectConfigError(
+      () => parseControllerConfig({ modules: { signing: { requried: true } } }),
+      /Unknown configuration key modules\.signing\.requried/,
+      "modules.signing.requried",
+    );
     expectConfigError(() => parseControllerConfig({ logging: { level: "INFO", file: "x", pattern: "y" } }), /logging\.file was removed/);
     expectConfigError(() => parseControllerConfig({ logging: { pattern: "y" } }), /Unknown configuration key logging\.pattern/);
   });

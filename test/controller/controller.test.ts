@@ -51,10 +51,7 @@ describe("cloud-controller entry: configuration errors", () => {
   });
 
   it("exits 78 on production without kvstore.uri and on an unknown key", async () => {
-    const [production, unknown] = await Promise.all([
-      runMainWithConfig("runtime:\n  profile: production\n"),
-      runMainWithConfig("http:\n  prot: 1\n"),
-    ]);
+    const [production, unknown] = await Promise.all([runMainWithConfig("runtime:\n  profile: production\n"), runMainWithConfig("http:\n  prot: 1\n")]);
     assert.equal(production.code, 78);
     assert.match(production.stderr, /runtime\.profile is production but kvstore\.uri is not set/);
     assert.equal(unknown.code, 78);
@@ -88,7 +85,10 @@ describe("controller as a child process", () => {
     for (const line of lines) {
       const keys = Object.keys(JSON.parse(line));
       assert.deepEqual(keys.slice(0, 5), ["timestamp", "level", "logger", "thread", "message"], line);
-      assert.ok(keys.slice(5).every((k) => k === "mdc" || k === "exception"), line);
+      assert.ok(
+        keys.slice(5).every((k) => k === "mdc" || k === "exception"),
+        line,
+      );
     }
     assert.ok(lines.some((l) => /"message":"Controller HTTP API listening on http:\/\/127\.0\.0\.1:\d+"/.test(l)));
   });
@@ -138,7 +138,10 @@ describe("controller in process", () => {
     const sub = controller.controller.events.subscribe("GROUP_CREATED", (e) => {
       seen.push(e.data.groupName as string);
     });
-    const res = await fetch(`${controller.url}/api/v1/groups`, authed(controller.adminToken, { method: "POST", body: JSON.stringify({ name: "lobby", platform: "paper" }) }));
+    const res = await fetch(
+      `${controller.url}/api/v1/groups`,
+      authed(controller.adminToken, { method: "POST", body: JSON.stringify({ name: "lobby", platform: "paper" }) }),
+    );
     assert.equal(res.status, 201, await res.text());
     await controller.controller.events.flush();
     sub.unsubscribe();

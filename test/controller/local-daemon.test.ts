@@ -32,7 +32,16 @@ describe("local daemon", { timeout: 120_000 }, () => {
         done();
       },
     });
-    const start = () => startLocalDaemon({ dir, rootDir: ROOT_DIR, grpcPort: c.controller.grpcPort, nodeTokens: c.controller.nodeTokens, logger: c.controller.logs.logger("cloud.dev"), maxMemoryMb: 1024, output: sink });
+    const start = () =>
+      startLocalDaemon({
+        dir,
+        rootDir: ROOT_DIR,
+        grpcPort: c.controller.grpcPort,
+        nodeTokens: c.controller.nodeTokens,
+        logger: c.controller.logs.logger("cloud.dev"),
+        maxMemoryMb: 1024,
+        output: sink,
+      });
     const first = await start();
     daemons.push(first);
     assert.match(readFileSync(join(dir, "daemon.yml"), "utf8"), /token: cnt_/, "the first start carries a join token");
@@ -47,7 +56,11 @@ describe("local daemon", { timeout: 120_000 }, () => {
     daemons.push(second);
     assert.doesNotMatch(readFileSync(join(dir, "daemon.yml"), "utf8"), /token:/, "a joined daemon needs no token");
     assert.equal(((await api(c, "GET", "/api/v1/admin/tokens")).json as unknown[]).length, tokensBefore, "no new token");
-    await eventually(async () => ((await api(c, "GET", "/api/v1/services?group=demo&state=RUNNING")).json as unknown[]).length === 1, "demo RUNNING again", waitMs);
+    await eventually(
+      async () => ((await api(c, "GET", "/api/v1/services?group=demo&state=RUNNING")).json as unknown[]).length === 1,
+      "demo RUNNING again",
+      waitMs,
+    );
     await second.stop();
     assert.equal(second.child.exitCode, 0, output.join(""));
   });

@@ -33,7 +33,11 @@ describe("exitOnSignals", () => {
     const proc = fakeProcess();
     const { logger, messages } = recordingLogger();
     let stops = 0;
-    exitOnSignals(async () => void stops++, () => logger, proc as unknown as NodeJS.Process);
+    exitOnSignals(
+      async () => void stops++,
+      () => logger,
+      proc as unknown as NodeJS.Process,
+    );
     proc.emit("SIGTERM", "SIGTERM");
     await settle();
     assert.equal(stops, 1);
@@ -44,7 +48,11 @@ describe("exitOnSignals", () => {
   it("exits 1 when stop fails", async () => {
     const proc = fakeProcess();
     const { logger, messages } = recordingLogger();
-    exitOnSignals(async () => Promise.reject(new Error("store stuck")), () => logger, proc as unknown as NodeJS.Process);
+    exitOnSignals(
+      async () => Promise.reject(new Error("store stuck")),
+      () => logger,
+      proc as unknown as NodeJS.Process,
+    );
     proc.emit("SIGINT", "SIGINT");
     await settle();
     assert.deepEqual(proc.exits, [1]);
@@ -55,7 +63,11 @@ describe("exitOnSignals", () => {
     const proc = fakeProcess();
     const { logger } = recordingLogger();
     let release!: () => void;
-    exitOnSignals(() => new Promise<void>((r) => (release = r)), () => logger, proc as unknown as NodeJS.Process);
+    exitOnSignals(
+      () => new Promise<void>((r) => (release = r)),
+      () => logger,
+      proc as unknown as NodeJS.Process,
+    );
     proc.emit("SIGINT", "SIGINT");
     proc.emit("SIGINT", "SIGINT");
     assert.deepEqual(proc.exits, [130]);
@@ -65,7 +77,11 @@ describe("exitOnSignals", () => {
 
   it("writes to standard error while logging does not exist yet", async () => {
     const proc = fakeProcess();
-    exitOnSignals(async () => undefined, () => undefined, proc as unknown as NodeJS.Process);
+    exitOnSignals(
+      async () => undefined,
+      () => undefined,
+      proc as unknown as NodeJS.Process,
+    );
     proc.emit("SIGTERM", "SIGTERM");
     await settle();
     assert.match(proc.stderrText, /Received SIGTERM; shutting down/);

@@ -35,7 +35,6 @@ async function controller(env: KvEnvironment, id: string, channel: string): Prom
   return { id, bus, bridge, seen };
 }
 
-
 /**
  * Waits until everything `from` published so far has crossed to `to`: a marker published after
  * it arrives after it (the store delivers one publisher's messages in order).
@@ -43,7 +42,10 @@ async function controller(env: KvEnvironment, id: string, channel: string): Prom
 async function settle(from: Controller, to: Controller): Promise<void> {
   const marker = `marker-${Math.random()}`;
   from.bus.publish(EventTypes.GROUP_DELETED, { groupName: marker });
-  await eventually(() => to.seen.some((event) => event.data.groupName === marker), `marker from ${from.id} at ${to.id}`, { timeoutMs: DELIVERY_TIMEOUT_MS, intervalMs: 2 });
+  await eventually(() => to.seen.some((event) => event.data.groupName === marker), `marker from ${from.id} at ${to.id}`, {
+    timeoutMs: DELIVERY_TIMEOUT_MS,
+    intervalMs: 2,
+  });
   await to.bus.flush();
 }
 
@@ -71,7 +73,10 @@ describeEachKv("EventBridge", (makeEnv) => {
         await settle(a, b);
         await settle(b, a); // any echo of a's events by b would arrive at a before b's marker
         const arrived = b.seen.filter((event) => peerOf(event) === "c-a" && !String(event.data.groupName ?? "").startsWith("marker-"));
-        assert.deepEqual(arrived.map((event) => event.type), [...BRIDGED_EVENT_TYPES]);
+        assert.deepEqual(
+          arrived.map((event) => event.type),
+          [...BRIDGED_EVENT_TYPES],
+        );
         for (const event of arrived) {
           assert.equal(event.source, peerEventSource("c-a"));
           assert.equal(event.source, "peer:c-a");
@@ -97,7 +102,11 @@ describeEachKv("EventBridge", (makeEnv) => {
         a.bus.publish(EventTypes.TEMPLATE_UPDATED, { templateName: "base", oldHash: null, newHash: "ab" });
         a.bus.publish("SNAPSHOT:CREATED", { id: "s1" });
         await settle(a, b);
-        assert.deepEqual(b.seen.filter((event) => peerOf(event) !== null).map((event) => event.type), [EventTypes.GROUP_DELETED], "only the marker");
+        assert.deepEqual(
+          b.seen.filter((event) => peerOf(event) !== null).map((event) => event.type),
+          [EventTypes.GROUP_DELETED],
+          "only the marker",
+        );
       } finally {
         await Promise.all([a.bridge.stop(), b.bridge.stop()]);
       }
@@ -142,7 +151,14 @@ describeEachKv("EventBridge", (makeEnv) => {
       try {
         a.bus.publishEvent({ type: EventTypes.GROUP_UPDATED, source: peerEventSource("c-z"), timestamp: "", data: { groupName: "relayed" } });
         const message = (origin: string, extra: Record<string, unknown> = {}) =>
-          JSON.stringify({ v: 1, origin, type: EventTypes.GROUP_UPDATED, timestamp: "2026-06-01T00:00:00.000Z", data: { groupName: `from-${origin}` }, ...extra });
+          JSON.stringify({
+            v: 1,
+            origin,
+            type: EventTypes.GROUP_UPDATED,
+            timestamp: "2026-06-01T00:00:00.000Z",
+            data: { groupName: `from-${origin}` },
+            ...extra,
+          });
         await raw.publish(channel, message("c-b")); // claims to be b: b drops it, a takes it
         await raw.publish(channel, "not json");
         await raw.publish(channel, message("c-x", { v: 2 }));
@@ -150,9 +166,15 @@ describeEachKv("EventBridge", (makeEnv) => {
         await raw.publish(channel, message("c-x", { data: null }));
         await raw.publish(channel, message("c|x"));
         await settle(b, a);
-        await eventually(() => a.bridge.rejectedMessages === 5 && b.bridge.rejectedMessages === 5, "rejected messages counted", { timeoutMs: DELIVERY_TIMEOUT_MS, intervalMs: 2 });
+        await eventually(() => a.bridge.rejectedMessages === 5 && b.bridge.rejectedMessages === 5, "rejected messages counted", {
+          timeoutMs: DELIVERY_TIMEOUT_MS,
+          intervalMs: 2,
+        });
         assert.ok(!onChannel.some((m) => m.includes("relayed")), "the peer event was not sent again");
-        assert.deepEqual(a.seen.filter((event) => event.data.groupName === "from-c-b").map((event) => event.source), ["peer:c-b"]);
+        assert.deepEqual(
+          a.seen.filter((event) => event.data.groupName === "from-c-b").map((event) => event.source),
+          ["peer:c-b"],
+        );
         assert.equal(b.seen.filter((event) => event.data.groupName === "from-c-b").length, 0, "b ignores messages of its own origin");
       } finally {
         await unsubscribe();

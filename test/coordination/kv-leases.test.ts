@@ -342,7 +342,10 @@ describeEachKv("KvLeases", (makeEnv) => {
     withEnv(makeEnv, async (env) => {
       const resource = groupResource(env.unique("contended"));
       const connections = await Promise.all(Array.from({ length: 4 }, () => env.connect()));
-      const contenders = Array.from({ length: 16 }, (_, i) => new KvLeases({ kv: connections[i % connections.length], controllerId: `c${i}`, leaseTtlMs: LONG_TTL_MS }));
+      const contenders = Array.from(
+        { length: 16 },
+        (_, i) => new KvLeases({ kv: connections[i % connections.length], controllerId: `c${i}`, leaseTtlMs: LONG_TTL_MS }),
+      );
       const tokens: number[] = [];
       for (let round = 0; round < 25; round++) {
         const results = await Promise.all(contenders.map((leases) => leases.acquire(resource)));
@@ -352,7 +355,10 @@ describeEachKv("KvLeases", (makeEnv) => {
         const holder = contenders.find((leases) => leases.controllerId === lease.controllerId)!;
         // the holder renews while everyone else tries again: still one holder, same token
         const again = await Promise.all(contenders.map((leases) => leases.acquire(resource)));
-        assert.deepEqual(again.filter((l) => l !== null), [lease]);
+        assert.deepEqual(
+          again.filter((l) => l !== null),
+          [lease],
+        );
         tokens.push(lease.fencingToken);
         assert.equal(await holder.release(lease), true);
       }
@@ -365,7 +371,10 @@ describeEachKv("KvLeases", (makeEnv) => {
       const resource = groupResource(env.unique("churn"));
       const ttlMs = env.backend === "redis" ? 30 : 50;
       const connections = await Promise.all(Array.from({ length: 4 }, () => env.connect()));
-      const contenders = Array.from({ length: 8 }, (_, i) => new KvLeases({ kv: connections[i % connections.length], controllerId: `c${i}`, leaseTtlMs: ttlMs }));
+      const contenders = Array.from(
+        { length: 8 },
+        (_, i) => new KvLeases({ kv: connections[i % connections.length], controllerId: `c${i}`, leaseTtlMs: ttlMs }),
+      );
       const grants: { controllerId: string; token: number; sentAt: number; doneAt: number }[] = [];
       let step = 0; // a logical clock: every request start and end takes the next value
       const deadline = Date.now() + (env.backend === "redis" ? 1_500 : 0);
@@ -380,7 +389,10 @@ describeEachKv("KvLeases", (makeEnv) => {
         );
         if (env.backend === "memory") env.clock.advance(round % 3 === 0 ? ttlMs + 1 : 1);
         const sample = grants.at(-1);
-        if (sample && round % 5 === 4) await contenders.find((l) => l.controllerId === sample.controllerId)!.release({ resource, controllerId: sample.controllerId, fencingToken: sample.token });
+        if (sample && round % 5 === 4)
+          await contenders
+            .find((l) => l.controllerId === sample.controllerId)!
+            .release({ resource, controllerId: sample.controllerId, fencingToken: sample.token });
       }
       assert.ok(grants.length > 20, `enough grants: ${grants.length}`);
       const holderOfToken = new Map<number, string>();
@@ -397,7 +409,8 @@ describeEachKv("KvLeases", (makeEnv) => {
         }
       }
       assert.ok(holderOfToken.size > 3, `several takeovers: ${holderOfToken.size}`);
-    }));
+    }),
+  );
 
   it("records acquisitions, renewals and contentions in the spec's counters", () =>
     withEnv(makeEnv, async (env) => {

@@ -41,7 +41,10 @@ describeEachKv("Tickets", (makeEnv) => {
       const redeemers = await Promise.all(Array.from({ length: 6 }, async () => new Tickets({ kv: await env.connect(), clock: env.clock })));
       const { ticket } = await issuer.issue({ kind: "events", username: "bob" });
       const results = await Promise.all(redeemers.map((tickets) => tickets.redeem(ticket)));
-      assert.deepEqual(results.filter((r) => r !== null), [{ kind: "events", username: "bob" }]);
+      assert.deepEqual(
+        results.filter((r) => r !== null),
+        [{ kind: "events", username: "bob" }],
+      );
     }));
 
   it("expires after its TTL", () =>

@@ -33,7 +33,18 @@ class RecordingRunner implements CommandRunner {
     this.validate(spec);
     if (this.instances.has(spec.instanceId)) throw new RunnerError("INSTANCE_EXISTS", "exists");
     this.observeFencingToken(spec.group, token);
-    const snapshot = { instanceId: spec.instanceId, group: spec.group, platform: spec.platform, state: "PREPARING" as InstanceRunState, port: spec.port, pid: null, workDir: "/w", static: false, spawnedAtMs: null, readyAtMs: null };
+    const snapshot = {
+      instanceId: spec.instanceId,
+      group: spec.group,
+      platform: spec.platform,
+      state: "PREPARING" as InstanceRunState,
+      port: spec.port,
+      pid: null,
+      workDir: "/w",
+      static: false,
+      spawnedAtMs: null,
+      readyAtMs: null,
+    };
     this.instances.set(spec.instanceId, snapshot);
     this.calls.push(`start ${spec.instanceId}`);
     return snapshot;
@@ -82,7 +93,16 @@ class RecordingRunner implements CommandRunner {
     const snapshot = this.snapshot(instanceId);
     this.instances.delete(instanceId);
     if (state === "CRASHED") {
-      const report = { instanceId, group: snapshot.group, exitCode, signal: null, classification: "ERROR_EXIT" as const, logTail: [], uptimeMs: 1, timestampMs: atMs };
+      const report = {
+        instanceId,
+        group: snapshot.group,
+        exitCode,
+        signal: null,
+        classification: "ERROR_EXIT" as const,
+        logTail: [],
+        uptimeMs: 1,
+        timestampMs: atMs,
+      };
       for (const listener of this.listeners) listener({ type: "crash", report });
     }
     for (const listener of this.listeners) {
@@ -219,7 +239,8 @@ describe("command handler", () => {
     assert.deepEqual(await list(), ["i-1 RUNNING 0 3", "i-2 STOPPED 0 3", "i-3 CRASHED 3 3 ERROR_EXIT"]);
     // i-2 starts again under its id (a STATIC slot): its old end is forgotten.
     await handle({ type: "start_instance", ...header(), body: { ...header().body, spec: wireSpec("i-2", 1) } });
-    for (const listener of runner.listeners) listener({ type: "state", instanceId: "i-2", group: "lobby", state: "PREPARING", previousState: null, timestampMs: now, port: 1 });
+    for (const listener of runner.listeners)
+      listener({ type: "state", instanceId: "i-2", group: "lobby", state: "PREPARING", previousState: null, timestampMs: now, port: 1 });
     runner.instances.delete("i-2");
     assert.deepEqual(await list(), ["i-1 RUNNING 0 3", "i-3 CRASHED 3 3 ERROR_EXIT"]);
     // Ends older than the retention are dropped; a listing changes nothing and calls no runner action.
@@ -270,6 +291,9 @@ describe("controller endpoint", () => {
     assert.equal(endpoint.requireToken(), "t2");
     endpoint.sessionOpened("10.0.0.2:9090", ack(null, 0));
     assert.equal(endpoint.httpBaseUrl, null);
-    assert.throws(() => endpoint.requireToken(), (err: unknown) => (err as { code?: string }).code === "CONTROLLER_ENDPOINT_UNKNOWN");
+    assert.throws(
+      () => endpoint.requireToken(),
+      (err: unknown) => (err as { code?: string }).code === "CONTROLLER_ENDPOINT_UNKNOWN",
+    );
   });
 });

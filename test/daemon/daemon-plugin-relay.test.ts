@@ -90,7 +90,10 @@ describe("cloud-daemon's plugin relay", { timeout: 120_000 }, () => {
       () => controller.sessions.slice(sessionsBefore).some((s) => s.messages.some((m) => m.payload === "node_status")),
       () => `a new session\n${daemon.output()}`,
     );
-    assert.equal((await controller.command("stdin_instance", { group: "lobby", fencing_token: TOKEN, instance_id: "lobby-1", line: "players join Alex" })).ok, true);
+    assert.equal(
+      (await controller.command("stdin_instance", { group: "lobby", fencing_token: TOKEN, instance_id: "lobby-1", line: "players join Alex" })).ok,
+      true,
+    );
     const joined = await eventually(
       () => second.requests.find((r) => r.path === "/api/plugin/player-join"),
       () => `the player join at the second controller\n${daemon.output()}`,
@@ -104,10 +107,6 @@ describe("cloud-daemon's plugin relay", { timeout: 120_000 }, () => {
     const how = await daemon.stop();
     // A relay that kept the daemon from finishing its shutdown would end in the harness's SIGKILL.
     assert.deepEqual(how, { code: 0, signal: null }, daemon.output());
-    await eventually(
-      () => [...pids].every((pid) => !isAlive(pid)),
-      "the simulated server to be gone",
-      5_000,
-    );
+    await eventually(() => [...pids].every((pid) => !isAlive(pid)), "the simulated server to be gone", 5_000);
   });
 });

@@ -164,10 +164,14 @@ describe("cloud-daemon over the daemon stream", { timeout: 120_000 }, () => {
   });
 
   it("unpacks template layers fetched with the session's credential; api_credential replaces it", async () => {
-    templates.put("base", [
-      { path: "server.properties", content: "motd={{motd}}\nlevel={{level}}\n" },
-      { path: "plugins/readme.txt", content: "plugin data\n" },
-    ], { motd: "from-template", level: "world" });
+    templates.put(
+      "base",
+      [
+        { path: "server.properties", content: "motd={{motd}}\nlevel={{level}}\n" },
+        { path: "plugins/readme.txt", content: "plugin data\n" },
+      ],
+      { motd: "from-template", level: "world" },
+    );
     const spec = wireSpec("lobby-3", await freePort(), { templates: [{ name: "base", hash: "" }], variables: { motd: "from-spec" } });
     assert.equal((await controller.command("start_instance", { group: "lobby", fencing_token: TOKEN, spec })).ok, true);
     pids.add((await waitForState("lobby-3", "RUNNING")).pid);
@@ -185,7 +189,12 @@ describe("cloud-daemon over the daemon stream", { timeout: 120_000 }, () => {
     templates.acceptedToken = "api-token-2";
     controller.send("api_credential", { token: "api-token-2", expires_at_ms: Date.now() + 60_000 });
     templates.put("extra", [{ path: "extra.txt", content: "more\n" }]);
-    const second = wireSpec("lobby-4", await freePort(), { templates: [{ name: "base", hash: "" }, { name: "extra", hash: "" }] });
+    const second = wireSpec("lobby-4", await freePort(), {
+      templates: [
+        { name: "base", hash: "" },
+        { name: "extra", hash: "" },
+      ],
+    });
     assert.equal((await controller.command("start_instance", { group: "lobby", fencing_token: TOKEN, spec: second })).ok, true);
     pids.add((await waitForState("lobby-4", "RUNNING")).pid);
     assert.equal(readFileSync(join(daemon.workDir, "dynamic", "lobby-4", "extra.txt"), "utf8"), "more\n");

@@ -36,7 +36,6 @@ const CHILD_STOP_TIMEOUT_MS = 15_000;
 /** Environment that keeps the simulated server on loopback and quick to stop. */
 export const SIM_WIRE_ENV = { CLOUD_SIM_BIND_HOST: "127.0.0.1", CLOUD_SIM_TICK_INTERVAL_MS: "0", CLOUD_SIM_STOP_DELAY_MS: "50" };
 
-
 /** One Connect stream as the fake controller saw it. */
 export interface FakeSession {
   id: string;
@@ -84,7 +83,11 @@ export class FakeController {
     const port = await new Promise<number>((resolve, reject) =>
       server.bindAsync(
         "127.0.0.1:0",
-        grpc.ServerCredentials.createSsl(Buffer.from(ca.certPem), [{ private_key: Buffer.from(serverCert.keyPem), cert_chain: Buffer.from(serverCert.certPem) }], true),
+        grpc.ServerCredentials.createSsl(
+          Buffer.from(ca.certPem),
+          [{ private_key: Buffer.from(serverCert.keyPem), cert_chain: Buffer.from(serverCert.certPem) }],
+          true,
+        ),
         (err, p) => (err ? reject(err) : resolve(p)),
       ),
     );
@@ -215,7 +218,9 @@ export class FakeTemplateServer {
 
   static async start(token: string): Promise<FakeTemplateServer> {
     let fake: FakeTemplateServer | null = null;
-    const server = createServer((req, res) => fake!.handle(req.url ?? "/", String(req.headers.authorization ?? ""), String(req.headers["x-forwarded-for"] ?? ""), res));
+    const server = createServer((req, res) =>
+      fake!.handle(req.url ?? "/", String(req.headers.authorization ?? ""), String(req.headers["x-forwarded-for"] ?? ""), res),
+    );
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     const port = (server.address() as { port: number }).port;
     fake = new FakeTemplateServer(server, port, token);
@@ -224,7 +229,9 @@ export class FakeTemplateServer {
 
   /** Adds (or replaces) a template with these files. */
   put(name: string, files: FakeTemplateFile[], variables: Record<string, string> = {}): void {
-    const hash = createHash("sha256").update(JSON.stringify([name, files, variables])).digest("hex");
+    const hash = createHash("sha256")
+      .update(JSON.stringify([name, files, variables]))
+      .digest("hex");
     this.templates.set(name, { hash, variables, files: new Map(files.map((f) => [f.path, Buffer.from(f.content)])) });
   }
 
@@ -251,7 +258,9 @@ export class FakeTemplateServer {
       }
       for (const dir of dirs) entries.push({ path: dir, mode: DIR_MODE, size: 0, sha256: "" });
       entries.sort((a, b) => (a.path < b.path ? -1 : 1));
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ templateName: decodeURIComponent(match[1]!), hash: template.hash, variables: template.variables, entries }));
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ templateName: decodeURIComponent(match[1]!), hash: template.hash, variables: template.variables, entries }));
       return;
     }
     const wanted = match[3]!;
@@ -294,7 +303,17 @@ export function spawnDaemonChild(controller: FakeController, nodeId: string, ext
   const configPath = join(dir, "daemon.yml");
   writeFileSync(
     configPath,
-    toYaml({ controllers: [controller.address], workDir: "work", dataDir: "data", maxMemoryMb: 2048, statusIntervalMs: 1000, reconnectDelayMinMs: 50, reconnectDelayMaxMs: 300, templateCacheSizeMbMax: 16, ...extra }),
+    toYaml({
+      controllers: [controller.address],
+      workDir: "work",
+      dataDir: "data",
+      maxMemoryMb: 2048,
+      statusIntervalMs: 1000,
+      reconnectDelayMinMs: 50,
+      reconnectDelayMaxMs: 300,
+      templateCacheSizeMbMax: 16,
+      ...extra,
+    }),
   );
   const child = spawn(process.execPath, ["--import", "tsx", "src/daemon/main.ts", "--config", configPath], {
     cwd: ROOT_DIR,
@@ -304,7 +323,9 @@ export function spawnDaemonChild(controller: FakeController, nodeId: string, ext
   let output = "";
   child.stdout!.on("data", (c: Buffer) => (output = (output + c.toString()).slice(-100_000)));
   child.stderr!.on("data", (c: Buffer) => (output = (output + c.toString()).slice(-100_000)));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("exit", (code, signal) => resolve({ code, signal })),
+  );
   return {
     child,
     dir,

@@ -48,7 +48,6 @@ class RecordingSink {
   }
 }
 
-
 function setup(cacheStatus?: () => TemplateCacheStatus) {
   const runner = new ScriptedRunner();
   const sink = new RecordingSink();
@@ -60,10 +59,27 @@ function setup(cacheStatus?: () => TemplateCacheStatus) {
 
 const state = (instanceId: string, s: string, extra: Partial<Extract<RunnerEvent, { type: "state" }>> = {}): RunnerEvent =>
   ({ type: "state", instanceId, group: "lobby", state: s, previousState: null, timestampMs: 42, port: 25_565, ...extra }) as RunnerEvent;
-const line = (instanceId: string, text: string): RunnerEvent => ({ type: "console", instanceId, group: "lobby", line: text, stream: "stdout", timestampMs: 43 });
+const line = (instanceId: string, text: string): RunnerEvent => ({
+  type: "console",
+  instanceId,
+  group: "lobby",
+  line: text,
+  stream: "stdout",
+  timestampMs: 43,
+});
 const crash = (instanceId: string, extra: Partial<CrashReport> = {}): RunnerEvent => ({
   type: "crash",
-  report: { instanceId, group: "lobby", exitCode: 3, signal: null, classification: "ERROR_EXIT", logTail: ["a", "b"], uptimeMs: 900, timestampMs: 44, ...extra },
+  report: {
+    instanceId,
+    group: "lobby",
+    exitCode: 3,
+    signal: null,
+    classification: "ERROR_EXIT",
+    logTail: ["a", "b"],
+    uptimeMs: 900,
+    timestampMs: 44,
+    ...extra,
+  },
 });
 
 describe("instance reporter", () => {
@@ -133,7 +149,20 @@ describe("instance reporter", () => {
     runner.emit(state("i-2", "CRASHED", { exitCode: 3 }));
     runner.emit(state("i-3", "STOPPED", { exitCode: 0 }));
     assert.equal(reporter.queuedFinalReports, 3);
-    runner.live = [{ instanceId: "i-1", group: "lobby", platform: "simulated", state: "RUNNING", port: 30_000, pid: 10, workDir: "/w", static: false, spawnedAtMs: 1, readyAtMs: 2 }];
+    runner.live = [
+      {
+        instanceId: "i-1",
+        group: "lobby",
+        platform: "simulated",
+        state: "RUNNING",
+        port: 30_000,
+        pid: 10,
+        workDir: "/w",
+        static: false,
+        spawnedAtMs: 1,
+        readyAtMs: 2,
+      },
+    ];
     sink.connected = true;
     reporter.sessionOpened();
     assert.deepEqual(sink.kinds(), ["inventory", "crash_report", "instance_state", "instance_state"]);
@@ -172,7 +201,10 @@ describe("instance reporter", () => {
     for (let i = 0; i < finalReportsQueuedMax + 5; i++) runner.emit(state(`i-${i}`, "STOPPED", { exitCode: 0 }));
     assert.equal(reporter.queuedFinalReports, finalReportsQueuedMax);
     assert.equal(reporter.droppedFinalReports, 5);
-    assert.equal(dropped.reduce((a, b) => a + b, 0), 5);
+    assert.equal(
+      dropped.reduce((a, b) => a + b, 0),
+      5,
+    );
     sink.connected = true;
     reporter.sessionOpened();
     const ids = sink.of("instance_state").map((s) => s.instance_id);

@@ -16,7 +16,6 @@ import { RunnerHarness, SIM_TEST_ENV, isAlive, simSpec } from "./runner-harness.
 import { eventually } from "../support/wait.js";
 import { FakeClock } from "../support/fake-clock.js";
 
-
 const harnesses: RunnerHarness[] = [];
 async function harness(options: Parameters<typeof RunnerHarness.create>[0] = {}): Promise<RunnerHarness> {
   const created = await RunnerHarness.create(options);
@@ -71,7 +70,10 @@ describe("instance runner", { timeout: 55_000 }, () => {
     assert.deepEqual(h.states("lobby-1"), ["PREPARING", "STARTING", "RUNNING", "STOPPING", "STOPPED"]);
     assert.ok(!isAlive(running.pid));
     assert.ok(!existsSync(running.workDir), "dynamic working directory removed");
-    assert.throws(() => h.runner.snapshot("lobby-1"), (error: RunnerError) => error.code === "UNKNOWN_INSTANCE");
+    assert.throws(
+      () => h.runner.snapshot("lobby-1"),
+      (error: RunnerError) => error.code === "UNKNOWN_INSTANCE",
+    );
   });
 
   it("plugin readiness: the server calls /api/plugin/ready with its workload token; markReady makes it RUNNING", async () => {
@@ -135,7 +137,12 @@ describe("instance runner", { timeout: 55_000 }, () => {
 
   it("the escalation runs on the injected timers: nothing happens until they fire, and they are cleared on exit", async () => {
     const clock = new FakeClock(Date.now());
-    const h = await harness({ clock, extraPlatforms: [simulatedPlatform({ id: "sim-slow-stop", readiness: { kind: "log-line", pattern: "Done (" }, stopTimeoutMs: 60_000, termTimeoutMs: 30_000 })] });
+    const h = await harness({
+      clock,
+      extraPlatforms: [
+        simulatedPlatform({ id: "sim-slow-stop", readiness: { kind: "log-line", pattern: "Done (" }, stopTimeoutMs: 60_000, termTimeoutMs: 30_000 }),
+      ],
+    });
     h.runner.start(await simSpec("manual", { platform: "sim-slow-stop", env: { ...SIM_TEST_ENV, CLOUD_SIM_IGNORE_STOP: "true" } }), 1);
     await h.waitForState("manual", "RUNNING");
     const exit = h.runner.stop("manual", 1);
@@ -231,10 +238,16 @@ describe("instance runner", { timeout: 55_000 }, () => {
     h.runner.writeStdin("fenced-1", "say epoch 6", 6);
     await h.waitForLine("fenced-1", "[Server] epoch 6");
     assert.equal(h.runner.highestFencingToken("lobby"), 6);
-    assert.throws(() => h.runner.writeStdin("fenced-1", "say old", 5), (error: unknown) => error instanceof StaleEpochError);
+    assert.throws(
+      () => h.runner.writeStdin("fenced-1", "say old", 5),
+      (error: unknown) => error instanceof StaleEpochError,
+    );
     // Other groups keep their own epochs.
     h.runner.observeFencingToken("other", 1);
-    assert.throws(() => h.runner.observeFencingToken("lobby", -1), (error: RunnerError) => error.code === "INVALID_COMMAND");
+    assert.throws(
+      () => h.runner.observeFencingToken("lobby", -1),
+      (error: RunnerError) => error.code === "INVALID_COMMAND",
+    );
     await h.runner.stop("fenced-1", 6);
   });
 
@@ -246,7 +259,10 @@ describe("instance runner", { timeout: 55_000 }, () => {
         if (request.freshDirectory) await writeFile(join(request.workDir, "world.dat"), "seed=1\n");
       },
     });
-    const templates = [{ name: "base", hash: "aaa" }, { name: "survival", hash: "bbb" }];
+    const templates = [
+      { name: "base", hash: "aaa" },
+      { name: "survival", hash: "bbb" },
+    ];
     const spec = await simSpec("survival-1", { group: "survival", static: true, templates, variables: { motd: "Survival" } });
     h.runner.start(spec, 1);
     await h.waitForState("survival-1", "RUNNING");
@@ -258,10 +274,13 @@ describe("instance runner", { timeout: 55_000 }, () => {
 
     h.runner.start({ ...spec, port: (await simSpec("x")).port }, 1);
     await eventually(() => h.states("survival-1").filter((state) => state === "RUNNING").length === 2, "the second start to be RUNNING", 15_000);
-    assert.deepEqual(requests.map((r) => [r.instanceId, r.freshDirectory, r.templates.map((t) => t.name)]), [
-      ["survival-1", true, ["base", "survival"]],
-      ["survival-1", false, ["base", "survival"]],
-    ]);
+    assert.deepEqual(
+      requests.map((r) => [r.instanceId, r.freshDirectory, r.templates.map((t) => t.name)]),
+      [
+        ["survival-1", true, ["base", "survival"]],
+        ["survival-1", false, ["base", "survival"]],
+      ],
+    );
     assert.deepEqual(requests[0].variables, { motd: "Survival" });
     assert.equal(await readFile(join(workDir, "world.dat"), "utf8"), "seed=1\nplayed=yes\n", "data survives a restart");
     await h.runner.stop("survival-1", 1);
@@ -270,7 +289,14 @@ describe("instance runner", { timeout: 55_000 }, () => {
 
   it("file port passing patches the properties file the templates left, after unpacking", async () => {
     const h = await harness({
-      extraPlatforms: [simulatedPlatform({ id: "sim-file-port", portPassing: "file", portFile: { path: "server.properties", key: "server-port" }, readiness: { kind: "log-line", pattern: "Done (" } })],
+      extraPlatforms: [
+        simulatedPlatform({
+          id: "sim-file-port",
+          portPassing: "file",
+          portFile: { path: "server.properties", key: "server-port" },
+          readiness: { kind: "log-line", pattern: "Done (" },
+        }),
+      ],
       unpackTemplates: async ({ workDir }) => writeFile(join(workDir, "server.properties"), "motd=Welcome\nserver-port=25565\n"),
     });
     const spec = await simSpec("props-1", { platform: "sim-file-port", static: true });
@@ -320,19 +346,40 @@ describe("instance runner", { timeout: 55_000 }, () => {
       return "none";
     };
     const awaitedSpec = await simSpec("shutdown-1");
-    assert.equal(codeOf(() => h.runner.start({ ...awaitedSpec, instanceId: "../escape" }, 1)), "INVALID_SPEC");
-    assert.equal(codeOf(() => h.runner.start({ ...awaitedSpec, platform: "bedrock" }, 1)), "UNKNOWN_PLATFORM");
-    assert.equal(codeOf(() => h.runner.stop("nobody", 1)), "UNKNOWN_INSTANCE");
+    assert.equal(
+      codeOf(() => h.runner.start({ ...awaitedSpec, instanceId: "../escape" }, 1)),
+      "INVALID_SPEC",
+    );
+    assert.equal(
+      codeOf(() => h.runner.start({ ...awaitedSpec, platform: "bedrock" }, 1)),
+      "UNKNOWN_PLATFORM",
+    );
+    assert.equal(
+      codeOf(() => h.runner.stop("nobody", 1)),
+      "UNKNOWN_INSTANCE",
+    );
 
     h.runner.start(awaitedSpec, 1);
     h.runner.start(await simSpec("shutdown-2"), 1);
-    assert.equal(codeOf(() => h.runner.start(awaitedSpec, 1)), "INSTANCE_EXISTS");
+    assert.equal(
+      codeOf(() => h.runner.start(awaitedSpec, 1)),
+      "INSTANCE_EXISTS",
+    );
     await h.waitForState("shutdown-1", "RUNNING");
-    assert.equal(codeOf(() => h.runner.writeStdin("shutdown-1", "say a\nstop", 1)), "INVALID_COMMAND");
-    const pids = h.runner.list().map((s) => s.pid).filter((pid): pid is number => pid !== null);
+    assert.equal(
+      codeOf(() => h.runner.writeStdin("shutdown-1", "say a\nstop", 1)),
+      "INVALID_COMMAND",
+    );
+    const pids = h.runner
+      .list()
+      .map((s) => s.pid)
+      .filter((pid): pid is number => pid !== null);
     await h.runner.shutdown();
     assert.equal(h.runner.list().length, 0);
     assert.ok(pids.every((pid) => !isAlive(pid)));
-    assert.equal(codeOf(() => h.runner.start(awaitedSpec, 1)), "RUNNER_SHUT_DOWN");
+    assert.equal(
+      codeOf(() => h.runner.start(awaitedSpec, 1)),
+      "RUNNER_SHUT_DOWN",
+    );
   });
 });

@@ -5,7 +5,14 @@ import { existsSync } from "node:fs";
 import { describe, it } from "node:test";
 import { ConsoleRingBuffer, LineSplitter } from "../../src/daemon/console-buffer.js";
 import { classifyExit } from "../../src/daemon/crash-classification.js";
-import { builtInPlatforms, patchPropertiesPort, renderCommand, simulatedPlatform, validatePlatform, type PlatformDefinition } from "../../src/daemon/platforms.js";
+import {
+  builtInPlatforms,
+  patchPropertiesPort,
+  renderCommand,
+  simulatedPlatform,
+  validatePlatform,
+  type PlatformDefinition,
+} from "../../src/daemon/platforms.js";
 import { RunnerError } from "../../src/daemon/runner-errors.js";
 
 const values = { memoryMb: 1024, jarFile: "server.jar", port: 30001, instanceId: "lobby-1", group: "lobby", workDir: "/srv/lobby-1" };
@@ -26,7 +33,10 @@ describe("platforms", () => {
 
   it("refuses unknown placeholders, arg passing without {port}, file passing without a file, bad timeouts", () => {
     const invalid = (patch: Partial<PlatformDefinition>) =>
-      assert.throws(() => validatePlatform({ ...simulatedPlatform(), ...patch }), (error: RunnerError) => error.code === "INVALID_PLATFORM");
+      assert.throws(
+        () => validatePlatform({ ...simulatedPlatform(), ...patch }),
+        (error: RunnerError) => error.code === "INVALID_PLATFORM",
+      );
     invalid({ command: ["java", "-Xmx{memory}M"] });
     invalid({ portPassing: "arg" });
     invalid({ portPassing: "file" });
@@ -40,7 +50,10 @@ describe("platforms", () => {
 
   it("patches the port into a properties file, keeping every other line", () => {
     assert.equal(patchPropertiesPort(null, "server-port", 30001), "server-port=30001\n");
-    assert.equal(patchPropertiesPort("motd=Hi\nserver-port=25565\nonline-mode=false\n", "server-port", 30001), "motd=Hi\nserver-port=30001\nonline-mode=false\n");
+    assert.equal(
+      patchPropertiesPort("motd=Hi\nserver-port=25565\nonline-mode=false\n", "server-port", 30001),
+      "motd=Hi\nserver-port=30001\nonline-mode=false\n",
+    );
     assert.equal(patchPropertiesPort("motd=Hi\r\n", "server-port", 7), "motd=Hi\nserver-port=7\n");
     assert.equal(patchPropertiesPort("a.b=1\naxb=2\n", "a.b", 9), "a.b=9\naxb=2\n");
   });
@@ -50,8 +63,14 @@ describe("console buffer", () => {
   it("keeps the last capacityLines lines, oldest first", () => {
     const ring = new ConsoleRingBuffer(3);
     for (let i = 1; i <= 5; i += 1) ring.push({ line: `l${i}`, stream: "stdout", timestampMs: i });
-    assert.deepEqual(ring.tail().map((entry) => entry.line), ["l3", "l4", "l5"]);
-    assert.deepEqual(ring.tail(2).map((entry) => entry.line), ["l4", "l5"]);
+    assert.deepEqual(
+      ring.tail().map((entry) => entry.line),
+      ["l3", "l4", "l5"],
+    );
+    assert.deepEqual(
+      ring.tail(2).map((entry) => entry.line),
+      ["l4", "l5"],
+    );
     assert.equal(ring.size, 3);
     assert.throws(() => new ConsoleRingBuffer(0), RangeError);
   });

@@ -110,7 +110,11 @@ describe("plugin relay", { timeout: 60_000 }, () => {
   it("forwards method, path and query, headers and body; answers with the controller's status, headers and body", async () => {
     const a = await controller();
     a.handler = (_req, res, body) =>
-      void body.then((text) => res.writeHead(201, "Made", { "content-type": "application/json", "x-controller": "a", "set-cookie": ["one=1", "two=2"] }).end(JSON.stringify({ echoed: text })));
+      void body.then((text) =>
+        res
+          .writeHead(201, "Made", { "content-type": "application/json", "x-controller": "a", "set-cookie": ["one=1", "two=2"] })
+          .end(JSON.stringify({ echoed: text })),
+      );
     const relay = await relayWith();
     relay.sessionOpened(a.url);
     assert.match(relay.url!, /^http:\/\/127\.0\.0\.1:\d+$/);
@@ -189,30 +193,15 @@ describe("plugin relay", { timeout: 60_000 }, () => {
       () => a.received[0]?.body === "first part;",
       () => `the first part of the body at the controller (saw ${JSON.stringify(a.received[0]?.body)})`,
     );
-    await eventually(
-      () => events.join("").includes("event: connected"),
-      "the first event before the stream ends",
-    );
-    controllerResponse!.write("id: 1\ndata: {\"type\":\"PLAYER_CONNECTED\"}\n\n");
-    await eventually(
-      () => events.join("").includes("PLAYER_CONNECTED"),
-      "the second event while the stream is open",
-    );
+    await eventually(() => events.join("").includes("event: connected"), "the first event before the stream ends");
+    controllerResponse!.write('id: 1\ndata: {"type":"PLAYER_CONNECTED"}\n\n');
+    await eventually(() => events.join("").includes("PLAYER_CONNECTED"), "the second event while the stream is open");
     assert.equal(ended, false);
     req.end("second part");
-    await eventually(
-      () => a.received[0]!.body === "first part;second part",
-      "the whole body at the controller",
-    );
+    await eventually(() => a.received[0]!.body === "first part;second part", "the whole body at the controller");
     controllerResponse!.end();
-    await eventually(
-      () => ended,
-      "the end of the stream",
-    );
-    await eventually(
-      () => relay.activeRequests === 0,
-      "the exchange to be finished",
-    );
+    await eventually(() => ended, "the end of the stream");
+    await eventually(() => relay.activeRequests === 0, "the exchange to be finished");
   });
 
   it("relays a body larger than the replay bound unchanged", async () => {
@@ -228,7 +217,17 @@ describe("plugin relay", { timeout: 60_000 }, () => {
     const a = await controller();
     const relay = await relayWith();
     relay.sessionOpened(a.url);
-    for (const path of ["/api/v1/groups", "/api/v1/events/ticket", "/api/v1/events/streamx", "/api/plugin", "/api/pluginx/ready", "/api/plugin/../v1/users", "/api/plugin/%2e%2e/v1/users", "/", "/metrics"]) {
+    for (const path of [
+      "/api/v1/groups",
+      "/api/v1/events/ticket",
+      "/api/v1/events/streamx",
+      "/api/plugin",
+      "/api/pluginx/ready",
+      "/api/plugin/../v1/users",
+      "/api/plugin/%2e%2e/v1/users",
+      "/",
+      "/metrics",
+    ]) {
       const answer = await call(relay.url!, path, { method: "GET" });
       assert.equal(answer.status, 404, path);
       assert.equal(envelopeOf(answer).code, "NOT_FOUND", path);
@@ -248,11 +247,11 @@ describe("plugin relay", { timeout: 60_000 }, () => {
     assert.equal(a.received.length, 1);
 
     await a.close();
-    const pending = call(relay.url!, "/api/plugin/player-leave", { headers: { "X-Cloud-Sequence": "7", "content-type": "application/json" }, body: '{"uuid":"u-1"}' });
-    await eventually(
-      () => relay.waitingRequests === 1,
-      "the request to wait after the refused connection",
-    );
+    const pending = call(relay.url!, "/api/plugin/player-leave", {
+      headers: { "X-Cloud-Sequence": "7", "content-type": "application/json" },
+      body: '{"uuid":"u-1"}',
+    });
+    await eventually(() => relay.waitingRequests === 1, "the request to wait after the refused connection");
     assert.equal(relay.currentController, null, "a refusing controller is not used until the next session");
     assert.equal(b.received.length, 0);
 
@@ -272,10 +271,7 @@ describe("plugin relay", { timeout: 60_000 }, () => {
     relay.sessionOpened("http://127.0.0.1:9");
     relay.sessionClosed();
     const pending = [call(relay.url!, "/api/plugin/ready", { body: "{}" }), call(relay.url!, "/api/plugin/groups", { method: "GET" })];
-    await eventually(
-      () => relay.waitingRequests === 2,
-      "both requests to wait",
-    );
+    await eventually(() => relay.waitingRequests === 2, "both requests to wait");
     relay.sessionOpened(null);
     assert.equal(relay.waitingRequests, 2, "a controller without an HTTP port is no target");
     relay.sessionOpened(b.url);
@@ -291,10 +287,7 @@ describe("plugin relay", { timeout: 60_000 }, () => {
     const b = await controller();
     const relay = await relayWith({ clock, waitMs: 10_000 });
     const pending = call(relay.url!, "/api/plugin/ready", { body: "{}" });
-    await eventually(
-      () => relay.waitingRequests === 1,
-      "the request to wait",
-    );
+    await eventually(() => relay.waitingRequests === 1, "the request to wait");
     clock.advance(9_999);
     assert.equal(relay.waitingRequests, 1);
     clock.advance(1);
@@ -316,15 +309,9 @@ describe("plugin relay", { timeout: 60_000 }, () => {
     const req = httpRequest(`${relay.url}/api/plugin/player-join`, { method: "POST", agent: false, headers: { "content-length": "100" } });
     req.on("error", () => undefined);
     req.write('{"uuid":');
-    await eventually(
-      () => relay.waitingRequests === 1,
-      "the request to wait",
-    );
+    await eventually(() => relay.waitingRequests === 1, "the request to wait");
     req.destroy();
-    await eventually(
-      () => relay.waitingRequests === 0 && relay.activeRequests === 0,
-      "the abandoned request to be forgotten",
-    );
+    await eventually(() => relay.waitingRequests === 0 && relay.activeRequests === 0, "the abandoned request to be forgotten");
     relay.sessionOpened(b.url);
     assert.equal((await call(relay.url!, "/api/plugin/groups", { method: "GET" })).status, 200);
     assert.deepEqual(
@@ -337,10 +324,7 @@ describe("plugin relay", { timeout: 60_000 }, () => {
     const b = await controller();
     const relay = await relayWith({ waitingRequestsMax: 2 });
     const waiting = [call(relay.url!, "/api/plugin/ready", { body: "{}" }), call(relay.url!, "/api/plugin/ready", { body: "{}" })];
-    await eventually(
-      () => relay.waitingRequests === 2,
-      "two requests to wait",
-    );
+    await eventually(() => relay.waitingRequests === 2, "two requests to wait");
     const refused = await call(relay.url!, "/api/plugin/ready", { body: "{}" });
     assert.equal(refused.status, 503);
     assert.equal(envelopeOf(refused).code, "CONTROLLER_UNAVAILABLE");
@@ -402,34 +386,30 @@ describe("plugin relay", { timeout: 60_000 }, () => {
     });
     stream.on("error", (e) => (streamError ??= e.message));
     stream.end();
-    await eventually(
-      () => streamOpen,
-      "the stream to open",
-    );
+    await eventually(() => streamOpen, "the stream to open");
 
     relay.sessionClosed();
     const waiting = call(relay.url!, "/api/plugin/ready", { body: "{}" });
-    await eventually(
-      () => relay.waitingRequests === 1,
-      "a request to wait",
-    );
+    await eventually(() => relay.waitingRequests === 1, "a request to wait");
     const url = relay.url!;
     await relay.close();
 
     const answer = await waiting;
     assert.equal(answer.status, 503);
     assert.equal(envelopeOf(answer).code, "CONTROLLER_UNAVAILABLE");
-    await eventually(
-      () => streamError !== null && upstreamClosed,
-      "the stream cut on both sides",
-    );
+    await eventually(() => streamError !== null && upstreamClosed, "the stream cut on both sides");
     assert.equal(relay.activeRequests, 0);
     await assert.rejects(call(url, "/api/plugin/ready", { body: "{}" }), /ECONNREFUSED/);
     await relay.close();
   });
 
   it("daemon.yml: pluginRelay defaults and bounds", () => {
-    assert.deepEqual(parseDaemonConfig({ controllers: ["a:1"] }, "/x").pluginRelay, { port: 0, waitMs: 10_000, waitingRequestsMax: 1_000, replayBodyBytesMax: 1_048_576 });
+    assert.deepEqual(parseDaemonConfig({ controllers: ["a:1"] }, "/x").pluginRelay, {
+      port: 0,
+      waitMs: 10_000,
+      waitingRequestsMax: 1_000,
+      replayBodyBytesMax: 1_048_576,
+    });
     assert.equal(parseDaemonConfig({ controllers: ["a:1"], pluginRelay: { port: 25_600 } }, "/x").pluginRelay.port, 25_600);
     assert.throws(() => parseDaemonConfig({ controllers: ["a:1"], pluginRelay: { port: 70_000 } }, "/x"), /pluginRelay\.port/);
     assert.throws(() => parseDaemonConfig({ controllers: ["a:1"], pluginRelay: { wait: 1 } }, "/x"), /pluginRelay/);

@@ -8,7 +8,8 @@ import { directLauncher, SpawnerLauncher, type LaunchedProcess, type ProcessLaun
 import { isAlive } from "./runner-harness.js";
 
 /** Echoes one stdin line to stdout as "echo <line>", writes "err" to stderr, exits with code 3. */
-const ECHO_ONCE = "process.stdin.once('data', (d) => { process.stdout.write('echo ' + d); process.stderr.write('err\\n'); setTimeout(() => process.exit(3), 20); })";
+const ECHO_ONCE =
+  "process.stdin.once('data', (d) => { process.stdout.write('echo ' + d); process.stderr.write('err\\n'); setTimeout(() => process.exit(3), 20); })";
 /** Prints "up" and runs until killed. */
 const RUN_FOREVER = "process.stdout.write('up\\n'); setInterval(() => {}, 1000)";
 
@@ -31,7 +32,9 @@ function observe(child: LaunchedProcess): Observed {
     });
     child.once("error", reject);
   });
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("exit", (code, signal) => resolve({ code, signal })),
+  );
   const closed = new Promise<void>((resolve) => child.once("close", resolve));
   return { spawned, exit, closed, stdout: () => out, stderr: () => err };
 }
@@ -43,13 +46,15 @@ function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([promise, timeout]);
 }
 
-
 const node = (script: string) => ({ file: process.execPath, args: ["-e", script], cwd: tmpdir(), env: { PATH: process.env.PATH ?? "" } });
 
 const spawner = new SpawnerLauncher();
 after(() => spawner.close());
 
-for (const [name, launcher] of [["direct", directLauncher], ["spawner helper", spawner]] as [string, ProcessLauncher][]) {
+for (const [name, launcher] of [
+  ["direct", directLauncher],
+  ["spawner helper", spawner],
+] as [string, ProcessLauncher][]) {
   describe(`process launcher: ${name}`, { timeout: 60_000 }, () => {
     it("pipes work both ways, then exit and close carry the exit code", async () => {
       const child = launcher.launch(node(ECHO_ONCE));

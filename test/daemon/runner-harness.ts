@@ -38,7 +38,6 @@ export function isAlive(pid: number): boolean {
   }
 }
 
-
 /** A runner over a temporary directory with every event recorded and every pid remembered. */
 export class RunnerHarness {
   readonly events: RunnerEvent[] = [];
@@ -57,7 +56,10 @@ export class RunnerHarness {
   static async create(options: Partial<InstanceRunnerOptions> & { extraPlatforms?: PlatformDefinition[] } = {}): Promise<RunnerHarness> {
     const workDir = await tempDir("daemon-runner-");
     const platforms = builtInPlatforms();
-    platforms.set("sim-fast-stop", simulatedPlatform({ id: "sim-fast-stop", readiness: { kind: "log-line", pattern: "Done (" }, stopTimeoutMs: 300, termTimeoutMs: 300 }));
+    platforms.set(
+      "sim-fast-stop",
+      simulatedPlatform({ id: "sim-fast-stop", readiness: { kind: "log-line", pattern: "Done (" }, stopTimeoutMs: 300, termTimeoutMs: 300 }),
+    );
     for (const platform of options.extraPlatforms ?? []) platforms.set(platform.id, platform);
     // The daemon's own way of starting processes: through the spawner helper.
     const launcher = new SpawnerLauncher();

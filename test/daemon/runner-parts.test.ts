@@ -49,7 +49,11 @@ describe("runner parts: spec, fencing and directories", () => {
       { port: 1.5 },
       { memoryMb: 0 },
     ]) {
-      assert.equal(runnerErrorCode(() => validateInstanceSpec({ ...spec, ...bad })), "INVALID_SPEC", JSON.stringify(bad));
+      assert.equal(
+        runnerErrorCode(() => validateInstanceSpec({ ...spec, ...bad })),
+        "INVALID_SPEC",
+        JSON.stringify(bad),
+      );
     }
   });
 
@@ -63,13 +67,22 @@ describe("runner parts: spec, fencing and directories", () => {
     assert.equal(tokens.highestOf("lobby"), undefined);
     tokens.observe("lobby", 3);
     tokens.observe("lobby", 3);
-    assert.throws(() => tokens.observe("lobby", 2), (err) => err instanceof StaleEpochError && err.highestFencingToken === 3);
+    assert.throws(
+      () => tokens.observe("lobby", 2),
+      (err) => err instanceof StaleEpochError && err.highestFencingToken === 3,
+    );
     tokens.observe("lobby", 7);
     assert.equal(tokens.highestOf("lobby"), 7);
     tokens.observe("game", 1);
     assert.equal(tokens.highestOf("game"), 1, "groups are independent");
-    assert.equal(runnerErrorCode(() => tokens.observe("lobby", -1)), "INVALID_COMMAND");
-    assert.equal(runnerErrorCode(() => tokens.observe("lobby", 1.5)), "INVALID_COMMAND");
+    assert.equal(
+      runnerErrorCode(() => tokens.observe("lobby", -1)),
+      "INVALID_COMMAND",
+    );
+    assert.equal(
+      runnerErrorCode(() => tokens.observe("lobby", 1.5)),
+      "INVALID_COMMAND",
+    );
     assert.equal(tokens.highestOf("lobby"), 7, "a refused token changes nothing");
   });
 });
@@ -98,7 +111,10 @@ describe("runner parts: environment", () => {
 
   it("the spec's controller URL wins; without any, no URL and no token are set", () => {
     const base = { platform: simulatedPlatform(), daemonEnv: {}, inheritEnvNames: [] };
-    assert.equal(instanceEnvironment({ ...base, spec: { ...spec, controllerUrl: "http://10.0.0.2:8080" }, controllerUrl: "http://x" }).CLOUD_CONTROLLER_URL, "http://10.0.0.2:8080");
+    assert.equal(
+      instanceEnvironment({ ...base, spec: { ...spec, controllerUrl: "http://10.0.0.2:8080" }, controllerUrl: "http://x" }).CLOUD_CONTROLLER_URL,
+      "http://10.0.0.2:8080",
+    );
     const bare = instanceEnvironment({ ...base, spec, controllerUrl: null });
     assert.equal("CLOUD_CONTROLLER_URL" in bare, false);
     assert.equal("CLOUD_WORKLOAD_TOKEN" in bare, false);
@@ -124,7 +140,10 @@ describe("runner parts: stop sequence", () => {
   });
 
   it("without a stop command or an open stdin, SIGTERM at once; force is SIGKILL at once", () => {
-    for (const variant of [{ platform: { ...platform, stopCommand: null }, stdin: new PassThrough() }, { platform, stdin: null }]) {
+    for (const variant of [
+      { platform: { ...platform, stopCommand: null }, stdin: new PassThrough() },
+      { platform, stdin: null },
+    ]) {
       const t = manualTimers();
       const signals: string[] = [];
       runStopSequence({ mode: "graceful", ...variant, signalGroup: (s) => void signals.push(s), schedule: (ms, cb) => void t.clock.setTimeout(cb, ms) });
@@ -158,7 +177,16 @@ describe("runner parts: stop sequence", () => {
 describe("runner parts: crash reports, readiness, bounds, listeners", () => {
   it("an unexpected exit is classified from its facts; uptime runs from the spawn", () => {
     const oom = exitCrashReport({ spec, exitCode: null, signal: "SIGKILL", logTail: ["tick"], killSentByDaemon: false, spawnedAtMs: 1_000, nowMs: 4_500 });
-    assert.deepEqual(oom, { instanceId: "lobby-1", group: "lobby", exitCode: null, signal: "SIGKILL", classification: "OUT_OF_MEMORY", logTail: ["tick"], uptimeMs: 3_500, timestampMs: 4_500 });
+    assert.deepEqual(oom, {
+      instanceId: "lobby-1",
+      group: "lobby",
+      exitCode: null,
+      signal: "SIGKILL",
+      classification: "OUT_OF_MEMORY",
+      logTail: ["tick"],
+      uptimeMs: 3_500,
+      timestampMs: 4_500,
+    });
     const error = exitCrashReport({ spec, exitCode: 1, signal: null, logTail: [], killSentByDaemon: false, spawnedAtMs: null, nowMs: 10 });
     assert.equal(error.classification, "ERROR_EXIT");
     assert.equal(error.uptimeMs, 0, "never spawned: no uptime");
@@ -166,7 +194,17 @@ describe("runner parts: crash reports, readiness, bounds, listeners", () => {
 
   it("a failure before the process ran carries its reason and no exit status", () => {
     const report = failureCrashReport(spec, "PREPARE_FAILED", new Error("template lobby not found"), ["a"], 99);
-    assert.deepEqual(report, { instanceId: "lobby-1", group: "lobby", exitCode: null, signal: null, classification: "PREPARE_FAILED", logTail: ["a"], uptimeMs: 0, timestampMs: 99, reason: "template lobby not found" });
+    assert.deepEqual(report, {
+      instanceId: "lobby-1",
+      group: "lobby",
+      exitCode: null,
+      signal: null,
+      classification: "PREPARE_FAILED",
+      logTail: ["a"],
+      uptimeMs: 0,
+      timestampMs: 99,
+      reason: "template lobby not found",
+    });
     assert.equal(failureCrashReport(spec, "SPAWN_FAILED", "ENOENT", [], 1).reason, "ENOENT");
   });
 
@@ -200,7 +238,10 @@ describe("runner parts: crash reports, readiness, bounds, listeners", () => {
       throw new Error("boom");
     });
     const off = listeners.subscribe((e) => void seen.push(e.type));
-    assert.equal(runnerErrorCode(() => listeners.subscribe(() => undefined)), "INVALID_COMMAND");
+    assert.equal(
+      runnerErrorCode(() => listeners.subscribe(() => undefined)),
+      "INVALID_COMMAND",
+    );
     const event: RunnerEvent = { type: "crash", report: failureCrashReport(spec, "SPAWN_FAILED", "x", [], 0) };
     listeners.emit(event);
     assert.deepEqual(seen, ["crash"]);

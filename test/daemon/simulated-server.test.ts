@@ -41,14 +41,17 @@ async function startSim(env: Record<string, string> = {}): Promise<Sim & { port:
     pending = parts.pop() ?? "";
     lines.push(...parts);
   });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("exit", (code, signal) => resolve({ code, signal })),
+  );
   return {
     child,
     port,
     lines,
     exited,
     send: (line) => child.stdin!.write(`${line}\n`),
-    waitForLine: (text) => eventually(() => lines.some((line) => line.includes(text)), `console line "${text}" (got: ${lines.join(" | ")})`, 10_000).then(() => undefined),
+    waitForLine: (text) =>
+      eventually(() => lines.some((line) => line.includes(text)), `console line "${text}" (got: ${lines.join(" | ")})`, 10_000).then(() => undefined),
   };
 }
 
@@ -62,7 +65,9 @@ async function statusLine(port: number): Promise<string> {
   });
 }
 
-async function pluginApi(handler: (path: string, authorization: string | undefined, body: unknown) => number): Promise<{ url: string; close(): Promise<void> }> {
+async function pluginApi(
+  handler: (path: string, authorization: string | undefined, body: unknown) => number,
+): Promise<{ url: string; close(): Promise<void> }> {
   const app = new Hono();
   app.post("/api/plugin/:route", async (c) => c.json({}, handler(c.req.param("route"), c.req.header("authorization"), await c.req.json()) as 200));
   const server = await new Promise<ServerType>((resolve) => {
@@ -149,7 +154,10 @@ describe("simulated game server", { timeout: 55_000 }, () => {
       sim.send("stop");
       await sim.exited;
 
-      assert.deepEqual(calls.map((call) => call.path), ["ready", "ready", "ready", "player-join", "player-leave"]);
+      assert.deepEqual(
+        calls.map((call) => call.path),
+        ["ready", "ready", "ready", "player-join", "player-leave"],
+      );
       assert.ok(calls.every((call) => call.authorization === "Bearer wl-secret"));
       assert.deepEqual(calls[0].body, {});
       // Offline-mode UUID of "Steve" (version 3 over "OfflinePlayer:Steve"), as a Minecraft server computes it.

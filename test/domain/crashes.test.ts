@@ -67,6 +67,9 @@ describe("CrashService", () => {
   test("records expire 30 days after their timestamp (crashes_ttl)", async () => {
     assert.equal(crashRetentionSeconds, 2_592_000);
     fx.clock.set(at("2026-02-10T12:00:00.000Z"));
-    assert.deepEqual((await crashes.list()).map((c) => c.group), ["bedwars", "lobby"]);
+    assert.deepEqual(
+      (await crashes.list()).map((c) => c.group),
+      ["bedwars", "lobby"],
+    );
   });
 });

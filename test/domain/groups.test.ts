@@ -171,10 +171,19 @@ describe("GroupService", () => {
     assert.equal(group.runningInstances, 2);
     assert.equal(group.totalPlayers, 7);
     const listed = (await groups.list()).find((g) => g.name === name);
-    assert.deepEqual(
-      listed && Object.keys(listed).sort(),
-      ["maintenance", "maxInstances", "maxPlayers", "minInstances", "name", "platform", "platformVersion", "runningInstances", "scalingMode", "static", "totalPlayers"],
-    );
+    assert.deepEqual(listed && Object.keys(listed).sort(), [
+      "maintenance",
+      "maxInstances",
+      "maxPlayers",
+      "minInstances",
+      "name",
+      "platform",
+      "platformVersion",
+      "runningInstances",
+      "scalingMode",
+      "static",
+      "totalPlayers",
+    ]);
     assert.equal(listed?.runningInstances, 2);
     assert.equal(listed?.totalPlayers, 7);
   });

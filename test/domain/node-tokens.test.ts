@@ -54,7 +54,10 @@ describe("NodeTokenService", () => {
     const { token, id } = await tokens.create({}, "admin");
     const results = await Promise.all([tokens.consume(token, "node-x"), tokens.consume(token, "node-y")]);
     assert.equal(results.filter((r) => r.ok).length, 1);
-    assert.deepEqual(results.find((r) => !r.ok), { ok: false, reason: "USED" });
+    assert.deepEqual(
+      results.find((r) => !r.ok),
+      { ok: false, reason: "USED" },
+    );
     const record = await tokens.get(id);
     assert.equal(record.status, "USED");
     assert.ok(record.usedByNodeId === "node-x" || record.usedByNodeId === "node-y");
@@ -86,9 +89,18 @@ describe("NodeTokenService", () => {
     assert.equal(claim?.publicKeySha256, "aa", "the claim that consumes the token records the key");
     assert.equal(claim?.nodeId, "node-new-1");
     // The retry proposes another new id: the claimed one is answered.
-    assert.deepEqual(await tokens.consume(token, "node-new-2", { publicKeySha256: "aa", nodeIdProposed: true }), { ok: true, tokenId: id, nodeId: "node-new-1", retry: true });
+    assert.deepEqual(await tokens.consume(token, "node-new-2", { publicKeySha256: "aa", nodeIdProposed: true }), {
+      ok: true,
+      tokenId: id,
+      nodeId: "node-new-1",
+      retry: true,
+    });
     assert.deepEqual(await tokens.consume(token, "node-new-1", { publicKeySha256: "aa" }), { ok: true, tokenId: id, nodeId: "node-new-1", retry: true });
-    assert.deepEqual(await tokens.consume(token, "node-other", { publicKeySha256: "aa" }), { ok: false, reason: "USED" }, "asking for another id is not a retry");
+    assert.deepEqual(
+      await tokens.consume(token, "node-other", { publicKeySha256: "aa" }),
+      { ok: false, reason: "USED" },
+      "asking for another id is not a retry",
+    );
     assert.deepEqual(await tokens.consume(token, "node-new-3", { publicKeySha256: "bb", nodeIdProposed: true }), { ok: false, reason: "USED" });
     assert.deepEqual(await tokens.consume(token, "node-new-1"), { ok: false, reason: "USED" });
     const record = await tokens.get(id);
@@ -140,7 +152,12 @@ describe("NodeTokenService", () => {
     await fx.store.collection<StoredNodeTokenClaim>(NODE_TOKEN_CLAIMS_COLLECTION).insert({ _id: id, nodeId: "node-r", claimedAt, publicKeySha256: "ff" });
     assert.equal((await tokens.get(id)).status, "ACTIVE");
     assert.deepEqual(await tokens.consume(token, "node-r", { publicKeySha256: "00" }), { ok: false, reason: "USED" });
-    assert.deepEqual(await tokens.consume(token, "node-x", { publicKeySha256: "ff", nodeIdProposed: true }), { ok: true, tokenId: id, nodeId: "node-r", retry: true });
+    assert.deepEqual(await tokens.consume(token, "node-x", { publicKeySha256: "ff", nodeIdProposed: true }), {
+      ok: true,
+      tokenId: id,
+      nodeId: "node-r",
+      retry: true,
+    });
     const record = await tokens.get(id);
     assert.equal(record.status, "USED");
     assert.equal(record.usedByNodeId, "node-r");

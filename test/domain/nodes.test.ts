@@ -40,9 +40,18 @@ describe("NodeService", () => {
   });
 
   test("list filters by state", async () => {
-    assert.deepEqual((await nodes.list()).map((n) => n.id), ["node-a", "node-b", "node-c"]);
-    assert.deepEqual((await nodes.list("OFFLINE")).map((n) => n.id), ["node-b"]);
-    assert.deepEqual((await nodes.list("DRAINING")).map((n) => n.id), []);
+    assert.deepEqual(
+      (await nodes.list()).map((n) => n.id),
+      ["node-a", "node-b", "node-c"],
+    );
+    assert.deepEqual(
+      (await nodes.list("OFFLINE")).map((n) => n.id),
+      ["node-b"],
+    );
+    assert.deepEqual(
+      (await nodes.list("DRAINING")).map((n) => n.id),
+      [],
+    );
   });
 
   test("drain moves any state to DRAINING and publishes NODE_DRAIN_REQUESTED once", async () => {
@@ -135,7 +144,10 @@ describe("NodeService", () => {
     await instances.save({ ...base, id: "busy-1", node: "del-busy", state: "RUNNING" });
     await instances.save({ ...base, id: "busy-2", node: "del-busy", state: "STARTING" });
 
-    for (const [id, state] of [["del-online", "ONLINE"], ["del-draining", "DRAINING"]]) {
+    for (const [id, state] of [
+      ["del-online", "ONLINE"],
+      ["del-draining", "DRAINING"],
+    ]) {
       await assert.rejects(
         nodes.delete(id, { force: true }),
         apiError(409, "INVALID_STATE", new RegExp(`^Node ${id} is ${state}: only an UNREACHABLE or OFFLINE node can be deleted`)),

@@ -33,7 +33,10 @@ describe("SingleFlight", () => {
     let reads = 0;
     assert.equal(await flights.run("k", async () => ++reads), 1);
     assert.equal(await flights.run("k", async () => ++reads), 2);
-    await assert.rejects(flights.run("k", async () => Promise.reject(new Error("down"))), /down/);
+    await assert.rejects(
+      flights.run("k", async () => Promise.reject(new Error("down"))),
+      /down/,
+    );
     assert.equal(await flights.run("k", async () => ++reads), 3);
   });
 

@@ -112,4 +112,3 @@ export class ClusterHarness {
     rmSync(this.root, { recursive: true, force: true });
   }
 }
-

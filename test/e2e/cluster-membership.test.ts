@@ -59,7 +59,10 @@ describe("cluster membership with real controller processes", { timeout: 600_000
     const tokens = (await a.call("GET", "/api/v1/cluster/join-tokens")).json.tokens;
     assert.equal(tokens.find((t: any) => t.label === "second").status, "USED");
     const audit = (await a.call("GET", "/api/v1/audit?pageSize=100")).json.data as any[];
-    assert.ok(audit.some((r) => r.action === "cluster.member.joined" && r.resourceId === ids.get("b")), "the leader audits cluster.member.joined");
+    assert.ok(
+      audit.some((r) => r.action === "cluster.member.joined" && r.resourceId === ids.get("b")),
+      "the leader audits cluster.member.joined",
+    );
   });
 
   it("a follower hands writes to the leader: a token issued on a follower lets a third controller join through the follower", async () => {
@@ -85,7 +88,8 @@ describe("cluster membership with real controller processes", { timeout: 600_000
     const rotation = await b.call("POST", "/api/v1/cluster/seed/rotate");
     assert.equal(rotation.status, 200, rotation.text);
     await eventually(
-      async () => ((await c.call("GET", "/api/v1/cluster/join-tokens")).json.tokens as any[]).find((t) => t.label === "before rotation")?.status === "INVALIDATED",
+      async () =>
+        ((await c.call("GET", "/api/v1/cluster/join-tokens")).json.tokens as any[]).find((t) => t.label === "before rotation")?.status === "INVALIDATED",
       "the token invalidated on every member",
     );
     await assert.rejects(harness.start("d", { joinToken: outstanding }), (err: Error) => {
@@ -167,6 +171,9 @@ describe("cluster membership with real controller processes", { timeout: 600_000
         return true;
       },
     );
-    assert.ok((await staying.call("POST", "/api/v1/cluster/join-tokens", { joinAddrs: [staying.grpcAddr] })).status === 201, "the remaining member still commits");
+    assert.ok(
+      (await staying.call("POST", "/api/v1/cluster/join-tokens", { joinAddrs: [staying.grpcAddr] })).status === 201,
+      "the remaining member still commits",
+    );
   });
 });

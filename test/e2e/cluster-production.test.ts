@@ -46,7 +46,9 @@ describe("a production cluster on shared PostgreSQL and Redis", { timeout: 600_0
     const client = new pg.Client({ connectionString: postgres.uri });
     await client.connect();
     try {
-      const tables = (await client.query("select table_name from information_schema.tables where table_schema = current_schema()")).rows.map((r) => r.table_name as string);
+      const tables = (await client.query("select table_name from information_schema.tables where table_schema = current_schema()")).rows.map(
+        (r) => r.table_name as string,
+      );
       const metaTable = tables.find((t) => t.includes("cluster_meta"));
       assert.ok(metaTable, `a cluster_meta table among ${tables.join(", ")}`);
       const text = JSON.stringify((await client.query(`select * from "${metaTable}"`)).rows);
@@ -62,9 +64,13 @@ describe("a production cluster on shared PostgreSQL and Redis", { timeout: 600_0
     const cas = new Set<string>();
     for (const member of [a, b, c]) {
       const Client = loadClusterMembership();
-      const client = new Client(member.grpcAddr, grpc.credentials.createSsl(null, null, null, { rejectUnauthorized: false, checkServerIdentity: () => undefined }), {
-        "grpc.ssl_target_name_override": controllerServerName,
-      }) as any;
+      const client = new Client(
+        member.grpcAddr,
+        grpc.credentials.createSsl(null, null, null, { rejectUnauthorized: false, checkServerIdentity: () => undefined }),
+        {
+          "grpc.ssl_target_name_override": controllerServerName,
+        },
+      ) as any;
       try {
         cas.add((await callUnary<object, { ca_certificate_pem: string }>(client.GetClusterCa.bind(client), {}, 10_000)).ca_certificate_pem);
       } finally {
@@ -84,7 +90,11 @@ describe("a production cluster on shared PostgreSQL and Redis", { timeout: 600_0
   it("with one of three killed the other two still commit and answer", async () => {
     await harness.kill9(c);
     const survivors = [a, b];
-    await eventually(async () => (await survivors[0]!.call("POST", "/api/v1/cluster/join-tokens", { joinAddrs: [a.grpcAddr] })).status === 201, "a commit with two of three", 30_000);
+    await eventually(
+      async () => (await survivors[0]!.call("POST", "/api/v1/cluster/join-tokens", { joinAddrs: [a.grpcAddr] })).status === 201,
+      "a commit with two of three",
+      30_000,
+    );
     assert.equal((await survivors[1]!.call("POST", "/api/v1/cluster/seed/rotate")).status, 200);
   });
 });

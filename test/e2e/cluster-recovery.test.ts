@@ -21,7 +21,10 @@ describe("recovery after losing the quorum", { timeout: 600_000 }, () => {
     c = await harness.start("c", { joinToken: await harness.joinToken(a, [a, b]) });
     for (const m of [a, b, c]) ids.set(m.name, (await m.call("GET", "/api/v1/cluster")).json.nodeId);
     clusterId = (await a.call("GET", "/api/v1/cluster")).json.clusterId;
-    await eventually(async () => ((await a.call("GET", "/api/v1/cluster/members")).json.members as any[]).every((m) => m.role === "voter" && m.gRPCAddr), "three voters");
+    await eventually(
+      async () => ((await a.call("GET", "/api/v1/cluster/members")).json.members as any[]).every((m) => m.role === "voter" && m.gRPCAddr),
+      "three voters",
+    );
   });
   after(() => harness.close());
 

@@ -3,7 +3,16 @@
 // node's record is ONLINE by the time NODE_CONNECTED reaches the scheduler.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { api, cleanupDirs, createToken, eventsOf, spawnDaemon, startGatewayController, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import {
+  api,
+  cleanupDirs,
+  createToken,
+  eventsOf,
+  spawnDaemon,
+  startGatewayController,
+  type DaemonProcess,
+  type GatewayController,
+} from "../gateway/harness.js";
 import { eventually } from "../support/wait.js";
 
 /** Far longer than the test may take: only the reaction to the connection can start the group. */
@@ -24,9 +33,22 @@ describe("the first node of a waiting group", { timeout: 90_000 }, () => {
   });
 
   it("starts its instances right after the node connects", async () => {
-    const created = await api(c, "POST", "/api/v1/groups", { name: "early", platform: "simulated", scalingMode: "DYNAMIC", minInstances: 1, maxInstances: 1, memoryMb: 128, maxPlayers: 0, portRange: { start: 24100, end: 24110 } });
+    const created = await api(c, "POST", "/api/v1/groups", {
+      name: "early",
+      platform: "simulated",
+      scalingMode: "DYNAMIC",
+      minInstances: 1,
+      maxInstances: 1,
+      memoryMb: 128,
+      maxPlayers: 0,
+      portRange: { start: 24100, end: 24110 },
+    });
     assert.equal(created.status, 201, JSON.stringify(created.json));
-    await eventually(async () => (await api(c, "GET", "/api/v1/groups/early")).json.schedulingIssue?.code === "NO_ONLINE_NODE", "the group says why nothing starts", 10_000);
+    await eventually(
+      async () => (await api(c, "GET", "/api/v1/groups/early")).json.schedulingIssue?.code === "NO_ONLINE_NODE",
+      "the group says why nothing starts",
+      10_000,
+    );
     const { token } = await createToken(c);
     daemon = spawnDaemon([c.grpcAddress], token, { maxMemoryMb: 1024 });
     await eventually(() => eventsOf(c, "NODE_CONNECTED").length === 1, "the daemon connected", 30_000);

@@ -23,11 +23,9 @@ const waitMs = 90_000;
 const chaosRounds = Number(process.env.CHAOS_ROUNDS ?? 4);
 const chaosSeed = Number(process.env.CHAOS_SEED ?? 20261123);
 
-
 function assertNoDuplicates(where: string): void {
   for (const [id, pids] of serverProcesses()) assert.ok(pids.length === 1, `${where}: ${id} runs ${pids.length} times (${pids.join(", ")})`);
 }
-
 
 describe("controller failover", { timeout: 900_000 }, () => {
   let postgres: PostgresServer;
@@ -54,14 +52,26 @@ describe("controller failover", { timeout: 900_000 }, () => {
   const membersSeenBy = async (m: ClusterMemberProcess) => (await m.call("GET", "/api/v1/cluster/members")).json.members as MemberView[];
   const stableCluster = async () => {
     const views = await Promise.all(live().map(membersSeenBy));
-    const leaders = views.map((v) => v.filter((x) => x.leader).map((x) => x.nodeId).join(","));
-    return views.every((v) => v.length === 3 && v.every((x) => x.role === "voter")) && new Set(leaders).size === 1 && leaders[0] !== "" && !leaders[0].includes(",");
+    const leaders = views.map((v) =>
+      v
+        .filter((x) => x.leader)
+        .map((x) => x.nodeId)
+        .join(","),
+    );
+    return (
+      views.every((v) => v.length === 3 && v.every((x) => x.role === "voter")) && new Set(leaders).size === 1 && leaders[0] !== "" && !leaders[0].includes(",")
+    );
   };
   const ready = async (m: ClusterMemberProcess) => (await m.call("GET", "/api/v1/system/ready")).status === 200;
 
   before(async () => {
     [postgres, redis] = await Promise.all([startPostgresServer(), startRedisServer()]);
-    harness = new ClusterHarness({ runtime: { profile: "production" }, database: { uri: postgres.uri }, kvstore: { uri: redis.uri }, scheduler: { evaluationIntervalSeconds: 1 } });
+    harness = new ClusterHarness({
+      runtime: { profile: "production" },
+      database: { uri: postgres.uri },
+      kvstore: { uri: redis.uri },
+      scheduler: { evaluationIntervalSeconds: 1 },
+    });
     const a = await harness.start("a");
     const b = await harness.start("b", { joinToken: await harness.joinToken(a, [a]) });
     const c = await harness.start("c", { joinToken: await harness.joinToken(b, [a, b]) });
@@ -72,7 +82,14 @@ describe("controller failover", { timeout: 900_000 }, () => {
       daemons.push(spawnDaemon([...addresses.slice(i + 1), ...addresses.slice(0, i + 1)], token, { maxMemoryMb: 4096, reconnectDelayMaxMs: 1_000 }));
     }
     await eventually(async () => ((await a.call("GET", "/api/v1/nodes?state=ONLINE")).json as unknown[]).length === 2, "two nodes ONLINE", waitMs);
-    await a.call("POST", "/api/v1/groups", { name: "steady", platform: "simulated", minInstances: 3, maxInstances: 6, memoryMb: 64, portRange: { start: 27000, end: 27200 } });
+    await a.call("POST", "/api/v1/groups", {
+      name: "steady",
+      platform: "simulated",
+      minInstances: 3,
+      maxInstances: 6,
+      memoryMb: 64,
+      portRange: { start: 27000, end: 27200 },
+    });
     await eventually(async () => (await runningOf("steady")) === 3, "steady: 3 RUNNING", waitMs);
   });
 
@@ -151,7 +168,14 @@ describe("controller failover", { timeout: 900_000 }, () => {
       if (action === "create" || desired.size === 1) {
         const name = `chaos-${++serial}`;
         const count = 1 + Math.floor(random() * 3);
-        const reply = await call("POST", "/api/v1/groups", { name, platform: "simulated", minInstances: count, maxInstances: 6, memoryMb: 64, portRange: { start: 27300 + serial * 20, end: 27319 + serial * 20 } });
+        const reply = await call("POST", "/api/v1/groups", {
+          name,
+          platform: "simulated",
+          minInstances: count,
+          maxInstances: 6,
+          memoryMb: 64,
+          portRange: { start: 27300 + serial * 20, end: 27319 + serial * 20 },
+        });
         if (reply.status === 201) desired.set(name, count);
       } else if (action === "scale") {
         const name = pick([...desired.keys()]);

@@ -16,7 +16,6 @@ import { startRedisServer, type RedisServer } from "../support/redis-server.js";
 const evaluationIntervalSeconds = 1;
 const waitMs = 60_000;
 
-
 describe("scheduling across controllers", { timeout: 600_000 }, () => {
   let postgres: PostgresServer;
   let redis: RedisServer;
@@ -46,7 +45,12 @@ describe("scheduling across controllers", { timeout: 600_000 }, () => {
   before(async () => {
     [postgres, redis] = await Promise.all([startPostgresServer(), startRedisServer()]);
     redisClient = new Redis(redis.uri, { lazyConnect: false, maxRetriesPerRequest: 2 });
-    harness = new ClusterHarness({ runtime: { profile: "production" }, database: { uri: postgres.uri }, kvstore: { uri: redis.uri }, scheduler: { evaluationIntervalSeconds } });
+    harness = new ClusterHarness({
+      runtime: { profile: "production" },
+      database: { uri: postgres.uri },
+      kvstore: { uri: redis.uri },
+      scheduler: { evaluationIntervalSeconds },
+    });
     const a = await harness.start("a");
     const b = await harness.start("b", { joinToken: await harness.joinToken(a, [a]) });
     const c = await harness.start("c", { joinToken: await harness.joinToken(b, [a, b]) });
@@ -70,7 +74,19 @@ describe("scheduling across controllers", { timeout: 600_000 }, () => {
 
   it("one controller holds the group's lease and its instances run once each, across nodes on other controllers", async () => {
     const [a, b] = members;
-    assert.equal((await b.call("POST", "/api/v1/groups", { name: "ha", platform: "simulated", minInstances: 4, maxInstances: 8, memoryMb: 128, portRange: { start: 26000, end: 26100 } })).status, 201);
+    assert.equal(
+      (
+        await b.call("POST", "/api/v1/groups", {
+          name: "ha",
+          platform: "simulated",
+          minInstances: 4,
+          maxInstances: 8,
+          memoryMb: 128,
+          portRange: { start: 26000, end: 26100 },
+        })
+      ).status,
+      201,
+    );
     await eventually(async () => ((await a.call("GET", "/api/v1/services?group=ha&state=RUNNING")).json as unknown[]).length === 4, "4 RUNNING", waitMs);
     const holder = await holderOf("ha");
     assert.ok(holder && holder.fencingToken >= 1, "a lease with a fencing token");
@@ -85,7 +101,8 @@ describe("scheduling across controllers", { timeout: 600_000 }, () => {
   it("a console command reaches an instance through any controller", async () => {
     const [, , c] = members;
     const [target] = (await c.call("GET", "/api/v1/services?group=ha&state=RUNNING")).json as { id: string }[];
-    for (const m of members) assert.equal((await m.call("POST", `/api/v1/services/${target.id}/command`, { command: `say via-${m.name}` })).status, 200, `command through ${m.name}`);
+    for (const m of members)
+      assert.equal((await m.call("POST", `/api/v1/services/${target.id}/command`, { command: `say via-${m.name}` })).status, 200, `command through ${m.name}`);
   });
 
   it("SIGKILL of the lease holder: a survivor takes the group over within the TTL and a tick, nothing restarts", async () => {
@@ -97,10 +114,14 @@ describe("scheduling across controllers", { timeout: 600_000 }, () => {
     const idsBefore = ((await survivor.call("GET", "/api/v1/services?group=ha")).json as { id: string }[]).map((i) => i.id).sort();
     const killedAt = Date.now();
     await harness.kill9(victim);
-    const next = await eventually(async () => {
-      const h = await holderOf("ha");
-      return h && h.controllerId !== holder.controllerId ? h : null;
-    }, "the lease moves to a survivor", waitMs);
+    const next = await eventually(
+      async () => {
+        const h = await holderOf("ha");
+        return h && h.controllerId !== holder.controllerId ? h : null;
+      },
+      "the lease moves to a survivor",
+      waitMs,
+    );
     const takeoverMs = Date.now() - killedAt;
     assert.ok(next.fencingToken > holder.fencingToken, "the new holder's fencing token is higher");
     const ttlMs = 2 * evaluationIntervalSeconds * 1000;
@@ -108,19 +129,46 @@ describe("scheduling across controllers", { timeout: 600_000 }, () => {
     console.log(`group lease takeover after SIGKILL of its holder: ${takeoverMs} ms`);
 
     // The daemons reconnect to survivors; the new holder adopts the instances as they are.
-    await eventually(async () => ((await survivor.call("GET", "/api/v1/nodes?state=ONLINE")).json as unknown[]).length === 2, "both nodes ONLINE again", waitMs);
+    await eventually(
+      async () => ((await survivor.call("GET", "/api/v1/nodes?state=ONLINE")).json as unknown[]).length === 2,
+      "both nodes ONLINE again",
+      waitMs,
+    );
     await new Promise((r) => setTimeout(r, 3_000));
     const after = ((await survivor.call("GET", "/api/v1/services?group=ha")).json as { id: string; state: string }[]).sort((x, y) => (x.id < y.id ? -1 : 1));
-    assert.deepEqual(after.map((i) => i.id), idsBefore, "the same instances");
-    assert.ok(after.every((i) => i.state === "RUNNING"), JSON.stringify(after));
+    assert.deepEqual(
+      after.map((i) => i.id),
+      idsBefore,
+      "the same instances",
+    );
+    assert.ok(
+      after.every((i) => i.state === "RUNNING"),
+      JSON.stringify(after),
+    );
     const now = serverProcesses();
     for (const id of idsBefore) assert.deepEqual(now.get(id), before.get(id), `${id} is the same single process`);
 
     // The new holder schedules: one more instance, still each once.
     assert.equal((await survivor.call("PATCH", "/api/v1/groups/ha", { minInstances: 5 })).status, 200);
-    await eventually(async () => ((await survivor.call("GET", "/api/v1/services?group=ha&state=RUNNING")).json as unknown[]).length === 5, "5 RUNNING", waitMs).catch(async (err: Error) => {
+    await eventually(
+      async () => ((await survivor.call("GET", "/api/v1/services?group=ha&state=RUNNING")).json as unknown[]).length === 5,
+      "5 RUNNING",
+      waitMs,
+    ).catch(async (err: Error) => {
       const list = (await survivor.call("GET", "/api/v1/services?group=ha")).text;
-      const logs = members.map((m) => `--- ${m.name}\n${m.process?.output().split("\n").filter((l) => /WARN|ERROR|scheduler/.test(l)).slice(-30).join("\n") ?? "(stopped)"}`).join("\n");
+      const logs = members
+        .map(
+          (m) =>
+            `--- ${m.name}\n${
+              m.process
+                ?.output()
+                .split("\n")
+                .filter((l) => /WARN|ERROR|scheduler/.test(l))
+                .slice(-30)
+                .join("\n") ?? "(stopped)"
+            }`,
+        )
+        .join("\n");
       throw new Error(`${err.message}\n${list}\n${logs}\n${daemons.map((d) => d.output().slice(-3_000)).join("\n")}`);
     });
     for (const [id, pids] of serverProcesses()) if (id.startsWith("ha-")) assert.equal(pids.length, 1, `${id} runs once`);

@@ -11,7 +11,16 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { pidOfInstance } from "../support/instance-processes.js";
-import { api, cleanupDirs, createToken, eventsOf, spawnDaemon, startGatewayController, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import {
+  api,
+  cleanupDirs,
+  createToken,
+  eventsOf,
+  spawnDaemon,
+  startGatewayController,
+  type DaemonProcess,
+  type GatewayController,
+} from "../gateway/harness.js";
 import { eventually } from "../support/wait.js";
 
 const waitMs = 45_000;
@@ -33,7 +42,6 @@ function daemonWorkDir(daemon: DaemonProcess): string {
   return join(daemon.dataDir, "..", "work");
 }
 
-
 describe("instances on real daemons", { timeout: 300_000 }, () => {
   let c: GatewayController;
   const daemons: DaemonProcess[] = [];
@@ -42,10 +50,14 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
   const list = async (query = ""): Promise<Instance[]> => (await api(c, "GET", `/api/v1/services${query}`)).json as Instance[];
   const running = async (group: string) => (await list(`?group=${group}&state=RUNNING`)).filter((i) => i.group === group);
   const untilRunning = (group: string, count: number, what: string) =>
-    eventually(async () => {
-      const r = await running(group);
-      return r.length === count ? r : null;
-    }, `${count} RUNNING of ${group}: ${what}\n${daemons.map((d) => d.output().slice(-2_000)).join("\n")}`, waitMs);
+    eventually(
+      async () => {
+        const r = await running(group);
+        return r.length === count ? r : null;
+      },
+      `${count} RUNNING of ${group}: ${what}\n${daemons.map((d) => d.output().slice(-2_000)).join("\n")}`,
+      waitMs,
+    );
   const stateOf = async (id: string) => ((await api(c, "GET", `/api/v1/services/${id}`)).json as Instance).state;
 
   before(async () => {
@@ -73,7 +85,16 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
   });
 
   it("a DYNAMIC group of min 3 reaches 3 RUNNING spread over both nodes", async () => {
-    const created = await api(c, "POST", "/api/v1/groups", { name: "lobby", platform: "simulated", scalingMode: "DYNAMIC", minInstances: 3, maxInstances: 6, memoryMb: 128, maxPlayers: 20, portRange: { start: 21000, end: 21100 } });
+    const created = await api(c, "POST", "/api/v1/groups", {
+      name: "lobby",
+      platform: "simulated",
+      scalingMode: "DYNAMIC",
+      minInstances: 3,
+      maxInstances: 6,
+      memoryMb: 128,
+      maxPlayers: 20,
+      portRange: { start: 21000, end: 21100 },
+    });
     assert.equal(created.status, 201, JSON.stringify(created.json));
     const up = await untilRunning("lobby", 3, "after create");
     assert.deepEqual(new Set(up.map((i) => i.node)), new Set(nodeIds), "spread over both nodes");
@@ -114,12 +135,24 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
     process.kill(pid, "SIGKILL");
     await eventually(async () => (await stateOf(victim.id)) === "CRASHED", `${victim.id} CRASHED`, waitMs);
     // The crash record and the CRASHED state are written side by side.
-    const record = await eventually(async () => {
-      const crashes = (await api(c, "GET", "/api/v1/crashes?group=lobby")).json as { instanceId: string; classification: string; uptimeMs: number; logTail: string[] }[];
-      return crashes.find((r) => r.instanceId === victim.id);
-    }, "crash record written", waitMs);
+    const record = await eventually(
+      async () => {
+        const crashes = (await api(c, "GET", "/api/v1/crashes?group=lobby")).json as {
+          instanceId: string;
+          classification: string;
+          uptimeMs: number;
+          logTail: string[];
+        }[];
+        return crashes.find((r) => r.instanceId === victim.id);
+      },
+      "crash record written",
+      waitMs,
+    );
     assert.equal(record.classification, "OUT_OF_MEMORY", "a SIGKILL the daemon did not send looks like the OOM killer");
-    assert.ok(record.logTail.some((l) => l.includes("Done (")), "the log tail holds the console lines");
+    assert.ok(
+      record.logTail.some((l) => l.includes("Done (")),
+      "the log tail holds the console lines",
+    );
     assert.ok(eventsOf(c, "INSTANCE_CRASHED").some((e) => e.data.instanceId === victim.id));
     const replaced = await untilRunning("lobby", 3, "replacement");
     assert.ok(!replaced.some((i) => i.id === victim.id));
@@ -136,7 +169,11 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
     // Paused: nothing new is scheduled (a replacement started before the third crash may finish starting).
     const known = new Set((await list("?group=lobby")).map((i) => i.id));
     await new Promise((r) => setTimeout(r, 2_500));
-    assert.deepEqual((await list("?group=lobby")).filter((i) => !known.has(i.id)), [], "no instance scheduled while paused");
+    assert.deepEqual(
+      (await list("?group=lobby")).filter((i) => !known.has(i.id)),
+      [],
+      "no instance scheduled while paused",
+    );
     const start = await api(c, "POST", "/api/v1/groups/lobby/start");
     assert.equal(start.json.count, 0);
     assert.match(start.json.reason, /paused/);
@@ -154,7 +191,10 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
     const up = await untilRunning("lobby", 5, "scale to 5 with one node drained");
     const added = up.filter((i) => !before.has(i.id));
     assert.equal(added.length, 2);
-    assert.ok(added.every((i) => i.node === other), `new instances on ${other} only: ${JSON.stringify(added)}`);
+    assert.ok(
+      added.every((i) => i.node === other),
+      `new instances on ${other} only: ${JSON.stringify(added)}`,
+    );
     assert.equal((await api(c, "POST", `/api/v1/nodes/${drained}/undrain`)).status, 200);
     assert.equal((await api(c, "PATCH", "/api/v1/groups/lobby", { minInstances: 3, maxInstances: 5 })).status, 200);
   });
@@ -170,18 +210,37 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
     assert.equal((await api(c, "POST", `/api/v1/services/${graceful.id}/stop`)).status, 409, "a stopped instance cannot be stopped again");
     const audit = (await api(c, "GET", "/api/v1/audit?action=instance.force-stop")).json;
     assert.ok(JSON.stringify(audit).includes(forced.id), "force-stop audited");
-    const up = await eventually(async () => {
-      const r = await running("lobby");
-      return r.length >= 3 ? r : null;
-    }, "replaced after stops", waitMs);
+    const up = await eventually(
+      async () => {
+        const r = await running("lobby");
+        return r.length >= 3 ? r : null;
+      },
+      "replaced after stops",
+      waitMs,
+    );
     assert.ok(!up.some((i) => i.id === graceful.id || i.id === forced.id));
   });
 
   it("STATIC groups keep their ids; MANUAL groups start only when told", async () => {
-    await api(c, "POST", "/api/v1/groups", { name: "hub", platform: "simulated", scalingMode: "STATIC", minInstances: 2, memoryMb: 128, portRange: { start: 22000, end: 22010 } });
+    await api(c, "POST", "/api/v1/groups", {
+      name: "hub",
+      platform: "simulated",
+      scalingMode: "STATIC",
+      minInstances: 2,
+      memoryMb: 128,
+      portRange: { start: 22000, end: 22010 },
+    });
     const hub = await untilRunning("hub", 2, "static group");
     assert.deepEqual(hub.map((i) => i.id).sort(), ["hub-1", "hub-2"]);
-    await api(c, "POST", "/api/v1/groups", { name: "event", platform: "simulated", scalingMode: "MANUAL", minInstances: 1, maxInstances: 2, memoryMb: 128, portRange: { start: 23000, end: 23010 } });
+    await api(c, "POST", "/api/v1/groups", {
+      name: "event",
+      platform: "simulated",
+      scalingMode: "MANUAL",
+      minInstances: 1,
+      maxInstances: 2,
+      memoryMb: 128,
+      portRange: { start: 23000, end: 23010 },
+    });
     await new Promise((r) => setTimeout(r, 2_500));
     assert.equal((await list("?group=event")).length, 0, "MANUAL starts nothing on its own");
     const start = await api(c, "POST", "/api/v1/groups/event/start");
@@ -192,7 +251,16 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
   });
 
   it("start pacing: a group larger than the start slots comes up a few at a time per node, with no scheduling issue", async () => {
-    const created = await api(c, "POST", "/api/v1/groups", { name: "paced", platform: "simulated", scalingMode: "DYNAMIC", minInstances: 8, maxInstances: 8, memoryMb: 128, maxPlayers: 0, portRange: { start: 21200, end: 21300 } });
+    const created = await api(c, "POST", "/api/v1/groups", {
+      name: "paced",
+      platform: "simulated",
+      scalingMode: "DYNAMIC",
+      minInstances: 8,
+      maxInstances: 8,
+      memoryMb: 128,
+      maxPlayers: 0,
+      portRange: { start: 21200, end: 21300 },
+    });
     assert.equal(created.status, 201, JSON.stringify(created.json));
     await untilRunning("paced", 8, "paced group");
     assert.equal((await api(c, "GET", "/api/v1/groups/paced")).json.schedulingIssue, null);
@@ -223,13 +291,23 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
   });
 
   it("template layers are unpacked in the group's order, variables substituted, before the server starts", async () => {
-    for (const [name, motd] of [["e2e-base", "from base {{greeting}}"], ["e2e-top", "from top {{greeting}}"]]) {
+    for (const [name, motd] of [
+      ["e2e-base", "from base {{greeting}}"],
+      ["e2e-top", "from top {{greeting}}"],
+    ]) {
       assert.equal((await api(c, "POST", "/api/v1/templates", { name })).status, 201);
       assert.equal((await api(c, "PUT", `/api/v1/templates/${name}/files/content`, { path: "motd.txt", content: motd })).status, 200);
       assert.equal((await api(c, "PUT", `/api/v1/templates/${name}/files/content`, { path: `${name}.txt`, content: name })).status, 200);
       assert.equal((await api(c, "PUT", `/api/v1/templates/${name}/variables`, { variables: { greeting: "hello" } })).status, 200);
     }
-    await api(c, "POST", "/api/v1/groups", { name: "themed", platform: "simulated", minInstances: 1, memoryMb: 128, templates: ["e2e-base", "e2e-top"], portRange: { start: 23100, end: 23110 } });
+    await api(c, "POST", "/api/v1/groups", {
+      name: "themed",
+      platform: "simulated",
+      minInstances: 1,
+      memoryMb: 128,
+      templates: ["e2e-base", "e2e-top"],
+      portRange: { start: 23100, end: 23110 },
+    });
     const [instance] = await untilRunning("themed", 1, "templated group");
     const daemon = daemons.find((d) => readFileSync(join(d.dataDir, "node-id"), "utf8").trim() === instance.node)!;
     const workDir = join(daemonWorkDir(daemon), "dynamic", instance.id);
@@ -253,8 +331,18 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
     await eventually(async () => (await api(c, "GET", `/api/v1/nodes/${victimNode}`)).json.state === "OFFLINE", "OFFLINE after the grace period", waitMs);
     for (const lost of onVictim) await eventually(async () => (await stateOf(lost.id)) === "CRASHED", `${lost.id} CRASHED (node lost)`, waitMs);
     const up = await untilRunning("lobby", 3, "back on the survivor");
-    assert.ok(up.every((i) => i.node === survivor), "every lobby instance runs on the survivor");
-    const lostCrash = await eventually(async () => ((await api(c, "GET", "/api/v1/crashes?group=lobby")).json as { instanceId: string; classification: string }[]).find((r) => r.instanceId === onVictim[0].id), "crash record of the lost instance", waitMs);
+    assert.ok(
+      up.every((i) => i.node === survivor),
+      "every lobby instance runs on the survivor",
+    );
+    const lostCrash = await eventually(
+      async () =>
+        ((await api(c, "GET", "/api/v1/crashes?group=lobby")).json as { instanceId: string; classification: string }[]).find(
+          (r) => r.instanceId === onVictim[0].id,
+        ),
+      "crash record of the lost instance",
+      waitMs,
+    );
     assert.equal(lostCrash.classification, "NODE_LOST");
     for (const lost of onVictim) assert.equal(pidOfInstance(lost.id), null, `${lost.id} no longer runs (its server left with its daemon)`);
   });

@@ -66,9 +66,14 @@ describe("an export from the Raft leader of three production controllers", { tim
     const termsAfter = await raftTerms(trio.members);
     const seen = leaders.summary();
     const delay = loop.summary();
-    t.diagnostic(`exports ${exported.map((e) => `${(e.bytes / 1048576).toFixed(1)} MiB in ${e.ms} ms`).join(", ")}; leader loop delay max ${delay.maxMs.toFixed(1)} ms over ${delay.scrapes} scrapes; ${seen.samples} leader samples; terms ${JSON.stringify(termsAfter)}`);
+    t.diagnostic(
+      `exports ${exported.map((e) => `${(e.bytes / 1048576).toFixed(1)} MiB in ${e.ms} ms`).join(", ")}; leader loop delay max ${delay.maxMs.toFixed(1)} ms over ${delay.scrapes} scrapes; ${seen.samples} leader samples; terms ${JSON.stringify(termsAfter)}`,
+    );
 
-    assert.ok(exported.every((e) => e.bytes > TEMPLATE_BYTES / 2), `whole archives exported: ${JSON.stringify(exported)}`);
+    assert.ok(
+      exported.every((e) => e.bytes > TEMPLATE_BYTES / 2),
+      `whole archives exported: ${JSON.stringify(exported)}`,
+    );
     assert.ok(seen.samples >= 3 * 5, `leader samples taken: ${seen.samples}`);
     assert.equal(seen.failed, 0, "every controller answered every sample");
     assert.deepEqual(seen.leaders, [leaderId], "every controller named the one leader throughout");
@@ -98,6 +103,7 @@ describe("an export from the Raft leader of three production controllers", { tim
     }
     const termsAfter = await raftTerms(trio.members);
     assert.ok(leaders.summary().changes >= 2, `the two other controllers named a new leader: ${JSON.stringify(leaders.summary())}`);
-    for (const m of trio.members) assert.ok(termsAfter[m.name]! > termsBefore[m.name]!, `${m.name}'s term grew: ${termsBefore[m.name]} -> ${termsAfter[m.name]}`);
+    for (const m of trio.members)
+      assert.ok(termsAfter[m.name]! > termsBefore[m.name]!, `${m.name}'s term grew: ${termsBefore[m.name]} -> ${termsAfter[m.name]}`);
   });
 });

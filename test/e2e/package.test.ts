@@ -98,7 +98,9 @@ function startService(file: string, args: string[], cwd: string, env: NodeJS.Pro
   const append = (chunk: Buffer) => void (output = (output + chunk.toString()).slice(-500_000));
   child.stdout!.on("data", append);
   child.stderr!.on("data", append);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("exit", (code, signal) => resolve({ code, signal })),
+  );
   const killOnExit = () => child.kill("SIGKILL");
   process.once("exit", killOnExit);
   void exited.then(() => process.off("exit", killOnExit));
@@ -132,7 +134,6 @@ function unitCommand(unitFile: string, configPath: string): { bin: string; args:
   assert.equal(args[0], "--config");
   return { bin: basename(path!), args: [args[0]!, configPath] };
 }
-
 
 const ended = (name: string, service: Service) => () =>
   service.child.exitCode !== null || service.child.signalCode !== null
@@ -175,7 +176,11 @@ describe("the built package, installed from its tarball", { timeout: 360_000 }, 
     const project = join(work, "project");
     mkdirSync(project);
     writeFileSync(join(project, "package.json"), `${JSON.stringify({ name: "installs-cloud-control-plane", private: true })}\n`);
-    await runOk("npm", ["install", join(packDir, tarballs[0]), "--prefer-offline", "--no-audit", "--no-fund"], { cwd: project, env: npmEnv, timeoutMs: INSTALL_TIMEOUT_MS });
+    await runOk("npm", ["install", join(packDir, tarballs[0]), "--prefer-offline", "--no-audit", "--no-fund"], {
+      cwd: project,
+      env: npmEnv,
+      timeoutMs: INSTALL_TIMEOUT_MS,
+    });
     const installed = join(project, "node_modules", PACKAGE.name);
     const bin = (name: string) => join(project, "node_modules", ".bin", name);
     for (const name of Object.keys(PACKAGE.bin)) assert.ok(existsSync(bin(name)), `node_modules/.bin/${name}`);
@@ -194,10 +199,24 @@ describe("the built package, installed from its tarball", { timeout: 360_000 }, 
     for (const file of shipped) {
       assert.ok(existsSync(join(installed, file)), `the package ships ${file}`);
     }
-    for (const absent of ["src", "test", "scripts", "proto", "tsconfig.json"]) assert.ok(!existsSync(join(installed, absent)), `the package does not ship ${absent}`);
-    for (const devOnly of ["tsx", "typescript", "esbuild"]) assert.ok(!existsSync(join(project, "node_modules", devOnly)), `${devOnly} is not installed with the package`);
-    const localDaemon = await runOk(process.execPath, ["--input-type=module", "-e", `console.log(JSON.stringify((await import(${JSON.stringify(join(installed, "dist/src/controller/local-daemon.js"))})).localDaemonArgs()))`], { cwd: project, env: npmEnv, timeoutMs: CLI_TIMEOUT_MS });
-    assert.deepEqual(JSON.parse(localDaemon), [join(installed, "dist", "src", "daemon", "main.js")], "a compiled local daemon runs the compiled cloud-daemon with plain node");
+    for (const absent of ["src", "test", "scripts", "proto", "tsconfig.json"])
+      assert.ok(!existsSync(join(installed, absent)), `the package does not ship ${absent}`);
+    for (const devOnly of ["tsx", "typescript", "esbuild"])
+      assert.ok(!existsSync(join(project, "node_modules", devOnly)), `${devOnly} is not installed with the package`);
+    const localDaemon = await runOk(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `console.log(JSON.stringify((await import(${JSON.stringify(join(installed, "dist/src/controller/local-daemon.js"))})).localDaemonArgs()))`,
+      ],
+      { cwd: project, env: npmEnv, timeoutMs: CLI_TIMEOUT_MS },
+    );
+    assert.deepEqual(
+      JSON.parse(localDaemon),
+      [join(installed, "dist", "src", "daemon", "main.js")],
+      "a compiled local daemon runs the compiled cloud-daemon with plain node",
+    );
     const buildInfo = JSON.parse(readFileSync(join(installed, "dist", "build-info.json"), "utf8")) as { version: string; gitCommit: string };
     assert.equal(buildInfo.version, PACKAGE.version);
 
@@ -223,13 +242,25 @@ describe("the built package, installed from its tarball", { timeout: 360_000 }, 
     assert.equal(controllerCommand.bin, "cloud-controller");
     const controller = startService(bin(controllerCommand.bin), controllerCommand.args, runDir, binEnv);
     const controllerEnded = ended("cloud-controller", controller);
-    const url = (await eventually(() => /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(controller.output())?.[1], "the HTTP listening line", { timeoutMs: START_TIMEOUT_MS, stopIf: controllerEnded }))!;
-    const grpcPort = Number((await eventually(() => /\(gRPC\) listening on port (\d+)/.exec(controller.output())?.[1], "the gRPC listening line", { timeoutMs: START_TIMEOUT_MS, stopIf: controllerEnded }))!);
+    const url = (await eventually(() => /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(controller.output())?.[1], "the HTTP listening line", {
+      timeoutMs: START_TIMEOUT_MS,
+      stopIf: controllerEnded,
+    }))!;
+    const grpcPort = Number(
+      (await eventually(() => /\(gRPC\) listening on port (\d+)/.exec(controller.output())?.[1], "the gRPC listening line", {
+        timeoutMs: START_TIMEOUT_MS,
+        stopIf: controllerEnded,
+      }))!,
+    );
     const version = (await (await fetch(`${url}/api/v1/system/version`)).json()) as { version: string; gitCommit: string };
     assert.equal(version.version, PACKAGE.version);
     assert.equal(version.gitCommit, /^[0-9a-f]{7,64}$/i.test(buildInfo.gitCommit) ? buildInfo.gitCommit : "unknown", "the commit the package was built from");
 
-    const login = await fetch(`${url}/api/v1/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ username: "admin", password: ADMIN_PASSWORD }) });
+    const login = await fetch(`${url}/api/v1/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ username: "admin", password: ADMIN_PASSWORD }),
+    });
     assert.equal(login.status, 200);
     const { token: adminToken } = (await login.json()) as { token: string };
     const api = async (method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> => {
@@ -247,14 +278,24 @@ describe("the built package, installed from its tarball", { timeout: 360_000 }, 
     assert.equal(created.status, 201, JSON.stringify(created.json));
     writeFileSync(
       join(runDir, "daemon", "daemon.yml"),
-      toYaml({ controllers: [`127.0.0.1:${grpcPort}`], token: created.json.token, workDir: "work", dataDir: "data", maxMemoryMb: 1024, statusIntervalMs: 1_000 }),
+      toYaml({
+        controllers: [`127.0.0.1:${grpcPort}`],
+        token: created.json.token,
+        workDir: "work",
+        dataDir: "data",
+        maxMemoryMb: 1024,
+        statusIntervalMs: 1_000,
+      }),
     );
     const daemonCommand = unitCommand(join(installed, "docs", "deploy", "cloud-daemon.service"), join(runDir, "daemon", "daemon.yml"));
     assert.equal(daemonCommand.bin, "cloud-daemon");
     const daemon = startService(bin(daemonCommand.bin), daemonCommand.args, join(runDir, "daemon"), binEnv);
     const daemonEnded = ended("cloud-daemon", daemon);
     const bothAlive = () => controllerEnded() ?? daemonEnded();
-    await eventually(async () => (await api("GET", "/api/v1/nodes/packaged-node")).json?.state === "ONLINE", "the node ONLINE", { timeoutMs: RUNNING_TIMEOUT_MS, stopIf: bothAlive });
+    await eventually(async () => (await api("GET", "/api/v1/nodes/packaged-node")).json?.state === "ONLINE", "the node ONLINE", {
+      timeoutMs: RUNNING_TIMEOUT_MS,
+      stopIf: bothAlive,
+    });
 
     phase("a simulated group");
     const group = await api("POST", "/api/v1/groups", { name: GROUP, platform: "simulated", minInstances: 1, memoryMb: 128, portRange: PORT_RANGE });
@@ -272,7 +313,11 @@ describe("the built package, installed from its tarball", { timeout: 360_000 }, 
     const serverPid = pidOfInstance(instance.id);
     assert.ok(serverPid, "the server process of the instance");
     const serverCommand = readFileSync(`/proc/${serverPid}/cmdline`, "utf8").split("\0").filter(Boolean);
-    assert.deepEqual(serverCommand, [process.execPath, join(installed, "dist", "src", "daemon", "simulated-server", "server.cjs")], "the installed simulated server, run by plain node");
+    assert.deepEqual(
+      serverCommand,
+      [process.execPath, join(installed, "dist", "src", "daemon", "simulated-server", "server.cjs")],
+      "the installed simulated server, run by plain node",
+    );
 
     phase("cloudctl");
     const cloudctl = async (...args: string[]) => runOk(bin("cloudctl"), args, { cwd: work, env: binEnv, timeoutMs: CLI_TIMEOUT_MS });

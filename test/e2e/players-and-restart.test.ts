@@ -5,7 +5,17 @@ import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import { serverProcesses } from "../support/instance-processes.js";
 import { freePorts } from "../cluster/support/free-ports.js";
-import { api, cleanupDirs, createToken, eventsOf, spawnDaemon, startGatewayController, tempDir, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import {
+  api,
+  cleanupDirs,
+  createToken,
+  eventsOf,
+  spawnDaemon,
+  startGatewayController,
+  tempDir,
+  type DaemonProcess,
+  type GatewayController,
+} from "../gateway/harness.js";
 import { eventually } from "../support/wait.js";
 
 const waitMs = 45_000;
@@ -15,7 +25,6 @@ interface Instance {
   state: string;
   playerCount: number;
 }
-
 
 /** The pid of each instance's process. */
 const serverPidOf = () => new Map([...serverProcesses()].map(([id, pids]) => [id, pids[0]]));
@@ -39,12 +48,25 @@ describe("players and controller restarts", { timeout: 240_000 }, () => {
     daemons.push(daemon);
     await eventually(() => eventsOf(first, "NODE_CONNECTED")[0], `daemon connected\n${daemon.output()}`, waitMs);
 
-    await api(first, "POST", "/api/v1/groups", { name: "arena", platform: "simulated", scalingMode: "DYNAMIC", minInstances: 1, maxInstances: 3, maxPlayers: 2, memoryMb: 128, portRange: { start: 24000, end: 24010 } });
+    await api(first, "POST", "/api/v1/groups", {
+      name: "arena",
+      platform: "simulated",
+      scalingMode: "DYNAMIC",
+      minInstances: 1,
+      maxInstances: 3,
+      maxPlayers: 2,
+      memoryMb: 128,
+      portRange: { start: 24000, end: 24010 },
+    });
     const instancesOf = async (c: GatewayController) => (await api(c, "GET", "/api/v1/services?group=arena")).json as Instance[];
-    const [only] = await eventually(async () => {
-      const list = (await instancesOf(first)).filter((i) => i.state === "RUNNING");
-      return list.length === 1 ? list : null;
-    }, "one RUNNING", waitMs);
+    const [only] = await eventually(
+      async () => {
+        const list = (await instancesOf(first)).filter((i) => i.state === "RUNNING");
+        return list.length === 1 ? list : null;
+      },
+      "one RUNNING",
+      waitMs,
+    );
 
     for (const name of ["alice", "bob"]) await api(first, "POST", `/api/v1/services/${only.id}/command`, { command: `players join ${name}` });
     await eventually(async () => (await api(first, "GET", `/api/v1/services/${only.id}`)).json.playerCount === 2, "playerCount 2 from the plugin API", waitMs);
@@ -52,10 +74,14 @@ describe("players and controller restarts", { timeout: 240_000 }, () => {
     const group = (await api(first, "GET", "/api/v1/groups/arena")).json;
     assert.equal(group.totalPlayers, 2);
     // 2 players on 2 slots is above the 80 % scale-up fill: a second instance starts.
-    const scaled = await eventually(async () => {
-      const list = (await instancesOf(first)).filter((i) => i.state === "RUNNING");
-      return list.length === 2 ? list : null;
-    }, "scaled up to 2", waitMs);
+    const scaled = await eventually(
+      async () => {
+        const list = (await instancesOf(first)).filter((i) => i.state === "RUNNING");
+        return list.length === 2 ? list : null;
+      },
+      "scaled up to 2",
+      waitMs,
+    );
     await api(first, "POST", `/api/v1/services/${only.id}/command`, { command: "players leave bob" });
     await eventually(async () => (await api(first, "GET", `/api/v1/services/${only.id}`)).json.playerCount === 1, "playerCount 1 after a leave", waitMs);
 
@@ -69,7 +95,10 @@ describe("players and controller restarts", { timeout: 240_000 }, () => {
     await new Promise((r) => setTimeout(r, 4_000));
     const after = await instancesOf(second);
     assert.deepEqual(after.map((i) => i.id).sort(), idsBefore, "the same instances, no new one");
-    assert.ok(after.every((i) => i.state === "RUNNING"), JSON.stringify(after));
+    assert.ok(
+      after.every((i) => i.state === "RUNNING"),
+      JSON.stringify(after),
+    );
     const pidsAfter = serverPidOf();
     for (const id of idsBefore) assert.equal(pidsAfter.get(id), pidsBefore.get(id), `${id} is the same process`);
     assert.equal(eventsOf(second, "INSTANCE_STATE_CHANGED").length, 0, "no state changed across the restart");

@@ -52,14 +52,33 @@ describe("STATIC slots across a controller failover", { timeout: 600_000 }, () =
     return null;
   };
   const pidOf = (id: string) => serverProcesses().get(id) ?? [];
-  const listOn = async (m: ClusterMemberProcess) => ((await m.call("GET", `/api/v1/services?group=${group}`)).json as Instance[]).sort((a, b) => (a.id < b.id ? -1 : 1));
+  const listOn = async (m: ClusterMemberProcess) =>
+    ((await m.call("GET", `/api/v1/services?group=${group}`)).json as Instance[]).sort((a, b) => (a.id < b.id ? -1 : 1));
   const diagnostics = async (m: ClusterMemberProcess) =>
-    `${JSON.stringify(await listOn(m))}\n${members.filter((x) => !killed.has(x)).map((x) => `--- ${x.name}\n${x.process?.output().split("\n").filter((l) => /WARN|ERROR|keepsake/.test(l)).slice(-20).join("\n") ?? "(stopped)"}`).join("\n")}`;
+    `${JSON.stringify(await listOn(m))}\n${members
+      .filter((x) => !killed.has(x))
+      .map(
+        (x) =>
+          `--- ${x.name}\n${
+            x.process
+              ?.output()
+              .split("\n")
+              .filter((l) => /WARN|ERROR|keepsake/.test(l))
+              .slice(-20)
+              .join("\n") ?? "(stopped)"
+          }`,
+      )
+      .join("\n")}`;
 
   before(async () => {
     [postgres, redis] = await Promise.all([startPostgresServer(), startRedisServer()]);
     redisClient = new Redis(redis.uri, { lazyConnect: false, maxRetriesPerRequest: 2 });
-    harness = new ClusterHarness({ runtime: { profile: "production" }, database: { uri: postgres.uri }, kvstore: { uri: redis.uri }, scheduler: { evaluationIntervalSeconds } });
+    harness = new ClusterHarness({
+      runtime: { profile: "production" },
+      database: { uri: postgres.uri },
+      kvstore: { uri: redis.uri },
+      scheduler: { evaluationIntervalSeconds },
+    });
     const a = await harness.start("a");
     const b = await harness.start("b", { joinToken: await harness.joinToken(a, [a]) });
     const c = await harness.start("c", { joinToken: await harness.joinToken(b, [a, b]) });
@@ -82,13 +101,27 @@ describe("STATIC slots across a controller failover", { timeout: 600_000 }, () =
 
   it("an operator's stop through another controller holds the slot across a SIGKILL of the lease holder; a crash refills under the same id; a start brings the stopped slot back on its directory", async () => {
     const [a] = members;
-    const created = await a.call("POST", "/api/v1/groups", { name: group, platform: "simulated", scalingMode: "STATIC", minInstances: 2, memoryMb: 128, portRange: { start: 27000, end: 27010 } });
+    const created = await a.call("POST", "/api/v1/groups", {
+      name: group,
+      platform: "simulated",
+      scalingMode: "STATIC",
+      minInstances: 2,
+      memoryMb: 128,
+      portRange: { start: 27000, end: 27010 },
+    });
     assert.equal(created.status, 201, created.text);
-    const up = await eventually(async () => {
-      const now = await listOn(a);
-      return now.length === 2 && now.every((i) => i.state === "RUNNING") ? now : null;
-    }, "2 RUNNING", waitMs);
-    assert.deepEqual(up.map((i) => i.id), ids);
+    const up = await eventually(
+      async () => {
+        const now = await listOn(a);
+        return now.length === 2 && now.every((i) => i.state === "RUNNING") ? now : null;
+      },
+      "2 RUNNING",
+      waitMs,
+    );
+    assert.deepEqual(
+      up.map((i) => i.id),
+      ids,
+    );
     for (const i of up) {
       homes.set(i.id, i.node);
       const daemon = daemons.find((d) => readFileSync(join(d.dataDir, "node-id"), "utf8").trim() === i.node)!;
@@ -109,36 +142,56 @@ describe("STATIC slots across a controller failover", { timeout: 600_000 }, () =
 
     await harness.kill9(victim);
     killed.add(victim);
-    const next = await eventually(async () => {
-      const id = await holderId();
-      return id && id !== holder ? id : null;
-    }, "the lease moves to a survivor", waitMs);
+    const next = await eventually(
+      async () => {
+        const id = await holderId();
+        return id && id !== holder ? id : null;
+      },
+      "the lease moves to a survivor",
+      waitMs,
+    );
     const owner = (await memberById(next))!;
     await eventually(async () => ((await owner.call("GET", "/api/v1/nodes?state=ONLINE")).json as unknown[]).length === 2, "both nodes ONLINE again", waitMs);
     await new Promise((r) => setTimeout(r, 4 * evaluationIntervalSeconds * 1000));
     const after = await listOn(owner);
-    assert.deepEqual(after.map((i) => [i.id, i.state, i.node]), [
-      [ids[0], "STOPPED", homes.get(ids[0])],
-      [ids[1], "RUNNING", homes.get(ids[1])],
-    ], "the stopped slot stays stopped, no new id");
+    assert.deepEqual(
+      after.map((i) => [i.id, i.state, i.node]),
+      [
+        [ids[0], "STOPPED", homes.get(ids[0])],
+        [ids[1], "RUNNING", homes.get(ids[1])],
+      ],
+      "the stopped slot stays stopped, no new id",
+    );
     assert.deepEqual(pidOf(ids[0]), [], `${ids[0]} runs nowhere`);
     assert.deepEqual(pidOf(ids[1]), pidBefore, `${ids[1]} is the same process`);
 
     // A crash under the new holder: the same id, on its node, its directory kept.
     process.kill(pidBefore[0], "SIGKILL");
-    await eventually(async () => {
-      const pids = pidOf(ids[1]);
-      const record = (await listOn(owner)).find((i) => i.id === ids[1]);
-      return pids.length === 1 && pids[0] !== pidBefore[0] && record?.state === "RUNNING";
-    }, `${ids[1]} restarted\n${await diagnostics(owner)}`, waitMs);
+    await eventually(
+      async () => {
+        const pids = pidOf(ids[1]);
+        const record = (await listOn(owner)).find((i) => i.id === ids[1]);
+        return pids.length === 1 && pids[0] !== pidBefore[0] && record?.state === "RUNNING";
+      },
+      `${ids[1]} restarted\n${await diagnostics(owner)}`,
+      waitMs,
+    );
 
     const start = await owner.call("POST", `/api/v1/groups/${group}/start`);
     assert.deepEqual(start.json, { count: 1 }, start.text);
-    const final = await eventually(async () => {
-      const now = await listOn(owner);
-      return now.length === 2 && now.every((i) => i.state === "RUNNING") ? now : null;
-    }, `both RUNNING after the start\n${await diagnostics(owner)}`, waitMs);
-    assert.deepEqual(final.map((i) => [i.id, i.node]), ids.map((id) => [id, homes.get(id)]), "same ids on the same nodes");
+    const final = await eventually(
+      async () => {
+        const now = await listOn(owner);
+        return now.length === 2 && now.every((i) => i.state === "RUNNING") ? now : null;
+      },
+      `both RUNNING after the start\n${await diagnostics(owner)}`,
+      waitMs,
+    );
+    assert.deepEqual(
+      final.map((i) => [i.id, i.node]),
+      ids.map((id) => [id, homes.get(id)]),
+      "same ids on the same nodes",
+    );
     for (const id of ids) {
       assert.equal(readFileSync(join(dirOf.get(id)!, "world.dat"), "utf8"), `${id} before the failover`, `${id}'s directory kept`);
       assert.equal(pidOf(id).length, 1, `${id} runs once`);

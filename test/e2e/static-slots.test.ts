@@ -12,7 +12,17 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { freePorts } from "../cluster/support/free-ports.js";
 import { pidOfInstance } from "../support/instance-processes.js";
-import { api, cleanupDirs, createToken, eventsOf, spawnDaemon, startGatewayController, tempDir, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import {
+  api,
+  cleanupDirs,
+  createToken,
+  eventsOf,
+  spawnDaemon,
+  startGatewayController,
+  tempDir,
+  type DaemonProcess,
+  type GatewayController,
+} from "../gateway/harness.js";
 import { eventually } from "../support/wait.js";
 
 const waitMs = 45_000;
@@ -42,12 +52,14 @@ describe("STATIC instances keep their ids and directories", { timeout: 400_000 }
   let step = 0;
 
   const scheduler = { evaluationIntervalMs, nodeTimeouts: { offlineGraceMs }, instanceTimeouts: { stopTimeoutMs: 10_000 } };
-  const list = async (): Promise<Instance[]> => ((await api(c, "GET", `/api/v1/services?group=${group}`)).json as Instance[]).sort((a, b) => (a.id < b.id ? -1 : 1));
+  const list = async (): Promise<Instance[]> =>
+    ((await api(c, "GET", `/api/v1/services?group=${group}`)).json as Instance[]).sort((a, b) => (a.id < b.id ? -1 : 1));
   const stateOf = async (id: string) => ((await api(c, "GET", `/api/v1/services/${id}`)).json as Instance).state;
   const groupRecord = async () => (await api(c, "GET", `/api/v1/groups/${group}`)).json;
   const nodeIdOf = (d: DaemonProcess) => readFileSync(join(d.dataDir, "node-id"), "utf8").trim();
   const dirOf = (id: string) => join(daemons[daemonOfNode.get(homes.get(id)!)!].dataDir, "..", "work", "static", group, id);
-  const diagnostics = async () => `${JSON.stringify(await list())}\n${JSON.stringify((await groupRecord()).schedulingIssue)}\n${daemons.map((d) => d.output().slice(-1_500)).join("\n")}`;
+  const diagnostics = async () =>
+    `${JSON.stringify(await list())}\n${JSON.stringify((await groupRecord()).schedulingIssue)}\n${daemons.map((d) => d.output().slice(-1_500)).join("\n")}`;
 
   /** Writes this step's file into each slot's directory; returns the file name. */
   function writeWorldData(): string {
@@ -58,15 +70,24 @@ describe("STATIC instances keep their ids and directories", { timeout: 400_000 }
 
   /** Both slots RUNNING under their ids on their first nodes, every earlier file there, no other record. */
   async function slotsIntact(what: string, files: string[]): Promise<void> {
-    await eventually(async () => {
-      const now = await list();
-      return now.length === 2 && now.every((i) => i.state === "RUNNING") ? now : null;
-    }, `both slots RUNNING ${what}\n${await diagnostics()}`, waitMs);
+    await eventually(
+      async () => {
+        const now = await list();
+        return now.length === 2 && now.every((i) => i.state === "RUNNING") ? now : null;
+      },
+      `both slots RUNNING ${what}\n${await diagnostics()}`,
+      waitMs,
+    );
     const now = await list();
-    assert.deepEqual(now.map((i) => i.id), ids, `only the slot ids ${what}`);
+    assert.deepEqual(
+      now.map((i) => i.id),
+      ids,
+      `only the slot ids ${what}`,
+    );
     for (const i of now) {
       assert.equal(i.node, homes.get(i.id), `${i.id} on its node ${what}`);
-      for (const file of files) assert.equal(readFileSync(join(dirOf(i.id), file), "utf8"), `${i.id} step ${file.match(/\d+/)![0]}`, `${file} of ${i.id} ${what}`);
+      for (const file of files)
+        assert.equal(readFileSync(join(dirOf(i.id), file), "utf8"), `${i.id} step ${file.match(/\d+/)![0]}`, `${file} of ${i.id} ${what}`);
       assert.ok(pidOfInstance(i.id), `${i.id} has a process ${what}`);
     }
     assert.equal((await groupRecord()).schedulingIssue, null, `no scheduling issue ${what}`);
@@ -76,7 +97,11 @@ describe("STATIC instances keep their ids and directories", { timeout: 400_000 }
   async function staysDown(id: string, what: string): Promise<void> {
     await new Promise((r) => setTimeout(r, settleMs));
     const now = await list();
-    assert.deepEqual(now.map((i) => i.id), ids, `no new id ${what}: ${JSON.stringify(now)}`);
+    assert.deepEqual(
+      now.map((i) => i.id),
+      ids,
+      `no new id ${what}: ${JSON.stringify(now)}`,
+    );
     const down = now.find((i) => i.id === id)!;
     assert.ok(down.state === "STOPPED" || down.state === "CRASHED", `${id} stays down ${what}: ${down.state}`);
     assert.equal(down.node, homes.get(id), `${id}'s record still names its node ${what}`);
@@ -100,13 +125,27 @@ describe("STATIC instances keep their ids and directories", { timeout: 400_000 }
   });
 
   it("a STATIC group of 2 runs vault-1 and vault-2, one per node, each in its own persistent directory", async () => {
-    const created = await api(c, "POST", "/api/v1/groups", { name: group, platform: "simulated", scalingMode: "STATIC", minInstances: 2, memoryMb: 128, portRange: { start: 25000, end: 25010 } });
+    const created = await api(c, "POST", "/api/v1/groups", {
+      name: group,
+      platform: "simulated",
+      scalingMode: "STATIC",
+      minInstances: 2,
+      memoryMb: 128,
+      portRange: { start: 25000, end: 25010 },
+    });
     assert.equal(created.status, 201, JSON.stringify(created.json));
-    const up = await eventually(async () => {
-      const now = await list();
-      return now.length === 2 && now.every((i) => i.state === "RUNNING") ? now : null;
-    }, "2 RUNNING", waitMs);
-    assert.deepEqual(up.map((i) => i.id), ids);
+    const up = await eventually(
+      async () => {
+        const now = await list();
+        return now.length === 2 && now.every((i) => i.state === "RUNNING") ? now : null;
+      },
+      "2 RUNNING",
+      waitMs,
+    );
+    assert.deepEqual(
+      up.map((i) => i.id),
+      ids,
+    );
     for (const [index, d] of daemons.entries()) daemonOfNode.set(nodeIdOf(d), index);
     for (const i of up) homes.set(i.id, i.node);
     assert.equal(new Set(up.map((i) => i.node)).size, 2, "spread over both nodes");

@@ -7,7 +7,18 @@ import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { certificateRevokedMessage } from "../../src/gateway/daemon-gateway.js";
 import { daemonMessage, type ControllerMessage, type JoinResponse } from "../../src/wire/daemon-proto.js";
-import { cleanupDirs, createToken, eventsOf, getNode, rawClient, rawJoin, startGatewayController, testClient, type GatewayController, type TestClient,  } from "./harness.js";
+import {
+  cleanupDirs,
+  createToken,
+  eventsOf,
+  getNode,
+  rawClient,
+  rawJoin,
+  startGatewayController,
+  testClient,
+  type GatewayController,
+  type TestClient,
+} from "./harness.js";
 import { eventually } from "../support/wait.js";
 
 describe("daemon gateway: certificate revocation", { timeout: 60_000 }, () => {

@@ -7,7 +7,17 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { freePorts } from "../cluster/support/free-ports.js";
-import { cleanupDirs, createToken, eventsOf, getNode, spawnDaemon, startGatewayController, tempDir, type DaemonProcess, type GatewayController } from "./harness.js";
+import {
+  cleanupDirs,
+  createToken,
+  eventsOf,
+  getNode,
+  spawnDaemon,
+  startGatewayController,
+  tempDir,
+  type DaemonProcess,
+  type GatewayController,
+} from "./harness.js";
 import { eventually } from "../support/wait.js";
 
 const processWaitMs = 25_000;

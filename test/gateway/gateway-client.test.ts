@@ -28,7 +28,10 @@ describe("daemon.yml", () => {
   });
 
   it("names the offending key", () => {
-    assert.throws(() => parseDaemonConfig({}, "/x"), (err: unknown) => err instanceof DaemonConfigError && /controllers/.test(err.message));
+    assert.throws(
+      () => parseDaemonConfig({}, "/x"),
+      (err: unknown) => err instanceof DaemonConfigError && /controllers/.test(err.message),
+    );
     assert.throws(() => parseDaemonConfig({ controllers: [] }, "/x"), /controllers/);
     assert.throws(() => parseDaemonConfig({ controllers: ["a:1"], maxMemoryMB: 1 }, "/x"), DaemonConfigError);
     assert.throws(() => parseDaemonConfig({ controllers: ["a:1"], reconnectDelayMinMs: 10, reconnectDelayMaxMs: 5 }, "/x"), /reconnectDelayMaxMs/);
@@ -44,9 +47,18 @@ describe("daemon.yml", () => {
 
 describe("reconnect back-off", () => {
   it("doubles from the minimum, never exceeds the maximum, jitters ±50 %", () => {
-    assert.equal(backoffDelayMs(0, 100, 10_000, () => 0.5), 100);
-    assert.equal(backoffDelayMs(3, 100, 10_000, () => 0.5), 800);
-    assert.equal(backoffDelayMs(0, 100, 10_000, () => 0), 50);
+    assert.equal(
+      backoffDelayMs(0, 100, 10_000, () => 0.5),
+      100,
+    );
+    assert.equal(
+      backoffDelayMs(3, 100, 10_000, () => 0.5),
+      800,
+    );
+    assert.equal(
+      backoffDelayMs(0, 100, 10_000, () => 0),
+      50,
+    );
     for (let attempt = 0; attempt < 80; attempt++) {
       for (const r of [0, 0.5, 0.999]) {
         const delayMs = backoffDelayMs(attempt, 100, 10_000, () => r);
@@ -94,7 +106,11 @@ describe("gateway client against servers", { timeout: 60_000 }, () => {
     const port = await new Promise<number>((resolve, reject) =>
       server.bindAsync(
         "127.0.0.1:0",
-        grpc.ServerCredentials.createSsl(Buffer.from(ca.certPem), [{ private_key: Buffer.from(serverCert.keyPem), cert_chain: Buffer.from(serverCert.certPem) }], true),
+        grpc.ServerCredentials.createSsl(
+          Buffer.from(ca.certPem),
+          [{ private_key: Buffer.from(serverCert.keyPem), cert_chain: Buffer.from(serverCert.certPem) }],
+          true,
+        ),
         (err, p) => (err ? reject(err) : resolve(p)),
       ),
     );

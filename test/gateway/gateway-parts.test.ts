@@ -97,10 +97,15 @@ describe("gateway: handshake and join helpers", () => {
   it("tuning: defaults where nothing is configured, configured values win", () => {
     const defaults = resolveGatewayTuning();
     assert.equal(defaults.heartbeatIntervalMs, heartbeatIntervalMsDefault);
-    assert.deepEqual(
-      Object.keys(defaults).sort(),
-      ["commandTimeoutMs", "disconnectAfterMissedPongs", "heartbeatIntervalMs", "helloTimeoutMs", "outboundQueueMessagesMax", "pendingCommandsMax", "staleAfterMissedPongs"],
-    );
+    assert.deepEqual(Object.keys(defaults).sort(), [
+      "commandTimeoutMs",
+      "disconnectAfterMissedPongs",
+      "heartbeatIntervalMs",
+      "helloTimeoutMs",
+      "outboundQueueMessagesMax",
+      "pendingCommandsMax",
+      "staleAfterMissedPongs",
+    ]);
     const tuned = resolveGatewayTuning({ heartbeatIntervalMs: 100, staleAfterMissedPongs: 3 });
     assert.equal(tuned.heartbeatIntervalMs, 100);
     assert.equal(tuned.staleAfterMissedPongs, 3);

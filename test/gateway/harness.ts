@@ -22,7 +22,6 @@ const ROOT_DIR = join(import.meta.dirname, "..", "..");
 /** How long a daemon child gets to exit after SIGTERM before SIGKILL. */
 const CHILD_STOP_TIMEOUT_MS = 5_000;
 
-
 /** A temp directory removed by {@link cleanupDirs}. */
 const dirs: string[] = [];
 export function tempDir(prefix: string): string {
@@ -139,7 +138,15 @@ export function rawClient(address: string, identity?: { caPem: string; keyPem: s
 /** Join over a raw client; resolves with the response or the gRPC error. */
 export function rawJoin(address: string, request: Partial<JoinRequest>): Promise<{ response?: JoinResponse; error?: grpc.ServiceError }> {
   const client = rawClient(address);
-  const full: JoinRequest = { token: "", node_id: "", hostname: "test-host", daemon_version: "test", total_memory_mb: 1024, csr_public_key_pem: "", ...request };
+  const full: JoinRequest = {
+    token: "",
+    node_id: "",
+    hostname: "test-host",
+    daemon_version: "test",
+    total_memory_mb: 1024,
+    csr_public_key_pem: "",
+    ...request,
+  };
   return new Promise((resolve) => {
     client.Join(full, (error, response) => {
       client.close();
@@ -197,7 +204,17 @@ export function spawnDaemon(controllers: string[], token: string, extra: Record<
   const configPath = join(dir, "daemon.yml");
   writeFileSync(
     configPath,
-    toYaml({ controllers, token, workDir: "work", dataDir: "data", maxMemoryMb: 1024, statusIntervalMs: 200, reconnectDelayMinMs: 50, reconnectDelayMaxMs: 500, ...extra }),
+    toYaml({
+      controllers,
+      token,
+      workDir: "work",
+      dataDir: "data",
+      maxMemoryMb: 1024,
+      statusIntervalMs: 200,
+      reconnectDelayMinMs: 50,
+      reconnectDelayMaxMs: 500,
+      ...extra,
+    }),
   );
   const child = spawn(process.execPath, ["--import", "tsx", "src/daemon/main.ts"], {
     cwd: ROOT_DIR,

@@ -21,7 +21,13 @@ describe("daemon gateway: heartbeats", { timeout: 60_000 }, () => {
   });
 
   /** A raw connected stream whose ping answers the test switches on and off. */
-  async function connect(): Promise<{ nodeId: string; answer: (on: boolean) => void; pings: () => number; stream: grpc.ClientDuplexStream<DaemonMessage, ControllerMessage>; client: grpc.Client }> {
+  async function connect(): Promise<{
+    nodeId: string;
+    answer: (on: boolean) => void;
+    pings: () => number;
+    stream: grpc.ClientDuplexStream<DaemonMessage, ControllerMessage>;
+    client: grpc.Client;
+  }> {
     const { token } = await createToken(c);
     const joined = (await rawJoin(c.grpcAddress, { token })).response!;
     const client = rawClient(c.grpcAddress, { caPem: joined.ca_certificate_pem, keyPem: joined.private_key_pem, certificatePem: joined.certificate_pem });
@@ -34,7 +40,16 @@ describe("daemon gateway: heartbeats", { timeout: 60_000 }, () => {
       pings += 1;
       if (answering) stream.write(daemonMessage("pong", { sequence: m.ping.sequence, sent_at_ms: Date.now() }));
     });
-    stream.write(daemonMessage("hello", { protocol_version: 1, daemon_version: "x", node_id: joined.node_id, total_memory_mb: 512, used_memory_mb: 0, hostname: "hb-host" }));
+    stream.write(
+      daemonMessage("hello", {
+        protocol_version: 1,
+        daemon_version: "x",
+        node_id: joined.node_id,
+        total_memory_mb: 512,
+        used_memory_mb: 0,
+        hostname: "hb-host",
+      }),
+    );
     await eventually(() => eventsOf(c, "NODE_CONNECTED", joined.node_id).length === 1, "connected");
     return { nodeId: joined.node_id, answer: (on) => void (answering = on), pings: () => pings, stream, client };
   }

@@ -11,7 +11,19 @@ import { certificateCommonName, verifyIssuedBy } from "../../src/cluster/ca.js";
 import { GatewayClientError, IDENTITY_FILES, readIdentity } from "../../src/daemon/gateway-client.js";
 import { daemonMessage, type ControllerMessage } from "../../src/wire/daemon-proto.js";
 import { GatewayError } from "../../src/gateway/gateway-errors.js";
-import { cleanupDirs, createToken, eventsOf, getNode, rawClient, rawJoin, revokeToken, startGatewayController, testClient, type GatewayController, type TestClient,  } from "./harness.js";
+import {
+  cleanupDirs,
+  createToken,
+  eventsOf,
+  getNode,
+  rawClient,
+  rawJoin,
+  revokeToken,
+  startGatewayController,
+  testClient,
+  type GatewayController,
+  type TestClient,
+} from "./harness.js";
 import { eventually } from "../support/wait.js";
 
 describe("daemon gateway: join and connect", { timeout: 60_000 }, () => {
@@ -64,10 +76,16 @@ describe("daemon gateway: join and connect", { timeout: 60_000 }, () => {
     assert.equal(status.data.totalMemoryMb, 2048);
     assert.ok(Number(status.data.cpuUsage) >= 0 && Number(status.data.cpuUsage) <= 1);
 
-    const result = await c.controller.gateway.sendCommand(nodeId, { type: "stdin_instance", body: { group: "lobby", fencing_token: 3, instance_id: "lobby-1", line: "say hi" } });
+    const result = await c.controller.gateway.sendCommand(nodeId, {
+      type: "stdin_instance",
+      body: { group: "lobby", fencing_token: 3, instance_id: "lobby-1", line: "say hi" },
+    });
     assert.equal(result.ok, true);
     assert.equal(result.message, "got stdin_instance");
-    const refused = await c.controller.gateway.sendCommand(nodeId, { type: "stop_instance", body: { group: "lobby", fencing_token: 3, instance_id: "lobby-1" } });
+    const refused = await c.controller.gateway.sendCommand(nodeId, {
+      type: "stop_instance",
+      body: { group: "lobby", fencing_token: 3, instance_id: "lobby-1" },
+    });
     assert.equal(refused.ok, false);
     await assert.rejects(
       c.controller.gateway.sendCommand("node-unknown", { type: "stop_instance", body: { group: "g", fencing_token: 1, instance_id: "x" } }),
@@ -130,7 +148,9 @@ describe("daemon gateway: join and connect", { timeout: 60_000 }, () => {
       stream.on("data", (m: ControllerMessage) => received.push(m));
       const error = await new Promise<grpc.ServiceError>((resolve) => {
         stream.on("error", resolve);
-        stream.write(daemonMessage("hello", { protocol_version: 0, daemon_version: "old", node_id: joined.node_id, total_memory_mb: 1, used_memory_mb: 0, hostname: "h" }));
+        stream.write(
+          daemonMessage("hello", { protocol_version: 0, daemon_version: "old", node_id: joined.node_id, total_memory_mb: 1, used_memory_mb: 0, hostname: "h" }),
+        );
       });
       assert.equal(error.code, grpc.status.FAILED_PRECONDITION);
       assert.equal(error.details, "Unsupported daemon protocol version: 0");
@@ -147,7 +167,9 @@ describe("daemon gateway: join and connect", { timeout: 60_000 }, () => {
       const stream = client.Connect();
       const error = await new Promise<grpc.ServiceError>((resolve) => {
         stream.on("error", resolve);
-        stream.write(daemonMessage("hello", { protocol_version: 1, daemon_version: "x", node_id: "intruder", total_memory_mb: 1, used_memory_mb: 0, hostname: "h" }));
+        stream.write(
+          daemonMessage("hello", { protocol_version: 1, daemon_version: "x", node_id: "intruder", total_memory_mb: 1, used_memory_mb: 0, hostname: "h" }),
+        );
       });
       assert.equal(error.code, grpc.status.UNAUTHENTICATED);
       assert.equal(eventsOf(c, "NODE_CONNECTED", "intruder").length, 0);
@@ -160,7 +182,14 @@ describe("daemon gateway: join and connect", { timeout: 60_000 }, () => {
     const { token } = await createToken(c);
     const joined = (await rawJoin(c.grpcAddress, { token })).response!;
     const identity = { caPem: joined.ca_certificate_pem, keyPem: joined.private_key_pem, certificatePem: joined.certificate_pem };
-    const hello = daemonMessage("hello", { protocol_version: 1, daemon_version: "x", node_id: joined.node_id, total_memory_mb: 1, used_memory_mb: 0, hostname: "h" });
+    const hello = daemonMessage("hello", {
+      protocol_version: 1,
+      daemon_version: "x",
+      node_id: joined.node_id,
+      total_memory_mb: 1,
+      used_memory_mb: 0,
+      hostname: "h",
+    });
     const open = async (expectedConnections: number) => {
       const client = rawClient(c.grpcAddress, identity);
       const stream = client.Connect();
@@ -187,7 +216,14 @@ describe("daemon gateway: join and connect", { timeout: 60_000 }, () => {
     const { token } = await createToken(c);
     const joined = (await rawJoin(c.grpcAddress, { token })).response!;
     const identity = { caPem: joined.ca_certificate_pem, keyPem: joined.private_key_pem, certificatePem: joined.certificate_pem };
-    const hello = daemonMessage("hello", { protocol_version: 1, daemon_version: "x", node_id: joined.node_id, total_memory_mb: 1, used_memory_mb: 0, hostname: "h" });
+    const hello = daemonMessage("hello", {
+      protocol_version: 1,
+      daemon_version: "x",
+      node_id: joined.node_id,
+      total_memory_mb: 1,
+      used_memory_mb: 0,
+      hostname: "h",
+    });
     const first = rawClient(c.grpcAddress, identity);
     const second = rawClient(c.grpcAddress, identity);
     try {

@@ -14,7 +14,21 @@ import { certificateCommonName, verifyIssuedBy } from "../../src/cluster/ca.js";
 import { IDENTITY_FILES, readIdentity } from "../../src/daemon/gateway-client.js";
 import type { NodeTokenService, TokenConsumeResult } from "../../src/domain/node-tokens/node-token-service.js";
 import { daemonMessage, type ControllerMessage } from "../../src/wire/daemon-proto.js";
-import { cleanupDirs, createToken, eventsOf, getNode, rawClient, rawJoin, revokeToken, spawnDaemon, startGatewayController, testClient, type DaemonProcess, type GatewayController, type TestClient,  } from "./harness.js";
+import {
+  cleanupDirs,
+  createToken,
+  eventsOf,
+  getNode,
+  rawClient,
+  rawJoin,
+  revokeToken,
+  spawnDaemon,
+  startGatewayController,
+  testClient,
+  type DaemonProcess,
+  type GatewayController,
+  type TestClient,
+} from "./harness.js";
 import { eventually } from "../support/wait.js";
 
 const processWaitMs = 25_000;
@@ -81,7 +95,9 @@ describe("daemon gateway: joining with the daemon's own key", { timeout: 90_000 
         stream.on("data", (m: ControllerMessage) => m.payload === "hello_ack" && resolve(m));
         stream.on("error", reject);
       });
-      stream.write(daemonMessage("hello", { protocol_version: 1, daemon_version: "x", node_id: response.node_id, total_memory_mb: 1, used_memory_mb: 0, hostname: "h" }));
+      stream.write(
+        daemonMessage("hello", { protocol_version: 1, daemon_version: "x", node_id: response.node_id, total_memory_mb: 1, used_memory_mb: 0, hostname: "h" }),
+      );
       assert.equal((await ack).payload, "hello_ack");
       await eventually(() => eventsOf(c, "NODE_CONNECTED", response.node_id)[0], "NODE_CONNECTED");
       await eventually(async () => (await getNode(c, response.node_id))?.state === "ONLINE", "ONLINE");
@@ -127,7 +143,11 @@ describe("daemon gateway: joining with the daemon's own key", { timeout: 90_000 
 
   it("a bad public key is refused with INVALID_ARGUMENT and a clear message; the token stays usable", async () => {
     const { token, id } = await createToken(c);
-    const ec = generateKeyPairSync("ec", { namedCurve: "P-256", publicKeyEncoding: { type: "spki", format: "pem" }, privateKeyEncoding: { type: "pkcs8", format: "pem" } });
+    const ec = generateKeyPairSync("ec", {
+      namedCurve: "P-256",
+      publicKeyEncoding: { type: "spki", format: "pem" },
+      privateKeyEncoding: { type: "pkcs8", format: "pem" },
+    });
     const cases: [string, RegExp][] = [
       ["not a key", /^Invalid public key: expected a PEM-encoded SPKI public key/],
       ["-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n", /^Invalid public key: cannot be parsed$/],
@@ -196,7 +216,11 @@ describe("daemon gateway: joining with the daemon's own key", { timeout: 90_000 
     try {
       first = spawnDaemon([c.grpcAddress], token);
       daemons.push(first);
-      await eventually(() => attempts.length === 1 && first!.child.exitCode === null && first!.child.signalCode !== null, `first join consumed and the daemon killed\n${first.output()}`, processWaitMs);
+      await eventually(
+        () => attempts.length === 1 && first!.child.exitCode === null && first!.child.signalCode !== null,
+        `first join consumed and the daemon killed\n${first.output()}`,
+        processWaitMs,
+      );
       const keyPath = join(first.dataDir, IDENTITY_FILES.key);
       assert.ok(existsSync(keyPath), "the key was stored before the first join");
       assert.equal(existsSync(join(first.dataDir, IDENTITY_FILES.nodeId)), false, "no identity yet");

@@ -49,7 +49,10 @@ describe("gateway: pending commands", () => {
     assert.equal(ids.length, 2);
     assert.notEqual(ids[0], ids[1]);
     assert.equal(pending.size, 2);
-    assert.deepEqual([...t.armed.values()].map((a) => a.delayMs), [1_500, 1_500]);
+    assert.deepEqual(
+      [...t.armed.values()].map((a) => a.delayMs),
+      [1_500, 1_500],
+    );
 
     assert.equal(pending.resolve(result(ids[1]!)), true);
     assert.equal((await second).command_id, ids[1]);

@@ -149,7 +149,11 @@ describe("audit log", () => {
   it("filters by username, action and resource type", async () => {
     const res = await t.request("GET", "/api/v1/audit?action=node.drain&username=bob&pageSize=500", { token: admin });
     assert.ok(res.json.data.length > 0);
-    assert.ok(res.json.data.every((r: { action: string; username: string; resourceType: string }) => r.action === "node.drain" && r.username === "bob" && r.resourceType === "node"));
+    assert.ok(
+      res.json.data.every(
+        (r: { action: string; username: string; resourceType: string }) => r.action === "node.drain" && r.username === "bob" && r.resourceType === "node",
+      ),
+    );
   });
 });
 
@@ -179,7 +183,10 @@ describe("audited helper", () => {
       const res = await t.request("POST", "/api/v1/test/mutate");
       assert.equal(res.status, 500);
       assert.equal(res.json.error.code, "INTERNAL_ERROR");
-      assert.ok(t.logLines.some((l) => l.includes("audit store unavailable")), "the cause is logged");
+      assert.ok(
+        t.logLines.some((l) => l.includes("audit store unavailable")),
+        "the cause is logged",
+      );
     } finally {
       await t.close();
     }

@@ -281,7 +281,19 @@ describe("roles routes", () => {
       res.json.map((r: { name: string }) => r.name),
       ["ADMIN", "OPERATOR", "VIEWER"],
     );
-    for (const name of ["templates.view", "templates.update", "CLUSTER_VIEW", "CLUSTER_MANAGE", "BACKUPS_VIEW", "BACKUPS_MANAGE", "BACKUPS_RESTORE", "audit.view", "system.logs.view", "share.invoke", "MODULES_MANAGE"]) {
+    for (const name of [
+      "templates.view",
+      "templates.update",
+      "CLUSTER_VIEW",
+      "CLUSTER_MANAGE",
+      "BACKUPS_VIEW",
+      "BACKUPS_MANAGE",
+      "BACKUPS_RESTORE",
+      "audit.view",
+      "system.logs.view",
+      "share.invoke",
+      "MODULES_MANAGE",
+    ]) {
       assert.ok(isKnownPermission(name), name);
     }
     const byName = new Map(BUILT_IN_ROLES.map((r) => [r.name, new Set(r.permissions)]));

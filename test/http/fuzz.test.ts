@@ -85,7 +85,7 @@ function bodyText(def: RouteDef): fc.Arbitrary<string | undefined> {
   return fc.oneof(
     fc.constant(undefined),
     fc.string({ maxLength: 80 }),
-    fc.constantFrom("{", "}", "[", "{\"a\":", "nul", "{\"__proto__\":{\"admin\":true}}", "\"unterminated", "{'single':1}", "\u0000"),
+    fc.constantFrom("{", "}", "[", '{"a":', "nul", '{"__proto__":{"admin":true}}', '"unterminated', "{'single':1}", "\u0000"),
     fc.jsonValue({ maxDepth: 4 }).map((v) => JSON.stringify(v)),
     fc.dictionary(fc.constantFrom(...keys), bodyValue, { maxKeys: keys.length }).map((o) => JSON.stringify(o)),
   );

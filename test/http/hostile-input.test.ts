@@ -48,7 +48,13 @@ describe("hostile input", () => {
   let workload: string;
 
   /** A request with a body of raw bytes (or text sent as is) and a URL sent exactly as written. */
-  const raw = async (method: string, path: string, body?: Uint8Array | string, headers: Record<string, string> = {}, token: string | null = admin): Promise<RawResponse> => {
+  const raw = async (
+    method: string,
+    path: string,
+    body?: Uint8Array | string,
+    headers: Record<string, string> = {},
+    token: string | null = admin,
+  ): Promise<RawResponse> => {
     const res = await fetch(t.baseUrl + path, {
       method,
       headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
@@ -102,7 +108,17 @@ describe("hostile input", () => {
     await t.groups.create({ name: PROBE, platform: "paper" });
     await t.templates.create({ name: PROBE });
     await t.nodes.upsert("deep-node", { host: "10.0.0.1" });
-    await t.instances.save({ id: INSTANCE_ID, group: PROBE, node: "deep-node", port: 30000, memoryMb: 512, state: "STARTING", playerCount: 0, startedAt: null, deploymentRevision: 1 });
+    await t.instances.save({
+      id: INSTANCE_ID,
+      group: PROBE,
+      node: "deep-node",
+      port: 30000,
+      memoryMb: 512,
+      state: "STARTING",
+      playerCount: 0,
+      startedAt: null,
+      deploymentRevision: 1,
+    });
     workload = t.credentials.issueWorkloadToken({ instanceId: INSTANCE_ID, group: PROBE, node: "deep-node" }).token;
   });
   after(() => t.close());
@@ -126,7 +142,14 @@ describe("hostile input", () => {
           else if (!(res.status === 400 && res.json.error.code === "BAD_REQUEST")) problems.push(`want 400 BAD_REQUEST: ${cell}`);
         }
       }
-      for (const route of ["POST /api/v1/auth/login", "POST /api/v1/admin/tokens", "PATCH /api/v1/groups/:name", "POST /api/plugin/player-join", "POST /api/v1/cluster/join-tokens", "PUT /api/v1/templates/:name/files/content"]) {
+      for (const route of [
+        "POST /api/v1/auth/login",
+        "POST /api/v1/admin/tokens",
+        "PATCH /api/v1/groups/:name",
+        "POST /api/plugin/player-join",
+        "POST /api/v1/cluster/join-tokens",
+        "PUT /api/v1/templates/:name/files/content",
+      ]) {
         assert.ok(jsonRoutes.includes(route), `${route} is among the JSON routes walked: ${jsonRoutes.join(", ")}`);
       }
       assert.deepEqual(problems, []);
@@ -157,12 +180,19 @@ describe("hostile input", () => {
 
   describe("names and paths that are not UTF-8", () => {
     const mkdir = `/api/v1/templates/${PROBE}/files/mkdir`;
-    const bytes = (...parts: (string | number[])[]) => new Uint8Array(Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p, "utf8") : Buffer.from(p)))));
-    const fileNames = async () => ((await t.request("GET", `/api/v1/templates/${PROBE}/files`, { token: admin })).json.entries as { path: string }[]).map((e) => e.path).sort();
+    const bytes = (...parts: (string | number[])[]) =>
+      new Uint8Array(Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p, "utf8") : Buffer.from(p)))));
+    const fileNames = async () =>
+      ((await t.request("GET", `/api/v1/templates/${PROBE}/files`, { token: admin })).json.entries as { path: string }[]).map((e) => e.path).sort();
 
     it("refuses a JSON body with bytes that are not UTF-8 (invalid, overlong, encoded surrogate) with 400, creating nothing", async () => {
       const before = await snapshot();
-      for (const bad of [[0xff, 0xfe], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82]]) {
+      for (const bad of [
+        [0xff, 0xfe],
+        [0xc0, 0xaf],
+        [0xed, 0xa0, 0x80],
+        [0xe2, 0x82],
+      ]) {
         const res = await raw("POST", mkdir, bytes('{"path":"dir-', bad, '"}'));
         assertEnvelope(res, 400, "BAD_REQUEST", `mkdir with bytes ${bad.join(",")}`);
         assert.match(res.json.error.message, /not valid UTF-8/);
@@ -213,8 +243,13 @@ describe("hostile input", () => {
     it("refuses a multipart upload whose file name is not UTF-8 with 400, writing nothing; a UTF-8 name is stored", async () => {
       const boundary = "hostile-boundary";
       const part = (fileName: Uint8Array) =>
-        bytes(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="`, [...fileName], `"\r\nContent-Type: application/octet-stream\r\n\r\nhello\r\n--${boundary}--\r\n`);
-      const upload = (body: Uint8Array) => raw("POST", `/api/v1/templates/${PROBE}/files/upload`, body, { "content-type": `multipart/form-data; boundary=${boundary}` });
+        bytes(
+          `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="`,
+          [...fileName],
+          `"\r\nContent-Type: application/octet-stream\r\n\r\nhello\r\n--${boundary}--\r\n`,
+        );
+      const upload = (body: Uint8Array) =>
+        raw("POST", `/api/v1/templates/${PROBE}/files/upload`, body, { "content-type": `multipart/form-data; boundary=${boundary}` });
       const before = await snapshot();
       const bad = await upload(part(bytes("caf", [0xe9], ".txt")));
       assertEnvelope(bad, 400, "BAD_REQUEST", "latin-1 file name");
@@ -274,7 +309,8 @@ describe("hostile input", () => {
 
     it("tells UTF-8 escapes from others in a URL", () => {
       for (const ok of ["/a/b?c=d", "/caf%C3%A9?q=%F0%9F%98%80", "/a%2Fb", "/100%", "/%zz?x=%", "/%25FF"]) assert.equal(hasNonUtf8Escapes(ok), false, ok);
-      for (const bad of ["/%FF", "/a?q=%C3", "/%C3%28", "/%ED%A0%80", "/%C0%AF", "/x?%F0%9F%98=1", "/ok?a=%C3&b=%A9"]) assert.equal(hasNonUtf8Escapes(bad), true, bad);
+      for (const bad of ["/%FF", "/a?q=%C3", "/%C3%28", "/%ED%A0%80", "/%C0%AF", "/x?%F0%9F%98=1", "/ok?a=%C3&b=%A9"])
+        assert.equal(hasNonUtf8Escapes(bad), true, bad);
     });
   });
 });

@@ -87,7 +87,10 @@ describeEachKv("LoginThrottle", (makeEnv) => {
         waits.push(wait);
         env.clock.advance(wait);
       }
-      assert.deepEqual(waits, [1, 2, 4, 4, 4].map((s) => s * SECOND_MS));
+      assert.deepEqual(
+        waits,
+        [1, 2, 4, 4, 4].map((s) => s * SECOND_MS),
+      );
     }));
 
   it("a streak is forgotten an hour after its block ends", async (t) => {
@@ -131,7 +134,11 @@ describe("login back-off over HTTP", () => {
           res.on("data", (chunk: Buffer) => chunks.push(chunk));
           res.on("end", () => {
             const retryAfter = res.headers["retry-after"];
-            resolve({ status: res.statusCode!, retryAfter: typeof retryAfter === "string" ? retryAfter : null, body: JSON.parse(Buffer.concat(chunks).toString("utf8")) });
+            resolve({
+              status: res.statusCode!,
+              retryAfter: typeof retryAfter === "string" ? retryAfter : null,
+              body: JSON.parse(Buffer.concat(chunks).toString("utf8")),
+            });
           });
           res.on("error", reject);
         },
@@ -170,7 +177,8 @@ describe("login back-off over HTTP", () => {
 
   before(async () => {
     t = await startTestApp({ clock });
-    for (const name of ["alice", "bob", "carol", "dave", "erin"]) await t.auth.users.create({ username: name, password: `${name}-password-1`, roles: ["VIEWER"] });
+    for (const name of ["alice", "bob", "carol", "dave", "erin"])
+      await t.auth.users.create({ username: name, password: `${name}-password-1`, roles: ["VIEWER"] });
   });
   after(() => t.close());
 

@@ -63,7 +63,11 @@ describe("OpenAPI document", () => {
       assert.equal(op["x-permission"], def.permission);
       assert.equal(typeof op.operationId, "string");
       const pathParams = op.parameters.filter((p: Json) => p.in === "path").map((p: Json) => p.name);
-      assert.deepEqual(pathParams, [...def.path.matchAll(/:(\w+)/g)].map((m) => m[1]), def.path);
+      assert.deepEqual(
+        pathParams,
+        [...def.path.matchAll(/:(\w+)/g)].map((m) => m[1]),
+        def.path,
+      );
       assert.ok(op.responses[String(def.successStatus ?? 200)], `${def.method} ${def.path} success response`);
       assert.deepEqual(op.responses["500"].content["application/json"].schema, { $ref: "#/components/schemas/ErrorEnvelope" });
       if (auth !== "public") {

@@ -20,7 +20,11 @@ function capture() {
   return {
     out: { write: (chunk: string) => chunks.push(chunk) },
     text: () => chunks.join(""),
-    lines: () => chunks.join("").split("\n").filter((l) => l !== ""),
+    lines: () =>
+      chunks
+        .join("")
+        .split("\n")
+        .filter((l) => l !== ""),
   };
 }
 
@@ -107,7 +111,10 @@ describe("levels", () => {
     log.info("i");
     log.warn("w");
     log.error("e");
-    assert.deepEqual(sink.lines().map((l) => JSON.parse(l).level), ["WARN", "ERROR"]);
+    assert.deepEqual(
+      sink.lines().map((l) => JSON.parse(l).level),
+      ["WARN", "ERROR"],
+    );
     assert.equal(logs.recent().length, 2);
   });
 

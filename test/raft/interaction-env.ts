@@ -99,7 +99,20 @@ export class InteractionEnv {
       const [from, to] = positional(c);
       const n = this.get(from);
       const snapshot = n.storage.snapshot();
-      this.queue.push({ type: "snap", from, to, term: n.node.status().hardState.term, logTerm: 0, index: 0, entries: [], commit: 0, snapshot, reject: false, rejectHint: 0, context: new Uint8Array() });
+      this.queue.push({
+        type: "snap",
+        from,
+        to,
+        term: n.node.status().hardState.term,
+        logTerm: 0,
+        index: 0,
+        entries: [],
+        commit: 0,
+        snapshot,
+        reject: false,
+        rejectHint: 0,
+        context: new Uint8Array(),
+      });
     },
     "report-snapshot": (c) => {
       const [from, to] = positional(c);
@@ -388,14 +401,19 @@ export class InteractionEnv {
       return;
     }
     for (const [id, p] of Object.entries(s.progress)) {
-      out.push(`${id}: ${p.state} match=${p.match} next=${p.next}${p.isLearner ? " learner" : ""}${p.inflight > 0 ? ` inflight=${p.inflight}` : ""}${p.recentActive ? "" : " inactive"}`);
+      out.push(
+        `${id}: ${p.state} match=${p.match} next=${p.next}${p.isLearner ? " learner" : ""}${p.inflight > 0 ? ` inflight=${p.inflight}` : ""}${p.recentActive ? "" : " inactive"}`,
+      );
     }
     if (s.leadTransferee !== null) out.push(`transferring to ${s.leadTransferee}`);
   }
 
   private snapshotData(n: NodeUnderTest, index: number): string {
     assert.ok(index <= n.appliedIndex, `compact ${index} beyond applied ${n.appliedIndex}`);
-    return n.applied.filter((a) => a.index <= index).map((a) => a.text).join(" ");
+    return n.applied
+      .filter((a) => a.index <= index)
+      .map((a) => a.text)
+      .join(" ");
   }
 }
 

@@ -71,28 +71,66 @@ describe("bootstrap", () => {
     const n = new RawNode({ id: "a", electionTick: 10, heartbeatTick: 1, storage, random: () => 0 });
     const rd = n.ready();
     assert.deepEqual(rd.hardState, { term: 1, vote: null, commit: 3 });
-    assert.deepEqual(rd.entries.map((e) => [e.term, e.index, e.type]), [[1, 1, "conf-change"], [1, 2, "conf-change"], [1, 3, "conf-change"]]);
-    assert.deepEqual(rd.committedEntries.map((e) => decodeConfChange(e.data).changes), [[{ type: "add-voter", nodeId: "a" }], [{ type: "add-voter", nodeId: "b" }], [{ type: "add-voter", nodeId: "c" }]]);
+    assert.deepEqual(
+      rd.entries.map((e) => [e.term, e.index, e.type]),
+      [
+        [1, 1, "conf-change"],
+        [1, 2, "conf-change"],
+        [1, 3, "conf-change"],
+      ],
+    );
+    assert.deepEqual(
+      rd.committedEntries.map((e) => decodeConfChange(e.data).changes),
+      [[{ type: "add-voter", nodeId: "a" }], [{ type: "add-voter", nodeId: "b" }], [{ type: "add-voter", nodeId: "c" }]],
+    );
     assert.equal(rd.mustSync, true);
   });
 });
 
 describe("RawNode errors", () => {
   it("refuses an unusable configuration with INVALID_CONFIG", () => {
-    assert.throws(() => node("a", () => 0, 1), (e: unknown) => e instanceof RaftError && e.code === "INVALID_CONFIG");
-    assert.throws(() => node("", () => 0), (e: unknown) => e instanceof RaftError && e.code === "INVALID_CONFIG");
+    assert.throws(
+      () => node("a", () => 0, 1),
+      (e: unknown) => e instanceof RaftError && e.code === "INVALID_CONFIG",
+    );
+    assert.throws(
+      () => node("", () => 0),
+      (e: unknown) => e instanceof RaftError && e.code === "INVALID_CONFIG",
+    );
   });
 
   it("refuses local message types in step()", () => {
     const n = node("a", () => 0);
-    const hup: Message = { type: "hup", from: "a", to: "a", term: 0, logTerm: 0, index: 0, entries: [], commit: 0, snapshot: null, reject: false, rejectHint: 0, context: new Uint8Array() };
-    assert.throws(() => n.step(hup), (e: unknown) => e instanceof RaftError && e.code === "STEP_LOCAL_MESSAGE");
+    const hup: Message = {
+      type: "hup",
+      from: "a",
+      to: "a",
+      term: 0,
+      logTerm: 0,
+      index: 0,
+      entries: [],
+      commit: 0,
+      snapshot: null,
+      reject: false,
+      rejectHint: 0,
+      context: new Uint8Array(),
+    };
+    assert.throws(
+      () => n.step(hup),
+      (e: unknown) => e instanceof RaftError && e.code === "STEP_LOCAL_MESSAGE",
+    );
   });
 
   it("throws NOT_LEADER for a proposal or read without a known leader", () => {
     const n = node("a", () => 0);
-    assert.throws(() => n.propose(new Uint8Array([1])), (e: unknown) => e instanceof RaftError && e.code === "NOT_LEADER");
-    assert.throws(() => n.readIndex(new Uint8Array([1])), (e: unknown) => e instanceof RaftError && e.code === "NOT_LEADER");
+    assert.throws(
+      () => n.propose(new Uint8Array([1])),
+      (e: unknown) => e instanceof RaftError && e.code === "NOT_LEADER",
+    );
+    assert.throws(
+      () => n.readIndex(new Uint8Array([1])),
+      (e: unknown) => e instanceof RaftError && e.code === "NOT_LEADER",
+    );
   });
 
   it("asserts when ready() is called twice without advance()", () => {
@@ -134,13 +172,55 @@ describe("messages sent before the Ready is persisted (thesis §10.2.1)", () => 
     handle(n, storage);
     n.campaign();
     handle(n, storage); // pre-vote
-    n.step({ type: "pre-vote-resp", from: "b", to: "a", term: 2, logTerm: 0, index: 0, entries: [], commit: 0, snapshot: null, reject: false, rejectHint: 0, context: new Uint8Array() });
+    n.step({
+      type: "pre-vote-resp",
+      from: "b",
+      to: "a",
+      term: 2,
+      logTerm: 0,
+      index: 0,
+      entries: [],
+      commit: 0,
+      snapshot: null,
+      reject: false,
+      rejectHint: 0,
+      context: new Uint8Array(),
+    });
     handle(n, storage); // vote requests with the durable term 2
-    n.step({ type: "vote", from: "c", to: "a", term: 2, logTerm: 1, index: 3, entries: [], commit: 0, snapshot: null, reject: false, rejectHint: 0, context: new Uint8Array() });
-    n.step({ type: "vote-resp", from: "b", to: "a", term: 2, logTerm: 0, index: 0, entries: [], commit: 0, snapshot: null, reject: false, rejectHint: 0, context: new Uint8Array() });
+    n.step({
+      type: "vote",
+      from: "c",
+      to: "a",
+      term: 2,
+      logTerm: 1,
+      index: 3,
+      entries: [],
+      commit: 0,
+      snapshot: null,
+      reject: false,
+      rejectHint: 0,
+      context: new Uint8Array(),
+    });
+    n.step({
+      type: "vote-resp",
+      from: "b",
+      to: "a",
+      term: 2,
+      logTerm: 0,
+      index: 0,
+      entries: [],
+      commit: 0,
+      snapshot: null,
+      reject: false,
+      rejectHint: 0,
+      context: new Uint8Array(),
+    });
     const rd = n.ready();
     assert.equal(n.status().softState.role, "leader");
-    assert.deepEqual(rd.messages.map((m) => `${m.type}>${m.to}`), ["app>b", "app>c", "vote-resp>c"]);
+    assert.deepEqual(
+      rd.messages.map((m) => `${m.type}>${m.to}`),
+      ["app>b", "app>c", "vote-resp>c"],
+    );
     assert.equal(rd.messagesBeforePersist, 2);
     assert.equal(rd.messages[2]?.reject, true);
   });
@@ -150,9 +230,25 @@ describe("messages sent before the Ready is persisted (thesis §10.2.1)", () => 
     const n = new RawNode({ id: "b", electionTick: 10, heartbeatTick: 1, storage, random: () => 0 });
     handle(n, storage);
     const entry = { term: 1, index: 4, type: "normal" as const, data: new Uint8Array([1]) };
-    n.step({ type: "app", from: "a", to: "b", term: 1, logTerm: 1, index: 3, entries: [entry], commit: 3, snapshot: null, reject: false, rejectHint: 0, context: new Uint8Array() });
+    n.step({
+      type: "app",
+      from: "a",
+      to: "b",
+      term: 1,
+      logTerm: 1,
+      index: 3,
+      entries: [entry],
+      commit: 3,
+      snapshot: null,
+      reject: false,
+      rejectHint: 0,
+      context: new Uint8Array(),
+    });
     const rd = n.ready();
-    assert.deepEqual(rd.messages.map((m) => m.type), ["app-resp"]);
+    assert.deepEqual(
+      rd.messages.map((m) => m.type),
+      ["app-resp"],
+    );
     assert.equal(rd.messagesBeforePersist, 0);
   });
 
@@ -175,7 +271,17 @@ describe("messages sent before the Ready is persisted (thesis §10.2.1)", () => 
 
   it("tells which committed entries were durable before their Ready", () => {
     const e = (index: number) => ({ term: 1, index, type: "normal" as const, data: new Uint8Array() });
-    const rd = (committed: number[], entries: number[]) => ({ softState: null, hardState: null, snapshot: null, messages: [], messagesBeforePersist: 0, readStates: [], mustSync: false, committedEntries: committed.map(e), entries: entries.map(e) });
+    const rd = (committed: number[], entries: number[]) => ({
+      softState: null,
+      hardState: null,
+      snapshot: null,
+      messages: [],
+      messagesBeforePersist: 0,
+      readStates: [],
+      mustSync: false,
+      committedEntries: committed.map(e),
+      entries: entries.map(e),
+    });
     assert.equal(committedEntriesDurable(rd([4, 5], [6])), true);
     assert.equal(committedEntriesDurable(rd([4, 5], [])), true);
     assert.equal(committedEntriesDurable(rd([4, 5], [5, 6])), false);
@@ -208,7 +314,10 @@ describe("codec", () => {
         { term: 7, index: 123456791, type: "conf-change", data: encodeConfChange({ changes: [{ type: "add-voter", nodeId: "ctl-4" }] }) },
       ],
       commit: 99,
-      snapshot: { metadata: { index: 5, term: 1, confState: { ...threeVoters, votersOutgoing: ["a"], learnersNext: ["x"], autoLeave: true } }, data: new Uint8Array([9]) },
+      snapshot: {
+        metadata: { index: 5, term: 1, confState: { ...threeVoters, votersOutgoing: ["a"], learnersNext: ["x"], autoLeave: true } },
+        data: new Uint8Array([9]),
+      },
       reject: true,
       rejectHint: 42,
       context: new TextEncoder().encode("ctx"),
@@ -217,29 +326,69 @@ describe("codec", () => {
   });
 
   it("round-trips conf changes, with and without context", () => {
-    const a = { changes: [{ type: "add-learner" as const, nodeId: "n4" }, { type: "remove-node" as const, nodeId: "n1" }], transition: "joint-explicit" as const, context: new Uint8Array([7]) };
+    const a = {
+      changes: [
+        { type: "add-learner" as const, nodeId: "n4" },
+        { type: "remove-node" as const, nodeId: "n1" },
+      ],
+      transition: "joint-explicit" as const,
+      context: new Uint8Array([7]),
+    };
     assert.deepEqual(decodeConfChange(encodeConfChange(a)), a);
     assert.deepEqual(decodeConfChange(encodeConfChange({ changes: [] })), { changes: [], transition: "auto" });
   });
 
   it("rejects malformed bytes with MALFORMED_MESSAGE", () => {
-    const bytes = encodeMessage({ type: "heartbeat", from: "a", to: "b", term: 1, logTerm: 0, index: 0, entries: [], commit: 0, snapshot: null, reject: false, rejectHint: 0, context: new Uint8Array() });
+    const bytes = encodeMessage({
+      type: "heartbeat",
+      from: "a",
+      to: "b",
+      term: 1,
+      logTerm: 0,
+      index: 0,
+      entries: [],
+      commit: 0,
+      snapshot: null,
+      reject: false,
+      rejectHint: 0,
+      context: new Uint8Array(),
+    });
     for (const bad of [bytes.slice(0, bytes.length - 1), new Uint8Array([...bytes, 0]), new Uint8Array([9]), new Uint8Array([1, 200])]) {
-      assert.throws(() => decodeMessage(bad), (e: unknown) => e instanceof RaftError && e.code === "MALFORMED_MESSAGE");
+      assert.throws(
+        () => decodeMessage(bad),
+        (e: unknown) => e instanceof RaftError && e.code === "MALFORMED_MESSAGE",
+      );
     }
   });
 });
 
 describe("quorum", () => {
   it("computes the majority commit index, learners never counted", () => {
-    const acked = new Map([["a", 5], ["b", 3], ["c", 1], ["learner", 9]]);
-    assert.equal(majorityCommittedIndex(new Set(["a", "b", "c"]), (id) => acked.get(id)), 3);
-    assert.equal(majorityCommittedIndex(new Set(["a", "b", "c", "d"]), (id) => acked.get(id)), 1);
-    assert.equal(jointCommittedIndex({ incoming: new Set(["a", "b", "c"]), outgoing: new Set(["c", "d", "learner"]) }, (id) => acked.get(id)), 1);
+    const acked = new Map([
+      ["a", 5],
+      ["b", 3],
+      ["c", 1],
+      ["learner", 9],
+    ]);
+    assert.equal(
+      majorityCommittedIndex(new Set(["a", "b", "c"]), (id) => acked.get(id)),
+      3,
+    );
+    assert.equal(
+      majorityCommittedIndex(new Set(["a", "b", "c", "d"]), (id) => acked.get(id)),
+      1,
+    );
+    assert.equal(
+      jointCommittedIndex({ incoming: new Set(["a", "b", "c"]), outgoing: new Set(["c", "d", "learner"]) }, (id) => acked.get(id)),
+      1,
+    );
   });
 
   it("decides votes: won, lost, pending; a joint vote needs both halves", () => {
-    const votes = new Map([["a", true], ["b", false]]);
+    const votes = new Map([
+      ["a", true],
+      ["b", false],
+    ]);
     const v = (id: string): boolean | undefined => votes.get(id);
     assert.equal(majorityVoteResult(new Set(["a", "b", "c"]), v), "pending");
     assert.equal(majorityVoteResult(new Set(["a"]), v), "won");
@@ -262,24 +411,39 @@ describe("confchange", () => {
 
   it("refuses more than one voter change without a joint configuration", () => {
     assert.throws(
-      () => simpleChange({ ...base, lastIndex: 10, inflightMsgsMax: 4 }, [{ type: "add-voter", nodeId: "d" }, { type: "remove-node", nodeId: "a" }]),
+      () =>
+        simpleChange({ ...base, lastIndex: 10, inflightMsgsMax: 4 }, [
+          { type: "add-voter", nodeId: "d" },
+          { type: "remove-node", nodeId: "a" },
+        ]),
       (e: unknown) => e instanceof RaftError && e.code === "INVALID_CONF_CHANGE",
     );
   });
 
   it("demotes an outgoing voter through learnersNext and restores a joint state exactly", () => {
-    const joint = enterJoint({ ...base, lastIndex: 10, inflightMsgsMax: 4 }, true, [{ type: "add-learner", nodeId: "a" }, { type: "add-voter", nodeId: "d" }]);
+    const joint = enterJoint({ ...base, lastIndex: 10, inflightMsgsMax: 4 }, true, [
+      { type: "add-learner", nodeId: "a" },
+      { type: "add-voter", nodeId: "d" },
+    ]);
     const cs = configToConfState(joint.config);
     assert.deepEqual(cs, { voters: ["b", "c", "d"], learners: [], votersOutgoing: ["a", "b", "c"], learnersNext: ["a"], autoLeave: true });
     assert.deepEqual(configToConfState(restoreConfig(cs, 10, 4).config), cs);
     const left = leaveJoint({ ...joint, lastIndex: 10, inflightMsgsMax: 4 });
     assert.deepEqual(configToConfState(left.config), { voters: ["b", "c", "d"], learners: ["a"], votersOutgoing: [], learnersNext: [], autoLeave: false });
-    assert.throws(() => leaveJoint({ ...left, lastIndex: 10, inflightMsgsMax: 4 }), (e: unknown) => e instanceof RaftError && e.code === "INVALID_CONF_CHANGE");
+    assert.throws(
+      () => leaveJoint({ ...left, lastIndex: 10, inflightMsgsMax: 4 }),
+      (e: unknown) => e instanceof RaftError && e.code === "INVALID_CONF_CHANGE",
+    );
   });
 
   it("refuses to remove every voter", () => {
     assert.throws(
-      () => enterJoint({ ...base, lastIndex: 10, inflightMsgsMax: 4 }, false, ["a", "b", "c"].map((id) => ({ type: "remove-node" as const, nodeId: id }))),
+      () =>
+        enterJoint(
+          { ...base, lastIndex: 10, inflightMsgsMax: 4 },
+          false,
+          ["a", "b", "c"].map((id) => ({ type: "remove-node" as const, nodeId: id })),
+        ),
       (e: unknown) => e instanceof RaftError && e.code === "INVALID_CONF_CHANGE",
     );
   });

@@ -46,7 +46,11 @@ class Cluster {
   private proposals = 0;
 
   /** `size` voters to begin with, plus `spare` nodes (no configuration) that changes may add. */
-  constructor(readonly size: number, readonly spare: number, readonly rand: (n: number) => number) {
+  constructor(
+    readonly size: number,
+    readonly spare: number,
+    readonly rand: (n: number) => number,
+  ) {
     const ids = Array.from({ length: size + spare }, (_, i) => `n${i + 1}`);
     const cs: ConfState = { voters: ids.slice(0, size), learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
     const empty: ConfState = { voters: [], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
@@ -139,7 +143,8 @@ class Cluster {
     else if (roll < 86) {
       this.cut = new Set();
       const side = this.nodes.filter(() => this.rand(2) === 0).map((x) => x.id);
-      for (const a of this.nodes) for (const b of this.nodes) if (side.includes(a.id) !== side.includes(b.id) && this.rand(4) !== 0) this.cut.add(`${a.id}->${b.id}`);
+      for (const a of this.nodes)
+        for (const b of this.nodes) if (side.includes(a.id) !== side.includes(b.id) && this.rand(4) !== 0) this.cut.add(`${a.id}->${b.id}`);
     } else if (roll < 90) this.cut = new Set();
     else if (roll < 92) this.restart(n);
     else if (roll < 95) this.compact(n);
@@ -157,7 +162,8 @@ class Cluster {
     if (kind === 0 && others.length > 0) changes.push({ type: "add-voter", nodeId: this.pick(others) });
     else if (kind === 1 && voters.length > 2) changes.push({ type: "remove-node", nodeId: this.pick(voters) });
     else if (kind === 2 && others.length > 0) changes.push({ type: "add-learner", nodeId: this.pick(others) });
-    else if (others.length > 0 && voters.length > 1) changes.push({ type: "add-voter", nodeId: this.pick(others) }, { type: "remove-node", nodeId: this.pick(voters) });
+    else if (others.length > 0 && voters.length > 1)
+      changes.push({ type: "add-voter", nodeId: this.pick(others) }, { type: "remove-node", nodeId: this.pick(voters) });
     if (changes.length === 0) return;
     try {
       n.node.proposeConfChange({ changes });
@@ -193,7 +199,9 @@ class Cluster {
         if (this.nodes.filter((x) => members.has(x.id)).every((x) => x.appliedIndex > target)) return;
       }
     }
-    assert.fail(`cluster did not settle: ${JSON.stringify(this.nodes.find((x) => x.node.status().progress !== null)?.node.status().progress)} ${this.nodes.map((x) => `${x.id}=${JSON.stringify(x.node.status().softState)}@${x.appliedIndex}`).join(" ")}`);
+    assert.fail(
+      `cluster did not settle: ${JSON.stringify(this.nodes.find((x) => x.node.status().progress !== null)?.node.status().progress)} ${this.nodes.map((x) => `${x.id}=${JSON.stringify(x.node.status().softState)}@${x.appliedIndex}`).join(" ")}`,
+    );
   }
 }
 

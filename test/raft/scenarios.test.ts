@@ -10,7 +10,9 @@ const dir = join(import.meta.dirname, "testdata");
 const only = process.env.RAFT_SCENARIO;
 
 describe("raft scenarios", () => {
-  for (const file of readdirSync(dir).filter((f) => f.endsWith(".txt")).sort()) {
+  for (const file of readdirSync(dir)
+    .filter((f) => f.endsWith(".txt"))
+    .sort()) {
     if (only !== undefined && !file.includes(only)) continue;
     it(file, () => {
       const env = new InteractionEnv();

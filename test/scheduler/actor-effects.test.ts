@@ -16,7 +16,8 @@ import {
 /** A port whose every method records `name args` (objects as JSON). */
 function recordingPort<T extends object>(log: string[], names: readonly (keyof T & string)[], overrides: Partial<T> = {}): T {
   const port: Record<string, unknown> = {};
-  for (const name of names) port[name] = (...args: unknown[]) => void log.push(`${name} ${args.map((a) => (typeof a === "string" ? a : JSON.stringify(a))).join(" ")}`);
+  for (const name of names)
+    port[name] = (...args: unknown[]) => void log.push(`${name} ${args.map((a) => (typeof a === "string" ? a : JSON.stringify(a))).join(" ")}`);
   return { ...port, ...overrides } as T;
 }
 
@@ -57,7 +58,10 @@ describe("actor effects provided from src/", () => {
   test("node: cordon reports the new flag; going OFFLINE replaces the node's instances", () => {
     const log: string[] = [];
     const clock = new SimulatedClock();
-    const node = createActor(provideNodeEffects(recordingPort<NodeEffectsPort>(log, nodeMethods)), { clock, input: { nodeId: "node-a", timeouts: { offlineGraceMs: 1_000 } } }).start();
+    const node = createActor(provideNodeEffects(recordingPort<NodeEffectsPort>(log, nodeMethods)), {
+      clock,
+      input: { nodeId: "node-a", timeouts: { offlineGraceMs: 1_000 } },
+    }).start();
     node.send({ type: "CORDON" });
     node.send({ type: "DISCONNECTED" });
     clock.increment(1_000);

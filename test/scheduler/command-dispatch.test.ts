@@ -65,7 +65,8 @@ describe("command dispatch", () => {
       supervised,
       logger,
       fencingTokenOf: (g) => tokens.get(g) ?? null,
-      toInstance: (id: string, event: InstanceEvent) => void sent.push(`${id} ${event.type}${event.type === "FAILED" ? ` ${event.reason}` : event.type === "EXITED" ? ` ${event.exitCode}` : ""}`),
+      toInstance: (id: string, event: InstanceEvent) =>
+        void sent.push(`${id} ${event.type}${event.type === "FAILED" ? ` ${event.reason}` : event.type === "EXITED" ? ` ${event.exitCode}` : ""}`),
       track: (work) => void tracked.push(work),
       ...overrides,
     });
@@ -89,7 +90,10 @@ describe("command dispatch", () => {
     assert.equal(nodeId, "node-a");
     assert.equal(command.type, "start_instance");
     const body = command.body as { group: string; fencing_token: number; spec: { instance_id: string; workload_token: string; platform: string } };
-    assert.deepEqual([body.group, body.fencing_token, body.spec.instance_id, body.spec.workload_token, body.spec.platform], [group, 7, ref.instanceId, `wl:${ref.instanceId}`, "simulated"]);
+    assert.deepEqual(
+      [body.group, body.fencing_token, body.spec.instance_id, body.spec.workload_token, body.spec.platform],
+      [group, 7, ref.instanceId, `wl:${ref.instanceId}`, "simulated"],
+    );
     assert.deepEqual(sent, [`${ref.instanceId} DISPATCHED`, `${ref.instanceId} DISPATCHED`]);
   });
 
@@ -136,7 +140,13 @@ describe("command dispatch", () => {
     const dispatch = dispatcher();
     await dispatch.stop(ref, false);
     await dispatch.stop(ref, true);
-    assert.deepEqual(commands.map((c) => [c.command.type, (c.command.body as { fencing_token: number }).fencing_token]), [["stop_instance", 7], ["force_stop_instance", 7]]);
+    assert.deepEqual(
+      commands.map((c) => [c.command.type, (c.command.body as { fencing_token: number }).fencing_token]),
+      [
+        ["stop_instance", 7],
+        ["force_stop_instance", 7],
+      ],
+    );
     assert.deepEqual(sent, []);
     answers.push(refusal("UNKNOWN_INSTANCE"), refusal("NODE_NOT_CONNECTED"));
     await dispatch.stop(ref, false);
@@ -144,7 +154,10 @@ describe("command dispatch", () => {
     assert.deepEqual(sent, [`${ref.instanceId} EXITED 0`]);
     assert.match(logger.warnings.at(-1) ?? "", /^Stop of .* failed: NODE_NOT_CONNECTED/);
     await dispatch.forceStopStray("node-b", "lobby-ghost", group);
-    assert.deepEqual(commands.at(-1), { nodeId: "node-b", command: { type: "force_stop_instance", body: { group, fencing_token: 7, instance_id: "lobby-ghost" } } });
+    assert.deepEqual(commands.at(-1), {
+      nodeId: "node-b",
+      command: { type: "force_stop_instance", body: { group, fencing_token: 7, instance_id: "lobby-ghost" } },
+    });
   });
 
   test("a reconnected node gets its SCHEDULED instances at once, and only those", async () => {
@@ -154,7 +167,10 @@ describe("command dispatch", () => {
     await scheduled(`${group}-3`, "node-b");
     dispatcher().redispatchScheduled("node-a");
     await Promise.all(tracked);
-    assert.deepEqual(commands.map((c) => `${c.nodeId} ${(c.command.body as { spec: { instance_id: string } }).spec.instance_id}`), [`node-a ${waiting.instanceId}`]);
+    assert.deepEqual(
+      commands.map((c) => `${c.nodeId} ${(c.command.body as { spec: { instance_id: string } }).spec.instance_id}`),
+      [`node-a ${waiting.instanceId}`],
+    );
   });
 
   test("dispatch timeout: an instance actor on the fake clock sends the start again until the daemon takes it", async () => {
@@ -173,7 +189,10 @@ describe("command dispatch", () => {
       stopUnconfirmed: () => undefined,
     };
     answers.push(refusal("NODE_NOT_CONNECTED"), refusal("COMMAND_TIMEOUT"));
-    actor = createActor(provideInstanceEffects(port), { clock: actorClock(clock), input: { ...ref, timeouts: { dispatchTimeoutMs: 10_000, dispatchAttemptsMax: 3 } } });
+    actor = createActor(provideInstanceEffects(port), {
+      clock: actorClock(clock),
+      input: { ...ref, timeouts: { dispatchTimeoutMs: 10_000, dispatchAttemptsMax: 3 } },
+    });
     actor.start();
     // The dispatch reads the records (real I/O) before it sends: wait for it, not for time.
     const settled = async () => {

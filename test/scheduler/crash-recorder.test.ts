@@ -63,7 +63,15 @@ describe("crash recorder", () => {
         ["lobby-3", -1, "TIMEOUT", [], 0, START_MS + 10],
       ],
     );
-    assert.deepEqual(events.ofType("INSTANCE_CRASHED")[0], { instanceId: "lobby-1", group: "lobby", nodeId: "node-a", exitCode: 137, classification: "OOM_KILLED", logTail: ["Killed"], uptimeMs: 9_000 });
+    assert.deepEqual(events.ofType("INSTANCE_CRASHED")[0], {
+      instanceId: "lobby-1",
+      group: "lobby",
+      nodeId: "node-a",
+      exitCode: 137,
+      classification: "OOM_KILLED",
+      logTail: ["Killed"],
+      uptimeMs: 9_000,
+    });
     assert.equal(events.ofType("INSTANCE_CRASHED").length, 3);
   });
 

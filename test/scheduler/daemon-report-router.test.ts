@@ -16,10 +16,29 @@ import { flush, instanceRecord, recordingLogger } from "./support.js";
 const START_MS = Date.parse("2026-02-01T10:00:00.000Z");
 
 function stateReport(instanceId: string, state: string, extra: Partial<InstanceStateReport> = {}): InstanceStateReport {
-  return { instance_id: instanceId, group: "lobby", state, fencing_token: 1, port: 30000, pid: 4242, exit_code: 0, message: "", timestamp_ms: START_MS, ...extra };
+  return {
+    instance_id: instanceId,
+    group: "lobby",
+    state,
+    fencing_token: 1,
+    port: 30000,
+    pid: 4242,
+    exit_code: 0,
+    message: "",
+    timestamp_ms: START_MS,
+    ...extra,
+  };
 }
-const stateOf = (nodeId: string, report: InstanceStateReport): DaemonReport => ({ nodeId, sessionId: "s1", message: { payload: "instance_state", instance_state: report } });
-const inventoryOf = (nodeId: string, reports: InstanceStateReport[]): DaemonReport => ({ nodeId, sessionId: "s1", message: { payload: "inventory", inventory: { instances: reports } } });
+const stateOf = (nodeId: string, report: InstanceStateReport): DaemonReport => ({
+  nodeId,
+  sessionId: "s1",
+  message: { payload: "instance_state", instance_state: report },
+});
+const inventoryOf = (nodeId: string, reports: InstanceStateReport[]): DaemonReport => ({
+  nodeId,
+  sessionId: "s1",
+  message: { payload: "inventory", inventory: { instances: reports } },
+});
 
 describe("daemon report router", () => {
   let clock: FakeClock;
@@ -77,7 +96,11 @@ describe("daemon report router", () => {
     for (const [state, extra, expected] of table) {
       sent.length = 0;
       router.route(stateOf("node-a", stateReport("lobby-1", state, extra)));
-      assert.deepEqual(sent, expected.map((e) => `lobby-1 ${e}`), `${state} ${extra.message ?? ""}`);
+      assert.deepEqual(
+        sent,
+        expected.map((e) => `lobby-1 ${e}`),
+        `${state} ${extra.message ?? ""}`,
+      );
     }
     assert.deepEqual(strays, []);
   });
@@ -121,12 +144,10 @@ describe("daemon report router", () => {
     clock.set(START_MS + 5_000);
     router.route(inventoryOf("node-a", [stateReport("lobby-kept", "RUNNING")]));
     await flush();
-    assert.deepEqual(sent.sort(), [
-      ...READY_CHAIN.map((e) => `lobby-kept ${describeEvent(e)}`),
-      "lobby-prep FAILED LOST",
-      "lobby-run EXITED -1",
-      "lobby-stopping EXITED -1",
-    ].sort());
+    assert.deepEqual(
+      sent.sort(),
+      [...READY_CHAIN.map((e) => `lobby-kept ${describeEvent(e)}`), "lobby-prep FAILED LOST", "lobby-run EXITED -1", "lobby-stopping EXITED -1"].sort(),
+    );
     assert.deepEqual(router.takeCrashDetails("lobby-run"), { exitCode: -1, classification: "LOST", logTail: [], uptimeMs: 0, timestampMs: START_MS + 5_000 });
     assert.equal(router.takeCrashDetails("lobby-run"), undefined, "taken once");
     assert.equal(router.takeCrashDetails("lobby-stopping"), undefined, "a stop that ended is no crash");
@@ -156,21 +177,24 @@ describe("daemon report router", () => {
       asked,
     );
     await flush();
-    assert.deepEqual(sent.sort(), [
-      ...READY_CHAIN.map((e) => `lobby-run ${describeEvent(e)}`),
-      // A STARTING record whose process is ready: READY drives it RUNNING.
-      ...READY_CHAIN.map((e) => `lobby-booting ${describeEvent(e)}`),
-      "lobby-lost EXITED -1",
-      "lobby-prep FAILED LOST",
-      // A stop on the record: STOPPED, not CRASHED.
-      "lobby-asked FORCE_STOP",
-      "lobby-asked EXITED -1",
-      "lobby-draining EXITED -1",
-      // The daemon remembers a stop: STOPPED.
-      "lobby-stopped STOP",
-      "lobby-stopped EXITED 0",
-      "lobby-crashed EXITED 3",
-    ].sort());
+    assert.deepEqual(
+      sent.sort(),
+      [
+        ...READY_CHAIN.map((e) => `lobby-run ${describeEvent(e)}`),
+        // A STARTING record whose process is ready: READY drives it RUNNING.
+        ...READY_CHAIN.map((e) => `lobby-booting ${describeEvent(e)}`),
+        "lobby-lost EXITED -1",
+        "lobby-prep FAILED LOST",
+        // A stop on the record: STOPPED, not CRASHED.
+        "lobby-asked FORCE_STOP",
+        "lobby-asked EXITED -1",
+        "lobby-draining EXITED -1",
+        // The daemon remembers a stop: STOPPED.
+        "lobby-stopped STOP",
+        "lobby-stopped EXITED 0",
+        "lobby-crashed EXITED 3",
+      ].sort(),
+    );
     assert.equal(router.takeCrashDetails("lobby-lost")?.classification, "LOST");
     assert.deepEqual(router.takeCrashDetails("lobby-crashed"), { exitCode: 3, classification: "ERROR_EXIT", logTail: [], uptimeMs: 0, timestampMs: START_MS });
     assert.equal(router.takeCrashDetails("lobby-asked"), undefined, "a requested stop is no crash");
@@ -212,21 +236,54 @@ describe("daemon report router", () => {
       sessionId: "s1",
       message: {
         payload: "crash_report",
-        crash_report: { instance_id: "lobby-1", group: "lobby", exit_code: 1, signal: "", classification: "", last_lines: ["boom"], uptime_ms: 1234, fencing_token: 1, timestamp_ms: 0 },
+        crash_report: {
+          instance_id: "lobby-1",
+          group: "lobby",
+          exit_code: 1,
+          signal: "",
+          classification: "",
+          last_lines: ["boom"],
+          uptime_ms: 1234,
+          fencing_token: 1,
+          timestamp_ms: 0,
+        },
       },
     });
-    assert.deepEqual(router.takeCrashDetails("lobby-1"), { exitCode: 1, classification: "ERROR_EXIT", logTail: ["boom"], uptimeMs: 1234, timestampMs: START_MS });
+    assert.deepEqual(router.takeCrashDetails("lobby-1"), {
+      exitCode: 1,
+      classification: "ERROR_EXIT",
+      logTail: ["boom"],
+      uptimeMs: 1234,
+      timestampMs: START_MS,
+    });
     for (let i = 0; i <= pendingCrashReportsMax; i++) {
       router.route({
         nodeId: "node-a",
         sessionId: "s1",
-        message: { payload: "crash_report", crash_report: { instance_id: `x-${i}`, group: "x", exit_code: 1, signal: "", classification: "OOM", last_lines: [], uptime_ms: 1, fencing_token: 1, timestamp_ms: 1 } },
+        message: {
+          payload: "crash_report",
+          crash_report: {
+            instance_id: `x-${i}`,
+            group: "x",
+            exit_code: 1,
+            signal: "",
+            classification: "OOM",
+            last_lines: [],
+            uptime_ms: 1,
+            fencing_token: 1,
+            timestamp_ms: 1,
+          },
+        },
       });
     }
     assert.equal(router.takeCrashDetails("x-0"), undefined, "the oldest was dropped");
     assert.equal(router.takeCrashDetails(`x-${pendingCrashReportsMax}`)?.classification, "OOM");
 
-    router.route({ nodeId: "node-a", sessionId: "s1", message: { payload: "console_line", console_line: { instance_id: "lobby-1", stream: "stdout", line: "Done (1.2s)!", timestamp_ms: 99, sequence: 1 } } });
+    router.route({
+      nodeId: "node-a",
+      sessionId: "s1",
+      message: { payload: "console_line", console_line: { instance_id: "lobby-1", stream: "stdout", line: "Done (1.2s)!", timestamp_ms: 99, sequence: 1 } },
+    });
     assert.deepEqual(lines, ["lobby-1 stdout Done (1.2s)!"]);
     assert.deepEqual(events.ofType("INSTANCE_CONSOLE_OUTPUT"), [{ instanceId: "lobby-1", line: "Done (1.2s)!", timestampMs: 99 }]);
     router.route({ nodeId: "node-a", sessionId: "s1", message: { payload: "cache_status", cache_status: { total_size_bytes: 2048, entry_count: 3 } } });

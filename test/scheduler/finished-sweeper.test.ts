@@ -74,7 +74,10 @@ describe("finished sweeper", () => {
     assert.equal(live.get(`${dyn}-old`), undefined);
     assert.deepEqual(await ids(stat), [`${stat}-1`], "the slot's record says where its directory is");
     assert.deepEqual(await ids(others), [`${others}-old`], "another controller sweeps its groups");
-    assert.ok([dyn, stat, others].every((g) => tracked.has(g)), "every stored group is tracked");
+    assert.ok(
+      [dyn, stat, others].every((g) => tracked.has(g)),
+      "every stored group is tracked",
+    );
   });
 
   test("a deleted group: its records are anyone's to sweep, its scope untracked once its instances finished", async () => {

@@ -97,7 +97,10 @@ describe("group evaluator: STATIC slots", () => {
     assert.deepEqual([...added], [], `nothing starts while ${group}-1 is stopping`);
     await enter(`${group}-1`, "STOPPED");
     await evaluate();
-    assert.deepEqual(added.map((a) => a.split("@")[0]), [`${group}-1`]);
+    assert.deepEqual(
+      added.map((a) => a.split("@")[0]),
+      [`${group}-1`],
+    );
   });
 
   test("a slot whose node cannot take it waits there, and the group record says why", async () => {
@@ -171,7 +174,10 @@ describe("group evaluator: STATIC slots", () => {
     assert.deepEqual((await groups.get(group)).stoppedInstances, [], "the start released it");
     await enter(`${group}-2`, "STOPPED");
     await evaluate();
-    assert.deepEqual(added.map((a) => a.split("@")[0]), [`${group}-2`]);
+    assert.deepEqual(
+      added.map((a) => a.split("@")[0]),
+      [`${group}-2`],
+    );
   });
 
   test("a group that is no longer STATIC forgets the stopped slots", async () => {

@@ -73,10 +73,16 @@ describe("group evaluator", () => {
     assert.deepEqual(output, { again: false });
     assert.equal(added.length, 4);
     const records = await fx.instances.findDocs({ group });
-    assert.deepEqual(records.map((r) => r.state), ["SCHEDULED", "SCHEDULED", "SCHEDULED", "SCHEDULED"]);
+    assert.deepEqual(
+      records.map((r) => r.state),
+      ["SCHEDULED", "SCHEDULED", "SCHEDULED", "SCHEDULED"],
+    );
     assert.deepEqual(new Set(records.map((r) => r.id)), new Set(added.map((a) => a.id)));
     for (const node of nodeIds) assert.equal(records.filter((r) => r.node === node).length, 2, `two on ${node}`);
-    assert.ok(records.every((r) => new RegExp(`^${group}-[0-9a-f]{8}$`).test(r.id)), "DYNAMIC ids are fresh");
+    assert.ok(
+      records.every((r) => new RegExp(`^${group}-[0-9a-f]{8}$`).test(r.id)),
+      "DYNAMIC ids are fresh",
+    );
     assert.equal(live.ofGroup(group).length, 4);
     await evaluator().evaluate(group, signal());
     assert.equal(added.length, 4, "at the bound: nothing more");
@@ -102,7 +108,10 @@ describe("group evaluator", () => {
     await fx.clock.advanceAsync(300_000);
     await ev.evaluate(dynamic, signal());
     assert.equal(sent.length, 2, "two idle instances above minInstances");
-    assert.ok(sent.every((s) => s.event.type === "DRAIN"), JSON.stringify(sent));
+    assert.ok(
+      sent.every((s) => s.event.type === "DRAIN"),
+      JSON.stringify(sent),
+    );
   });
 
   test("a placement failure is the group's schedulingIssue, kept with its first time, cleared once placed", async () => {
@@ -190,7 +199,10 @@ describe("group evaluator", () => {
     const third = await ev.startInstanceOfRevision(group, 7);
     assert.ok(second.started && third.started, "not paced");
     const records = await fx.instances.findDocs({ group });
-    assert.deepEqual(records.map((r) => r.deploymentRevision), [7, 7, 7]);
+    assert.deepEqual(
+      records.map((r) => r.deploymentRevision),
+      [7, 7, 7],
+    );
     assert.deepEqual(added.map((a) => a.id).sort(), records.map((r) => r.id).sort());
     for (const id of nodeIds) await fx.nodes.upsert(id, { host: id, state: "OFFLINE" });
     ev.invalidateNodes();

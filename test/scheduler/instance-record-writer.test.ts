@@ -107,7 +107,10 @@ describe("instance record writer", () => {
     send({ type: "EXITED", exitCode: 0 });
     await settled();
     assert.deepEqual(stateChanges(), ["SCHEDULED→PREPARING", "PREPARING→STARTING", "STARTING→RUNNING", "RUNNING→STOPPING", "STOPPING→STOPPED"]);
-    assert.deepEqual(changes.map((c) => `${c.instanceId} ${c.from}→${c.to}`), stateChanges().map((c) => `${id} ${c}`));
+    assert.deepEqual(
+      changes.map((c) => `${c.instanceId} ${c.from}→${c.to}`),
+      stateChanges().map((c) => `${id} ${c}`),
+    );
     const record = (await fx.instances.getDoc(id))!;
     assert.equal(record.state, "STOPPED");
     assert.equal(record.startedAt, isoFromMs(startedMs));

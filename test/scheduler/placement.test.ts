@@ -194,7 +194,14 @@ describe("placeInstance", () => {
   test("property: with room everywhere, a group's instances spread within 1 across eligible nodes", () => {
     fc.assert(
       fc.property(
-        fc.array(fc.record({ state: fc.constantFrom<NodeState>("ONLINE", "ONLINE", "DRAINING", "OFFLINE"), cordoned: fc.boolean(), extraMb: fc.integer({ min: 0, max: 8192 }) }), { minLength: 1, maxLength: 10 }),
+        fc.array(
+          fc.record({
+            state: fc.constantFrom<NodeState>("ONLINE", "ONLINE", "DRAINING", "OFFLINE"),
+            cordoned: fc.boolean(),
+            extraMb: fc.integer({ min: 0, max: 8192 }),
+          }),
+          { minLength: 1, maxLength: 10 },
+        ),
         fc.integer({ min: 1, max: 60 }),
         (specs, count) => {
           const group: PlacementGroup = { name: "lobby", memoryMb: 64, portRange: { start: 30000, end: 30100 } };

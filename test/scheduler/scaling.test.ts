@@ -36,7 +36,9 @@ describe("decideScaling", () => {
 
   test("STATIC: exactly minInstances; crashed and stopping ones do not count; surplus stops not-yet-running first", () => {
     const group: ScalingGroup = { ...base, scalingMode: "STATIC", minInstances: 3 };
-    const short = scale(decideScaling({ group, instances: [inst("a", "RUNNING"), inst("b", "CRASHED"), inst("c", "STOPPING")], paused: false, nowMs: 0, idleSinceMs: new Map() }));
+    const short = scale(
+      decideScaling({ group, instances: [inst("a", "RUNNING"), inst("b", "CRASHED"), inst("c", "STOPPING")], paused: false, nowMs: 0, idleSinceMs: new Map() }),
+    );
     assert.equal(short.start, 2);
     const over = scale(
       decideScaling({
@@ -53,7 +55,14 @@ describe("decideScaling", () => {
 
   test("STATIC: a slot an operator stopped counts; nothing starts in its place", () => {
     const group: ScalingGroup = { ...base, name: "hub", scalingMode: "STATIC", minInstances: 3 };
-    const input = (instances: ScalingInstance[], stopped: string[]) => ({ group, instances, paused: false, nowMs: 0, idleSinceMs: new Map(), stoppedByOperator: new Set(stopped) });
+    const input = (instances: ScalingInstance[], stopped: string[]) => ({
+      group,
+      instances,
+      paused: false,
+      nowMs: 0,
+      idleSinceMs: new Map(),
+      stoppedByOperator: new Set(stopped),
+    });
     const held = scale(decideScaling(input([inst("hub-1", "STOPPED"), inst("hub-2", "RUNNING"), inst("hub-3", "RUNNING")], ["hub-1"])));
     assert.deepEqual([held.start, held.stop, held.target], [0, [], 3]);
     assert.match(held.message, /1 stopped by an operator/);
@@ -70,10 +79,27 @@ describe("decideScaling", () => {
     const instances = [inst("hub-1", "RUNNING", 0), inst("hub-10", "RUNNING", 9), inst("hub-2", "STARTING"), inst("hub-3", "RUNNING", 0)];
     const d = scale(decideScaling({ group, instances, paused: false, nowMs: 0, idleSinceMs: new Map() }));
     assert.deepEqual(d.stop, ["hub-10", "hub-3"], "numeric order, not string order, and players do not matter");
-    const mixed = scale(decideScaling({ group: { ...group, minInstances: 1 }, instances: [inst("hub-1", "RUNNING"), inst("hub-2", "RUNNING"), inst("hub-1a2b3c4d", "RUNNING")], paused: false, nowMs: 0, idleSinceMs: new Map() }));
+    const mixed = scale(
+      decideScaling({
+        group: { ...group, minInstances: 1 },
+        instances: [inst("hub-1", "RUNNING"), inst("hub-2", "RUNNING"), inst("hub-1a2b3c4d", "RUNNING")],
+        paused: false,
+        nowMs: 0,
+        idleSinceMs: new Map(),
+      }),
+    );
     assert.deepEqual(mixed.stop, ["hub-1a2b3c4d", "hub-2"]);
     // Lowered below the slots an operator stopped: the running ones stop, the stopped stay stopped.
-    const below = scale(decideScaling({ group: { ...group, minInstances: 1 }, instances: [inst("hub-1", "STOPPED"), inst("hub-2", "RUNNING")], paused: false, nowMs: 0, idleSinceMs: new Map(), stoppedByOperator: new Set(["hub-1"]) }));
+    const below = scale(
+      decideScaling({
+        group: { ...group, minInstances: 1 },
+        instances: [inst("hub-1", "STOPPED"), inst("hub-2", "RUNNING")],
+        paused: false,
+        nowMs: 0,
+        idleSinceMs: new Map(),
+        stoppedByOperator: new Set(["hub-1"]),
+      }),
+    );
     assert.deepEqual([below.start, below.stop], [0, ["hub-2"]]);
   });
 
@@ -84,7 +110,9 @@ describe("decideScaling", () => {
   });
 
   test("DYNAMIC: below min starts the missing ones", () => {
-    const d = scale(decideScaling({ group: base, instances: [inst("a", "RUNNING", 50), inst("x", "CRASHED")], paused: false, nowMs: 0, idleSinceMs: new Map() }));
+    const d = scale(
+      decideScaling({ group: base, instances: [inst("a", "RUNNING", 50), inst("x", "CRASHED")], paused: false, nowMs: 0, idleSinceMs: new Map() }),
+    );
     assert.equal(d.start, 1);
   });
 
@@ -118,7 +146,15 @@ describe("decideScaling", () => {
     let idle = trackIdle(new Map(), [instances[2]], clock.nowMs());
     clock.advance(minuteMs);
     idle = trackIdle(idle, instances, clock.nowMs());
-    assert.deepEqual([...idle], [["a", minuteMs], ["b", minuteMs], ["c", 0], ["d", minuteMs]]);
+    assert.deepEqual(
+      [...idle],
+      [
+        ["a", minuteMs],
+        ["b", minuteMs],
+        ["c", 0],
+        ["d", minuteMs],
+      ],
+    );
     clock.advance(defaultScalingPolicy.idleCooldownMs - minuteMs - 1);
     assert.deepEqual(scale(decideScaling({ group: base, instances, paused: false, nowMs: clock.nowMs(), idleSinceMs: idle })).stop, []);
     clock.advance(1);
@@ -146,7 +182,10 @@ describe("decideScaling", () => {
   });
 
   test("a scaling mode outside the schema's three is a broken invariant", () => {
-    assert.throws(() => decideScaling({ group: { ...base, scalingMode: "AUTO" }, instances: [], paused: false, nowMs: 0, idleSinceMs: new Map() }), /unknown scaling mode: AUTO/);
+    assert.throws(
+      () => decideScaling({ group: { ...base, scalingMode: "AUTO" }, instances: [], paused: false, nowMs: 0, idleSinceMs: new Map() }),
+      /unknown scaling mode: AUTO/,
+    );
   });
 
   test("starts are bounded per decision; capped tells the loop to evaluate again", () => {
@@ -160,10 +199,16 @@ describe("decideExplicitStart", () => {
   test("per mode; nothing in maintenance or while paused", () => {
     const running = [inst("a", "RUNNING"), inst("b", "STARTING")];
     assert.deepEqual(decideExplicitStart({ ...base, scalingMode: "STATIC", minInstances: 5 }, running, false), { count: 3 });
-    assert.deepEqual(decideExplicitStart({ ...base, scalingMode: "STATIC", minInstances: 2 }, running, false), { count: 0, reason: "STATIC group already has 2 of 2" });
+    assert.deepEqual(decideExplicitStart({ ...base, scalingMode: "STATIC", minInstances: 2 }, running, false), {
+      count: 0,
+      reason: "STATIC group already has 2 of 2",
+    });
     assert.deepEqual(decideExplicitStart({ ...base, minInstances: 4 }, running, false), { count: 2 });
     assert.deepEqual(decideExplicitStart(base, running, false), { count: 1 });
-    assert.deepEqual(decideExplicitStart({ ...base, scalingMode: "MANUAL", minInstances: 0, maxInstances: 2 }, running, false), { count: 0, reason: "group is at maxInstances 2" });
+    assert.deepEqual(decideExplicitStart({ ...base, scalingMode: "MANUAL", minInstances: 0, maxInstances: 2 }, running, false), {
+      count: 0,
+      reason: "group is at maxInstances 2",
+    });
     assert.deepEqual(decideExplicitStart({ ...base, scalingMode: "MANUAL" }, running, false), { count: 1 });
     assert.equal(decideExplicitStart({ ...base, maintenance: true }, [], false).count, 0);
     assert.match(decideExplicitStart(base, [], true).reason ?? "", /paused after a crash loop/);

@@ -90,7 +90,10 @@ describe("scope lifecycle", () => {
     await lifecycle.acquired(groupScope(group), 5);
     await flush();
     assert.equal(lifecycle.fencingTokenOf(group), 5);
-    assert.deepEqual([supervised.stateOf(`${group}-1`), supervised.stateOf(`${group}-2`), supervised.stateOf(`${group}-3`)], ["RUNNING", "SCHEDULED", undefined]);
+    assert.deepEqual(
+      [supervised.stateOf(`${group}-1`), supervised.stateOf(`${group}-2`), supervised.stateOf(`${group}-3`)],
+      ["RUNNING", "SCHEDULED", undefined],
+    );
     assert.equal(live.get(`${group}-3`)?.state, "CRASHED", "the STATIC slot's record names its node");
     assert.deepEqual(effects, [`dispatch ${group}-2`], "a RUNNING instance is left alone; a SCHEDULED one is sent again");
     assert.ok(snapshots.includes(`instance:${group}-1 RUNNING`), "the record writer sees the adopted actors");
@@ -141,7 +144,10 @@ describe("scope lifecycle", () => {
     assert.ok(!evaluations.some((e) => e.startsWith(`${other}@`)));
     await lifecycle.acquired(groupScope(other), 10);
     await flush();
-    assert.ok(evaluations.some((e) => e.startsWith(`${other}@`)), "acquired without a loss, it runs");
+    assert.ok(
+      evaluations.some((e) => e.startsWith(`${other}@`)),
+      "acquired without a loss, it runs",
+    );
     lifecycle.stop();
   });
 
@@ -165,7 +171,10 @@ describe("scope lifecycle", () => {
     live.put(instanceRecord({ id: `${group}-deleted`, group, node: "node-a", state: "RUNNING" }), false);
     await fx.instances.save(instanceRecord({ id: `${group}-stopped`, group, node: "node-a", state: "STOPPED" }));
     await lifecycle.acquired(groupScope(group), 3);
-    assert.deepEqual(live.ofGroup(group).map((i) => `${i.id} ${i.state}`), [`${group}-a RUNNING`]);
+    assert.deepEqual(
+      live.ofGroup(group).map((i) => `${i.id} ${i.state}`),
+      [`${group}-a RUNNING`],
+    );
     lifecycle.stop();
   });
 

@@ -11,14 +11,7 @@ import type { Clock } from "../../src/shared/clock.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { AssertionError } from "../../src/shared/errors.js";
 import { documentComparator, matchesFilter } from "../../src/store/document-query.js";
-import {
-  DuplicateKeyError,
-  type CollectionSpec,
-  type Doc,
-  type DocumentStore,
-  type Filter,
-  type FindOptions,
-} from "../../src/store/ports.js";
+import { DuplicateKeyError, type CollectionSpec, type Doc, type DocumentStore, type Filter, type FindOptions } from "../../src/store/ports.js";
 import { checkAgainstReference, portableStrings, queryArbitraries, queryPropertySpec } from "./query-arbitraries.js";
 
 /** What a runner provides for one test. */
@@ -99,22 +92,52 @@ const queryCases: { title: string; filter: Filter; options?: FindOptions; expect
   { title: "_id equality", filter: { _id: "a4" }, expected: ["a4"] },
   { title: "_id $in", filter: { _id: { $in: ["b3", "a1", "zz"] } }, expected: ["a1", "b3"] },
   { title: "no match", filter: { group: "nope" }, expected: [] },
-  { title: "sort by string desc", filter: {}, options: { sort: { field: "name", direction: -1 } }, expected: ["b2", "a6", "a3", "a5", "a2", "b3", "a1", "a4", "b1"] },
+  {
+    title: "sort by string desc",
+    filter: {},
+    options: { sort: { field: "name", direction: -1 } },
+    expected: ["b2", "a6", "a3", "a5", "a2", "b3", "a1", "a4", "b1"],
+  },
   {
     title: "sort by number asc with missing and null first, ties by _id",
     filter: {},
     options: { sort: { field: "size", direction: 1 } },
     expected: ["a6", "a5", "a4", "b2", "a2", "b3", "a1", "a3", "b1"],
   },
-  { title: "sort by number desc ties by _id desc", filter: { size: { $gte: 7 } }, options: { sort: { field: "size", direction: -1 } }, expected: ["b1", "a3", "a1", "b3"] },
+  {
+    title: "sort by number desc ties by _id desc",
+    filter: { size: { $gte: 7 } },
+    options: { sort: { field: "size", direction: -1 } },
+    expected: ["b1", "a3", "a1", "b3"],
+  },
   { title: "sort on booleans", filter: { group: "g1" }, options: { sort: { field: "active", direction: 1 } }, expected: ["a2", "b1", "a1"] },
-  { title: "sort by dotted field", filter: { "portRange.start": { $gt: 0 } }, options: { sort: { field: "portRange.start", direction: 1 } }, expected: ["a2", "a3", "a1"] },
+  {
+    title: "sort by dotted field",
+    filter: { "portRange.start": { $gt: 0 } },
+    options: { sort: { field: "portRange.start", direction: 1 } },
+    expected: ["a2", "a3", "a1"],
+  },
   { title: "skip and limit on _id order", filter: {}, options: { skip: 2, limit: 3 }, expected: ["a3", "a4", "a5"] },
-  { title: "skip and limit with sort", filter: { active: true }, options: { sort: { field: "name", direction: 1 }, skip: 1, limit: 2 }, expected: ["b3", "a5"] },
+  {
+    title: "skip and limit with sort",
+    filter: { active: true },
+    options: { sort: { field: "name", direction: 1 }, skip: 1, limit: 2 },
+    expected: ["b3", "a5"],
+  },
   { title: "limit 0", filter: {}, options: { limit: 0 }, expected: [] },
   { title: "skip past the end", filter: {}, options: { skip: 50 }, expected: [] },
-  { title: "_id desc with equality on an indexed field", filter: { group: "g2" }, options: { sort: { field: "_id", direction: -1 } }, expected: ["b3", "a4", "a3"] },
-  { title: "keyset step with equality", filter: { group: "g1", _id: { $lt: "b1" } }, options: { sort: { field: "_id", direction: -1 }, limit: 1 }, expected: ["a2"] },
+  {
+    title: "_id desc with equality on an indexed field",
+    filter: { group: "g2" },
+    options: { sort: { field: "_id", direction: -1 } },
+    expected: ["b3", "a4", "a3"],
+  },
+  {
+    title: "keyset step with equality",
+    filter: { group: "g1", _id: { $lt: "b1" } },
+    options: { sort: { field: "_id", direction: -1 }, limit: 1 },
+    expected: ["a2"],
+  },
 ];
 
 /** Runs the document store contract against the subjects `createSubject` makes. */
@@ -210,7 +233,12 @@ export function runDocumentStoreContract(name: string, createSubject: () => Prom
           ];
           for (const filter of filters) {
             for (const sort of sorts) {
-              for (const [skip, limit] of [[0, undefined], [1, 2], [0, 1], [3, 10]] as const) {
+              for (const [skip, limit] of [
+                [0, undefined],
+                [1, 2],
+                [0, 1],
+                [3, 10],
+              ] as const) {
                 const options: FindOptions = { ...(sort ? { sort } : {}), skip, ...(limit !== undefined ? { limit } : {}) };
                 const expected = fixtures
                   .filter((d) => matchesFilter(d, filter))
@@ -337,7 +365,10 @@ export function runDocumentStoreContract(name: string, createSubject: () => Prom
           assert.deepEqual(ids(await items.find({ group })), expected, `index for ${group}`);
           assert.equal(await items.count({ group }), expected.length);
         }
-        assert.deepEqual(ids(await items.find({}, { sort: { field: "size", direction: 1 } })), ids([...all].sort((a, b) => (a.size as number) - (b.size as number))));
+        assert.deepEqual(
+          ids(await items.find({}, { sort: { field: "size", direction: 1 } })),
+          ids([...all].sort((a, b) => (a.size as number) - (b.size as number))),
+        );
       }));
 
     it("rejects concurrent inserts of one unique value but one", () =>

@@ -148,7 +148,10 @@ export function runKvStoreContract(name: string, createSubject: () => Promise<Kv
         assert.equal(await store.increment(`${ns}n`), 1);
         assert.equal(await store.increment(`${ns}n`), 2);
         const values = await Promise.all(Array.from({ length: 30 }, () => store.increment(`${ns}n`)));
-        assert.deepEqual([...values].sort((a, b) => a - b), Array.from({ length: 30 }, (_, i) => i + 3));
+        assert.deepEqual(
+          [...values].sort((a, b) => a - b),
+          Array.from({ length: 30 }, (_, i) => i + 3),
+        );
         assert.equal(await store.get(`${ns}n`), "32");
         await store.set(`${ns}t`, "5", { ttlMs: 60_000 });
         assert.equal(await store.increment(`${ns}t`), 6);
@@ -161,7 +164,10 @@ export function runKvStoreContract(name: string, createSubject: () => Promise<Kv
       withStore(async (store, _subject, ns) => {
         await store.set(`${ns}ticket`, "t-1", { ttlMs: 10_000 });
         const results = await Promise.all(Array.from({ length: 10 }, () => store.take(`${ns}ticket`)));
-        assert.deepEqual(results.filter((r) => r !== null), ["t-1"]);
+        assert.deepEqual(
+          results.filter((r) => r !== null),
+          ["t-1"],
+        );
         assert.equal(await store.get(`${ns}ticket`), null);
         assert.equal(await store.take(`${ns}ticket`), null);
       }));
@@ -246,7 +252,10 @@ export function runKvStoreContract(name: string, createSubject: () => Promise<Kv
       withStore(async (store, _subject, ns) => {
         const log = { counterKey: `${ns}seq`, listKey: `${ns}log`, channel: `${ns}journal`, entriesMax: 100 };
         const sequences = await Promise.all(Array.from({ length: 50 }, (_, i) => store.appendSequenced(log, `v${i}`)));
-        assert.deepEqual([...sequences].sort((a, b) => a - b), Array.from({ length: 50 }, (_, i) => i + 1));
+        assert.deepEqual(
+          [...sequences].sort((a, b) => a - b),
+          Array.from({ length: 50 }, (_, i) => i + 1),
+        );
         const { entries } = await store.readSequenced(log, 1);
         assert.deepEqual(
           entries.map((e) => e.sequence),

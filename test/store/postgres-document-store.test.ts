@@ -49,7 +49,12 @@ it("PostgreSQL: filters on indexed fields use the expression indexes", async () 
   const client = new pg.Client({ connectionString: server!.uri });
   await client.connect();
   try {
-    const spec = { indexes: [{ name: "plan_group", field: "group" }, { name: "plan_port", field: "portRange.start" }] };
+    const spec = {
+      indexes: [
+        { name: "plan_group", field: "group" },
+        { name: "plan_port", field: "portRange.start" },
+      ],
+    };
     const items = store.collection("plan_items", spec);
     await items.find({ group: "warm-up" }); // creates the table and indexes
     await client.query("SET enable_seqscan = off");
@@ -72,9 +77,7 @@ it("PostgreSQL: filters on indexed fields use the expression indexes", async () 
 });
 
 it("PostgreSQL: controllers creating the same collection at once all succeed", async () => {
-  const stores = await Promise.all(
-    [1, 2, 3].map(() => openPostgresDocumentStore({ uri: server!.uri, ttlSweepIntervalMs: 0, poolConnectionsMax: 2 })),
-  );
+  const stores = await Promise.all([1, 2, 3].map(() => openPostgresDocumentStore({ uri: server!.uri, ttlSweepIntervalMs: 0, poolConnectionsMax: 2 })));
   try {
     const spec = {
       indexes: [{ name: "race_name", field: "name", unique: true }],

@@ -33,7 +33,12 @@ export function queryArbitraries(strings: readonly string[]) {
     fc.record({ $gte: bound, $lt: bound }, { requiredKeys: [] }),
     fc.array(fc.oneof(text, num, fc.boolean()), { minLength: 1, maxLength: 3 }).map(($in) => ({ $in })),
   );
-  const idCondition = fc.oneof(id, fc.record({ $lt: id }), fc.record({ $gte: id }), fc.array(id, { minLength: 1, maxLength: 3 }).map(($in) => ({ $in })));
+  const idCondition = fc.oneof(
+    id,
+    fc.record({ $lt: id }),
+    fc.record({ $gte: id }),
+    fc.array(id, { minLength: 1, maxLength: 3 }).map(($in) => ({ $in })),
+  );
   const filter = fc
     .record({ a: condition, b: condition, "nested.c": condition, _id: idCondition }, { requiredKeys: [] })
     .filter((f) => Object.values(f).every((c) => typeof c !== "object" || c === null || Object.keys(c).length > 0)) as fc.Arbitrary<Filter>;
@@ -57,6 +62,10 @@ export async function checkAgainstReference(collection: Collection<Doc>, docs: D
   const skip = options.skip ?? 0;
   const expected = matching.slice(skip, options.limit === undefined ? undefined : skip + options.limit);
   const context = JSON.stringify({ filter, options });
-  assert.deepEqual((await collection.find(filter, options)).map((d) => d._id), expected.map((d) => d._id), context);
+  assert.deepEqual(
+    (await collection.find(filter, options)).map((d) => d._id),
+    expected.map((d) => d._id),
+    context,
+  );
   assert.equal(await collection.count(filter), matching.length, context);
 }

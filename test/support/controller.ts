@@ -231,7 +231,8 @@ async function spawnController(spec: SpawnSpec): Promise<TestController> {
       await waitForExit(child);
     },
     restart: async () => {
-      if (child.exitCode === null && child.signalCode === null) throw new Error("restart() needs the previous process to have exited (call kill9() or stop() first)");
+      if (child.exitCode === null && child.signalCode === null)
+        throw new Error("restart() needs the previous process to have exited (call kill9() or stop() first)");
       return spawnController(spec);
     },
   };

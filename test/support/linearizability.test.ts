@@ -47,11 +47,7 @@ describe("checkLinearizable: sequential histories", () => {
   });
 
   it("rejects a stale read after a completed write", () => {
-    const explanation = assertNotLinearizable([
-      put(1, "x", "a", 0, 1),
-      put(1, "x", "b", 2, 3),
-      get(2, "x", "a", 4, 5),
-    ]);
+    const explanation = assertNotLinearizable([put(1, "x", "a", 0, 1), put(1, "x", "b", 2, 3), get(2, "x", "a", 4, 5)]);
     assert.match(explanation, /get\("x"\) → "a"/);
     assert.match(explanation, /but the value is "b"/);
   });
@@ -65,12 +61,7 @@ describe("checkLinearizable: sequential histories", () => {
   });
 
   it("checks compare-and-set against the current value", () => {
-    assertLinearizable([
-      cas(1, "x", null, "a", true, 0, 1),
-      cas(2, "x", null, "b", false, 2, 3),
-      cas(2, "x", "a", "b", true, 4, 5),
-      get(1, "x", "b", 6, 7),
-    ]);
+    assertLinearizable([cas(1, "x", null, "a", true, 0, 1), cas(2, "x", null, "b", false, 2, 3), cas(2, "x", "a", "b", true, 4, 5), get(1, "x", "b", 6, 7)]);
     assertNotLinearizable([put(1, "x", "a", 0, 1), cas(2, "x", "a", "b", false, 2, 3)]);
     assertNotLinearizable([put(1, "x", "a", 0, 1), cas(2, "x", null, "b", true, 2, 3)]);
     assertNotLinearizable([cas(1, "x", null, "a", true, 0, 1), get(2, "x", null, 2, 3)]);
@@ -79,20 +70,11 @@ describe("checkLinearizable: sequential histories", () => {
 
 describe("checkLinearizable: concurrency", () => {
   it("accepts reads that overlap a write seeing either value, in a consistent order", () => {
-    assertLinearizable([
-      put(1, "x", "a", 0, 10),
-      get(2, "x", null, 1, 2),
-      get(2, "x", "a", 3, 4),
-      get(3, "x", "a", 5, 6),
-    ]);
+    assertLinearizable([put(1, "x", "a", 0, 10), get(2, "x", null, 1, 2), get(2, "x", "a", 3, 4), get(3, "x", "a", 5, 6)]);
   });
 
   it("rejects a read going back in time while a write is in flight", () => {
-    assertNotLinearizable([
-      put(1, "x", "a", 0, 10),
-      get(2, "x", "a", 1, 2),
-      get(3, "x", null, 3, 4),
-    ]);
+    assertNotLinearizable([put(1, "x", "a", 0, 10), get(2, "x", "a", 1, 2), get(3, "x", null, 3, 4)]);
   });
 
   it("accepts concurrent writes seen in either order", () => {
@@ -108,11 +90,7 @@ describe("checkLinearizable: concurrency", () => {
   });
 
   it("accepts a chain of compare-and-sets linearized against their real-time overlap", () => {
-    assertLinearizable([
-      cas(1, "x", "a", "b", true, 0, 10),
-      put(2, "x", "a", 1, 2),
-      get(3, "x", "b", 11, 12),
-    ]);
+    assertLinearizable([cas(1, "x", "a", "b", true, 0, 10), put(2, "x", "a", 1, 2), get(3, "x", "b", 11, 12)]);
   });
 
   it("treats operations touching at one instant as concurrent", () => {
@@ -207,9 +185,7 @@ function bruteForceLinearizable(history: readonly Operation[]): boolean {
   const n = history.length;
   const placed = new Array<boolean>(n).fill(false);
   const state = new Map<string, string | null>();
-  const mustPrecede = history.map((b) =>
-    history.map((a) => a.returnMs !== null && a.returnMs < b.callMs),
-  );
+  const mustPrecede = history.map((b) => history.map((a) => a.returnMs !== null && a.returnMs < b.callMs));
   const completedCount = history.filter((op) => op.returnMs !== null).length;
 
   function search(placedCompleted: number): boolean {

@@ -39,10 +39,7 @@ export interface Operation {
   output?: unknown;
 }
 
-export type CheckResult =
-  | { ok: true }
-  | { ok: false; key: string; explanation: string }
-  | { ok: "unknown" };
+export type CheckResult = { ok: true } | { ok: false; key: string; explanation: string } | { ok: "unknown" };
 
 export interface CheckOptions {
   /** Wall-clock bound on the whole search; past it the result is `{ ok: "unknown" }`. */
@@ -245,13 +242,7 @@ function dropUnobservableWrites(ops: readonly Operation[]): Operation[] {
       lastFailedCasReturnMs = Math.max(lastFailedCasReturnMs, op.returnMs);
     }
   }
-  return ops.filter(
-    (op) =>
-      op.returnMs !== null ||
-      op.kind === "get" ||
-      observed.has(op.value ?? "") ||
-      lastFailedCasReturnMs > op.callMs,
-  );
+  return ops.filter((op) => op.returnMs !== null || op.kind === "get" || observed.has(op.value ?? "") || lastFailedCasReturnMs > op.callMs);
 }
 
 interface Frame {
@@ -365,13 +356,7 @@ export function describeOperation(op: Operation): string {
       break;
   }
   const output =
-    op.returnMs === null
-      ? "outcome unknown"
-      : op.kind === "put"
-        ? "ok"
-        : op.kind === "get"
-          ? formatValue(op.output as RegisterState)
-          : String(op.output);
+    op.returnMs === null ? "outcome unknown" : op.kind === "put" ? "ok" : op.kind === "get" ? formatValue(op.output as RegisterState) : String(op.output);
   const returned = op.returnMs === null ? "never returned" : `returned at ${op.returnMs} ms`;
   return `client ${op.clientId} ${call} → ${output} [called at ${op.callMs} ms, ${returned}]`;
 }
@@ -390,13 +375,7 @@ export class HistoryRecorder {
   private readonly settled: boolean[] = [];
   private readonly discarded = new Set<OperationHandle>();
 
-  invoke(
-    clientId: number,
-    kind: OperationKind,
-    key: string,
-    args: { value?: string; expected?: string | null },
-    callMs: number,
-  ): OperationHandle {
+  invoke(clientId: number, kind: OperationKind, key: string, args: { value?: string; expected?: string | null }, callMs: number): OperationHandle {
     const op: Operation = { clientId, kind, key, callMs, returnMs: null };
     if (args.value !== undefined) op.value = args.value;
     if (args.expected !== undefined) op.expected = args.expected;

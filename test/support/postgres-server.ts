@@ -69,19 +69,42 @@ export async function startPostgresServer(options: { database?: string } = {}): 
   };
 
   try {
-    if (asRoot) chownSync(dir, Number(spawnSync("id", ["-u", "postgres"]).stdout.toString().trim()), Number(spawnSync("id", ["-g", "postgres"]).stdout.toString().trim()));
-    const [initCmd, initArgs] = command(join(binDir, "initdb"), ["-D", dataDir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"]);
+    if (asRoot)
+      chownSync(
+        dir,
+        Number(spawnSync("id", ["-u", "postgres"]).stdout.toString().trim()),
+        Number(spawnSync("id", ["-g", "postgres"]).stdout.toString().trim()),
+      );
+    const [initCmd, initArgs] = command(join(binDir, "initdb"), [
+      "-D",
+      dataDir,
+      "-U",
+      "postgres",
+      "-A",
+      "trust",
+      "-E",
+      "UTF8",
+      "--locale=C.UTF-8",
+      "--no-sync",
+    ]);
     const init = spawnSync(initCmd, initArgs, { encoding: "utf8", timeout: readyTimeoutMs });
     if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr || init.stdout || init.error?.message}`);
     const port = await ephemeralPort();
     const [serverCmd, serverArgs] = command(join(binDir, "postgres"), [
-      "-D", dataDir,
-      "-p", String(port),
-      "-c", "listen_addresses=127.0.0.1",
-      "-c", `unix_socket_directories=${dir}`,
-      "-c", "fsync=on",
-      "-c", "shared_buffers=16MB",
-      "-c", "max_connections=50",
+      "-D",
+      dataDir,
+      "-p",
+      String(port),
+      "-c",
+      "listen_addresses=127.0.0.1",
+      "-c",
+      `unix_socket_directories=${dir}`,
+      "-c",
+      "fsync=on",
+      "-c",
+      "shared_buffers=16MB",
+      "-c",
+      "max_connections=50",
     ]);
     let output = "";
     child = spawn(serverCmd, serverArgs, { stdio: ["ignore", "pipe", "pipe"] });

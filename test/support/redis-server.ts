@@ -20,7 +20,6 @@ export interface RedisServer {
 const readyTimeoutMs = 15_000;
 const stopTimeoutMs = 5_000;
 
-
 /** Starts redis-server; call `stop` in an `after` hook. */
 export async function startRedisServer(): Promise<RedisServer> {
   const dir = await mkdtemp(join(tmpdir(), "redis-test-"));

@@ -27,6 +27,9 @@ test("eventually: times out naming what it waited for and the last error", async
 
 test("eventually: stopIf fails the wait at once", async () => {
   const startedMs = Date.now();
-  await assert.rejects(eventually(() => false, "a line", { timeoutMs: 10_000, stopIf: () => "the process exited (1)" }), /the process exited \(1\) while waiting for a line/);
+  await assert.rejects(
+    eventually(() => false, "a line", { timeoutMs: 10_000, stopIf: () => "the process exited (1)" }),
+    /the process exited \(1\) while waiting for a line/,
+  );
   assert.ok(Date.now() - startedMs < 1_000);
 });

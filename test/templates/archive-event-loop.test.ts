@@ -35,7 +35,9 @@ async function writeTemplateArchive(path: string): Promise<number> {
   for (let i = 0; i < 12; i++) {
     const data = i < 8 ? await randomBytesAsync(4 * MiB + 1234 * i) : Buffer.alloc(4 * MiB, `motd=Welcome {{player}} to server ${i}\n`);
     totalBytes += data.byteLength;
-    await new Promise<void>((resolve, reject) => pack.entry({ name: `worlds/w${i}/region.${i < 8 ? "mca" : "yml"}`, size: data.byteLength, mode: 0o644 }, data, (err) => (err ? reject(err) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      pack.entry({ name: `worlds/w${i}/region.${i < 8 ? "mca" : "yml"}`, size: data.byteLength, mode: 0o644 }, data, (err) => (err ? reject(err) : resolve())),
+    );
   }
   pack.finalize();
   await written;
@@ -98,7 +100,8 @@ describe("archive work and the event loop", () => {
     assert.equal(exported.value.hash, imported.value.json.hash);
     assert.ok(exported.value.bytes > fileBytes / 2, `exported ${exported.value.bytes} bytes`);
 
-    const line = (what: string, m: { maxMs: number; p99Ms: number; elapsedMs: number }) => `${what}: ${m.elapsedMs.toFixed(0)} ms, loop delay p99 ${m.p99Ms.toFixed(1)} ms, max ${m.maxMs.toFixed(1)} ms`;
+    const line = (what: string, m: { maxMs: number; p99Ms: number; elapsedMs: number }) =>
+      `${what}: ${m.elapsedMs.toFixed(0)} ms, loop delay p99 ${m.p99Ms.toFixed(1)} ms, max ${m.maxMs.toFixed(1)} ms`;
     context.diagnostic(`${(archiveBytes / MiB).toFixed(1)} MiB tar.gz of ${(fileBytes / MiB).toFixed(0)} MiB`);
     context.diagnostic(line("import", imported));
     context.diagnostic(line("export", exported));

@@ -66,12 +66,15 @@ describe("tar.gz", () => {
       { path: long, kind: "file", mode: 0o644, data: Buffer.alloc(1000, 7) },
     ]);
     const entries = await readTarGz(archive, limits);
-    assert.deepEqual(entries.map((e) => [e.path, e.kind, e.mode & 0o777]), [
-      ["config", "dir", 0o755],
-      ["config/server.properties", "file", 0o644],
-      ["start.sh", "file", 0o755],
-      [long, "file", 0o644],
-    ]);
+    assert.deepEqual(
+      entries.map((e) => [e.path, e.kind, e.mode & 0o777]),
+      [
+        ["config", "dir", 0o755],
+        ["config/server.properties", "file", 0o644],
+        ["start.sh", "file", 0o755],
+        [long, "file", 0o644],
+      ],
+    );
     assert.equal(Buffer.from(entries[1].data).toString(), "motd={{motd}}\n");
     assert.equal(entries[3].data.byteLength, 1000);
   });
@@ -92,8 +95,28 @@ describe("tar.gz", () => {
       while (`${length}${body}`.length !== length) length++;
       return `${length}${body}`;
     };
-    await refuses(() => readTarGz(buildRawTarGz([{ name: "PaxHeader", typeflag: "x", data: pax("a\u0000b") }, { name: "x", data: "1" }]), limits), /NUL|control/);
-    await refuses(() => readTarGz(buildRawTarGz([{ name: "PaxHeader", typeflag: "x", data: pax("n".repeat(300)) }, { name: "x", data: "1" }]), limits), /longer/);
+    await refuses(
+      () =>
+        readTarGz(
+          buildRawTarGz([
+            { name: "PaxHeader", typeflag: "x", data: pax("a\u0000b") },
+            { name: "x", data: "1" },
+          ]),
+          limits,
+        ),
+      /NUL|control/,
+    );
+    await refuses(
+      () =>
+        readTarGz(
+          buildRawTarGz([
+            { name: "PaxHeader", typeflag: "x", data: pax("n".repeat(300)) },
+            { name: "x", data: "1" },
+          ]),
+          limits,
+        ),
+      /longer/,
+    );
   });
 
   it("bounds entry count and unpacked size (a gzip bomb stops while inflating)", async () => {
@@ -116,11 +139,14 @@ describe("zip", () => {
       ]),
       limits,
     );
-    assert.deepEqual(entries.map((e) => [e.path, e.kind, e.data.byteLength]), [
-      ["plugins", "dir", 0],
-      ["plugins/a.txt", "file", 5],
-      ["plugins/b.txt", "file", 4000],
-    ]);
+    assert.deepEqual(
+      entries.map((e) => [e.path, e.kind, e.data.byteLength]),
+      [
+        ["plugins", "dir", 0],
+        ["plugins/a.txt", "file", 5],
+        ["plugins/b.txt", "file", 4000],
+      ],
+    );
   });
 
   it("refuses symlinks, traversal, absolute paths, backslashes, NUL and over-long names", async () => {
@@ -184,16 +210,25 @@ describe("zip", () => {
         const archive = join(dir, `out${flags.join("")}.zip`);
         await run("zip", ["-q", "-X", ...flags, archive, "a.txt", "b.bin"], { cwd: dir });
         const entries = await readZip({ path: archive }, limits);
-        assert.deepEqual(entries.map((e) => [e.path, e.kind, e.data.byteLength]), expected, flags.join(" "));
+        assert.deepEqual(
+          entries.map((e) => [e.path, e.kind, e.data.byteLength]),
+          expected,
+          flags.join(" "),
+        );
       }
       // Written to a pipe, zip cannot seek back: every entry gets a data descriptor (and ZIP64 fields).
       const streamed = await new Promise<Buffer>((resolve, reject) => {
-        const child = execFile("zip", ["-q", "-X", "-", "a.txt", "b.bin"], { cwd: dir, encoding: "buffer", maxBuffer: 16 << 20 }, (err, stdout) => (err ? reject(err) : resolve(stdout)));
+        const child = execFile("zip", ["-q", "-X", "-", "a.txt", "b.bin"], { cwd: dir, encoding: "buffer", maxBuffer: 16 << 20 }, (err, stdout) =>
+          err ? reject(err) : resolve(stdout),
+        );
         child.stdin?.end();
       });
       assert.equal(streamed.readUInt16LE(6) & 0x8, 0x8, "the first entry has a data descriptor");
       const entries = await readZip(streamed, limits);
-      assert.deepEqual(entries.map((e) => [e.path, e.kind, e.data.byteLength]), expected);
+      assert.deepEqual(
+        entries.map((e) => [e.path, e.kind, e.data.byteLength]),
+        expected,
+      );
       assert.equal(Buffer.from(entries[0].data).toString(), "alpha {{v}}\n".repeat(2000));
     } finally {
       await rm(dir, { recursive: true, force: true });

@@ -66,7 +66,10 @@ describe("chunked template files", () => {
     assert.ok((await readAll((await f.service.openFile("maps", "worlds/a.dat")).stream)).equals(big));
     assert.ok(Buffer.from(await f.service.blob("maps", sha256(big), change.newHash)).equals(big));
     const manifest = await f.service.manifest("maps");
-    assert.deepEqual(manifest.entries.find((e) => e.path === "worlds/a.dat"), { path: "worlds/a.dat", mode: 0o100644, size: FILE_BYTES, sha256: sha256(big) });
+    assert.deepEqual(
+      manifest.entries.find((e) => e.path === "worlds/a.dat"),
+      { path: "worlds/a.dat", mode: 0o100644, size: FILE_BYTES, sha256: sha256(big) },
+    );
   });
 
   it("shares chunks between files with the same bytes", async () => {

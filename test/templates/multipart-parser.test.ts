@@ -80,7 +80,7 @@ describe("multipart parser", () => {
   });
 
   it("skips preamble and epilogue, accepts padding after a boundary and a part without headers", () => {
-    const body = raw("preamble\n--b  \nContent-Disposition: form-data; name=\"a\"\n\n1\n--b\n\nno headers\n--b--\nepilogue");
+    const body = raw('preamble\n--b  \nContent-Disposition: form-data; name="a"\n\n1\n--b\n\nno headers\n--b--\nepilogue');
     assert.deepEqual(parse(body, "b", 4), [
       { name: "a", body: "1" },
       { name: "", body: "no headers" },
@@ -95,7 +95,7 @@ describe("multipart parser", () => {
         "",
         "x",
         "--b",
-        "Content-Disposition: form-data; name=\"file\"; filename=\"fallback\"; filename*=UTF-8''%C3%BC%20x.txt",
+        'Content-Disposition: form-data; name="file"; filename="fallback"; filename*=UTF-8\'\'%C3%BC%20x.txt',
         "",
         "y",
         "--b",
@@ -169,7 +169,9 @@ describe("upload spool", () => {
       await spool.dispose();
       assert.deepEqual(await readdir(directory), []);
 
-      await assert.rejects(spoolMultipart(new Blob([body.subarray(0, body.byteLength - 10)]).stream(), contentType, { directory, field: "file" }), { status: 400 });
+      await assert.rejects(spoolMultipart(new Blob([body.subarray(0, body.byteLength - 10)]).stream(), contentType, { directory, field: "file" }), {
+        status: 400,
+      });
       assert.deepEqual(await readdir(directory), [], "a refused body leaves nothing behind");
       const broken = new ReadableStream<Uint8Array>({
         start(controller) {
@@ -177,7 +179,10 @@ describe("upload spool", () => {
           controller.error(new Error("socket hang up"));
         },
       });
-      await assert.rejects(spoolMultipart(broken, contentType, { directory, field: "file" }), { status: 400, message: "The request body ended before it was complete" });
+      await assert.rejects(spoolMultipart(broken, contentType, { directory, field: "file" }), {
+        status: 400,
+        message: "The request body ended before it was complete",
+      });
       assert.deepEqual(await readdir(directory), [], "a body that breaks off leaves nothing behind");
     } finally {
       await rm(directory, { recursive: true, force: true });

@@ -43,7 +43,9 @@ function piece(index: number, bytes: number): Buffer {
 /** Streams one generated file as a multipart body to `options.url` (POST). */
 export async function streamUpload(options: StreamUploadOptions): Promise<StreamUploadResult> {
   const boundary = `----cloud-test-${randomBytes(8).toString("hex")}`;
-  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${options.field ?? "file"}"; filename="${options.fileName}"\r\nContent-Type: application/octet-stream\r\n\r\n`);
+  const head = Buffer.from(
+    `--${boundary}\r\nContent-Disposition: form-data; name="${options.field ?? "file"}"; filename="${options.fileName}"\r\nContent-Type: application/octet-stream\r\n\r\n`,
+  );
   const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
   const totalBytes = head.byteLength + options.sizeBytes + tail.byteLength;
   const declared = options.declaredBytes === undefined ? totalBytes : options.declaredBytes;

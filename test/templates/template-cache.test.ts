@@ -16,11 +16,19 @@ class FakeSource implements TemplateSource {
   blobFetches = 0;
   corrupt = false;
   add(name: string, files: { path: string; data: string | Uint8Array }[]): void {
-    this.files.set(name, files.map((f) => ({ path: f.path, data: typeof f.data === "string" ? new TextEncoder().encode(f.data) : f.data })));
+    this.files.set(
+      name,
+      files.map((f) => ({ path: f.path, data: typeof f.data === "string" ? new TextEncoder().encode(f.data) : f.data })),
+    );
   }
   async manifest(name: string): Promise<FetchedManifest> {
     const files = this.files.get(name)!;
-    return { templateName: name, hash: `h-${name}`, variables: { who: name }, entries: files.map((f) => ({ path: f.path, mode: FILE_MODE, size: f.data.byteLength, sha256: sha(f.data) })) };
+    return {
+      templateName: name,
+      hash: `h-${name}`,
+      variables: { who: name },
+      entries: files.map((f) => ({ path: f.path, mode: FILE_MODE, size: f.data.byteLength, sha256: sha(f.data) })),
+    };
   }
   async blob(name: string, sha256: string): Promise<Uint8Array> {
     this.blobFetches++;
@@ -55,7 +63,10 @@ describe("template cache", () => {
 
   it("applies layers in order with variables and refuses corrupt blobs and escaping paths", async () => {
     const source = new FakeSource();
-    source.add("base", [{ path: "cfg/x.txt", data: "from base {{who}}" }, { path: "only-base.txt", data: "b" }]);
+    source.add("base", [
+      { path: "cfg/x.txt", data: "from base {{who}}" },
+      { path: "only-base.txt", data: "b" },
+    ]);
     source.add("top", [{ path: "cfg/x.txt", data: "from top {{who}} {{unknown}}" }]);
     const cache = await TemplateCache.open({ directory: join(dir, "layers"), sizeBytesMax: 1 << 20, source });
     await cache.unpack([{ name: "base" }, { name: "top" }], join(dir, "out"));

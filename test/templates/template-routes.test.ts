@@ -42,7 +42,10 @@ describe("template routes", () => {
     assert.equal(v1.status, 200, v1.text);
     const v2 = await call("PUT", "/api/v1/templates/lobby/files/content", { path: "config/motd.txt", content: "v2" });
     const versions = await call("GET", "/api/v1/templates/lobby/versions");
-    assert.deepEqual(versions.json.slice(0, 2).map((v: { hash: string }) => v.hash), [v2.json.newHash, v1.json.newHash]);
+    assert.deepEqual(
+      versions.json.slice(0, 2).map((v: { hash: string }) => v.hash),
+      [v2.json.newHash, v1.json.newHash],
+    );
     assert.deepEqual(Object.keys(versions.json[0]).sort(), ["createdAt", "hash", "sizeBytes", "templateName"]);
 
     const rb = await call("POST", "/api/v1/templates/lobby/rollback", { hash: v1.json.newHash });
@@ -67,7 +70,10 @@ describe("template routes", () => {
     const res = await call("DELETE", "/api/v1/templates/_module-plugins-core");
     assert.equal(res.status, 400);
     assert.equal(res.json.error.code, "PROTECTED");
-    assert.equal((await call("GET", "/api/v1/templates")).json.some((x: { name: string }) => x.name.startsWith("_")), false);
+    assert.equal(
+      (await call("GET", "/api/v1/templates")).json.some((x: { name: string }) => x.name.startsWith("_")),
+      false,
+    );
   });
 
   it("refuses path escapes over HTTP with 422 and writes nothing", async () => {
@@ -78,15 +84,21 @@ describe("template routes", () => {
       assert.equal((await call("GET", `/api/v1/templates/lobby/files/content?path=${encodeURIComponent(path)}`)).status, 422);
       assert.equal((await call("POST", "/api/v1/templates/lobby/files/rename", { from: "config", to: path })).status, 422);
     }
-    const zipSlip = await multipart("/api/v1/templates/lobby/files/upload?extract=true", [{ name: "evil.zip", data: buildZip([{ name: "../../evil", data: "x" }]) }]);
+    const zipSlip = await multipart("/api/v1/templates/lobby/files/upload?extract=true", [
+      { name: "evil.zip", data: buildZip([{ name: "../../evil", data: "x" }]) },
+    ]);
     assert.equal(zipSlip.status, 422);
-    const symlink = await multipart("/api/v1/templates/lobby/files/upload?extract=true", [{ name: "l.zip", data: buildZip([{ name: "l", data: "/", unixMode: 0o120777 }]) }]);
+    const symlink = await multipart("/api/v1/templates/lobby/files/upload?extract=true", [
+      { name: "l.zip", data: buildZip([{ name: "l", data: "/", unixMode: 0o120777 }]) },
+    ]);
     assert.equal(symlink.status, 422);
     assert.equal((await call("GET", "/api/v1/templates/lobby")).json.hash, before);
   });
 
   it("upload, extract, download, export and import round-trip; audit records the template actions", async () => {
-    const up = await multipart("/api/v1/templates/lobby/files/upload?path=plugins", [{ name: "p.zip", data: buildZip([{ name: "a/b.yml", data: "k: {{v}}" }]) }]);
+    const up = await multipart("/api/v1/templates/lobby/files/upload?path=plugins", [
+      { name: "p.zip", data: buildZip([{ name: "a/b.yml", data: "k: {{v}}" }]) },
+    ]);
     assert.equal(up.status, 200);
     assert.equal((await call("POST", "/api/v1/templates/lobby/files/extract", { path: "plugins/p.zip" })).status, 200);
     const dl = await fetch(`${t.baseUrl}/api/v1/templates/lobby/files/download?path=plugins/a/b.yml`, { headers: { authorization: `Bearer ${admin}` } });
@@ -97,7 +109,9 @@ describe("template routes", () => {
     const imported = await multipart("/api/v1/templates/import?name=lobby-copy", [{ name: "lobby.tar.gz", data: archive }]);
     assert.equal(imported.status, 201);
     assert.equal(imported.json.hash, exported.headers.get("x-template-hash"));
-    const hostile = await multipart("/api/v1/templates/import?name=hostile", [{ name: "h.tar.gz", data: buildRawTarGz([{ name: "x", typeflag: "1", linkName: "/etc/shadow" }]) }]);
+    const hostile = await multipart("/api/v1/templates/import?name=hostile", [
+      { name: "h.tar.gz", data: buildRawTarGz([{ name: "x", typeflag: "1", linkName: "/etc/shadow" }]) },
+    ]);
     assert.equal(hostile.status, 422);
     assert.equal((await call("GET", "/api/v1/templates/hostile")).status, 404);
     const viewer = await t.tokenFor("VIEWER");
@@ -111,7 +125,17 @@ describe("template routes", () => {
     assert.equal((await call("DELETE", "/api/v1/templates/lobby/files?path=plugins/p.zip")).status, 200);
 
     const actions = new Set((await call("GET", "/api/v1/audit?pageSize=500")).json.data?.map((e: { action: string }) => e.action) ?? []);
-    for (const action of ["template.create", "template.update", "template.rollback", "template.file.upload", "template.file.extract", "template.export", "template.import", "template.variables.update", "template.file.delete"]) {
+    for (const action of [
+      "template.create",
+      "template.update",
+      "template.rollback",
+      "template.file.upload",
+      "template.file.extract",
+      "template.export",
+      "template.import",
+      "template.variables.update",
+      "template.file.delete",
+    ]) {
       assert.ok(actions.has(action), `${action} audited (${[...actions].join(", ")})`);
     }
   });
@@ -128,7 +152,11 @@ describe("template routes", () => {
     await call("PUT", "/api/v1/templates/base/files/content", { path: "server.properties", content: "motd={{motd}}\nport=25565\n" });
     await call("PUT", "/api/v1/templates/base/variables", { variables: { motd: "base" } });
     await call("PUT", "/api/v1/templates/lobby/variables", { variables: { motd: "Lobby!", v: "1" } });
-    const cache = await TemplateCache.open({ directory: join(scratch, "cache"), sizeBytesMax: 1 << 20, source: new HttpTemplateSource({ baseUrl: t.baseUrl, token: admin }) });
+    const cache = await TemplateCache.open({
+      directory: join(scratch, "cache"),
+      sizeBytesMax: 1 << 20,
+      source: new HttpTemplateSource({ baseUrl: t.baseUrl, token: admin }),
+    });
     const cold = await cache.unpack([{ name: "base" }, { name: "lobby" }], join(scratch, "run1"));
     assert.ok(cold.blobsDownloaded > 0);
     assert.equal(await readFile(join(scratch, "run1", "server.properties"), "utf8"), "motd=Lobby!\nport=25565\n");

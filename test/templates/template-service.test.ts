@@ -28,7 +28,10 @@ describe("template service", () => {
     await f.service.create({ name: "_module-plugins-x" });
     for (const bad of ["Lobby", "-x", "a b", "a".repeat(33), "../x", ""]) await rejects(f.service.create({ name: bad }), 422, "VALIDATION_ERROR");
     await rejects(f.service.create({ name: "lobby" }), 409, "CONFLICT");
-    assert.deepEqual((await f.service.list()).map((t) => t.name), ["lobby"]);
+    assert.deepEqual(
+      (await f.service.list()).map((t) => t.name),
+      ["lobby"],
+    );
     await rejects(f.service.delete("_module-plugins-x"), 400, "PROTECTED");
     await rejects(f.service.get("nope"), 404, "NOT_FOUND", /^Template not found: nope$/);
   });
@@ -49,7 +52,13 @@ describe("template service", () => {
     const twin = await f.service.writeText("dedupe2", "a/one.txt", "same");
     assert.equal(twin.newHash, (await f.service.get("dedupe")).hash);
     const listing = await f.service.listFiles("dedupe", "");
-    assert.deepEqual(listing.entries.map((e) => [e.name, e.type]), [["a", "directory"], ["b", "directory"]]);
+    assert.deepEqual(
+      listing.entries.map((e) => [e.name, e.type]),
+      [
+        ["a", "directory"],
+        ["b", "directory"],
+      ],
+    );
   });
 
   it("a one-file edit stores that file and the tree objects on its path only", async () => {
@@ -68,7 +77,10 @@ describe("template service", () => {
     f.clock.advance(1000);
     const v2 = await f.service.writeText("survival", "server.properties", "motd=two");
     const versions = await f.service.listVersions("survival");
-    assert.deepEqual(versions.slice(0, 2).map((v) => v.hash), [v2.newHash, v1.newHash]);
+    assert.deepEqual(
+      versions.slice(0, 2).map((v) => v.hash),
+      [v2.newHash, v1.newHash],
+    );
     assert.equal(versions.length, 3);
     assert.deepEqual(f.events.ofType("TEMPLATE_UPDATED").at(-1), { templateName: "survival", oldHash: v1.newHash, newHash: v2.newHash });
 
@@ -116,7 +128,10 @@ describe("template service", () => {
     await f.service.rename("files", "plugins/a.jar", "plugins/b.jar");
     assert.equal((await f.service.readFile("files", "plugins/b.jar")).data.byteLength, 3);
     await rejects(f.service.readText("files", "plugins/b.jar"), 422, "NOT_TEXT");
-    const zip = buildZip([{ name: "world/", unixMode: 0o040755 }, { name: "world/level.dat", data: "level" }]);
+    const zip = buildZip([
+      { name: "world/", unixMode: 0o040755 },
+      { name: "world/level.dat", data: "level" },
+    ]);
     await f.service.upload("files", "", [{ fileName: "world.zip", data: zip }], true);
     assert.equal((await f.service.readText("files", "world/level.dat")).content, "level");
     await f.service.upload("files", "archives", [{ fileName: "w.zip", data: zip }], false);
@@ -134,8 +149,14 @@ describe("template service", () => {
       await rejects(f.service.upload("files", "", [{ fileName: bad, data: new Uint8Array(1) }], false), 422, "INVALID_PATH");
     }
     const hostile = [
-      buildZip([{ name: "ok.txt", data: "fine" }, { name: "../evil.txt", data: "x" }]),
-      buildZip([{ name: "ok.txt", data: "fine" }, { name: "link", data: "/etc", unixMode: 0o120777 }]),
+      buildZip([
+        { name: "ok.txt", data: "fine" },
+        { name: "../evil.txt", data: "x" },
+      ]),
+      buildZip([
+        { name: "ok.txt", data: "fine" },
+        { name: "link", data: "/etc", unixMode: 0o120777 },
+      ]),
       buildZip([{ name: "bomb", data: Buffer.alloc(2 << 20) }]),
     ];
     for (const data of hostile) {
@@ -158,16 +179,25 @@ describe("template service", () => {
     await f.service.replaceVariables("game", { motd: "Hello" });
     assert.deepEqual(await f.service.variables("game"), { motd: "Hello" });
     const scan = await f.service.scanVariables("game");
-    assert.deepEqual(scan.variables.map((v) => [v.name, v.defined, v.files]), [
-      ["maxPlayers", false, ["server.properties"]],
-      ["motd", true, ["server.properties"]],
-    ]);
+    assert.deepEqual(
+      scan.variables.map((v) => [v.name, v.defined, v.files]),
+      [
+        ["maxPlayers", false, ["server.properties"]],
+        ["motd", true, ["server.properties"]],
+      ],
+    );
     const hits = await f.service.search("game", "MAX-PLAYERS", 10);
     assert.deepEqual(hits.results, [{ path: "server.properties", line: 2, preview: "max-players={{maxPlayers}}" }]);
     assert.deepEqual((await f.service.search("game", "server", 1)).results, [{ path: "server.properties" }]);
-    assert.deepEqual((await f.service.inheritance("game")).chain.map((l) => l.name), ["base", "base-paper", "game"]);
+    assert.deepEqual(
+      (await f.service.inheritance("game")).chain.map((l) => l.name),
+      ["base", "base-paper", "game"],
+    );
     await f.service.delete("base-paper");
-    assert.deepEqual((await f.service.inheritance("game")).chain.map((l) => l.name), ["base", "game"]);
+    assert.deepEqual(
+      (await f.service.inheritance("game")).chain.map((l) => l.name),
+      ["base", "game"],
+    );
     await rejects(f.service.replaceVariables("game", { "bad name": "x" }), 422, "VALIDATION_ERROR");
   });
 
@@ -182,8 +212,14 @@ describe("template service", () => {
     await rejects(f.service.importArchive("Bad_Name", archive), 422, "VALIDATION_ERROR");
     await rejects(f.service.importArchive("x".repeat(33), archive), 422, "VALIDATION_ERROR");
     for (const bad of [
-      buildRawTarGz([{ name: "ok.txt", data: "x" }, { name: "l", typeflag: "2", linkName: "/etc/shadow" }]),
-      buildRawTarGz([{ name: "ok.txt", data: "x" }, { name: "h", typeflag: "1", linkName: "ok.txt" }]),
+      buildRawTarGz([
+        { name: "ok.txt", data: "x" },
+        { name: "l", typeflag: "2", linkName: "/etc/shadow" },
+      ]),
+      buildRawTarGz([
+        { name: "ok.txt", data: "x" },
+        { name: "h", typeflag: "1", linkName: "ok.txt" },
+      ]),
       buildRawTarGz([{ name: "../../x", data: "x" }]),
       buildRawTarGz([{ name: "/abs", data: "x" }]),
       buildRawTarGz([{ name: "big", data: Buffer.alloc(2 << 20) }]),

@@ -34,7 +34,9 @@ describe("template store", () => {
     blobs = await openFsBlobStore(join(base.dir, "blobs"));
     store = new TemplateStore({
       templates: base.store.collection<StoredTemplate>(TEMPLATES_COLLECTION),
-      versions: base.store.collection<StoredTemplateVersion>(TEMPLATE_VERSIONS_COLLECTION, { indexes: [{ name: "template_versions_template", field: "templateName" }] }),
+      versions: base.store.collection<StoredTemplateVersion>(TEMPLATE_VERSIONS_COLLECTION, {
+        indexes: [{ name: "template_versions_template", field: "templateName" }],
+      }),
       blobs,
       fileBlobs: new FileBlobs(blobs),
       clock: base.clock,

@@ -81,7 +81,9 @@ describe("template upload memory", () => {
     const listing = await t.templates.listFiles("big", "");
     assert.equal(listing.entries.find((e) => e.name === "huge.bin")?.sha256, sent!.sha256);
     const throughput = UPLOAD_BYTES / MiB / (sent!.elapsedMs / 1000);
-    context.diagnostic(`streamed 64 MiB upload: RSS growth ${(growthBytes / MiB).toFixed(1)} MiB, ${sent!.elapsedMs.toFixed(0)} ms (${throughput.toFixed(0)} MiB/s)`);
+    context.diagnostic(
+      `streamed 64 MiB upload: RSS growth ${(growthBytes / MiB).toFixed(1)} MiB, ${sent!.elapsedMs.toFixed(0)} ms (${throughput.toFixed(0)} MiB/s)`,
+    );
     assert.ok(growthBytes < STREAMED_GROWTH_BYTES_MAX, `RSS grew by ${(growthBytes / MiB).toFixed(1)} MiB`);
   });
 

@@ -54,7 +54,9 @@ describe("template uploads at the per-route limit", () => {
     assert.equal(download.headers.get("x-content-sha256"), sent.sha256);
     assert.equal(await sha256Of(download), sent.sha256);
     const downloadMs = performance.now() - downloadStartMs;
-    context.diagnostic(`20 MiB: upload ${sent.elapsedMs.toFixed(0)} ms (${(20 / (sent.elapsedMs / 1000)).toFixed(0)} MiB/s), download ${downloadMs.toFixed(0)} ms (${(20 / (downloadMs / 1000)).toFixed(0)} MiB/s)`);
+    context.diagnostic(
+      `20 MiB: upload ${sent.elapsedMs.toFixed(0)} ms (${(20 / (sent.elapsedMs / 1000)).toFixed(0)} MiB/s), download ${downloadMs.toFixed(0)} ms (${(20 / (downloadMs / 1000)).toFixed(0)} MiB/s)`,
+    );
 
     const manifest = (await (await get("/api/v1/templates/big/manifest")).json()) as { entries: { path: string }[] };
     const entry = manifest.entries.find((e) => e.path === "worlds/world.bin");
@@ -140,18 +142,36 @@ describe("template uploads above a small per-route limit", () => {
   });
 
   it("a chunked body that streams past the limit is 413, writes nothing and leaves no spooled file", async () => {
-    const first = await streamUpload({ url: `${t.baseUrl}/api/v1/templates/small/files/upload`, token: admin, fileName: "ok.bin", sizeBytes: 2 * MiB, declaredBytes: null });
+    const first = await streamUpload({
+      url: `${t.baseUrl}/api/v1/templates/small/files/upload`,
+      token: admin,
+      fileName: "ok.bin",
+      sizeBytes: 2 * MiB,
+      declaredBytes: null,
+    });
     assert.equal(first.status, 200);
     const before = await t.templates.get("small");
     const blobsBefore = await t.blobs.list();
-    const over = await streamUpload({ url: `${t.baseUrl}/api/v1/templates/small/files/upload`, token: admin, fileName: "over.bin", sizeBytes: limitBytes, declaredBytes: null });
+    const over = await streamUpload({
+      url: `${t.baseUrl}/api/v1/templates/small/files/upload`,
+      token: admin,
+      fileName: "over.bin",
+      sizeBytes: limitBytes,
+      declaredBytes: null,
+    });
     assert.equal(over.status, 413);
     assert.equal(over.json.error.code, "PAYLOAD_TOO_LARGE");
     assert.equal((await t.templates.get("small")).hash, before.hash);
     assert.deepEqual(await t.blobs.list(), blobsBefore);
     assert.deepEqual(await readdir(spoolDirectory), []);
 
-    const imported = await streamUpload({ url: `${t.baseUrl}/api/v1/templates/import?name=over`, token: admin, fileName: "over.tar.gz", sizeBytes: limitBytes, declaredBytes: null });
+    const imported = await streamUpload({
+      url: `${t.baseUrl}/api/v1/templates/import?name=over`,
+      token: admin,
+      fileName: "over.tar.gz",
+      sizeBytes: limitBytes,
+      declaredBytes: null,
+    });
     assert.equal(imported.status, 413);
     assert.equal((await t.request("GET", "/api/v1/templates/over", { token: admin })).status, 404);
     assert.deepEqual(await readdir(spoolDirectory), []);

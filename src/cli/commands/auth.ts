@@ -41,7 +41,10 @@ export function registerAuthCommands(program: Command, runtime: RuntimeFactory):
     .description("create a context and sign in (asks for what the flags do not give)")
     .option("-u, --username <name>", "user to sign in as")
     .option("-p, --password <password>", "password (asked for when omitted; a pipe may supply it)")
-    .addHelpText("after", "\nThe global --controller and --context flags name the controller and the context to create.\nWithout them the values are asked for (on a pipe: one answer per line).")
+    .addHelpText(
+      "after",
+      "\nThe global --controller and --context flags name the controller and the context to create.\nWithout them the values are asked for (on a pipe: one answer per line).",
+    )
     .action(async (opts: Credentials, cmd: Command) => {
       const rt = runtime(cmd);
       const controllerAnswer = rt.globals.controller ?? (await rt.prompter.ask(`Controller URL [${defaultControllerUrl}]: `));

@@ -93,7 +93,15 @@ export function registerClusterCommands(program: Command, runtime: RuntimeFactor
       const o = rt.out;
       o.table(
         ["NODE ID", "ROLE", "LABEL", "RAFT", "REST", "GRPC", "JOINED"],
-        listOf<Member>(response.data, "members").map((m) => [o.accent(display(m.nodeId)), memberRole(m), display(m.label), display(m.raftAddr), display(m.restAddr), display(m.gRPCAddr), display(m.joinedAt)]),
+        listOf<Member>(response.data, "members").map((m) => [
+          o.accent(display(m.nodeId)),
+          memberRole(m),
+          display(m.label),
+          display(m.raftAddr),
+          display(m.restAddr),
+          display(m.gRPCAddr),
+          display(m.joinedAt),
+        ]),
       );
     });
 
@@ -158,7 +166,13 @@ export function registerClusterCommands(program: Command, runtime: RuntimeFactor
       const o = rt.out;
       o.table(
         ["JTI", "LABEL", "STATUS", "CREATED", "EXPIRES"],
-        listOf<JoinTokenItem>(response.data, "tokens").map((t) => [o.accent(display(t.jti)), display(t.label), o.state(display(t.status)), display(t.createdAt), display(t.expiresAt)]),
+        listOf<JoinTokenItem>(response.data, "tokens").map((t) => [
+          o.accent(display(t.jti)),
+          display(t.label),
+          o.state(display(t.status)),
+          display(t.createdAt),
+          display(t.expiresAt),
+        ]),
       );
     });
 

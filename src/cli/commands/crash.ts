@@ -65,7 +65,11 @@ export function registerCrashCommands(program: Command, runtime: RuntimeFactory)
       const client = rt.client();
       const path = `/api/v1/crashes/${segment(id)}`;
       if (opts.share) {
-        const response = await client.post<{ url?: string }>(`${path}/share`, { expiry: opts.expiry, public: Boolean(opts.public), burnAfterRead: Boolean(opts.burnAfterRead) });
+        const response = await client.post<{ url?: string }>(`${path}/share`, {
+          expiry: opts.expiry,
+          public: Boolean(opts.public),
+          burnAfterRead: Boolean(opts.burnAfterRead),
+        });
         if (rt.json) return rt.out.raw(response.raw);
         return rt.out.line(response.data?.url ?? response.raw);
       }

@@ -176,7 +176,14 @@ export function registerGroupCommands(program: Command, runtime: RuntimeFactory)
       o.line();
       o.table(
         ["INSTANCE", "NODE", "STATE", "PORT", "PLAYERS", "UPTIME"],
-        listOf<InstanceRecord>(instances.data).map((i) => [i.id, i.node ?? "", o.state(i.state ?? ""), i.port ?? "", i.playerCount ?? 0, formatDuration(i.uptimeMs)]),
+        listOf<InstanceRecord>(instances.data).map((i) => [
+          i.id,
+          i.node ?? "",
+          o.state(i.state ?? ""),
+          i.port ?? "",
+          i.playerCount ?? 0,
+          formatDuration(i.uptimeMs),
+        ]),
       );
     });
 

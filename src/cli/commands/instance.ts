@@ -69,7 +69,15 @@ export function registerInstanceCommands(program: Command, runtime: RuntimeFacto
       const o = rt.out;
       o.table(
         ["ID", "GROUP", "NODE", "STATE", "PORT", "PLAYERS", "UPTIME"],
-        listOf<InstanceRecord>(response.data).map((i) => [o.accent(i.id), i.group ?? "", i.node ?? "", o.state(i.state ?? ""), i.port ?? "", i.playerCount ?? 0, formatDuration(i.uptimeMs)]),
+        listOf<InstanceRecord>(response.data).map((i) => [
+          o.accent(i.id),
+          i.group ?? "",
+          i.node ?? "",
+          o.state(i.state ?? ""),
+          i.port ?? "",
+          i.playerCount ?? 0,
+          formatDuration(i.uptimeMs),
+        ]),
       );
     });
 

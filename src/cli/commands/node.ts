@@ -117,7 +117,10 @@ export function registerNodeCommands(program: Command, runtime: RuntimeFactory):
       if (rt.json) return rt.out.raw(response.raw);
       const tokens = listOf<Record<string, unknown>>(response.data, "tokens");
       const keys = [...new Set(tokens.flatMap((t) => Object.keys(t)))].filter((k) => k !== "token");
-      rt.out.table(keys.map((k) => k.replace(/([A-Z])/g, " $1").toUpperCase()), tokens.map((t) => keys.map((k) => display(t[k]))));
+      rt.out.table(
+        keys.map((k) => k.replace(/([A-Z])/g, " $1").toUpperCase()),
+        tokens.map((t) => keys.map((k) => display(t[k]))),
+      );
     });
 
   token

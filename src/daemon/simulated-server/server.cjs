@@ -225,7 +225,9 @@ setTimeout(() => {
       }, tickIntervalMs);
     }
     if (controllerUrl !== null && workloadToken !== null) {
-      void postPlugin("ready", {}, readyAttemptsMax).then((ok) => log(ok ? "Reported ready to the controller" : "Could not report ready to the controller", ok ? "INFO" : "WARN"));
+      void postPlugin("ready", {}, readyAttemptsMax).then((ok) =>
+        log(ok ? "Reported ready to the controller" : "Could not report ready to the controller", ok ? "INFO" : "WARN"),
+      );
     }
   });
 }, startupDelayMs);

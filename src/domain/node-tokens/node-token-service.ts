@@ -77,9 +77,7 @@ export interface TokenConsumeOptions {
  * Outcome of {@link NodeTokenService.consume}: an expected failure is a value, not an exception.
  * `retry` is true when the token had already been consumed by the same public key and nothing was claimed now.
  */
-export type TokenConsumeResult =
-  | { ok: true; tokenId: string; nodeId: string; retry: boolean }
-  | { ok: false; reason: TokenRejection };
+export type TokenConsumeResult = { ok: true; tokenId: string; nodeId: string; retry: boolean } | { ok: false; reason: TokenRejection };
 
 /** Issues, lists, revokes and consumes node join tokens. */
 export class NodeTokenService {

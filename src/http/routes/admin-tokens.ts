@@ -77,4 +77,3 @@ export function adminTokenRoutes(tokens: NodeTokenService, audit: AuditRecorder)
     );
   };
 }
-

@@ -42,7 +42,8 @@ export const authRoutes =
       {
         method: "post",
         path: "/api/v1/auth/login",
-        summary: "Sign in with username and password; returns a JWT (not audited). Repeated failures per account and per address back off: 429 with Retry-After",
+        summary:
+          "Sign in with username and password; returns a JWT (not audited). Repeated failures per account and per address back off: 429 with Retry-After",
         tag: "auth",
         auth: "public",
         body: LoginRequestSchema,

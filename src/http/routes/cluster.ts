@@ -39,7 +39,11 @@ const EjectQuery = Type.Object({ reason: Type.Optional(Type.String({ maxLength: 
 const EmptyBody = Type.Object({}, { additionalProperties: false });
 const RecoverBody = Type.Object(
   {
-    eject: Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { minItems: 1, maxItems: 64, description: "Every other member: all must be gone (not answering)" }),
+    eject: Type.Array(Type.String({ minLength: 1, maxLength: 128 }), {
+      minItems: 1,
+      maxItems: 64,
+      description: "Every other member: all must be gone (not answering)",
+    }),
     reason: Type.Optional(Type.String({ maxLength: 500 })),
   },
   { additionalProperties: false },
@@ -55,7 +59,9 @@ const JoinTokenBody = Type.Object(
     joinAddrs: Type.Optional(
       Type.Unknown({ description: `Required: a non-empty array (at most ${joinAddrsMax}) of host:port controller gRPC endpoints (400 MISSING_JOIN_ADDRS)` }),
     ),
-    ttlSeconds: Type.Optional(Type.Unknown({ description: `Integer seconds, 1 to ${joinTokenTtlSecondsMax}; default ${joinTokenTtlSecondsDefault} (400 BAD_TTL)` })),
+    ttlSeconds: Type.Optional(
+      Type.Unknown({ description: `Integer seconds, 1 to ${joinTokenTtlSecondsMax}; default ${joinTokenTtlSecondsDefault} (400 BAD_TTL)` }),
+    ),
     label: Type.Optional(Type.String({ maxLength: 128 })),
   },
   { additionalProperties: false },
@@ -175,7 +181,14 @@ export function clusterRoutes(cluster: ClusterService, audit: AuditRecorder): (a
     addRoute(
       app,
       registry,
-      { method: "get", path: "/api/v1/cluster/join-tokens", summary: "List join tokens (never their values)", tag, permission: VIEW, response: JoinTokenListSchema },
+      {
+        method: "get",
+        path: "/api/v1/cluster/join-tokens",
+        summary: "List join tokens (never their values)",
+        tag,
+        permission: VIEW,
+        response: JoinTokenListSchema,
+      },
       () => cluster.listJoinTokens(),
     );
 
@@ -193,7 +206,12 @@ export function clusterRoutes(cluster: ClusterService, audit: AuditRecorder): (a
       },
       async ({ params, principal, c }) => {
         const revoked = await cluster.revokeJoinToken(params.jti, actor(principal));
-        await audited(audit, c, { action: "cluster.join_token.revoked", resourceType: "cluster-join-token", resourceId: params.jti, details: { label: revoked.label } });
+        await audited(audit, c, {
+          action: "cluster.join_token.revoked",
+          resourceType: "cluster-join-token",
+          resourceId: params.jti,
+          details: { label: revoked.label },
+        });
         return c.body(null, 204);
       },
     );
@@ -233,9 +251,19 @@ export function clusterRoutes(cluster: ClusterService, audit: AuditRecorder): (a
       async ({ body, principal, c }) => {
         const reason = body.reason ?? "";
         const result = await cluster.recover(body.eject, reason, actor(principal), recoveryProbeTimeoutMs);
-        await audited(audit, c, { action: "cluster.recovered", resourceType: "cluster", resourceId: result.clusterId, details: { ejected: result.ejected, reason } });
+        await audited(audit, c, {
+          action: "cluster.recovered",
+          resourceType: "cluster",
+          resourceId: result.clusterId,
+          details: { ejected: result.ejected, reason },
+        });
         for (const nodeId of result.ejected) {
-          await audited(audit, c, { action: "cluster.member.ejected", resourceType: "cluster-member", resourceId: nodeId, details: { reason, recovery: true } });
+          await audited(audit, c, {
+            action: "cluster.member.ejected",
+            resourceType: "cluster-member",
+            resourceId: nodeId,
+            details: { reason, recovery: true },
+          });
         }
         return result;
       },
@@ -244,7 +272,14 @@ export function clusterRoutes(cluster: ClusterService, audit: AuditRecorder): (a
     addRoute(
       app,
       registry,
-      { method: "get", path: "/api/v1/cluster/leases", summary: "Current holders of the Raft singleton leases", tag, permission: VIEW, response: LeaseListSchema },
+      {
+        method: "get",
+        path: "/api/v1/cluster/leases",
+        summary: "Current holders of the Raft singleton leases",
+        tag,
+        permission: VIEW,
+        response: LeaseListSchema,
+      },
       () => cluster.leases(),
     );
 

@@ -25,7 +25,11 @@ export interface GroupOperations {
 export const StartResultSchema = Type.Object({ count: Type.Integer({ minimum: 0 }), reason: Type.Optional(Type.String()) });
 
 /** Mounts start (audited as group.start) and resume (audited as group.resume). */
-export function groupSchedulingRoutes(groups: GroupService, operations: GroupOperations, audit: AuditRecorder): (app: Hono<AppEnv>, registry: RouteRegistry) => void {
+export function groupSchedulingRoutes(
+  groups: GroupService,
+  operations: GroupOperations,
+  audit: AuditRecorder,
+): (app: Hono<AppEnv>, registry: RouteRegistry) => void {
   return (app, registry) => {
     addRoute(
       app,

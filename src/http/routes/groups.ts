@@ -103,4 +103,3 @@ export function groupRoutes(groups: GroupService, audit: AuditRecorder): (app: H
     );
   };
 }
-

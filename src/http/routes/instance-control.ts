@@ -92,7 +92,10 @@ export function instanceControlRoutes(deps: InstanceControlDeps): (app: Hono<App
         tag,
         permission: "instances.command",
         params: IdParams,
-        body: Type.Object({ command: Type.String({ minLength: 1, maxLength: consoleCommandCharsMax, pattern: "^[^\\r\\n]*\\S[^\\r\\n]*$" }) }, { additionalProperties: false }),
+        body: Type.Object(
+          { command: Type.String({ minLength: 1, maxLength: consoleCommandCharsMax, pattern: "^[^\\r\\n]*\\S[^\\r\\n]*$" }) },
+          { additionalProperties: false },
+        ),
         response: Type.Object({ id: Type.String(), command: Type.String(), sent: Type.Boolean() }),
       },
       async ({ params, body }) => {
@@ -199,5 +202,9 @@ async function streamConsole(stream: SSEStreamingApi, hub: ConsoleHub, instanceI
 }
 
 function send(stream: SSEStreamingApi, entry: ConsoleEntry): Promise<void> {
-  return stream.writeSSE({ event: "console", id: String(entry.seq), data: JSON.stringify({ instanceId: entry.instanceId, line: entry.line, stream: entry.stream, timestampMs: entry.timestampMs }) });
+  return stream.writeSSE({
+    event: "console",
+    id: String(entry.seq),
+    data: JSON.stringify({ instanceId: entry.instanceId, line: entry.line, stream: entry.stream, timestampMs: entry.timestampMs }),
+  });
 }

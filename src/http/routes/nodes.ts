@@ -142,4 +142,3 @@ export function nodeRoutes(nodes: NodeService, audit: AuditRecorder): (app: Hono
     );
   };
 }
-

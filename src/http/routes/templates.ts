@@ -85,7 +85,13 @@ function changeBody(change: TemplateChange) {
 }
 
 /** A download response; `sizeBytes` null when the length is known only once it is sent (chunked). */
-function attachment(body: ReadableStream<Uint8Array>, sizeBytes: number | null, fileName: string, contentType: string, extra: Record<string, string> = {}): Response {
+function attachment(
+  body: ReadableStream<Uint8Array>,
+  sizeBytes: number | null,
+  fileName: string,
+  contentType: string,
+  extra: Record<string, string> = {},
+): Response {
   const ascii = fileName.replace(/[^A-Za-z0-9._-]/g, "_");
   return new Response(body, {
     status: 200,
@@ -105,11 +111,20 @@ export interface TemplateRouteOptions {
 }
 
 /** Mounts every template route on `app`. */
-export function templateRoutes(templates: TemplateService, audit: AuditRecorder, options: TemplateRouteOptions = {}): (app: Hono<AppEnv>, registry: RouteRegistry) => void {
+export function templateRoutes(
+  templates: TemplateService,
+  audit: AuditRecorder,
+  options: TemplateRouteOptions = {},
+): (app: Hono<AppEnv>, registry: RouteRegistry) => void {
   const spoolDirectory = options.spoolDirectory ?? tmpdir();
   return (app, registry) => {
     const fileAudit = async (c: AppContext, action: string, name: string, change: TemplateChange, details: Record<string, unknown>) => {
-      await audited(audit, c, { action, resourceType: "template", resourceId: name, details: { ...details, oldHash: change.oldHash, newHash: change.newHash } });
+      await audited(audit, c, {
+        action,
+        resourceType: "template",
+        resourceId: name,
+        details: { ...details, oldHash: change.oldHash, newHash: change.newHash },
+      });
     };
 
     // ---- import comes first: /templates/import must not be read as a template name ----
@@ -122,7 +137,11 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
         summary: `Import a template from a multipart tar.gz (part \`file\`, body up to ${UPLOAD_MIB} MiB); query name, description, platform`,
         tag,
         permission: "templates.create",
-        query: Type.Object({ name: Name, description: Type.Optional(Type.String({ maxLength: 1024 })), platform: Type.Optional(Type.String({ maxLength: 64, pattern: "^[a-z0-9_-]*$" })) }),
+        query: Type.Object({
+          name: Name,
+          description: Type.Optional(Type.String({ maxLength: 1024 })),
+          platform: Type.Optional(Type.String({ maxLength: 64, pattern: "^[a-z0-9_-]*$" })),
+        }),
         response: TemplateSchema,
         successStatus: 201,
       },
@@ -140,14 +159,30 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
     addRoute(
       app,
       registry,
-      { method: "get", path: "/api/v1/templates", summary: "List templates (synthetic `_` templates omitted)", tag, permission: "templates.view", response: Type.Array(TemplateSchema) },
+      {
+        method: "get",
+        path: "/api/v1/templates",
+        summary: "List templates (synthetic `_` templates omitted)",
+        tag,
+        permission: "templates.view",
+        response: Type.Array(TemplateSchema),
+      },
       () => templates.list(),
     );
 
     addRoute(
       app,
       registry,
-      { method: "post", path: "/api/v1/templates", summary: "Create an empty template", tag, permission: "templates.create", body: CreateBody, response: TemplateSchema, successStatus: 201 },
+      {
+        method: "post",
+        path: "/api/v1/templates",
+        summary: "Create an empty template",
+        tag,
+        permission: "templates.create",
+        body: CreateBody,
+        response: TemplateSchema,
+        successStatus: 201,
+      },
       async ({ body, c }) => {
         const created = await templates.create(body);
         await audited(audit, c, { action: "template.create", resourceType: "template", resourceId: created.name, after: created });
@@ -158,14 +193,31 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
     addRoute(
       app,
       registry,
-      { method: "get", path: "/api/v1/templates/:name", summary: "Get one template", tag, permission: "templates.view", params: NameParams, response: TemplateSchema },
+      {
+        method: "get",
+        path: "/api/v1/templates/:name",
+        summary: "Get one template",
+        tag,
+        permission: "templates.view",
+        params: NameParams,
+        response: TemplateSchema,
+      },
       ({ params }) => templates.get(params.name),
     );
 
     addRoute(
       app,
       registry,
-      { method: "patch", path: "/api/v1/templates/:name", summary: "Change description or platform", tag, permission: "templates.update", params: NameParams, body: PatchBody, response: TemplateSchema },
+      {
+        method: "patch",
+        path: "/api/v1/templates/:name",
+        summary: "Change description or platform",
+        tag,
+        permission: "templates.update",
+        params: NameParams,
+        body: PatchBody,
+        response: TemplateSchema,
+      },
       async ({ params, body, c }) => {
         const { before, after } = await templates.update(params.name, body);
         await audited(audit, c, { action: "template.update", resourceType: "template", resourceId: params.name, details: { changes: body }, before, after });
@@ -176,7 +228,15 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
     addRoute(
       app,
       registry,
-      { method: "delete", path: "/api/v1/templates/:name", summary: "Delete a template (400 PROTECTED for _module-plugins- names)", tag, permission: "templates.delete", params: NameParams, successStatus: 204 },
+      {
+        method: "delete",
+        path: "/api/v1/templates/:name",
+        summary: "Delete a template (400 PROTECTED for _module-plugins- names)",
+        tag,
+        permission: "templates.delete",
+        params: NameParams,
+        successStatus: 204,
+      },
       async ({ params, c }) => {
         const before = await templates.delete(params.name);
         await audited(audit, c, { action: "template.delete", resourceType: "template", resourceId: params.name, before });
@@ -188,7 +248,15 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
     addRoute(
       app,
       registry,
-      { method: "get", path: "/api/v1/templates/:name/versions", summary: "Versions, newest first", tag, permission: "templates.view", params: NameParams, response: Type.Array(VersionSchema) },
+      {
+        method: "get",
+        path: "/api/v1/templates/:name/versions",
+        summary: "Versions, newest first",
+        tag,
+        permission: "templates.view",
+        params: NameParams,
+        response: Type.Array(VersionSchema),
+      },
       ({ params }) => templates.listVersions(params.name),
     );
 
@@ -206,7 +274,13 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
       },
       async ({ params, c }) => {
         const before = await templates.deleteVersion(params.name, params.hash);
-        await audited(audit, c, { action: "template.version.delete", resourceType: "template", resourceId: params.name, details: { hash: params.hash }, before });
+        await audited(audit, c, {
+          action: "template.version.delete",
+          resourceType: "template",
+          resourceId: params.name,
+          details: { hash: params.hash },
+          before,
+        });
         return c.body(null, 204);
       },
     );
@@ -229,7 +303,12 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
         const hash = typeof body.hash === "string" ? body.hash : undefined;
         if (body.hash !== undefined && hash === undefined) throw badRequest("hash must be a string");
         const change = await templates.rollback(params.name, hash);
-        await audited(audit, c, { action: "template.rollback", resourceType: "template", resourceId: params.name, details: { oldHash: change.oldHash, newHash: change.newHash } });
+        await audited(audit, c, {
+          action: "template.rollback",
+          resourceType: "template",
+          resourceId: params.name,
+          details: { oldHash: change.oldHash, newHash: change.newHash },
+        });
         return { status: "restored", hash: change.newHash };
       },
     );
@@ -272,7 +351,15 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
     addRoute(
       app,
       registry,
-      { method: "get", path: "/api/v1/templates/:name/files", summary: "List a directory (query path, version)", tag, permission: "templates.view", params: NameParams, query: FileQuery },
+      {
+        method: "get",
+        path: "/api/v1/templates/:name/files",
+        summary: "List a directory (query path, version)",
+        tag,
+        permission: "templates.view",
+        params: NameParams,
+        query: FileQuery,
+      },
       ({ params, query }) => templates.listFiles(params.name, query.path, query.version),
     );
 
@@ -299,7 +386,15 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
     addRoute(
       app,
       registry,
-      { method: "get", path: "/api/v1/templates/:name/files/content", summary: "Read a UTF-8 text file (query path, version)", tag, permission: "templates.view", params: NameParams, query: FileQuery },
+      {
+        method: "get",
+        path: "/api/v1/templates/:name/files/content",
+        summary: "Read a UTF-8 text file (query path, version)",
+        tag,
+        permission: "templates.view",
+        params: NameParams,
+        query: FileQuery,
+      },
       ({ params, query }) => templates.readText(params.name, query.path, query.version),
     );
 
@@ -326,10 +421,20 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
     addRoute(
       app,
       registry,
-      { method: "get", path: "/api/v1/templates/:name/files/download", summary: "Download a file (query path, version)", tag, permission: "templates.view", params: NameParams, query: FileQuery },
+      {
+        method: "get",
+        path: "/api/v1/templates/:name/files/download",
+        summary: "Download a file (query path, version)",
+        tag,
+        permission: "templates.view",
+        params: NameParams,
+        query: FileQuery,
+      },
       async ({ params, query }) => {
         const { entry, stream } = await templates.openFile(params.name, query.path, query.version);
-        return attachment(stream, entry.size, entry.path.slice(entry.path.lastIndexOf("/") + 1), "application/octet-stream", { "x-content-sha256": entry.sha256 });
+        return attachment(stream, entry.size, entry.path.slice(entry.path.lastIndexOf("/") + 1), "application/octet-stream", {
+          "x-content-sha256": entry.sha256,
+        });
       },
     );
 
@@ -422,11 +527,23 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
     addRoute(
       app,
       registry,
-      { method: "post", path: "/api/v1/templates/:name/rehash", summary: "Recompute the content hash and check every blob", tag, permission: "templates.update", params: NameParams },
+      {
+        method: "post",
+        path: "/api/v1/templates/:name/rehash",
+        summary: "Recompute the content hash and check every blob",
+        tag,
+        permission: "templates.update",
+        params: NameParams,
+      },
       async ({ params, c }) => {
         const result = await templates.rehash(params.name);
         if (result.changed) {
-          await audited(audit, c, { action: "template.update", resourceType: "template", resourceId: params.name, details: { rehash: true, oldHash: result.previousHash, newHash: result.hash } });
+          await audited(audit, c, {
+            action: "template.update",
+            resourceType: "template",
+            resourceId: params.name,
+            details: { rehash: true, oldHash: result.previousHash, newHash: result.hash },
+          });
         }
         return result;
       },
@@ -443,7 +560,15 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
     addRoute(
       app,
       registry,
-      { method: "put", path: "/api/v1/templates/:name/variables", summary: "Replace the {{var}} substitutions (body variables)", tag, permission: "templates.update", params: NameParams, body: VariablesBody },
+      {
+        method: "put",
+        path: "/api/v1/templates/:name/variables",
+        summary: "Replace the {{var}} substitutions (body variables)",
+        tag,
+        permission: "templates.update",
+        params: NameParams,
+        body: VariablesBody,
+      },
       async ({ params, body, c }) => {
         const { before, after } = await templates.replaceVariables(params.name, body.variables);
         await audited(audit, c, { action: "template.variables.update", resourceType: "template", resourceId: params.name, before, after });
@@ -454,14 +579,28 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
     addRoute(
       app,
       registry,
-      { method: "get", path: "/api/v1/templates/:name/variables/scan", summary: "Placeholders found in the text files", tag, permission: "templates.view", params: NameParams },
+      {
+        method: "get",
+        path: "/api/v1/templates/:name/variables/scan",
+        summary: "Placeholders found in the text files",
+        tag,
+        permission: "templates.view",
+        params: NameParams,
+      },
       ({ params }) => templates.scanVariables(params.name),
     );
 
     addRoute(
       app,
       registry,
-      { method: "get", path: "/api/v1/templates/:name/inheritance", summary: "Layer chain: base, base-<platform>, name (existing ones)", tag, permission: "templates.view", params: NameParams },
+      {
+        method: "get",
+        path: "/api/v1/templates/:name/inheritance",
+        summary: "Layer chain: base, base-<platform>, name (existing ones)",
+        tag,
+        permission: "templates.view",
+        params: NameParams,
+      },
       ({ params }) => templates.inheritance(params.name),
     );
 
@@ -486,7 +625,15 @@ export function templateRoutes(templates: TemplateService, audit: AuditRecorder,
     addRoute(
       app,
       registry,
-      { method: "get", path: "/api/v1/templates/:name/export", summary: "The files as tar.gz, streamed (query version)", tag, permission: "templates.view", params: NameParams, query: Type.Object({ version: Type.Optional(HashField) }) },
+      {
+        method: "get",
+        path: "/api/v1/templates/:name/export",
+        summary: "The files as tar.gz, streamed (query version)",
+        tag,
+        permission: "templates.view",
+        params: NameParams,
+        query: Type.Object({ version: Type.Optional(HashField) }),
+      },
       async ({ params, query, c }) => {
         const { hash, sizeBytes, stream } = await templates.exportArchive(params.name, query.version);
         await audited(audit, c, { action: "template.export", resourceType: "template", resourceId: params.name, details: { hash, sizeBytes } });

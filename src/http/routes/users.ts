@@ -36,9 +36,7 @@ export const userRoutes =
     const users = deps.auth.users;
     const sub = new Hono<AppEnv>();
     const base = { tag: "users", permission: "users.manage" } as const;
-    addRoute(sub, registry, { ...base, method: "get", path: "/api/v1/users", summary: "List users", response: Type.Array(UserSchema) }, () =>
-      users.list(),
-    );
+    addRoute(sub, registry, { ...base, method: "get", path: "/api/v1/users", summary: "List users", response: Type.Array(UserSchema) }, () => users.list());
     addRoute(
       sub,
       registry,

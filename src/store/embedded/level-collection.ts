@@ -201,7 +201,8 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
 
   private async commitGroup(): Promise<void> {
     const group = this.pending.splice(0, writeGroupMax);
-    if (this.pending.length > 0) void this.mutex.run(() => this.commitGroup()).catch(() => undefined); // answers its waiters itself
+    if (this.pending.length > 0)
+      void this.mutex.run(() => this.commitGroup()).catch(() => undefined); // answers its waiters itself
     else this.commitScheduled = false;
     const overlay: Overlay = new Map();
     const ops: BatchOp[] = [];
@@ -268,22 +269,26 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
     const previous = stored ? (JSON.parse(stored) as CollectionSpec) : { indexes: [] };
     // Drop every index and TTL entry written under the previous spec, then rebuild from documents.
     // The metadata is written last, so a crash midway leads to a fresh rebuild on the next open.
-    for (const index of previous.indexes ?? []) await this.clearRange({ gte: this.keys.indexPrefix(index.name), lt: this.keys.indexPrefix(index.name).slice(0, -1) + "\x01" });
-    for (const index of this.indexes) await this.clearRange({ gte: this.keys.indexPrefix(index.name), lt: this.keys.indexPrefix(index.name).slice(0, -1) + "\x01" });
+    for (const index of previous.indexes ?? [])
+      await this.clearRange({ gte: this.keys.indexPrefix(index.name), lt: this.keys.indexPrefix(index.name).slice(0, -1) + "\x01" });
+    for (const index of this.indexes)
+      await this.clearRange({ gte: this.keys.indexPrefix(index.name), lt: this.keys.indexPrefix(index.name).slice(0, -1) + "\x01" });
     await this.clearRange({ gte: this.keys.ttlPrefix, lt: this.keys.ttlEnd });
     const seen = this.indexes.filter((i) => i.unique).map(() => new Map<string, string>());
     let ops: BatchOp[] = [];
     for await (const [key, value] of this.db.iterator({ gte: this.keys.docPrefix, lt: this.keys.docEnd })) {
       const doc = JSON.parse(value) as Doc;
       assert(doc._id === idFromDocKey(this.keys, key), `document key and _id disagree in ${this.name}`);
-      this.indexes.filter((i) => i.unique).forEach((index, n) => {
-        const fieldValue = getPath(doc, index.field);
-        if (fieldValue === undefined) return;
-        const valueKey = JSON.stringify(fieldValue);
-        const other = seen[n].get(valueKey);
-        if (other !== undefined && !this.isExpired(doc)) throw new DuplicateKeyError(this.name, `${index.name}: ${valueKey}`);
-        seen[n].set(valueKey, doc._id);
-      });
+      this.indexes
+        .filter((i) => i.unique)
+        .forEach((index, n) => {
+          const fieldValue = getPath(doc, index.field);
+          if (fieldValue === undefined) return;
+          const valueKey = JSON.stringify(fieldValue);
+          const other = seen[n].get(valueKey);
+          if (other !== undefined && !this.isExpired(doc)) throw new DuplicateKeyError(this.name, `${index.name}: ${valueKey}`);
+          seen[n].set(valueKey, doc._id);
+        });
       ops.push(...this.entryOps(doc).map((k): BatchOp => ({ type: "put", key: k, value: "" })));
       if (ops.length >= writeBatchOpsMax) {
         await this.db.batch(ops, { sync: true });

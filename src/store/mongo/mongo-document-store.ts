@@ -15,15 +15,7 @@ import { MongoClient, type Collection as MongoCollection, type Document, type Fi
 import type { Clock } from "../../shared/clock.js";
 import { systemClock } from "../../shared/clock.js";
 import { assert } from "../../shared/errors.js";
-import {
-  assertCollectionName,
-  assertFieldPath,
-  assertValidFilter,
-  assertValidFindOptions,
-  getPath,
-  toJsonDocument,
-  ttlBaseMs,
-} from "../document-query.js";
+import { assertCollectionName, assertFieldPath, assertValidFilter, assertValidFindOptions, getPath, toJsonDocument, ttlBaseMs } from "../document-query.js";
 import type { Collection, CollectionSpec, Doc, DocumentStore, Filter, FindOptions } from "../ports.js";
 import { DuplicateKeyError } from "../ports.js";
 

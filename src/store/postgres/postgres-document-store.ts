@@ -15,15 +15,7 @@ import pg from "pg";
 import type { Clock } from "../../shared/clock.js";
 import { systemClock } from "../../shared/clock.js";
 import { assert } from "../../shared/errors.js";
-import {
-  assertCollectionName,
-  assertFieldPath,
-  assertValidFilter,
-  assertValidFindOptions,
-  getPath,
-  toJsonDocument,
-  ttlBaseMs,
-} from "../document-query.js";
+import { assertCollectionName, assertFieldPath, assertValidFilter, assertValidFindOptions, getPath, toJsonDocument, ttlBaseMs } from "../document-query.js";
 import type { Collection, CollectionSpec, Doc, DocumentStore, Filter, FindOptions } from "../ports.js";
 import { DuplicateKeyError } from "../ports.js";
 import { fieldExpression, filterConditions, orderBy, quoteIdentifier, SqlParams } from "./sql-query.js";
@@ -220,10 +212,10 @@ class PostgresCollection<T extends Doc> implements Collection<T> {
     if (!this.spec.ttl) return 0;
     await this.init();
     const table = quoteIdentifier(this.table);
-    const result = await this.pool.query(
-      `DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2)`,
-      [this.nowMs(), batchMax],
-    );
+    const result = await this.pool.query(`DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2)`, [
+      this.nowMs(),
+      batchMax,
+    ]);
     return result.rowCount ?? 0;
   }
 

@@ -17,8 +17,20 @@ describe("domain routes answer what their response schemas declare", () => {
     admin = await t.tokenFor("ADMIN");
     await t.groups.create({ name: "lobby", platform: "paper", platformVersion: "1.21" });
     await t.nodes.upsert("n1", { host: "10.0.0.1", lastHeartbeatAt: new Date().toISOString() });
-    await t.instances.save({ id: "lobby-1", group: "lobby", node: "n1", state: "RUNNING", port: 30000, playerCount: 2, memoryMb: 1024, startedAt: new Date().toISOString(), deploymentRevision: 1 });
-    ids.crash = (await t.crashes.record({ instanceId: "lobby-1", group: "lobby", nodeId: "n1", exitCode: 1, classification: "UNKNOWN", logTail: [], uptimeMs: 5 })).id;
+    await t.instances.save({
+      id: "lobby-1",
+      group: "lobby",
+      node: "n1",
+      state: "RUNNING",
+      port: 30000,
+      playerCount: 2,
+      memoryMb: 1024,
+      startedAt: new Date().toISOString(),
+      deploymentRevision: 1,
+    });
+    ids.crash = (
+      await t.crashes.record({ instanceId: "lobby-1", group: "lobby", nodeId: "n1", exitCode: 1, classification: "UNKNOWN", logTail: [], uptimeMs: 5 })
+    ).id;
   });
   after(async () => t.close());
 

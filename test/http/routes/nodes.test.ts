@@ -23,9 +23,15 @@ describe("node routes", () => {
 
   test("list filters by state; an unknown state is 422 naming state", async () => {
     const all = await t.request("GET", "/api/v1/nodes", { token: viewer });
-    assert.deepEqual(all.json.map((n: { id: string }) => n.id), ["node-a", "node-b"]);
+    assert.deepEqual(
+      all.json.map((n: { id: string }) => n.id),
+      ["node-a", "node-b"],
+    );
     const offline = await t.request("GET", "/api/v1/nodes?state=OFFLINE", { token: viewer });
-    assert.deepEqual(offline.json.map((n: { id: string }) => n.id), ["node-b"]);
+    assert.deepEqual(
+      offline.json.map((n: { id: string }) => n.id),
+      ["node-b"],
+    );
     const bad = await t.request("GET", "/api/v1/nodes?state=SLEEPING", { token: viewer });
     assert.equal(bad.status, 422);
     assert.match(bad.json.error.message, /^state:/);
@@ -106,10 +112,7 @@ describe("node routes", () => {
     assert.ok(Date.parse(res.json.certificateRevokedAt) > 0);
     const record = await newestAudit();
     assert.equal(record.action, "node.revoke-cert");
-    assert.deepEqual(
-      [JSON.parse(record.before as string).certificateRevoked, JSON.parse(record.after as string).certificateRevoked],
-      [false, true],
-    );
+    assert.deepEqual([JSON.parse(record.before as string).certificateRevoked, JSON.parse(record.after as string).certificateRevoked], [false, true]);
     const again = await t.request("POST", "/api/v1/nodes/node-c/revoke-cert", { token: operator });
     assert.deepEqual([again.status, again.json.certificateRevokedAt], [200, res.json.certificateRevokedAt]);
     const listed = (await t.request("GET", "/api/v1/nodes", { token: viewer })).json.find((n: { id: string }) => n.id === "node-c");

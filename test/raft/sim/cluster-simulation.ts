@@ -87,9 +87,7 @@ export function drawScenario(prng: Prng): ScenarioParameters {
     nodeCount,
     spareCount,
     reconfigureRatePerTick: reconfigures ? prng.pick([0.01, 0.03]) : 0,
-    nodeTickIntervalsMs: Array.from({ length: nodeCount + spareCount }, () =>
-      clocksDrift ? prng.between(7, 15) : tickIntervalMs,
-    ),
+    nodeTickIntervalsMs: Array.from({ length: nodeCount + spareCount }, () => (clocksDrift ? prng.between(7, 15) : tickIntervalMs)),
     faults: {
       dropRate: prng.pick([0, 0.01, 0.05, 0.1, 0.2]),
       duplicateRate: prng.pick([0, 0.02, 0.1]),

@@ -16,10 +16,7 @@ export type KvCommand =
       readonly value: string;
     };
 
-export type KvResult =
-  | { readonly kind: "put" }
-  | { readonly kind: "cas"; readonly swapped: boolean }
-  | { readonly kind: "stale" };
+export type KvResult = { readonly kind: "put" } | { readonly kind: "cas"; readonly swapped: boolean } | { readonly kind: "stale" };
 
 interface Session {
   readonly opId: number;

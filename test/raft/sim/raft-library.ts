@@ -8,6 +8,5 @@ export const raftLibrary: RaftLibrary = {
   createStorage: (initialConfState) => new MemoryStorage(initialConfState),
   createRawNode: (config) => new RawNode(config),
   decodeConfChange,
-  isProposalRefusal: (error) =>
-    hasErrorCode(error, RaftErrorCode.ProposalDropped) || hasErrorCode(error, RaftErrorCode.NotLeader),
+  isProposalRefusal: (error) => hasErrorCode(error, RaftErrorCode.ProposalDropped) || hasErrorCode(error, RaftErrorCode.NotLeader),
 };

@@ -132,9 +132,7 @@ export class SafetyMonitor {
     const known = this.fingerprints.get(index);
     if (known === undefined) this.fingerprints.set(index, { fingerprint, node });
     else if (known.fingerprint !== fingerprint) {
-      throw new SafetyViolation(
-        `state machine safety: ${node} ${what} index ${index} holds ${fingerprint}, ${known.node} held ${known.fingerprint}`,
-      );
+      throw new SafetyViolation(`state machine safety: ${node} ${what} index ${index} holds ${fingerprint}, ${known.node} held ${known.fingerprint}`);
     }
   }
 }

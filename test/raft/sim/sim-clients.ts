@@ -105,8 +105,7 @@ export class SimClients {
     this.stats.invoked++;
     // Now and then a client asks a node at random, as a client with a stale view of the cluster
     // would: that is how a deposed leader that still believes it leads gets asked.
-    const target =
-      client.leaderGuess === null || prng.chance(tuning.randomTargetRate) ? prng.pick(this.env.nodes) : client.leaderGuess;
+    const target = client.leaderGuess === null || prng.chance(tuning.randomTargetRate) ? prng.pick(this.env.nodes) : client.leaderGuess;
     this.env.trace(
       `client ${client.id} op ${opId} ${kind}(${key}${kind === "cas" ? `, ${String(expected)} → ${value}` : kind === "put" ? `, ${value}` : ""}) → ${target.id}`,
     );
@@ -123,9 +122,7 @@ export class SimClients {
           kind === "put"
             ? ({ clientId: client.id, opId, kind: "put", key, value } as const)
             : ({ clientId: client.id, opId, kind: "cas", key, expected, value } as const);
-        outcome = target.submitWrite(command, (result) =>
-          this.respond(client, handle, target, result.kind === "cas" ? result.swapped : undefined),
-        );
+        outcome = target.submitWrite(command, (result) => this.respond(client, handle, target, result.kind === "cas" ? result.swapped : undefined));
       }
       this.env.trace(`client ${client.id} op ${opId}: ${target.id} says ${outcome}`);
       if (outcome === "accepted") return;

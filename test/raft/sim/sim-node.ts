@@ -10,19 +10,7 @@
  *
  * A crash drops everything in memory; a restart rebuilds the node from what the disk made durable.
  */
-import type {
-  ConfChange,
-  ConfState,
-  Entry,
-  HardState,
-  Message,
-  NodeId,
-  RaftConfig,
-  Ready,
-  Snapshot,
-  SoftState,
-  Status,
-} from "../../../raft/types.js";
+import type { ConfChange, ConfState, Entry, HardState, Message, NodeId, RaftConfig, Ready, Snapshot, SoftState, Status } from "../../../raft/types.js";
 import { EntryType, StateRole } from "../../../raft/types.js";
 import { committedEntriesDurable } from "../../../raft/util.js";
 import { KvStateMachine, decodeCommand, encodeCommand, type KvCommand, type KvResult } from "./kv-state-machine.js";
@@ -215,8 +203,7 @@ export class SimNode {
     this.inFlight = null;
     this.alive = true;
     this.env.trace(
-      `${this.id} start #${this.incarnation}: snapshot ${this.applied}, hard state ${JSON.stringify(this.hardState)},` +
-        ` ${durable.entries.length} entries`,
+      `${this.id} start #${this.incarnation}: snapshot ${this.applied}, hard state ${JSON.stringify(this.hardState)},` + ` ${durable.entries.length} entries`,
     );
     this.pump();
   }

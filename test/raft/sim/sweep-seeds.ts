@@ -32,6 +32,4 @@ for (let seed = firstSeed; seed < firstSeed + seedCount; seed++) {
   }
 }
 const totalMs = performance.now() - startedMs;
-console.log(
-  `${seedCount} seeds from ${firstSeed} in ${(totalMs / 1000).toFixed(1)} s; failures: ${JSON.stringify(failuresByKind)}`,
-);
+console.log(`${seedCount} seeds from ${firstSeed} in ${(totalMs / 1000).toFixed(1)} s; failures: ${JSON.stringify(failuresByKind)}`);
