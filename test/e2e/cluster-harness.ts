@@ -88,6 +88,14 @@ export class ClusterHarness {
     );
   }
 
+  /** Starts three members: `a` founds the cluster, `b` joins through `a`, `c` through `a` and `b`. */
+  async startThree(overrides?: ConfigOverrides): Promise<[ClusterMemberProcess, ClusterMemberProcess, ClusterMemberProcess]> {
+    const a = await this.start("a", { overrides });
+    const b = await this.start("b", { joinToken: await this.joinToken(a, [a]), overrides });
+    const c = await this.start("c", { joinToken: await this.joinToken(b, [a, b]), overrides });
+    return [a, b, c];
+  }
+
   /** Issues a join token on `issuer` carrying the gRPC addresses of `through`. */
   async joinToken(issuer: ClusterMemberProcess, through: readonly ClusterMemberProcess[], label = ""): Promise<string> {
     const reply = await issuer.call("POST", "/api/v1/cluster/join-tokens", { joinAddrs: through.map((m) => m.grpcAddr), label });

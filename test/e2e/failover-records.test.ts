@@ -140,10 +140,8 @@ describe("failover leaves no record that lies", { timeout: 900_000 }, () => {
       kvstore: { uri: redis.uri },
       scheduler: { evaluationIntervalSeconds, reconcileIntervalSeconds },
     });
-    const a = await harness.start("a");
-    const b = await harness.start("b", { joinToken: await harness.joinToken(a, [a]) });
-    const c = await harness.start("c", { joinToken: await harness.joinToken(b, [a, b]) });
-    members = [a, b, c];
+    members = await harness.startThree();
+    const [a] = members;
     const token = (await a.call("POST", "/api/v1/admin/tokens", {})).json.token as string;
     daemon = spawnDaemon(
       members.map((m) => m.grpcAddr),

@@ -72,10 +72,8 @@ describe("controller failover", { timeout: 900_000 }, () => {
       kvstore: { uri: redis.uri },
       scheduler: { evaluationIntervalSeconds: 1 },
     });
-    const a = await harness.start("a");
-    const b = await harness.start("b", { joinToken: await harness.joinToken(a, [a]) });
-    const c = await harness.start("c", { joinToken: await harness.joinToken(b, [a, b]) });
-    members = [a, b, c];
+    members = await harness.startThree();
+    const [a] = members;
     const addresses = members.map((m) => m.grpcAddr);
     for (let i = 0; i < 2; i++) {
       const token = (await a.call("POST", "/api/v1/admin/tokens", {})).json.token as string;

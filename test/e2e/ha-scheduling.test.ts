@@ -51,10 +51,8 @@ describe("scheduling across controllers", { timeout: 600_000 }, () => {
       kvstore: { uri: redis.uri },
       scheduler: { evaluationIntervalSeconds },
     });
-    const a = await harness.start("a");
-    const b = await harness.start("b", { joinToken: await harness.joinToken(a, [a]) });
-    const c = await harness.start("c", { joinToken: await harness.joinToken(b, [a, b]) });
-    members = [a, b, c];
+    members = await harness.startThree();
+    const [a] = members;
     const addresses = members.map((m) => m.grpcAddr);
     for (let i = 0; i < 2; i++) {
       const token = (await a.call("POST", "/api/v1/admin/tokens", {})).json.token as string;
