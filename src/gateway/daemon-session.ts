@@ -72,7 +72,7 @@ export class DaemonSession {
     const connectedAtMs = services.clock.nowMs();
     this.connectedAtIso = new Date(connectedAtMs).toISOString();
     this.heartbeats = new HeartbeatMonitor(tuning, connectedAtMs);
-    this.commands = new PendingCommands(nodeId, tuning.pendingCommandsMax);
+    this.commands = new PendingCommands(nodeId, tuning.pendingCommandsMax, services.clock);
     call.on("data", (message: DaemonMessage) => this.receive(message));
     call.on("end", () => this.close("daemon closed the stream", { status: grpc.status.OK, markUnreachable: true }));
     call.on("error", (err: Error) => this.close(`stream error: ${err.message}`, { markUnreachable: true }));

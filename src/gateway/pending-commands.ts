@@ -5,22 +5,12 @@
 import { randomUUID } from "node:crypto";
 import type { CommandResult } from "../wire/daemon-proto.js";
 import { GatewayError } from "./gateway-errors.js";
-
-/** Timer functions, injected so a test can fire a deadline without waiting for it. */
-export interface CommandTimers {
-  setTimeout(callback: () => void, delayMs: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-const realTimers: CommandTimers = {
-  setTimeout: (callback, delayMs) => setTimeout(callback, delayMs),
-  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
-};
+import { systemClock, type Clock, type Timer } from "../shared/clock.js";
 
 interface PendingCommand {
   resolve(result: CommandResult): void;
   reject(error: GatewayError): void;
-  timer: unknown;
+  timer: Timer;
 }
 
 /**
@@ -36,7 +26,7 @@ export class PendingCommands {
   constructor(
     private readonly nodeId: string,
     private readonly pendingCommandsMax: number,
-    private readonly timers: CommandTimers = realTimers,
+    private readonly clock: Clock = systemClock,
   ) {}
 
   /** Commands waiting for their result. */
@@ -54,13 +44,13 @@ export class PendingCommands {
     }
     const commandId = randomUUID();
     return new Promise<CommandResult>((resolve, reject) => {
-      const timer = this.timers.setTimeout(() => {
+      const timer = this.clock.setTimeout(() => {
         this.pending.delete(commandId);
         reject(new GatewayError("COMMAND_TIMEOUT", `Node ${this.nodeId} did not answer command ${commandType} within ${timeoutMs} ms`));
       }, timeoutMs);
       this.pending.set(commandId, { resolve, reject, timer });
       if (!send(commandId)) {
-        this.timers.clearTimeout(timer);
+        timer.cancel();
         this.pending.delete(commandId);
         reject(new GatewayError("QUEUE_FULL", `The outbound queue of node ${this.nodeId} is full`));
       }
@@ -72,7 +62,7 @@ export class PendingCommands {
     const pending = this.pending.get(result.command_id);
     if (!pending) return false;
     this.pending.delete(result.command_id);
-    this.timers.clearTimeout(pending.timer);
+    pending.timer.cancel();
     pending.resolve(result);
     return true;
   }
@@ -80,7 +70,7 @@ export class PendingCommands {
   /** Fails every waiting command with NODE_DISCONNECTED, naming `reason`. */
   rejectAll(reason: string): void {
     for (const [id, pending] of this.pending) {
-      this.timers.clearTimeout(pending.timer);
+      pending.timer.cancel();
       pending.reject(new GatewayError("NODE_DISCONNECTED", `Node ${this.nodeId} disconnected before answering (${reason})`));
       this.pending.delete(id);
     }

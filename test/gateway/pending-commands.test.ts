@@ -3,28 +3,14 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { GatewayError } from "../../src/gateway/gateway-errors.js";
-import { PendingCommands, type CommandTimers } from "../../src/gateway/pending-commands.js";
+import { PendingCommands } from "../../src/gateway/pending-commands.js";
+import { FakeClock } from "../support/fake-clock.js";
 import type { CommandResult } from "../../src/wire/daemon-proto.js";
 
-/** Timers the test fires by hand. */
+/** Deadlines on the fake clock, fired by hand. */
 function fakeTimers() {
-  const armed = new Map<number, { callback: () => void; delayMs: number }>();
-  let next = 0;
-  const timers: CommandTimers = {
-    setTimeout: (callback, delayMs) => {
-      next += 1;
-      armed.set(next, { callback, delayMs });
-      return next;
-    },
-    clearTimeout: (handle) => void armed.delete(handle as number),
-  };
-  const fireAll = () => {
-    for (const [handle, timer] of [...armed]) {
-      armed.delete(handle);
-      timer.callback();
-    }
-  };
-  return { timers, armed, fireAll };
+  const clock = new FakeClock();
+  return { clock, fireAll: () => clock.advance(Math.max(0, ...clock.pendingDelaysMs())) };
 }
 
 const result = (commandId: string): CommandResult => ({ command_id: commandId, ok: true, error_code: "", message: "" });
@@ -42,32 +28,29 @@ async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
 describe("gateway: pending commands", () => {
   it("gives each command a fresh id, arms its deadline and settles it with the matching result", async () => {
     const t = fakeTimers();
-    const pending = new PendingCommands("node-a", 10, t.timers);
+    const pending = new PendingCommands("node-a", 10, t.clock);
     const ids: string[] = [];
     const first = pending.dispatch("stop_instance", 1_500, (id) => ids.push(id) > 0);
     const second = pending.dispatch("stop_instance", 1_500, (id) => ids.push(id) > 0);
     assert.equal(ids.length, 2);
     assert.notEqual(ids[0], ids[1]);
     assert.equal(pending.size, 2);
-    assert.deepEqual(
-      [...t.armed.values()].map((a) => a.delayMs),
-      [1_500, 1_500],
-    );
+    assert.deepEqual(t.clock.pendingDelaysMs(), [1_500, 1_500]);
 
     assert.equal(pending.resolve(result(ids[1]!)), true);
     assert.equal((await second).command_id, ids[1]);
     assert.equal(pending.size, 1);
-    assert.equal(t.armed.size, 1, "the answered command's deadline is cleared");
+    assert.equal(t.clock.pendingTimers(), 1, "the answered command's deadline is cleared");
     assert.equal(pending.resolve(result(ids[1]!)), false, "a second result for the same id is ignored");
     assert.equal(pending.resolve(result("unknown")), false);
     pending.resolve(result(ids[0]!));
     assert.equal((await first).command_id, ids[0]);
-    assert.equal(t.armed.size, 0);
+    assert.equal(t.clock.pendingTimers(), 0);
   });
 
   it("a command without a result by its deadline fails with COMMAND_TIMEOUT and is forgotten", async () => {
     const t = fakeTimers();
-    const pending = new PendingCommands("node-a", 10, t.timers);
+    const pending = new PendingCommands("node-a", 10, t.clock);
     let id = "";
     const waiting = pending.dispatch("start_instance", 250, (commandId) => ((id = commandId), true));
     t.fireAll();
@@ -80,7 +63,7 @@ describe("gateway: pending commands", () => {
 
   it("refuses past pendingCommandsMax and when the send is refused, both with QUEUE_FULL", async () => {
     const t = fakeTimers();
-    const pending = new PendingCommands("node-a", 2, t.timers);
+    const pending = new PendingCommands("node-a", 2, t.clock);
     void pending.dispatch("stdin", 1_000, () => true);
     void pending.dispatch("stdin", 1_000, () => true);
     let sent = 0;
@@ -89,18 +72,18 @@ describe("gateway: pending commands", () => {
     assert.match(third.message, /Too many commands awaiting results from node node-a/);
     assert.equal(sent, 0, "nothing is sent past the bound");
 
-    const roomy = new PendingCommands("node-b", 2, t.timers);
-    const armedBefore = t.armed.size;
+    const roomy = new PendingCommands("node-b", 2, t.clock);
+    const armedBefore = t.clock.pendingTimers();
     const refused = await rejection(roomy.dispatch("stdin", 1_000, () => false));
     assert.equal(refused.code, "QUEUE_FULL");
     assert.equal(refused.message, "The outbound queue of node node-b is full");
     assert.equal(roomy.size, 0);
-    assert.equal(t.armed.size, armedBefore, "the refused command's deadline is cleared");
+    assert.equal(t.clock.pendingTimers(), armedBefore, "the refused command's deadline is cleared");
   });
 
   it("rejectAll fails every waiting command with NODE_DISCONNECTED and clears their deadlines", async () => {
     const t = fakeTimers();
-    const pending = new PendingCommands("node-a", 10, t.timers);
+    const pending = new PendingCommands("node-a", 10, t.clock);
     const a = pending.dispatch("stop_instance", 1_000, () => true);
     const b = pending.dispatch("kill_instance", 1_000, () => true);
     pending.rejectAll("stream cancelled");
@@ -110,6 +93,6 @@ describe("gateway: pending commands", () => {
       assert.equal(error.message, "Node node-a disconnected before answering (stream cancelled)");
     }
     assert.equal(pending.size, 0);
-    assert.equal(t.armed.size, 0);
+    assert.equal(t.clock.pendingTimers(), 0);
   });
 });
