@@ -6,7 +6,6 @@
  */
 import type { Logger } from "../logs/types.js";
 import type { AuditService } from "./audit-service.js";
-import { systemClock, type Clock } from "../shared/clock.js";
 
 /** The singleton lease's name and time to live (spec document 2, "Lease key spaces"). */
 export const AUDIT_PRUNER_LEASE = "audit-pruner";
@@ -23,7 +22,6 @@ export interface AuditPrunerOptions {
   retentionDays: number;
   logger: Logger;
   pruneIntervalMs?: number;
-  clock?: Clock;
 }
 
 /** Starts pruning; returns the function that stops it. */
@@ -45,6 +43,7 @@ export function startAuditPruner(options: AuditPrunerOptions): () => void {
     }
   };
   void tick();
-  const timer = (options.clock ?? systemClock).setInterval(() => void tick(), options.pruneIntervalMs ?? pruneIntervalMsDefault, { unref: true });
-  return () => timer.cancel();
+  const timer = setInterval(() => void tick(), options.pruneIntervalMs ?? pruneIntervalMsDefault);
+  timer.unref();
+  return () => clearInterval(timer);
 }

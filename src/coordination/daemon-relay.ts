@@ -20,7 +20,6 @@ import type { Logger } from "../logs/types.js";
 import type { KvStore } from "../store/ports.js";
 import { KV_KEY_PREFIX } from "./keys.js";
 import type { NodeSessionRegistry } from "./session-registry.js";
-import { systemClock, type Clock, type Timer } from "../shared/clock.js";
 
 /** The channel every controller publishes its daemons' reports on. */
 export const DAEMON_REPORTS_CHANNEL = `${KV_KEY_PREFIX}daemon-reports`;
@@ -62,8 +61,6 @@ export interface DaemonRelayOptions {
   logger: Logger;
   /** Deadline of a forwarded command; {@link forwardedCommandTimeoutMs} unless set. */
   forwardedCommandTimeoutMs?: number;
-  /** Time for the session renewals; the system clock unless set. */
-  clock?: Clock;
 }
 
 interface RelayedReport {
@@ -79,7 +76,7 @@ export class DaemonRelay {
   private forwardsInFlight = 0;
   private readonly handlers = new Set<(report: DaemonReport) => void>();
   private readonly cleanups: (() => Promise<void> | void)[] = [];
-  private renewTimer: Timer | null = null;
+  private renewTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly options: DaemonRelayOptions) {}
 
@@ -95,11 +92,12 @@ export class DaemonRelay {
           .catch((err: unknown) => this.options.logger.warn("Relaying a daemon report failed", err));
       }),
     );
-    this.renewTimer = (this.options.clock ?? systemClock).setInterval(() => void this.renewSessions(), sessionRenewIntervalMs, { unref: true });
+    this.renewTimer = setInterval(() => void this.renewSessions(), sessionRenewIntervalMs);
+    this.renewTimer.unref();
   }
 
   async stop(): Promise<void> {
-    this.renewTimer?.cancel();
+    if (this.renewTimer) clearInterval(this.renewTimer);
     // Forwarded commands still on their way are cancelled and answer RELAY_STOPPED.
     this.stopping.abort();
     for (const cleanup of this.cleanups.splice(0).reverse()) await cleanup();

@@ -2,27 +2,22 @@
  * Runs a store's expiry sweep every `intervalMs` (0 disables it) without keeping the process
  * alive; `stop()` cancels the timer and waits for a sweep already running.
  */
-import { systemClock, type Clock, type Timer } from "../shared/clock.js";
-
 export class TtlSweeper {
-  private readonly timer: Timer | undefined;
+  private readonly timer: NodeJS.Timeout | undefined;
   private running: Promise<unknown> = Promise.resolve();
 
-  constructor(intervalMs: number, sweep: () => Promise<unknown>, clock: Clock = systemClock) {
+  constructor(intervalMs: number, sweep: () => Promise<unknown>) {
     if (intervalMs > 0) {
-      this.timer = clock.setInterval(
-        () => {
-          // A failed sweep leaves expired documents for the next one; reads hide them meanwhile.
-          this.running = sweep().catch(() => undefined);
-        },
-        intervalMs,
-        { unref: true },
-      );
+      this.timer = setInterval(() => {
+        // A failed sweep leaves expired documents for the next one; reads hide them meanwhile.
+        this.running = sweep().catch(() => undefined);
+      }, intervalMs);
+      this.timer.unref();
     }
   }
 
   async stop(): Promise<void> {
-    this.timer?.cancel();
+    if (this.timer) clearInterval(this.timer);
     await this.running;
   }
 }
