@@ -1,13 +1,13 @@
 // Plugin traffic follows the cluster: three controller processes on the production profile (shared
 // PostgreSQL, Redis, one Raft cluster), one cloud-daemon that knows every controller, a group with
-// one simulated server. Players join and leave through the plugin API the way the server's plugin
+// two simulated servers. Players join and leave through the plugin API the way a server's plugin
 // calls it: through the daemon's loopback relay (the instance's CLOUD_CONTROLLER_URL) with the
-// instance's workload token, one call every 50–100 ms. The controller holding the daemon's stream
-// is SIGKILLed and stays down. Then:
+// instance's workload token, one call every 50–100 ms per instance, a failed call sent again. The
+// controller holding the daemon's stream is SIGKILLed and stays down. Then, for each instance:
 // - no plugin call goes unanswered-with-success for longer than a bounded window (the daemon's
 //   reconnect plus the relay's wait), and every call after that window succeeds;
-// - the instance is still RUNNING on a surviving controller, as the same single process;
-// - the player count the calls leave behind is the instance's playerCount on a surviving controller.
+// - it is still RUNNING on the surviving controllers, as the same single process;
+// - the player count its calls leave behind, after a final join, is its playerCount on both survivors.
 // The measured outage (longest time without a successful call) and the reconnect time are printed.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -46,7 +46,16 @@ interface Call {
   code: string | null;
 }
 
-const uuidOf = (n: number) => `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`;
+/** One simulated server as the test sees it: its record id, process, relay address and workload token. */
+interface Server {
+  id: string;
+  pid: number;
+  relayUrl: string;
+  token: string;
+}
+
+const instanceCount = 2;
+const uuidOf = (server: number, n: number) => `00000000-0000-4000-8${server.toString(16).padStart(3, "0")}-${n.toString(16).padStart(12, "0")}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** `name=value` pairs of a process's environment. */
@@ -67,10 +76,7 @@ describe("plugin calls follow the daemon when its controller dies", { timeout: 3
   let members: ClusterMemberProcess[] = [];
   let daemon: DaemonProcess;
   let nodeId = "";
-  let instanceId = "";
-  let pid = 0;
-  let relayUrl = "";
-  let workloadToken = "";
+  let servers: Server[] = [];
 
   const live = () => members.filter((m) => m.process !== null);
   const call = async (method: string, path: string, body?: unknown) => {
@@ -95,13 +101,13 @@ describe("plugin calls follow the daemon when its controller dies", { timeout: 3
   const processesOf = (id: string) => serverProcesses().get(id) ?? [];
 
   /** One plugin call through the relay with the workload token, as the server's plugin sends it. */
-  const plugin = async (op: "join" | "leave", uuid: string, sequence: number): Promise<Call> => {
+  const plugin = async (server: Server, op: "join" | "leave", uuid: string, sequence: number): Promise<Call> => {
     const startMs = Date.now();
     const body = op === "join" ? { uuid, name: `p${sequence}`, group } : { uuid };
     try {
-      const res = await fetch(`${relayUrl}/api/plugin/player-${op}`, {
+      const res = await fetch(`${server.relayUrl}/api/plugin/player-${op}`, {
         method: "POST",
-        headers: { authorization: `Bearer ${workloadToken}`, "content-type": "application/json", "x-cloud-sequence": String(sequence) },
+        headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json", "x-cloud-sequence": String(sequence) },
         body: JSON.stringify(body),
         signal: AbortSignal.timeout(pluginRequestTimeoutMs),
       });
@@ -143,8 +149,8 @@ describe("plugin calls follow the daemon when its controller dies", { timeout: 3
     const created = await a.call("POST", "/api/v1/groups", {
       name: group,
       platform: "simulated",
-      minInstances: 1,
-      maxInstances: 1,
+      minInstances: instanceCount,
+      maxInstances: instanceCount,
       memoryMb: 64,
       portRange: { start: 28300, end: 28400 },
     });
@@ -153,22 +159,24 @@ describe("plugin calls follow the daemon when its controller dies", { timeout: 3
       async () => {
         const list = (await a.call("GET", `/api/v1/services?group=${group}`)).json as { id: string; state: string }[];
         const up = list.filter((r) => r.state === "RUNNING");
-        return up.length === 1 && processesOf(up[0].id).length === 1 ? up[0] : null;
+        return up.length === instanceCount && up.every((r) => processesOf(r.id).length === 1) ? up : null;
       },
-      "one RUNNING instance with its process",
+      `${instanceCount} RUNNING instances with their processes`,
       waitMs,
     );
-    instanceId = running.id;
-    pid = processesOf(instanceId)[0];
-    const env = environOf(pid);
-    relayUrl = env.get(INSTANCE_ENV.controllerUrl) ?? "";
-    workloadToken = env.get(INSTANCE_ENV.workloadToken) ?? "";
-    assert.match(relayUrl, /^http:\/\/127\.0\.0\.1:\d+$/, "the instance calls the plugin API through the daemon's loopback relay");
-    assert.notEqual(workloadToken, "", "the instance has a workload token");
-    assert.ok(
-      members.every((m) => !relayUrl.endsWith(`:${m.httpPort}`)),
-      `${relayUrl} is the relay, not a controller`,
-    );
+    servers = running.map((r) => {
+      const pid = processesOf(r.id)[0];
+      const env = environOf(pid);
+      return { id: r.id, pid, relayUrl: env.get(INSTANCE_ENV.controllerUrl) ?? "", token: env.get(INSTANCE_ENV.workloadToken) ?? "" };
+    });
+    for (const server of servers) {
+      assert.match(server.relayUrl, /^http:\/\/127\.0\.0\.1:\d+$/, `${server.id} calls the plugin API through the daemon's loopback relay`);
+      assert.ok(
+        members.every((m) => !server.relayUrl.endsWith(`:${m.httpPort}`)),
+        `${server.relayUrl} is the relay, not a controller`,
+      );
+      assert.notEqual(server.token, "", `${server.id} has a workload token`);
+    }
   });
 
   after(async () => {
@@ -187,37 +195,54 @@ describe("plugin calls follow the daemon when its controller dies", { timeout: 3
     for (const m of members) if ((await controllerIdOf(m)) === holderId) victim = m;
     assert.ok(victim, `a member is controller ${holderId}`);
 
-    // The plugin traffic: join a new player, and once three are on, let the oldest one leave. A call
-    // that failed is sent again, as the plugin client would: a join twice is one join, and a leave
-    // repeated after an answer that never came may find the player gone already (404).
-    const calls: Call[] = [];
-    const present: string[] = [];
-    let next = 1;
-    let sequence = 0;
+    // The plugin traffic of each server: join a new player, and once three are on, let the oldest
+    // one leave. A failed call is sent again, as the plugin client would: a join twice is one join,
+    // and a leave repeated after an answer that never came may find the player gone already (404).
     let stopTraffic = false;
-    let pending: { op: "join" | "leave"; uuid: string; repeated: boolean } | null = null;
-    const traffic = (async () => {
-      while (!stopTraffic) {
-        pending ??=
-          present.length >= 3 && sequence % 2 === 1
-            ? { op: "leave", uuid: present[0], repeated: false }
-            : { op: "join", uuid: uuidOf(next++), repeated: false };
-        const result = await plugin(pending.op, pending.uuid, ++sequence);
-        calls.push(result);
-        const done = result.status === 200 || (pending.op === "leave" && pending.repeated && result.status === 404);
-        if (done) {
-          if (pending.op === "join") present.push(pending.uuid);
-          else present.splice(present.indexOf(pending.uuid), 1);
-          pending = null;
-        } else {
+    const streams = servers.map((server, index) => {
+      const stream = {
+        server,
+        calls: [] as Call[],
+        present: [] as string[],
+        next: 1,
+        sequence: 0,
+        pending: null as { op: "join" | "leave"; uuid: string; repeated: boolean } | null,
+        /** Sends the pending call (or the next one); true when it is done. */
+        async step(): Promise<boolean> {
+          stream.pending ??=
+            stream.present.length >= 3 && stream.sequence % 2 === 1
+              ? { op: "leave", uuid: stream.present[0], repeated: false }
+              : { op: "join", uuid: uuidOf(index, stream.next++), repeated: false };
+          const pending = stream.pending;
+          const result = await plugin(server, pending.op, pending.uuid, ++stream.sequence);
+          stream.calls.push(result);
+          if (result.status === 200 || (pending.op === "leave" && pending.repeated && result.status === 404)) {
+            if (pending.op === "join") stream.present.push(pending.uuid);
+            else stream.present.splice(stream.present.indexOf(pending.uuid), 1);
+            stream.pending = null;
+            return true;
+          }
           pending.repeated = true;
+          return false;
+        },
+        /** Makes the next call a join of a new player. */
+        joinNext(): void {
+          stream.pending ??= { op: "join", uuid: uuidOf(index, stream.next++), repeated: false };
+        },
+        done: Promise.resolve(),
+      };
+      stream.done = (async () => {
+        while (!stopTraffic) {
+          await stream.step();
+          await sleep(50 + Math.floor(Math.random() * 51));
         }
-        await sleep(50 + Math.floor(Math.random() * 51));
-      }
-    })();
+      })();
+      return stream;
+    });
+    const calls = () => streams.flatMap((s) => s.calls);
 
     try {
-      await eventually(() => calls.filter((c) => c.status === 200).length >= 10, "plugin calls succeeding before the kill", 30_000);
+      await eventually(() => streams.every((s) => s.calls.filter((c) => c.status === 200).length >= 10), "plugin calls succeeding before the kill", 30_000);
       const killedAtMs = Date.now();
       await harness.kill9(victim);
       victim.process = null;
@@ -234,77 +259,79 @@ describe("plugin calls follow the daemon when its controller dies", { timeout: 3
       const reconnectedAtMs = Date.now();
       await sleep(callsAfterReconnectMs);
       stopTraffic = true;
-      await traffic;
+      await Promise.all(streams.map((s) => s.done));
 
-      // (1) The longest time without a successful answer around the kill, and what failed.
-      const succeeded = calls.filter((c) => c.status === 200).map((c) => c.endMs);
+      // (1) Per server: the longest time without a successful answer, and what failed.
       let outageMs = 0;
-      let previousMs = succeeded[0];
-      for (const at of succeeded) {
-        outageMs = Math.max(outageMs, at - previousMs);
-        previousMs = at;
-      }
-      const failed = calls.filter((c) => c.status !== 200);
-      let failureRun = 0;
       let longestFailureRun = 0;
-      for (const c of calls) {
-        failureRun = c.status === 200 ? 0 : failureRun + 1;
-        longestFailureRun = Math.max(longestFailureRun, failureRun);
+      for (const { calls: list } of streams) {
+        const succeeded = list.filter((c) => c.status === 200).map((c) => c.endMs);
+        for (let i = 1; i < succeeded.length; i++) outageMs = Math.max(outageMs, succeeded[i] - succeeded[i - 1]);
+        let failureRun = 0;
+        for (const c of list) {
+          failureRun = c.status === 200 ? 0 : failureRun + 1;
+          longestFailureRun = Math.max(longestFailureRun, failureRun);
+        }
       }
-      const slowest = Math.max(...calls.map((c) => c.endMs - c.startMs));
+      const all = calls();
+      const failed = all.filter((c) => c.status !== 200);
+      const slowest = Math.max(...all.map((c) => c.endMs - c.startMs));
       const summary =
         `SIGKILL of ${victim.name} (${holderId}) holding the daemon's stream: daemon on ${newHolder} after ${reconnectMs} ms; ` +
-        `${calls.length} plugin calls, ${failed.length} failed (${failed.map((c) => `${c.status}/${c.code}`).join(", ") || "none"}), ` +
+        `${all.length} plugin calls, ${failed.length} failed (${failed.map((c) => `${c.status}/${c.code}`).join(", ") || "none"}), ` +
         `longest run of failures ${longestFailureRun}, slowest call ${slowest} ms, longest time without a successful call ${outageMs} ms`;
       console.log(summary);
       assert.ok(outageMs < outageBoundMs, `plugin calls succeed again within ${outageBoundMs} ms: ${summary}`);
-      const afterReconnect = calls.filter((c) => c.startMs >= reconnectedAtMs);
-      assert.ok(afterReconnect.length >= 10, `calls were made after the reconnect: ${afterReconnect.length}`);
-      const lastFailure = failed.at(-1);
-      if (lastFailure) {
+      for (const { server, calls: list } of streams) {
+        const afterReconnect = list.filter((c) => c.startMs >= reconnectedAtMs);
+        assert.ok(afterReconnect.length >= 10, `${server.id}: calls were made after the reconnect: ${afterReconnect.length}`);
         assert.ok(
-          calls.filter((c) => c.startMs > lastFailure.endMs).every((c) => c.status === 200),
-          "every call after the last failure succeeds",
+          afterReconnect.every((c) => c.status === 200),
+          `${server.id}: every call started after the reconnect succeeds: ${afterReconnect.filter((c) => c.status !== 200).length} failed`,
         );
-        assert.ok(lastFailure.endMs - killedAtMs < outageBoundMs, `the last failure ends within ${outageBoundMs} ms of the kill: ${summary}`);
+        const lastFailure = list.filter((c) => c.status !== 200).at(-1);
+        if (lastFailure) {
+          assert.ok(
+            list.filter((c) => c.startMs > lastFailure.endMs).every((c) => c.status === 200),
+            `${server.id}: every call after the last failure succeeds`,
+          );
+          assert.ok(lastFailure.endMs - killedAtMs < outageBoundMs, `${server.id}: the last failure ends within ${outageBoundMs} ms of the kill: ${summary}`);
+        }
       }
-      assert.ok(
-        afterReconnect.every((c) => c.status === 200),
-        `every call started after the reconnect succeeds: ${afterReconnect.filter((c) => c.status !== 200).length} failed`,
-      );
 
-      // (2) Still RUNNING on the survivors, as the same single process.
-      await eventually(
-        async () => {
-          const record = await call("GET", `/api/v1/services/${instanceId}`);
-          return record.status === 200 && record.json.state === "RUNNING";
-        },
-        `${instanceId} RUNNING on a surviving controller`,
-        30_000,
-      );
-      assert.deepEqual(processesOf(instanceId), [pid], `${instanceId} still runs as pid ${pid}, once`);
+      for (const stream of streams) {
+        const { server } = stream;
+        // (2) Still RUNNING on the survivors, as the same single process.
+        await eventually(
+          async () => {
+            const record = await call("GET", `/api/v1/services/${server.id}`);
+            return record.status === 200 && record.json.state === "RUNNING";
+          },
+          `${server.id} RUNNING on a surviving controller`,
+          30_000,
+        );
+        assert.deepEqual(processesOf(server.id), [server.pid], `${server.id} still runs as pid ${server.pid}, once`);
 
-      // (3) The count the calls left behind, after a final join, on every surviving controller.
-      if (pending !== null) {
-        const last = pending as { op: "join" | "leave"; uuid: string };
-        const again = await plugin(last.op, last.uuid, ++sequence);
-        assert.ok(again.status === 200 || (last.op === "leave" && again.status === 404), `the repeated ${last.op}: ${again.status} ${again.code}`);
-        if (last.op === "join") present.push(last.uuid);
-        else present.splice(present.indexOf(last.uuid), 1);
+        // (3) The count its calls left behind, after a final join, on every surviving controller.
+        for (let attempt = 0; stream.pending !== null; attempt++) {
+          assert.ok(attempt < 3, `${server.id}: the repeated call succeeds: ${JSON.stringify(stream.calls.at(-1))}`);
+          await stream.step();
+        }
+        stream.joinNext();
+        assert.ok(await stream.step(), `${server.id}: the final join: ${JSON.stringify(stream.calls.at(-1))}`);
+        for (const m of live()) {
+          const record = await m.call("GET", `/api/v1/services/${server.id}`);
+          assert.equal(record.status, 200, record.text);
+          assert.equal(record.json.state, "RUNNING", `${m.name}: ${record.text}`);
+          assert.equal(record.json.playerCount, stream.present.length, `${m.name} counts the ${stream.present.length} players on ${server.id}: ${record.text}`);
+        }
       }
-      const final = await plugin("join", uuidOf(next++), ++sequence);
-      assert.equal(final.status, 200, `the final join: ${final.status} ${final.code}`);
-      present.push(final.uuid);
-      for (const m of live()) {
-        const record = await m.call("GET", `/api/v1/services/${instanceId}`);
-        assert.equal(record.status, 200, record.text);
-        assert.equal(record.json.state, "RUNNING", `${m.name}: ${record.text}`);
-        assert.equal(record.json.playerCount, present.length, `${m.name} counts the ${present.length} players on ${instanceId}: ${record.text}`);
-      }
-      console.log(`plugin failover: outage ${outageMs} ms, reconnect ${reconnectMs} ms, ${present.length} players counted`);
+      console.log(
+        `plugin failover: outage ${outageMs} ms, reconnect ${reconnectMs} ms, players counted ${streams.map((s) => `${s.server.id}=${s.present.length}`).join(" ")}`,
+      );
     } finally {
       stopTraffic = true;
-      await traffic;
+      await Promise.all(streams.map((s) => s.done));
     }
   });
 });
