@@ -116,7 +116,8 @@ describe("/metrics against the spec's metric list", () => {
       if (exposedAs !== exposedType(type)) problems.push(`${name}: exposed as ${exposedAs}, the spec says ${type}`);
       const metric = t.metrics.registry.getSingleMetric(name) as unknown as { labelNames?: readonly string[] } | undefined;
       const actual = [...(metric?.labelNames ?? [])].sort();
-      if (JSON.stringify(actual) !== JSON.stringify([...labels].sort())) problems.push(`${name}: labels ${actual.join(",")}, the spec says ${labels.join(",")}`);
+      if (JSON.stringify(actual) !== JSON.stringify([...labels].sort()))
+        problems.push(`${name}: labels ${actual.join(",")}, the spec says ${labels.join(",")}`);
     }
     assert.deepEqual(problems, []);
     const expectedMissing = [...NOT_YET_REGISTERED.keys()];
