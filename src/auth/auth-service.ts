@@ -50,6 +50,8 @@ export interface AuthServiceDeps {
   env?: Readonly<Record<string, string | undefined>>;
   /** scrypt parameters for new hashes; defaults to {@link SCRYPT_DEFAULTS}. */
   passwordParams?: ScryptParams;
+  /** Called after a revocation entry is written: a user's token version moved, so its earlier tokens stop verifying. */
+  tokensRevoked?: () => void;
 }
 
 interface VerifiedClaims {
@@ -89,7 +91,7 @@ export class AuthService {
 
   constructor(private readonly deps: AuthServiceDeps) {
     this.roles = new RoleDirectory(deps.documents, deps.clock);
-    this.users = new UserDirectory(deps.documents, this.roles, deps.clock, deps.passwordParams);
+    this.users = new UserDirectory(deps.documents, this.roles, deps.clock, deps.passwordParams, deps.tokensRevoked);
   }
 
   /** Loads (or creates) the shared signing secret and creates the first admin when no user exists. */

@@ -62,6 +62,8 @@ export class UserDirectory {
     private readonly roles: RoleDirectory,
     private readonly clock: Clock,
     private readonly passwordParams?: ScryptParams,
+    /** Called after a write that revokes the user's tokens (the token version moved). */
+    private readonly tokensRevoked: () => void = () => undefined,
   ) {
     this.users = documents.collection<UserDoc>(USERS_COLLECTION, {
       indexes: [{ name: "users_username", field: "username", unique: true }],
@@ -136,6 +138,7 @@ export class UserDirectory {
       next.tokenVersion = doc.tokenVersion + 1;
     }
     await this.users.put(next);
+    if (next.tokenVersion !== doc.tokenVersion) this.tokensRevoked();
     return { before: toUserView(doc), after: toUserView(next) };
   }
 

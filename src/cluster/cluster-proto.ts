@@ -59,7 +59,7 @@ export interface StatusResponse {
  * command case, named in `command` as proto-loader decodes a oneof.
  */
 export type ForwardNodeCommandRequest = {
-  [K in keyof CommandPayloads]: { node_id: string; command?: K } & { [P in K]: CommandPayloads[K] };
+  [K in keyof CommandPayloads]: { node_id: string; command?: K; traceparent?: string } & { [P in K]: CommandPayloads[K] };
 }[keyof CommandPayloads];
 
 export interface ForwardNodeCommandResponse {

@@ -48,7 +48,12 @@ export const commandFailure = (code: string, message: string): CommandResult => 
 
 /** The request carrying `command` for `nodeId`; the command id is left to the holder's gateway. */
 export function forwardNodeCommandRequest(nodeId: string, command: InstanceCommand): ForwardNodeCommandRequest {
-  return { node_id: nodeId, command: command.type, [command.type]: { ...command.body, command_id: "" } } as ForwardNodeCommandRequest;
+  return {
+    node_id: nodeId,
+    command: command.type,
+    [command.type]: { ...command.body, command_id: "" },
+    traceparent: command.traceparent ?? "",
+  } as ForwardNodeCommandRequest;
 }
 
 /** The node and command a request carries; INVALID_ARGUMENT without a command or with a bad node id. */
@@ -57,7 +62,8 @@ export function readForwardNodeCommand(request: ForwardNodeCommandRequest): { no
   const type = request.command;
   if (type === undefined || !commandCases.has(type)) throw new ApiError(400, "INVALID_ARGUMENT", "The request carries no instance command");
   const { command_id: _assignedByTheHolder, ...body } = (request as Record<string, unknown>)[type] as CommandPayloads[typeof type];
-  return { nodeId: request.node_id, command: { type, body } as InstanceCommand };
+  const traceparent = typeof request.traceparent === "string" && request.traceparent !== "" ? { traceparent: request.traceparent } : {};
+  return { nodeId: request.node_id, command: { type, body, ...traceparent } as InstanceCommand };
 }
 
 /**

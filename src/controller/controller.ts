@@ -40,7 +40,11 @@ import { resolveVersionInfo } from "../http/version-info.js";
 import { createLogService, type ControllerLogService, type LogOutput } from "../logs/logger.js";
 import type { Logger } from "../logs/types.js";
 import { createMetrics, type MetricsService } from "../metrics/metrics.js";
+import { MetricsHistory } from "../metrics/metrics-history.js";
+import { metricsHistoryRoutes } from "../http/routes/metrics-history.js";
 import { systemClock, type Clock } from "../shared/clock.js";
+import { createTracing } from "../shared/tracing.js";
+import { tracedDaemonLink } from "../scheduler/traced-commands.js";
 import { TemplateService } from "../templates/template-service.js";
 import { createDaemonGateway } from "../gateway/create-gateway.js";
 import type { DaemonGateway, GatewayTuning } from "../gateway/daemon-gateway.js";
@@ -154,6 +158,8 @@ export interface ControllerServices {
   consoleHub: ConsoleHub;
   /** The cluster-wide event journal, the SSE hub and their tickets. */
   eventStream: EventStream;
+  /** The sampled metrics history (`GET /api/v1/metrics/history`); plugins' TPS reports go to `reportTps`. */
+  metricsHistory: MetricsHistory;
 }
 
 /** A running controller. */
@@ -242,7 +248,15 @@ export async function startController(config: ControllerConfig, opts: StartContr
     cleanups.push({ name: "event bus", run: () => flushWithin(events, EVENT_FLUSH_TIMEOUT_MS, log) });
     const { documents, kv, blobs } = stores;
 
-    const auth = new AuthService({ documents, config: config.auth, clock, logger: logs.logger("cloud.auth"), env, passwordParams: opts.passwordParams });
+    const auth = new AuthService({
+      documents,
+      config: config.auth,
+      clock,
+      logger: logs.logger("cloud.auth"),
+      env,
+      passwordParams: opts.passwordParams,
+      tokensRevoked: () => metrics.jwtRevocations.inc(),
+    });
     await auth.start();
     const audit = new AuditService({ documents, clock });
     // Before the daemon gateway: its CA document takes the Raft-held cluster CA.
@@ -260,6 +274,9 @@ export async function startController(config: ControllerConfig, opts: StartContr
       onLeft: () => void stopController(),
     });
     cleanups.push({ name: "cluster", run: () => cluster.stop() });
+    // Stopped late (cleanups run in reverse): the spans of the last requests are exported.
+    const tracing = createTracing(config.telemetry, { name: "cloud-controller", instanceId: cluster.nodeId });
+    cleanups.push({ name: "tracing", run: () => tracing.shutdown() });
 
     const instances = new InstanceService(documents, clock);
     const crashes = new CrashService(documents, clock);
@@ -274,6 +291,21 @@ export async function startController(config: ControllerConfig, opts: StartContr
       nodesTotal: async () => (await nodes.list()).filter((n) => n.state === "ONLINE" || n.state === "DRAINING").length,
       instancesTotal: async () => (await instances.list({ state: "RUNNING" })).length,
       playersTotal: async () => (await instances.liveTotals()).playerCount,
+      crashesTotal: () => crashes.count(),
+      workflowsNodeDrains: () => nodes.drainsWaiting(),
+    });
+    const metricsHistory = new MetricsHistory({
+      documents,
+      clock,
+      logger: logs.logger("cloud.metrics"),
+      controllerId: cluster.nodeId,
+      metrics,
+      sources: {
+        nodes: async () => (await nodes.list()).filter((n) => n.state === "ONLINE" || n.state === "DRAINING").length,
+        instances: async () => (await instances.findDocs()).filter((doc) => !FINISHED_STATES.has(doc.state)),
+      },
+      intervalMs: config.metrics.collectionIntervalSeconds * 1000,
+      retentionMs: config.metrics.retentionHours * 3600 * 1000,
     });
 
     // Machine credentials: instances' workload tokens and daemons' template-fetch credentials.
@@ -324,7 +356,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       nodes,
       crashes,
       events,
-      daemons: coordination.daemons,
+      daemons: tracedDaemonLink(coordination.daemons, tracing),
       credentials,
       scopes: coordination.scopes,
       crashLoop: { crashLoopThreshold: config.crashes.crashLoopThreshold, crashLoopWindowMs: config.crashes.crashLoopWindowSeconds * 1000 },
@@ -339,6 +371,11 @@ export async function startController(config: ControllerConfig, opts: StartContr
       },
     });
     scheduler.setConsole(consoleHub);
+    metrics.setGaugeSources({
+      schedulerLastTickLagMillis: () => scheduler.lastTickLagMs(),
+      workflowsStartRetries: () => scheduler.waitingWorkflows().startRetries,
+      workflowsHealingActions: () => scheduler.waitingWorkflows().healingActions,
+    });
     const players = new PlayerService(documents, events, clock, (id, count) => scheduler.playerCountChanged(id, count));
 
     const eventStream = await startEventStream({ kv, bus: events, metrics, clock, logger: logs.logger("cloud.events.stream"), tuning: opts.eventStreamTuning });
@@ -378,10 +415,13 @@ export async function startController(config: ControllerConfig, opts: StartContr
         clusterRoutes(cluster, audit),
         pluginRoutes({ instances, players, credentials, operations: scheduler }),
         eventRoutes(eventStream),
+        metricsHistoryRoutes({ history: metricsHistory, enabled: metrics.enabled, clock }),
         ...(opts.extraRouteModules ?? []),
       ],
       clock,
       bodyLimitRoutes: opts.bodyLimitRoutes,
+      tracing,
+      traceUiTemplate: config.telemetry.traceUiTemplate,
     });
 
     // Requests log under the logical thread name "http" (see docs/decisions/platform.md).
@@ -413,6 +453,10 @@ export async function startController(config: ControllerConfig, opts: StartContr
 
     players.start();
     cleanups.push({ name: "players", run: () => players.stop() });
+    if (metrics.enabled) {
+      metricsHistory.start();
+      cleanups.push({ name: "metrics history", run: () => metricsHistory.stop() });
+    }
     if (components.auditPruner) {
       const stopAuditPruner = startAuditPruner({
         audit,
@@ -454,6 +498,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         players,
         consoleHub,
         eventStream,
+        metricsHistory,
       },
       app,
       registry,

@@ -52,6 +52,20 @@ export const DaemonConfigSchema = Type.Object(
       { default: {}, additionalProperties: false },
     ),
     logging: Type.Object({ level: Type.String({ default: "INFO" }) }, { default: {}, additionalProperties: false }),
+    /**
+     * Tracing (spec document 2, "Tracing"): spans of the commands the daemon handles, continuing the
+     * controller's trace, pushed by OTLP over HTTP. Give it the controllers' `samplerRatio`.
+     */
+    telemetry: Type.Object(
+      {
+        enabled: Type.Boolean({ default: false }),
+        /** OTLP/HTTP base URL; spans go to `<otlpEndpoint>/v1/traces`. */
+        otlpEndpoint: Type.String({ default: "" }),
+        /** Head sampler ratio of root spans in [0, 1]; commands sent under a trace follow its decision. */
+        samplerRatio: Type.Number({ minimum: 0, maximum: 1, default: 1 }),
+      },
+      { default: {}, additionalProperties: false },
+    ),
   },
   { additionalProperties: false },
 );

@@ -31,6 +31,7 @@ import {
   type JoinRequest,
   type JoinResponse,
 } from "../wire/daemon-proto.js";
+import { SpanKind, SpanStatusCode, type Tracing } from "../shared/tracing.js";
 import { CONTROLLER_CERTIFICATE_NAME } from "../wire/certificate-names.js";
 import { loadOrCreateNodeKey, NODE_KEY_FILE, writeFileDurably } from "./node-key.js";
 
@@ -107,6 +108,8 @@ export interface GatewayClientOptions {
   /** How long one Join call may take before it is retried (15 s by default). */
   joinTimeoutMs?: number;
   commandHandler?: CommandHandler;
+  /** Spans of the handled commands, continuing the controller's `traceparent`; none by default. */
+  tracing?: Tracing;
   logger: ClientLogger;
   /** Uniform [0, 1); Math.random by default (jitter). */
   random?: () => number;
@@ -419,7 +422,23 @@ export class GatewayClient {
       case "list_instances": {
         const type = message.payload;
         const body = (message as unknown as Record<string, { command_id: string }>)[type]!;
-        void this.dispatch(stream, { type, body, commandId: body.command_id } as unknown as InstanceCommand & { commandId: string });
+        const command = { type, body, commandId: body.command_id, traceparent: message.traceparent ?? "" } as unknown as InstanceCommand & {
+          commandId: string;
+        };
+        const tracing = this.options.tracing;
+        if (tracing?.enabled) {
+          void tracing.inSpan(
+            `handle ${type}`,
+            { kind: SpanKind.SERVER, traceparent: command.traceparent, attributes: { "cloud.command": type } },
+            async (span) => {
+              const result = await this.dispatch(stream, command);
+              if (!result.ok) {
+                span.setAttribute("cloud.error_code", result.error_code);
+                span.setStatus({ code: SpanStatusCode.ERROR, message: result.error_code });
+              }
+            },
+          );
+        } else void this.dispatch(stream, command);
         return;
       }
       default:
@@ -428,7 +447,10 @@ export class GatewayClient {
     }
   }
 
-  private async dispatch(stream: grpc.ClientDuplexStream<DaemonMessage, ControllerMessage>, command: InstanceCommand & { commandId: string }): Promise<void> {
+  private async dispatch(
+    stream: grpc.ClientDuplexStream<DaemonMessage, ControllerMessage>,
+    command: InstanceCommand & { commandId: string },
+  ): Promise<Omit<CommandResult, "command_id">> {
     let result: Omit<CommandResult, "command_id">;
     if (!this.options.commandHandler) {
       result = { ok: false, error_code: "UNSUPPORTED", message: "This daemon has no instance runner" };
@@ -441,6 +463,7 @@ export class GatewayClient {
       }
     }
     if (this.stream === stream) stream.write(daemonMessage("command_result", { command_id: command.commandId, ...result }));
+    return result;
   }
 
   private sendStatus(stream: grpc.ClientDuplexStream<DaemonMessage, ControllerMessage>): void {

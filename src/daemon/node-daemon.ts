@@ -9,6 +9,7 @@ import { instancesMemoryMb } from "./instance-memory.js";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { Clock } from "../shared/clock.js";
+import { createTracing } from "../shared/tracing.js";
 import { createCommandHandler } from "./command-handler.js";
 import type { DaemonConfig } from "./config.js";
 import { ControllerEndpoint } from "./controller-endpoint.js";
@@ -117,6 +118,7 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
   });
   // Instances are given the relay, never a controller's address: it follows the stream's failover.
   const handler = createCommandHandler({ runner, controllerUrl: () => relay.url });
+  const tracing = createTracing(config.telemetry, { name: "cloud-daemon", version: options.daemonVersion, instanceId: config.nodeId ?? config.hostname });
   const client = new GatewayClient({
     controllers: config.controllers,
     token: config.token,
@@ -130,6 +132,7 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
     reconnectDelayMinMs: config.reconnectDelayMinMs,
     reconnectDelayMaxMs: config.reconnectDelayMaxMs,
     commandHandler: handler,
+    tracing,
     logger,
     onStateChange: (state, detail) => {
       if (state !== "connected") relay.sessionClosed();
@@ -176,6 +179,8 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
         reporter.close();
         client.stop();
         await launcher.close();
+        // Spans of the last commands go out before the process ends.
+        await tracing.shutdown().catch(() => undefined);
       })();
       return shuttingDown;
     },

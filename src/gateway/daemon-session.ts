@@ -111,7 +111,7 @@ export class DaemonSession {
   /** Sends `command` under a fresh command id; see {@link PendingCommands.dispatch} for how it settles. */
   sendCommand(command: InstanceCommand, timeoutMs: number): Promise<CommandResult> {
     return this.commands.dispatch(command.type, timeoutMs, (commandId) =>
-      this.send(controllerMessage(command.type, { ...command.body, command_id: commandId } as never)),
+      this.send({ ...controllerMessage(command.type, { ...command.body, command_id: commandId } as never), traceparent: command.traceparent ?? "" }),
     );
   }
 

@@ -25,6 +25,8 @@ import { crossOrigin } from "./middleware/cross-origin.js";
 import { drainBody } from "./middleware/drain-body.js";
 import { handleError, handleNotFound } from "./middleware/error-handler.js";
 import { httpMetrics, type HttpMetricsRecorder } from "./middleware/http-metrics.js";
+import { traceRequests } from "./middleware/trace-requests.js";
+import type { Tracing } from "../shared/tracing.js";
 import { perIpRateLimit, perUserRateLimit } from "./middleware/rate-limit.js";
 import { requestId } from "./middleware/request-context.js";
 import { subnetGuard } from "./middleware/subnet-guard.js";
@@ -70,6 +72,10 @@ export interface HttpDeps {
   bodyLimitBytes?: number;
   /** Routes whose bodies stream with their own limit; the template uploads and imports by default. */
   bodyLimitRoutes?: readonly BodyLimitRoute[];
+  /** A server span per request (`telemetry.*`); none when absent or disabled. */
+  tracing?: Tracing;
+  /** `telemetry.traceUiTemplate`: traced responses carry `X-Trace-Url` built from it. */
+  traceUiTemplate?: string;
 }
 
 /** Builds the application and the registry of every route mounted on it. */
@@ -91,6 +97,7 @@ export function createHttpApp(deps: HttpDeps): { app: Hono<AppEnv>; registry: Ro
   app.use("*", crossOrigin({ origins: http.corsOrigins }));
   app.use("/api/*", subnetGuard({ allowedCidrs: http.allowedCidrs }));
   app.use("*", requestId({ logs: deps.logs }));
+  if (deps.tracing?.enabled) app.use("*", traceRequests({ tracing: deps.tracing, traceUiTemplate: deps.traceUiTemplate ?? "" }));
   app.use("*", perIpRateLimit({ perMinute: rateLimit.perIpPerMinute, clock }));
   app.use("*", authenticate({ auth: deps.auth }));
   app.use("*", perUserRateLimit({ perMinute: rateLimit.perUserPerMinute, clock }));

@@ -9,6 +9,9 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom
 /** Latency buckets (seconds) for HTTP requests and scheduler ticks. */
 export const DURATION_BUCKETS_SECONDS: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
+/** Buckets of `cloud_scheduler_groups_evaluated` (groups per tick). */
+export const GROUPS_PER_TICK_BUCKETS: readonly number[] = [0, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000];
+
 export interface CounterHandle<L extends string = never> {
   inc(...args: [L] extends [never] ? [value?: number] : [labels: Record<L, string>, value?: number]): void;
 }
@@ -20,7 +23,7 @@ export interface GaugeHandle {
 }
 
 export interface HistogramHandle {
-  observe(valueSeconds: number): void;
+  observe(value: number): void;
   /** Starts a timer; calling the result observes the elapsed seconds. */
   startTimer(): () => number;
 }
@@ -28,13 +31,32 @@ export interface HistogramHandle {
 /** Supplies a gauge's value at scrape time; the composition root passes these in. */
 export type GaugeSource = () => number | Promise<number>;
 
-/** Gauges read through callbacks at scrape time (spec: configured groups, connected nodes, ...). */
+/**
+ * Gauges read through callbacks at scrape time (spec: configured groups, connected nodes, ...). A
+ * gauge without a source stays at 0.
+ */
 export interface GaugeSources {
   groupsTotal?: GaugeSource;
   nodesTotal?: GaugeSource;
   instancesTotal?: GaugeSource;
   playersTotal?: GaugeSource;
   crashesTotal?: GaugeSource;
+  /** `cloud_scheduler_last_tick_lag_millis`: ms since the last successful tick, 0 before the first. */
+  schedulerLastTickLagMillis?: GaugeSource;
+  /** `cloud_workflows_pending_transfers`: player transfer intents waiting. */
+  workflowsPendingTransfers?: GaugeSource;
+  /** `cloud_workflows_node_drains`: drain intents waiting (drained nodes still running instances). */
+  workflowsNodeDrains?: GaugeSource;
+  /** `cloud_workflows_healing_actions`: healing actions waiting (instances to replace). */
+  workflowsHealingActions?: GaugeSource;
+  /** `cloud_workflows_start_retries`: instance starts waiting to be dispatched again. */
+  workflowsStartRetries?: GaugeSource;
+}
+
+/** Running totals of a timer since start: what the metrics history takes deltas of. */
+export interface TimerTotals {
+  count: number;
+  sumSeconds: number;
 }
 
 export type PayloadCaseLabel = "payload_case";
@@ -49,9 +71,21 @@ export interface MetricsService {
    * cloud_http_request_duration_seconds (method lower-cased, status as its class).
    */
   observeHttp(method: string, status: number, durationSeconds: number): void;
-  /** Installs (or replaces) the callbacks that feed the cloud_*_total gauges. */
+  /**
+   * Installs callbacks that feed the sourced gauges. Sources given replace the earlier source of
+   * the same gauge; gauges not named keep theirs, so several rooms can feed their own gauges.
+   */
   setGaugeSources(sources: GaugeSources): void;
+  /** One evaluation pass of one group (seconds). */
   readonly schedulerTickDuration: HistogramHandle;
+  /** Groups evaluated in one scheduler tick (a histogram of counts: `_bucket`, `_sum`, `_count`). */
+  readonly schedulerGroupsEvaluated: HistogramHandle;
+  /** Token revocation entries written (a password change bumps the user's token version). */
+  readonly jwtRevocations: CounterHandle;
+  /** Totals of HTTP request durations since start (all methods and statuses). */
+  httpTotals(): TimerTotals;
+  /** Totals of scheduler evaluation passes since start. */
+  schedulerTickTotals(): TimerTotals;
   readonly schedulerTickFailures: CounterHandle;
   /** Groups paused by the crash-loop detector. */
   readonly schedulerCrashLoops: CounterHandle;
@@ -81,6 +115,7 @@ export function statusClass(status: number): string {
 const noopCounter = { inc: () => {} } as CounterHandle<any>;
 const noopGauge: GaugeHandle = { set: () => {}, inc: () => {}, dec: () => {} };
 const noopHistogram: HistogramHandle = { observe: () => {}, startTimer: () => () => 0 };
+const zeroTotals = (): TimerTotals => ({ count: 0, sumSeconds: 0 });
 
 export interface MetricsOptions {
   enabled: boolean;
@@ -100,9 +135,13 @@ export function createMetrics(options: MetricsOptions): MetricsService {
       registry,
       observeHttp: () => {},
       setGaugeSources: (next) => {
-        sources = next;
+        sources = { ...sources, ...next };
       },
       schedulerTickDuration: noopHistogram,
+      schedulerGroupsEvaluated: noopHistogram,
+      jwtRevocations: noopCounter,
+      httpTotals: zeroTotals,
+      schedulerTickTotals: zeroTotals,
       schedulerTickFailures: noopCounter,
       schedulerCrashLoops: noopCounter,
       leaseAcquisitions: noopCounter,
@@ -155,6 +194,15 @@ export function createMetrics(options: MetricsOptions): MetricsService {
   sourcedGauge("cloud_instances_total", "Running instances", (s) => s.instancesTotal);
   sourcedGauge("cloud_players_total", "Online players", (s) => s.playersTotal);
   sourcedGauge("cloud_crashes_total", "Crash records in the in-memory buffer (not a counter)", (s) => s.crashesTotal);
+  sourcedGauge(
+    "cloud_scheduler_last_tick_lag_millis",
+    "Milliseconds since the last successful scheduler tick; 0 before the first",
+    (s) => s.schedulerLastTickLagMillis,
+  );
+  sourcedGauge("cloud_workflows_pending_transfers", "Transfer intents waiting", (s) => s.workflowsPendingTransfers);
+  sourcedGauge("cloud_workflows_node_drains", "Drain intents waiting", (s) => s.workflowsNodeDrains);
+  sourcedGauge("cloud_workflows_healing_actions", "Healing actions waiting", (s) => s.workflowsHealingActions);
+  sourcedGauge("cloud_workflows_start_retries", "Start retries waiting", (s) => s.workflowsStartRetries);
 
   const counter = (name: string, help: string): CounterHandle => {
     const c = new Counter({ name, help, registers });
@@ -171,6 +219,14 @@ export function createMetrics(options: MetricsOptions): MetricsService {
     buckets: [...DURATION_BUCKETS_SECONDS],
     registers,
   });
+  const groupsEvaluated = new Histogram({
+    name: "cloud_scheduler_groups_evaluated",
+    help: "Groups evaluated per scheduler tick",
+    buckets: [...GROUPS_PER_TICK_BUCKETS],
+    registers,
+  });
+  const http = zeroTotals();
+  const ticks = zeroTotals();
   const messagesIn = new Counter({
     name: "cloud_grpc_daemon_messages_in_total",
     help: "Inbound daemon stream messages by payload case",
@@ -191,11 +247,32 @@ export function createMetrics(options: MetricsOptions): MetricsService {
       const labels = { method: method.toLowerCase(), status_class: statusClass(status) };
       httpRequests.inc(labels);
       httpDuration.observe(labels, durationSeconds);
+      http.count += 1;
+      http.sumSeconds += durationSeconds;
     },
     setGaugeSources: (next) => {
-      sources = { ...next };
+      sources = { ...sources, ...next };
     },
-    schedulerTickDuration: { observe: (v) => tickDuration.observe(v), startTimer: () => tickDuration.startTimer() },
+    schedulerTickDuration: {
+      observe: (seconds) => {
+        tickDuration.observe(seconds);
+        ticks.count += 1;
+        ticks.sumSeconds += seconds;
+      },
+      startTimer: () => {
+        const end = tickDuration.startTimer();
+        return () => {
+          const seconds = end();
+          ticks.count += 1;
+          ticks.sumSeconds += seconds;
+          return seconds;
+        };
+      },
+    },
+    schedulerGroupsEvaluated: { observe: (count) => groupsEvaluated.observe(count), startTimer: () => groupsEvaluated.startTimer() },
+    jwtRevocations: counter("cloud_coordination_jwt_revocations_total", "Token revocation entries written"),
+    httpTotals: () => ({ ...http }),
+    schedulerTickTotals: () => ({ ...ticks }),
     schedulerTickFailures: counter("cloud_scheduler_tick_failures_total", "Scheduler passes that threw"),
     schedulerCrashLoops: counter("cloud_scheduler_crash_loops_total", "Groups paused by the crash-loop detector"),
     leaseAcquisitions: counter("cloud_coordination_lease_acquisitions_total", "Leases acquired, excluding renewals"),

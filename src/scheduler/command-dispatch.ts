@@ -41,7 +41,16 @@ export interface CommandDispatchDeps {
 
 /** Sends the instance actors' commands to the daemons. */
 export class CommandDispatch {
+  /** Instances whose last start dispatch failed for a reason that may pass: the actor sends it again. */
+  private readonly retrying = new Set<string>();
+
   constructor(private readonly deps: CommandDispatchDeps) {}
+
+  /** Starts waiting for another dispatch attempt (`cloud_workflows_start_retries`); forgets those no longer SCHEDULED. */
+  startRetriesWaiting(): number {
+    for (const id of this.retrying) if (this.deps.supervised.stateOf(id) !== "SCHEDULED") this.retrying.delete(id);
+    return this.retrying.size;
+  }
 
   /** Start on the node's daemon; the answer moves the actor (DISPATCHED, or FAILED for good). */
   async dispatch(ref: InstanceRef): Promise<void> {
@@ -58,6 +67,12 @@ export class CommandDispatch {
       type: "start_instance",
       body: { group: ref.group, fencing_token: fencingToken, spec: buildInstanceSpec(group, doc, token.token) },
     });
+    if (result.ok || result.error_code === "INSTANCE_EXISTS" || PERMANENT_DISPATCH_ERRORS.has(result.error_code)) this.retrying.delete(ref.instanceId);
+    else {
+      this.retrying.add(ref.instanceId);
+      // Bounded by the instances supervised here: the ones that left SCHEDULED are dropped.
+      if (this.retrying.size > this.deps.supervised.size) this.startRetriesWaiting();
+    }
     if (result.ok || result.error_code === "INSTANCE_EXISTS") {
       this.deps.toInstance(ref.instanceId, { type: "DISPATCHED" });
     } else if (PERMANENT_DISPATCH_ERRORS.has(result.error_code)) {

@@ -47,6 +47,7 @@ import { NodeReconciler } from "./node-reconciler.js";
 import { NodeWatch } from "./node-watch.js";
 import { defaultSchedulerTuning, type SchedulerTuning } from "./scheduler-tuning.js";
 import { ScopeLifecycle } from "./scope-lifecycle.js";
+import { SchedulerTicks } from "./scheduler-ticks.js";
 import { ScopeLostError, type ScopeOwnership } from "./scopes.js";
 import { SupervisedInstances } from "./supervised-instances.js";
 
@@ -97,6 +98,7 @@ export class SchedulerHost implements InstanceLifecycle {
   private readonly evaluator: GroupEvaluator;
   private readonly reports: DaemonReportRouter;
   private readonly reconciler: NodeReconciler;
+  private readonly ticks: SchedulerTicks;
   private readonly subscriptions: Subscription[] = [];
   private readonly pending = new Set<Promise<unknown>>();
   private unsubscribeReports: (() => void) | null = null;
@@ -111,6 +113,12 @@ export class SchedulerHost implements InstanceLifecycle {
     const toGroup: ScopeLifecycle["toGroup"] = (group, event) => this.scopes.toGroup(group, event);
     const toInstance: ScopeLifecycle["toInstance"] = (instanceId, event) => this.scopes.toInstance(instanceId, event);
     const fencingTokenOf = (group: string) => this.scopes.fencingTokenOf(group);
+    this.ticks = new SchedulerTicks({
+      clock,
+      tickDuration: options.metrics.schedulerTickDuration,
+      groupsEvaluated: options.metrics.schedulerGroupsEvaluated,
+      tickIntervalMs: tuning.evaluationIntervalMs,
+    });
 
     this.evaluator = new GroupEvaluator({
       groups: options.groups,
@@ -202,7 +210,7 @@ export class SchedulerHost implements InstanceLifecycle {
           stopUnconfirmed: (ref) => logger.warn(`Instance ${ref.instanceId} on ${ref.node}: no exit confirmed after a force-stop; recorded as STOPPED`),
         },
         groups: {
-          evaluate: (group, signal) => this.evaluator.evaluate(group, signal),
+          evaluate: (group, signal) => this.ticks.measure(group, () => this.evaluator.evaluate(group, signal)),
           crashLoop: (group, loop) => track(this.crashes.pauseGroup(group, loop)),
           resumed: (group) => {
             this.crashes.reset(group);
@@ -213,6 +221,7 @@ export class SchedulerHost implements InstanceLifecycle {
           },
           evaluationFailed: (group, error) => {
             options.metrics.schedulerTickFailures.inc();
+            this.ticks.failed();
             if (error instanceof ScopeLostError) logger.warn(`Evaluation of group ${group} aborted: ${error.message}`);
             else logger.error(`Evaluation of group ${group} failed`, error);
           },
@@ -306,6 +315,7 @@ export class SchedulerHost implements InstanceLifecycle {
     });
     this.sweeper.start();
     this.reconciler.start();
+    this.ticks.start();
   }
 
   /** Stops every actor (the processes keep running) and waits for record writes under way. */
@@ -316,6 +326,7 @@ export class SchedulerHost implements InstanceLifecycle {
     this.unsubscribeReports?.();
     this.sweeper.stop();
     this.reconciler.stop();
+    this.ticks.stop();
     await this.options.scopes.stop();
     this.scopes.stop();
     this.nodes.stop();
@@ -328,6 +339,25 @@ export class SchedulerHost implements InstanceLifecycle {
   /** Where console lines of instances go (the console hub of the console streams). */
   setConsole(sink: ConsoleSink): void {
     this.reports.console = sink;
+  }
+
+  /** `cloud_scheduler_last_tick_lag_millis`: ms since the last successful tick, 0 before the first. */
+  lastTickLagMs(): number {
+    return this.ticks.lastTickLagMs();
+  }
+
+  /**
+   * Workflows waiting here (the `cloud_workflows_*` gauges): instance starts whose dispatch failed
+   * and waits for the actor's next attempt, and healing actions (supervised instances on a node that
+   * is UNREACHABLE, replaced when its grace period ends).
+   */
+  waitingWorkflows(): { startRetries: number; healingActions: number } {
+    let healingActions = 0;
+    for (const id of this.supervised.ids()) {
+      const node = this.live.get(id)?.node;
+      if (node !== undefined && this.nodes.stateOf(node) === "UNREACHABLE") healingActions += 1;
+    }
+    return { startRetries: this.dispatch.startRetriesWaiting(), healingActions };
   }
 
   /** True between {@link start} and {@link stop}. */

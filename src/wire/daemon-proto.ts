@@ -209,12 +209,17 @@ export interface ControllerPayloads extends CommandPayloads {
   module_event: ModuleEvent;
   api_credential: ApiCredential;
 }
-/** A controller -> daemon message. */
-export type ControllerMessage = { [K in keyof ControllerPayloads]: { payload?: K } & { [P in K]: ControllerPayloads[K] } }[keyof ControllerPayloads];
+/** A controller -> daemon message; `traceparent` (W3C, empty when untraced) rides along with instance commands. */
+export type ControllerMessage = {
+  [K in keyof ControllerPayloads]: { payload?: K; traceparent?: string } & { [P in K]: ControllerPayloads[K] };
+}[keyof ControllerPayloads];
 
-/** An instance command without its command id (the gateway assigns it). */
+/**
+ * An instance command without its command id (the gateway assigns it). `traceparent` is the trace
+ * context it is sent under (W3C; absent or empty when untraced), carried to the daemon.
+ */
 export type InstanceCommand = {
-  [K in keyof CommandPayloads]: { type: K; body: Omit<CommandPayloads[K], "command_id"> };
+  [K in keyof CommandPayloads]: { type: K; body: Omit<CommandPayloads[K], "command_id">; traceparent?: string };
 }[keyof CommandPayloads];
 
 /** Builds a ControllerMessage for one payload case. */

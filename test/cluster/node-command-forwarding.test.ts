@@ -284,6 +284,20 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
     assert.equal(b.gateway.received.length, before + 1, "a daemon connected here is sent to directly");
   });
 
+  it("a forwarded command keeps the trace context it was sent under (ForwardNodeCommandRequest.traceparent)", async () => {
+    await connect(a, "node-traced");
+    a.gateway.answer = async () => ({ command_id: "cmd-t", ok: true, error_code: "", message: "" });
+    try {
+      const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+      await b.relay.sendCommand("node-traced", { ...stdinCommand, traceparent });
+      assert.deepEqual(a.gateway.received.at(-1), { nodeId: "node-traced", command: { ...stdinCommand, traceparent } });
+      await b.relay.sendCommand("node-traced", stdinCommand);
+      assert.deepEqual(a.gateway.received.at(-1), { nodeId: "node-traced", command: stdinCommand }, "an untraced command arrives without one");
+    } finally {
+      a.gateway.answer = new StandInGateway().answer;
+    }
+  });
+
   it("the holder answers its gateway's failures as results: NODE_NOT_CONNECTED once the stream moved away, the gateway's code otherwise", async () => {
     await connect(a, "node-moving");
     a.gateway.sessions.delete("node-moving");

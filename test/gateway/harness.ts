@@ -16,7 +16,7 @@ import type { GatewayTuning } from "../../src/gateway/daemon-gateway.js";
 import type { SchedulerTuning } from "../../src/scheduler/scheduler-host.js";
 import { loadNodeGateway, type ControllerMessage, type DaemonMessage, type JoinRequest, type JoinResponse } from "../../src/wire/daemon-proto.js";
 import { CONTROLLER_CERTIFICATE_NAME } from "../../src/wire/certificate-names.js";
-import { login, TEST_ADMIN_PASSWORD, testConfig } from "../support/controller.js";
+import { login, TEST_ADMIN_PASSWORD, testConfig, type ConfigOverrides } from "../support/controller.js";
 
 const ROOT_DIR = join(import.meta.dirname, "..", "..");
 /** How long a daemon child gets to exit after SIGTERM before SIGKILL. */
@@ -59,10 +59,13 @@ export interface GatewayController {
 }
 
 export async function startGatewayController(
-  opts: { dataDir?: string; grpcPort?: number; tuning?: Partial<GatewayTuning>; scheduler?: Partial<SchedulerTuning> } = {},
+  opts: { dataDir?: string; grpcPort?: number; tuning?: Partial<GatewayTuning>; scheduler?: Partial<SchedulerTuning>; config?: ConfigOverrides } = {},
 ): Promise<GatewayController> {
   const dataDir = opts.dataDir ?? tempDir("cloud-gw-controller-");
-  const config = parseControllerConfig(testConfig(dataDir, { grpc: { port: opts.grpcPort ?? 0 } }), { env: {}, source: "test configuration" });
+  const config = parseControllerConfig(testConfig(dataDir, { ...opts.config, grpc: { port: opts.grpcPort ?? 0 } }), {
+    env: {},
+    source: "test configuration",
+  });
   let output = "";
   const controller = await startController(config, {
     env: {},

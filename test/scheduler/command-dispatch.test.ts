@@ -116,6 +116,27 @@ describe("command dispatch", () => {
     );
   });
 
+  test("starts whose dispatch failed and wait for another attempt are counted until dispatched, failed or no longer SCHEDULED", async () => {
+    const first = await scheduled(`${group}-1`);
+    const second = await scheduled(`${group}-2`);
+    const dispatch = dispatcher();
+    assert.equal(dispatch.startRetriesWaiting(), 0);
+    answers.push(refusal("STALE_EPOCH"), Object.assign(new Error("node-a is not connected"), { code: "NODE_NOT_CONNECTED" }));
+    await dispatch.dispatch(first);
+    await dispatch.dispatch(second);
+    assert.equal(dispatch.startRetriesWaiting(), 2);
+    await dispatch.dispatch(first); // accepted on the next attempt
+    assert.equal(dispatch.startRetriesWaiting(), 1);
+    answers.push(refusal("INVALID_SPEC"));
+    await dispatch.dispatch(second); // refused for good
+    assert.equal(dispatch.startRetriesWaiting(), 0);
+    answers.push(refusal("STALE_EPOCH"));
+    await dispatch.dispatch(first);
+    assert.equal(dispatch.startRetriesWaiting(), 1);
+    supervised.follow(first.instanceId, "STOPPED"); // it left SCHEDULED some other way
+    assert.equal(dispatch.startRetriesWaiting(), 0);
+  });
+
   test("a vanished group or record fails the instance; a scope not owned sends nothing", async () => {
     const ref = await scheduled(`${group}-1`);
     await dispatcher().dispatch({ ...ref, group: "deleted-group" });

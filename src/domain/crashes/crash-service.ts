@@ -87,6 +87,11 @@ export class CrashService {
     return docs.map(toCrash);
   }
 
+  /** How many crash records are kept (the `cloud_crashes_total` gauge). */
+  count(): Promise<number> {
+    return this.crashes.count();
+  }
+
   /** One crash; 404 `Crash not found: <id>` when unknown. */
   async get(id: string): Promise<Crash> {
     const doc = await this.crashes.get(id);

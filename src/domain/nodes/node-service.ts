@@ -250,6 +250,11 @@ export class NodeService {
     });
   }
 
+  /** Drain intents still waiting: drained nodes that run live instances (`cloud_workflows_node_drains`). */
+  async drainsWaiting(): Promise<number> {
+    return (await this.list()).filter((node) => node.drainRequestedAt !== null && node.instanceCount > 0).length;
+  }
+
   /** How many nodes exist. */
   count(): Promise<number> {
     return this.nodes.count();

@@ -14,8 +14,8 @@ export const crossOrigin = (opts: { origins: readonly string[] }): MiddlewareHan
   const handler = cors({
     origin: opts.origins.includes("*") ? "*" : [...opts.origins],
     allowMethods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
-    allowHeaders: ["Authorization", "Content-Type", "X-Correlation-Id"],
-    exposeHeaders: ["X-Request-Id", "X-Correlation-Id", "Retry-After"],
+    allowHeaders: ["Authorization", "Content-Type", "X-Correlation-Id", "traceparent"],
+    exposeHeaders: ["X-Request-Id", "X-Correlation-Id", "Retry-After", "X-Trace-Id", "X-Trace-Url"],
     maxAge: PREFLIGHT_MAX_AGE_SECONDS,
   });
   return async function crossOrigin(c, next) {
