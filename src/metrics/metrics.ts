@@ -35,6 +35,8 @@ export interface GaugeSources {
   instancesTotal?: GaugeSource;
   playersTotal?: GaugeSource;
   crashesTotal?: GaugeSource;
+  /** Transfer intents waiting for their player to arrive (`cloud_workflows_pending_transfers`). */
+  pendingTransfers?: GaugeSource;
 }
 
 export type PayloadCaseLabel = "payload_case";
@@ -155,6 +157,7 @@ export function createMetrics(options: MetricsOptions): MetricsService {
   sourcedGauge("cloud_instances_total", "Running instances", (s) => s.instancesTotal);
   sourcedGauge("cloud_players_total", "Online players", (s) => s.playersTotal);
   sourcedGauge("cloud_crashes_total", "Crash records in the in-memory buffer (not a counter)", (s) => s.crashesTotal);
+  sourcedGauge("cloud_workflows_pending_transfers", "Transfer intents waiting", (s) => s.pendingTransfers);
 
   const counter = (name: string, help: string): CounterHandle => {
     const c = new Counter({ name, help, registers });
