@@ -5,7 +5,6 @@
 // group is queued, delivered on the holder's stream, and completed by the join on the target;
 // metrics reach the REST view.
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { after, describe, it } from "node:test";
 import { INSTANCE_ENV } from "../../src/daemon/simulated-server/contract.js";
 import {
@@ -18,21 +17,12 @@ import {
   type DaemonProcess,
   type GatewayController,
 } from "../gateway/harness.js";
-import { serverProcesses } from "../support/instance-processes.js";
+import { environOf, serverProcesses } from "../support/instance-processes.js";
 import { frameJson, openSse, type SseStream } from "../support/sse-client.js";
 import { eventually } from "../support/wait.js";
 
 const waitMs = 60_000;
 const uuid = "00000000-0000-4000-8000-0000000000aa";
-
-function environOf(pid: number): Map<string, string> {
-  const env = new Map<string, string>();
-  for (const entry of readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")) {
-    const eq = entry.indexOf("=");
-    if (eq > 0) env.set(entry.slice(0, eq), entry.slice(eq + 1));
-  }
-  return env;
-}
 
 describe("plugin network routes through the daemon's relay", { timeout: 240_000 }, () => {
   const controllers: GatewayController[] = [];
