@@ -40,7 +40,7 @@ export const PERMISSION_CATALOG: readonly PermissionInfo[] = [
   p("templates.delete", "Delete templates and template versions", "operate"),
   p("nodes.view", "List and read nodes", "view"),
   p("nodes.manage", "Drain, undrain, cordon and remove nodes", "operate"),
-  p("tokens.manage", "Create, list and revoke node join tokens", "operate"),
+  p("tokens.manage", "Create, list and revoke node join tokens; revoke workload tokens", "operate"),
   p("deployments.view", "List and read deployments", "view"),
   p("deployments.manage", "Start, pause, resume and roll back deployments", "operate"),
   p("modules.view", "List platform modules and capabilities", "view"),

@@ -9,4 +9,14 @@ export interface Principal {
   readonly permissions: ReadonlySet<string>;
   /** Set for workload principals. */
   readonly instanceId?: string;
+  /** Workload principals: the verified token (its id, its start, its lifetime). */
+  readonly workload?: {
+    readonly instanceId: string;
+    readonly group: string;
+    readonly node: string;
+    readonly tokenId: string;
+    readonly startId: string;
+    readonly issuedAtMs: number;
+    readonly expiresAtMs: number;
+  };
 }

@@ -55,6 +55,14 @@ import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
 import { groupSchedulingRoutes } from "../http/routes/group-scheduling.js";
 import { instanceControlRoutes, type ConsoleTicket } from "../http/routes/instance-control.js";
 import { pluginRoutes } from "../http/routes/plugin.js";
+import { pluginNetworkRoutes } from "../http/routes/plugin-network.js";
+import { pluginAdminRoutes } from "../http/routes/plugin-admin.js";
+import { GroupAggregatesPublisher } from "../plugin-api/group-aggregates.js";
+import { InstanceMetricsService } from "../plugin-api/instance-metrics.js";
+import { PluginDeliveries } from "../plugin-api/plugin-deliveries.js";
+import { openPluginStream } from "../plugin-api/plugin-stream.js";
+import { SequenceGuard } from "../plugin-api/sequence-guard.js";
+import { TransferService } from "../plugin-api/transfers.js";
 import { MachineCredentials, nodeCredentialTtlMs } from "../plugin-api/credentials.js";
 import { PlayerService } from "../plugin-api/players.js";
 import { SchedulerHost, type SchedulerTuning } from "../scheduler/scheduler-host.js";
@@ -155,6 +163,10 @@ export interface ControllerServices {
   /** Workload tokens of instances and template credentials of daemons. */
   credentials: MachineCredentials;
   players: PlayerService;
+  /** Player transfers queued to the instances holding the players. */
+  transfers: TransferService;
+  /** The latest metrics the plugins reported. */
+  instanceMetrics: InstanceMetricsService;
   consoleHub: ConsoleHub;
   /** The cluster-wide event journal, the SSE hub and their tickets. */
   eventStream: EventStream;
@@ -283,14 +295,16 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const groups = new GroupService(documents, events, clock, instances);
     const nodes = new NodeService(documents, events, clock, instances);
     const nodeTokens = new NodeTokenService(documents, clock);
-    const overview = new OverviewService(groups, instances, nodes);
+    // The player registry lives in the key-value store; its counts feed the overview.
+    let players: PlayerService | null = null;
+    const overview = new OverviewService(groups, instances, nodes, { onlineCount: () => (players ? players.onlineCount() : Promise.resolve(0)) });
     const templates = new TemplateService({ documents, blobs, events, clock, spoolDirectory: opts.templateSpoolDirectory });
 
     metrics.setGaugeSources({
       groupsTotal: () => groups.count(),
       nodesTotal: async () => (await nodes.list()).filter((n) => n.state === "ONLINE" || n.state === "DRAINING").length,
       instancesTotal: async () => (await instances.list({ state: "RUNNING" })).length,
-      playersTotal: async () => (await instances.liveTotals()).playerCount,
+      playersTotal: () => (players ? players.onlineCount() : 0),
       crashesTotal: () => crashes.count(),
       workflowsNodeDrains: () => nodes.drainsWaiting(),
     });
@@ -309,10 +323,11 @@ export async function startController(config: ControllerConfig, opts: StartContr
     });
 
     // Machine credentials: instances' workload tokens and daemons' template-fetch credentials.
-    const credentials = await MachineCredentials.open(documents, clock, async (id) => {
+    const isLiveInstance = async (id: string) => {
       const doc = await instances.getDoc(id);
       return doc !== null && !FINISHED_STATES.has(doc.state);
-    });
+    };
+    const credentials = await MachineCredentials.open(documents, clock, isLiveInstance, kv);
     auth.verifyWorkloadToken = (token) => credentials.principalOf(token);
     const consoleHub = new ConsoleHub();
     const consoleTickets = new Tickets<ConsoleTicket>({ kv, clock });
@@ -376,7 +391,32 @@ export async function startController(config: ControllerConfig, opts: StartContr
       workflowsStartRetries: () => scheduler.waitingWorkflows().startRetries,
       workflowsHealingActions: () => scheduler.waitingWorkflows().healingActions,
     });
-    const players = new PlayerService(documents, events, clock, (id, count) => scheduler.playerCountChanged(id, count));
+    const aggregates = new GroupAggregatesPublisher(instances, events, clock, logs.logger("cloud.players"));
+    players = new PlayerService(
+      kv,
+      events,
+      clock,
+      async (id, count) => {
+        await scheduler.playerCountChanged(id, count);
+        await aggregates.instanceChanged(id);
+      },
+      logs.logger("cloud.players"),
+    );
+    const deliveries = new PluginDeliveries(kv, logs.logger("cloud.plugin"));
+    await deliveries.start();
+    cleanups.push({ name: "plugin deliveries", run: () => deliveries.stop() });
+    const transfers = new TransferService({
+      kv,
+      players,
+      deliveries,
+      instances: { isLive: isLiveInstance },
+      events,
+      clock,
+      logger: logs.logger("cloud.transfers"),
+    });
+    const sequences = new SequenceGuard(kv);
+    const instanceMetrics = new InstanceMetricsService(kv, events, clock, (id, tps) => metricsHistory.reportTps(id, tps));
+    metrics.setGaugeSources({ workflowsPendingTransfers: () => transfers.pendingCount() });
 
     const eventStream = await startEventStream({ kv, bus: events, metrics, clock, logger: logs.logger("cloud.events.stream"), tuning: opts.eventStreamTuning });
 
@@ -413,8 +453,24 @@ export async function startController(config: ControllerConfig, opts: StartContr
         overviewRoutes(overview),
         templateRoutes(templates, audit, { spoolDirectory: opts.templateSpoolDirectory }),
         clusterRoutes(cluster, audit),
-        pluginRoutes({ instances, players, credentials, operations: scheduler }),
-        eventRoutes(eventStream),
+        pluginRoutes({
+          instances,
+          groups,
+          players,
+          credentials,
+          operations: scheduler,
+          sequences,
+          events,
+          metrics: instanceMetrics,
+          eventTickets: eventStream.tickets,
+        }),
+        pluginNetworkRoutes({ instances, groups, players, transfers, sequences }),
+        pluginAdminRoutes({ credentials, instances, groups, metrics: instanceMetrics, audit, clock }),
+        eventRoutes({
+          hub: eventStream.hub,
+          tickets: eventStream.tickets,
+          plugin: { hub: eventStream.pluginHub, open: (id) => openPluginStream({ deliveries, transfers, logger: logs.logger("cloud.plugin") }, id) },
+        }),
         metricsHistoryRoutes({ history: metricsHistory, enabled: metrics.enabled, clock }),
         ...(opts.extraRouteModules ?? []),
       ],
@@ -452,7 +508,12 @@ export async function startController(config: ControllerConfig, opts: StartContr
     }
 
     players.start();
-    cleanups.push({ name: "players", run: () => players.stop() });
+    const playerRegistry = players;
+    cleanups.push({ name: "players", run: () => playerRegistry.stop() });
+    transfers.start();
+    cleanups.push({ name: "transfers", run: () => transfers.stop() });
+    aggregates.start();
+    cleanups.push({ name: "group aggregates", run: () => aggregates.stop() });
     if (metrics.enabled) {
       metricsHistory.start();
       cleanups.push({ name: "metrics history", run: () => metricsHistory.stop() });
@@ -496,6 +557,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
         templates,
         credentials,
         players,
+        transfers,
+        instanceMetrics,
         consoleHub,
         eventStream,
         metricsHistory,

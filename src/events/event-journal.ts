@@ -46,6 +46,8 @@ export const EVENT_JOURNAL_LOG: SequencedLog = {
 export interface JournalEntry {
   readonly sequence: number;
   readonly type: string;
+  /** Who published it (a controller, or an instance id for plugin events); null when unknown. */
+  readonly source: string | null;
   /** `{type, sequence, source, timestamp, data}` as JSON text, serialized once for every client. */
   readonly json: string;
 }
@@ -332,7 +334,8 @@ export class EventJournal {
       timestamp: parsed.timestamp ?? null,
       data: parsed.data ?? {},
     });
-    this.ring[entry.sequence % this.capacity] = { sequence: entry.sequence, type, json };
+    const source = typeof parsed.source === "string" ? parsed.source : null;
+    this.ring[entry.sequence % this.capacity] = { sequence: entry.sequence, type, source, json };
     this.latest = entry.sequence;
     if (this.buffered < this.capacity) this.buffered++;
   }

@@ -17,7 +17,7 @@
 import type { GaugeHandle } from "../metrics/metrics.js";
 import type { Clock, Timer } from "../shared/clock.js";
 import { systemClock } from "../shared/clock.js";
-import type { EventJournal } from "./event-journal.js";
+import type { EventJournal, JournalEntry } from "./event-journal.js";
 
 /** Concurrent stream clients per controller (spec: more than 100 are refused). */
 export const EVENT_STREAM_CLIENTS_MAX = 100;
@@ -29,6 +29,9 @@ export const EVENT_STREAM_WRITE_STALL_MS = 30_000;
 export const EVENT_STREAM_BATCH_EVENTS = 128;
 /** Characters sent in one write (a batch stops early beyond it). */
 export const EVENT_STREAM_BATCH_CHARS = 256 * 1024;
+
+/** Entries a filtered stream skips before it yields the event loop. */
+export const EVENT_STREAM_SCAN_ENTRIES_MAX = 1_024;
 
 /** The synthetic type telling a client that it must refetch state. */
 export const RESYNC_REQUIRED = "RESYNC_REQUIRED";
@@ -51,6 +54,26 @@ export interface EventStreamHubOptions {
   clientsMax?: number;
   keepAliveMs?: number;
   writeStallMs?: number;
+}
+
+/**
+ * What a stream sends besides the journal (the plugin event stream's transfers): frames that are
+ * written ahead of the next journal batch, as soon as they arrive.
+ */
+export interface StreamSideChannel {
+  /** The frames waiting, in order; taking them empties the channel. */
+  take(): string[];
+  /** Calls `listener` when frames arrive; returns the function that stops it. */
+  listen(listener: () => void): () => void;
+}
+
+/** How one client's stream is shaped (the plugin event stream): which journal events, and what else. */
+export interface StreamShape {
+  /** Journal entries the client gets; every entry when absent. The cursor moves past the others. */
+  accept?: (entry: JournalEntry) => boolean;
+  side?: StreamSideChannel;
+  /** The `message` of the connected frame. */
+  greeting?: string;
 }
 
 /** One SSE frame with an event name and JSON data. */
@@ -90,7 +113,7 @@ export class EventStreamHub {
    * the client has), or with new events only when `position` is null. A client beyond the cap gets
    * the error event `Too many connections` and the stream ends.
    */
-  async serve(writer: EventStreamWriter, position: number | null): Promise<void> {
+  async serve(writer: EventStreamWriter, position: number | null, shape: StreamShape = {}): Promise<void> {
     if (this.clients >= this.clientsMax) {
       await writer.write(sseFrame("error", { message: "Too many connections" }));
       return;
@@ -98,21 +121,23 @@ export class EventStreamHub {
     this.clients++;
     this.options.clientsConnected?.inc();
     try {
-      await this.deliver(writer, position);
+      await this.deliver(writer, position, shape);
     } finally {
       this.clients--;
       this.options.clientsConnected?.dec();
     }
   }
 
-  private async deliver(writer: EventStreamWriter, position: number | null): Promise<void> {
+  private async deliver(writer: EventStreamWriter, position: number | null, shape: StreamShape): Promise<void> {
     const journal = this.journal;
     let wake: (() => void) | null = null;
     const stopListening = journal.listen(() => wake?.());
+    const stopSide = shape.side?.listen(() => wake?.());
     writer.onAbort(() => wake?.());
     const write = (text: string) => this.writeWithin(writer, text);
     try {
-      if (!(await write(sseFrame("connected", { message: "Connected to the event stream", latestSequence: journal.latestSequence })))) return;
+      const greeting = shape.greeting ?? "Connected to the event stream";
+      if (!(await write(sseFrame("connected", { message: greeting, latestSequence: journal.latestSequence })))) return;
       // A position ahead of this controller may have been announced elsewhere first: read the log.
       if (position !== null && position > journal.latestSequence) await journal.catchUp();
       let cursor: number;
@@ -124,6 +149,11 @@ export class EventStreamHub {
       } else cursor = position;
 
       while (!writer.aborted && !journal.stopped) {
+        const side = shape.side?.take() ?? [];
+        if (side.length > 0) {
+          if (!(await write(side.join("")))) return;
+          continue;
+        }
         if (cursor + 1 < journal.earliestSequence) {
           if (!(await write(this.resyncFrame(cursor)))) return;
           cursor = journal.latestSequence;
@@ -131,10 +161,20 @@ export class EventStreamHub {
         }
         let batch = "";
         let count = 0;
+        let scanned = 0;
         for (let entry = journal.entry(cursor + 1); entry; entry = journal.entry(cursor + 1)) {
-          batch += `id: ${entry.sequence}\nevent: message\ndata: ${entry.json}\n\n`;
           cursor = entry.sequence;
+          // A filtered stream skips most entries: its scan is bounded like a batch, then it writes or yields.
+          if (shape.accept && !shape.accept(entry)) {
+            if (++scanned >= EVENT_STREAM_SCAN_ENTRIES_MAX) break;
+            continue;
+          }
+          batch += `id: ${entry.sequence}\nevent: message\ndata: ${entry.json}\n\n`;
           if (++count >= EVENT_STREAM_BATCH_EVENTS || batch.length >= EVENT_STREAM_BATCH_CHARS) break;
+        }
+        if (batch === "" && scanned >= EVENT_STREAM_SCAN_ENTRIES_MAX) {
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          continue;
         }
         if (batch !== "") {
           if (!(await write(batch))) return;
@@ -152,6 +192,7 @@ export class EventStreamHub {
       }
     } finally {
       stopListening();
+      stopSide?.();
     }
   }
 

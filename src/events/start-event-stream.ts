@@ -12,10 +12,19 @@ import { EventJournal, type EventJournalOptions } from "./event-journal.js";
 import { EventStreamHub, type EventStreamHubOptions } from "./event-stream.js";
 import type { EventBus } from "./types.js";
 
+/**
+ * Plugin event streams per controller: one per instance that opens one (proxies, and servers
+ * listening for player events), counted apart from the 100 dashboard clients so that a network of
+ * a few hundred servers neither starves the dashboard nor is refused.
+ */
+export const PLUGIN_STREAM_CLIENTS_MAX = 2_000;
+
 /** Payload of an event-stream ticket. */
 export interface EventStreamTicket {
-  readonly kind: "events";
+  /** `events`: the general stream of a signed-in user; `plugin-events`: the plugin event stream of `instanceId`. */
+  readonly kind: "events" | "plugin-events";
   readonly username: string;
+  readonly instanceId?: string;
   readonly [field: string]: unknown;
 }
 
@@ -28,7 +37,7 @@ export interface EventStreamOptions {
   /** Bounds of the journal and the hub; tests shorten them. */
   tuning?: Partial<
     Pick<EventJournalOptions, "gapWaitMs" | "catchUpIntervalMs" | "replayBufferEvents"> &
-      Pick<EventStreamHubOptions, "clientsMax" | "keepAliveMs" | "writeStallMs">
+      Pick<EventStreamHubOptions, "clientsMax" | "keepAliveMs" | "writeStallMs"> & { pluginClientsMax: number }
   >;
 }
 
@@ -36,6 +45,8 @@ export interface EventStreamOptions {
 export interface EventStream {
   journal: EventJournal;
   hub: EventStreamHub;
+  /** The plugin event streams: the same journal, their own client cap ({@link PLUGIN_STREAM_CLIENTS_MAX}). */
+  pluginHub: EventStreamHub;
   tickets: Tickets<EventStreamTicket>;
   /** Ends every stream and stops journaling; idempotent. */
   stop(): Promise<void>;
@@ -63,6 +74,14 @@ export async function startEventStream(options: EventStreamOptions): Promise<Eve
     keepAliveMs: tuning?.keepAliveMs,
     writeStallMs: tuning?.writeStallMs,
   });
+  const pluginHub = new EventStreamHub({
+    journal,
+    clock,
+    clientsConnected: metrics.sseClientsConnected,
+    clientsMax: tuning?.pluginClientsMax ?? PLUGIN_STREAM_CLIENTS_MAX,
+    keepAliveMs: tuning?.keepAliveMs,
+    writeStallMs: tuning?.writeStallMs,
+  });
   const tickets = new Tickets<EventStreamTicket>({ kv, clock });
-  return { journal, hub, tickets, stop: () => journal.stop() };
+  return { journal, hub, pluginHub, tickets, stop: () => journal.stop() };
 }

@@ -6,7 +6,7 @@
 import type { Hono } from "hono";
 import type { Static, TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
-import { forbidden, unauthorized, validationError } from "../shared/errors.js";
+import { badRequest, forbidden, unauthorized, validationError } from "../shared/errors.js";
 import type { Principal } from "../auth/principal.js";
 import { parseJsonBody } from "./json-body.js";
 import type { AppContext, AppEnv } from "./types.js";
@@ -31,6 +31,8 @@ export interface RouteDef<P extends TSchema = TSchema, Q extends TSchema = TSche
   /** Response schema of the success status; omitted for non-JSON responses (streams, files). */
   response?: TSchema;
   successStatus?: number;
+  /** Status of a body that breaks its schema: 422 VALIDATION_ERROR by default; 400 BAD_REQUEST where the spec says 400. */
+  invalidBodyStatus?: 400 | 422;
 }
 
 export interface RouteInput<P extends TSchema, Q extends TSchema, B extends TSchema> {
@@ -68,13 +70,13 @@ export function describeSchemaError(schema: TSchema, value: unknown, where: stri
   return `${field}: ${first.message}`;
 }
 
-function checkInput<T extends TSchema>(schema: T | undefined, raw: unknown, where: string, convert: boolean): Static<T> {
+function checkInput<T extends TSchema>(schema: T | undefined, raw: unknown, where: string, convert: boolean, status: 400 | 422 = 422): Static<T> {
   if (!schema) return raw as Static<T>;
   let value = raw;
   if (convert) value = Value.Convert(schema, Value.Clone(raw));
   value = Value.Default(schema, value);
   const problem = describeSchemaError(schema, value, where);
-  if (problem) throw validationError(problem);
+  if (problem) throw status === 400 ? badRequest(problem) : validationError(problem);
   return value as Static<T>;
 }
 
@@ -109,7 +111,7 @@ export function addRoute<P extends TSchema, Q extends TSchema, B extends TSchema
     authorize(def as unknown as RouteDef, principal);
     const params = checkInput(def.params, c.req.param(), "path", true);
     const query = checkInput(def.query, c.req.query(), "query", true);
-    const body = def.body ? checkInput(def.body, await readJsonBody(c), "body", false) : (undefined as Static<B>);
+    const body = def.body ? checkInput(def.body, await readJsonBody(c), "body", false, def.invalidBodyStatus) : (undefined as Static<B>);
     const result = await handler({ params, query, body, principal, c });
     if (result instanceof Response) return result;
     return c.json(result as object, (def.successStatus ?? 200) as 200);

@@ -9,6 +9,8 @@ export interface AppVariables {
   clientIp: string;
   /** Why a presented credential was refused; routes that need credentials answer 401 with it. */
   authFailure?: string;
+  /** The inbound W3C `traceparent` when well-formed (plugin routes), continued by what the request causes. */
+  traceparent?: string;
 }
 
 export type AppEnv = { Variables: AppVariables };

@@ -8,12 +8,18 @@
  * Both are HMAC-SHA256-signed tokens `<kind>.<payload>.<signature>` (base64url) under a secret kept
  * in the document store, so every controller sharing the store verifies them and they survive
  * restarts. They are made synchronously (the daemon handshake cannot wait for a signer).
+ *
+ * A workload token carries its own id (`tid`) and the id of the start it was issued for (`sid`,
+ * kept across rotations). Rotation and revocation are written to the key-value store, which every
+ * controller reads on each verification: a rotated token stops working once its grace is over, a
+ * revoked one at once, on every controller (docs/decisions/plugin-api.md).
  */
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Principal } from "../auth/principal.js";
 import { loadOrCreateSigningSecret } from "../auth/signing-key.js";
 import type { Clock } from "../shared/clock.js";
-import type { DocumentStore } from "../store/ports.js";
+import type { DocumentStore, KvStore } from "../store/ports.js";
+import { KV_KEY_PREFIX } from "../coordination/keys.js";
 
 /** Document id of the machine-credential secret in `system_secrets`. */
 export const MACHINE_SECRET_ID = "machine-credential-key";
@@ -21,6 +27,11 @@ export const MACHINE_SECRET_ID = "machine-credential-key";
 export const workloadTokenTtlMs = 24 * 60 * 60 * 1000;
 /** Lifetime of a node credential; a connected daemon gets a fresh one every half lifetime. */
 export const nodeCredentialTtlMs = 24 * 60 * 60 * 1000;
+/**
+ * How long a token replaced by `/api/plugin/auth/refresh` keeps working: requests already sent with
+ * it (the plugin's request timeout is 10 s) still land; afterwards only the new token works.
+ */
+export const workloadTokenRotationGraceMs = 10_000;
 /** Longest token accepted for verification (a bound before any decoding). */
 export const machineTokenCharsMax = 2_048;
 
@@ -40,6 +51,21 @@ export interface WorkloadIdentity {
   node: string;
 }
 
+/** A verified workload token: the identity and the token's own facts. */
+export interface VerifiedWorkload extends WorkloadIdentity {
+  /** The token's id (`tid`); empty for tokens issued before ids existed. */
+  tokenId: string;
+  /** The start the token belongs to (`sid`, kept by rotation); empty for tokens issued before. */
+  startId: string;
+  issuedAtMs: number;
+  expiresAtMs: number;
+}
+
+/** `cloud:v1:workload:revoked:<tokenId>`: epoch ms from which the token is refused. */
+export const revokedWorkloadTokenKey = (tokenId: string): string => `${KV_KEY_PREFIX}workload:revoked:${tokenId}`;
+/** `cloud:v1:workload:revoked-instance:<instanceId>`: tokens of the instance issued at or before this epoch ms are refused. */
+export const revokedWorkloadInstanceKey = (instanceId: string): string => `${KV_KEY_PREFIX}workload:revoked-instance:${instanceId}`;
+
 /** Whether an instance still runs (or is on its way): finished instances lose their tokens. */
 export type InstanceLiveness = (instanceId: string) => Promise<boolean>;
 
@@ -51,16 +77,65 @@ export class MachineCredentials {
     private readonly secret: Uint8Array,
     private readonly clock: Clock,
     private readonly isLive: InstanceLiveness,
+    private readonly kv: KvStore | null,
   ) {}
 
-  /** Loads (or creates) the shared secret. */
-  static async open(documents: DocumentStore, clock: Clock, isLive: InstanceLiveness): Promise<MachineCredentials> {
-    return new MachineCredentials(await loadOrCreateSigningSecret(documents, clock, MACHINE_SECRET_ID), clock, isLive);
+  /**
+   * Loads (or creates) the shared secret. Without `kv` (tests of the signing alone) tokens can be
+   * neither rotated nor revoked.
+   */
+  static async open(documents: DocumentStore, clock: Clock, isLive: InstanceLiveness, kv: KvStore | null = null): Promise<MachineCredentials> {
+    return new MachineCredentials(await loadOrCreateSigningSecret(documents, clock, MACHINE_SECRET_ID), clock, isLive, kv);
   }
 
-  issueWorkloadToken(identity: WorkloadIdentity): IssuedCredential {
-    const expiresAtMs = this.clock.nowMs() + workloadTokenTtlMs;
-    return { token: this.sign("wl", { iid: identity.instanceId, grp: identity.group, node: identity.node, exp: expiresAtMs }), expiresAtMs };
+  /** A token for a new start of the instance (a new start id), or for `startId` when rotating. */
+  issueWorkloadToken(identity: WorkloadIdentity, startId?: string): IssuedCredential & { tokenId?: string } {
+    const nowMs = this.clock.nowMs();
+    const expiresAtMs = nowMs + workloadTokenTtlMs;
+    const tokenId = randomBytes(12).toString("base64url");
+    const claims = {
+      iid: identity.instanceId,
+      grp: identity.group,
+      node: identity.node,
+      tid: tokenId,
+      sid: startId ?? randomBytes(12).toString("base64url"),
+      iat: nowMs,
+      exp: expiresAtMs,
+    };
+    return { token: this.sign("wl", claims), expiresAtMs, tokenId };
+  }
+
+  /**
+   * Rotation (`/api/plugin/auth/refresh`): a new token of the same start; the presented one keeps
+   * working for {@link workloadTokenRotationGraceMs}, then is refused. A second refresh with the
+   * old token inside the grace gets another new token but never moves the old one's deadline.
+   */
+  async rotateWorkloadToken(current: VerifiedWorkload): Promise<IssuedCredential & { tokenId?: string }> {
+    const issued = this.issueWorkloadToken(current, current.startId || undefined);
+    if (this.kv && current.tokenId) {
+      const remainingMs = Math.max(1, current.expiresAtMs - this.clock.nowMs());
+      await this.kv.setIfAbsent(revokedWorkloadTokenKey(current.tokenId), String(this.clock.nowMs() + workloadTokenRotationGraceMs), { ttlMs: remainingMs });
+    }
+    return issued;
+  }
+
+  /**
+   * Revokes one workload token at once, on every controller. Returns its identity, or null when
+   * the text is not a workload token of ours (bad signature, expired, unreadable).
+   */
+  async revokeWorkloadToken(token: string): Promise<(WorkloadIdentity & { tokenId: string }) | null> {
+    const claims = this.open("wl", token);
+    const identity = claims && identityOf(claims);
+    if (!identity || !identity.tokenId || !this.kv) return null;
+    const remainingMs = Math.max(1, identity.expiresAtMs - this.clock.nowMs());
+    await this.kv.set(revokedWorkloadTokenKey(identity.tokenId), String(this.clock.nowMs()), { ttlMs: remainingMs });
+    return identity;
+  }
+
+  /** Revokes every workload token issued to the instance until now (a later start gets working ones). */
+  async revokeInstanceTokens(instanceId: string): Promise<void> {
+    if (!this.kv) return;
+    await this.kv.set(revokedWorkloadInstanceKey(instanceId), String(this.clock.nowMs()), { ttlMs: workloadTokenTtlMs });
   }
 
   issueNodeCredential(nodeId: string): IssuedCredential {
@@ -68,12 +143,24 @@ export class MachineCredentials {
     return { token: this.sign("nd", { node: nodeId, exp: expiresAtMs }), expiresAtMs };
   }
 
-  /** The identity behind a workload token that is valid now, else null. */
-  async verifyWorkloadToken(token: string): Promise<WorkloadIdentity | null> {
+  /** The identity behind a workload token that is valid now (signed, unexpired, not revoked, its instance live), else null. */
+  async verifyWorkloadToken(token: string): Promise<VerifiedWorkload | null> {
     const claims = this.open("wl", token);
-    if (!claims || typeof claims.iid !== "string" || typeof claims.grp !== "string" || typeof claims.node !== "string") return null;
-    if (!(await this.isLive(claims.iid))) return null;
-    return { instanceId: claims.iid, group: claims.grp, node: claims.node };
+    const identity = claims && identityOf(claims);
+    if (!identity) return null;
+    const [live, revoked] = await Promise.all([this.isLive(identity.instanceId), this.isRevoked(identity)]);
+    return live && !revoked ? identity : null;
+  }
+
+  private async isRevoked(identity: VerifiedWorkload): Promise<boolean> {
+    if (!this.kv) return false;
+    const [tokenFrom, instanceUpTo] = await Promise.all([
+      identity.tokenId ? this.kv.get(revokedWorkloadTokenKey(identity.tokenId)) : Promise.resolve(null),
+      this.kv.get(revokedWorkloadInstanceKey(identity.instanceId)),
+    ]);
+    const nowMs = this.clock.nowMs();
+    if (tokenFrom !== null && nowMs >= Number(tokenFrom)) return true;
+    return instanceUpTo !== null && identity.issuedAtMs <= Number(instanceUpTo);
   }
 
   /** A principal for a valid workload token or node credential, else null (the auth service's hook). */
@@ -85,7 +172,7 @@ export class MachineCredentials {
     }
     const workload = await this.verifyWorkloadToken(token);
     if (!workload) return null;
-    return { kind: "workload", username: `instance:${workload.instanceId}`, roles: [], permissions: new Set(), instanceId: workload.instanceId };
+    return { kind: "workload", username: `instance:${workload.instanceId}`, roles: [], permissions: new Set(), instanceId: workload.instanceId, workload };
   }
 
   private sign(kind: Kind, claims: Record<string, string | number>): string {
@@ -115,4 +202,19 @@ export class MachineCredentials {
   private mac(kind: Kind, payload: string): string {
     return createHmac("sha256", this.secret).update(`${kind}.${payload}`).digest("base64url");
   }
+}
+
+/** The identity in a workload token's claims; null when a required claim is missing. */
+function identityOf(claims: Record<string, unknown>): VerifiedWorkload | null {
+  if (typeof claims.iid !== "string" || typeof claims.grp !== "string" || typeof claims.node !== "string" || typeof claims.exp !== "number") return null;
+  return {
+    instanceId: claims.iid,
+    group: claims.grp,
+    node: claims.node,
+    tokenId: typeof claims.tid === "string" ? claims.tid : "",
+    startId: typeof claims.sid === "string" ? claims.sid : "",
+    // Tokens from before `iat` existed count as issued a lifetime before their expiry.
+    issuedAtMs: typeof claims.iat === "number" ? claims.iat : claims.exp - workloadTokenTtlMs,
+    expiresAtMs: claims.exp,
+  };
 }

@@ -10,10 +10,9 @@
 // - the player count its calls leave behind, after a final join, is its playerCount on both survivors.
 // The measured outage (longest time without a successful call) and the reconnect time are printed.
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
-import { serverProcesses } from "../support/instance-processes.js";
+import { environOf, serverProcesses } from "../support/instance-processes.js";
 import { ClusterHarness, type ClusterMemberProcess } from "./cluster-harness.js";
 import { eventually } from "../support/wait.js";
 import { cleanupDirs, spawnDaemon, type DaemonProcess } from "../gateway/harness.js";
@@ -57,16 +56,6 @@ interface Server {
 const instanceCount = 2;
 const uuidOf = (server: number, n: number) => `00000000-0000-4000-8${server.toString(16).padStart(3, "0")}-${n.toString(16).padStart(12, "0")}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** `name=value` pairs of a process's environment. */
-function environOf(pid: number): Map<string, string> {
-  const env = new Map<string, string>();
-  for (const entry of readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")) {
-    const eq = entry.indexOf("=");
-    if (eq > 0) env.set(entry.slice(0, eq), entry.slice(eq + 1));
-  }
-  return env;
-}
 
 describe("plugin calls follow the daemon when its controller dies", { timeout: 300_000 }, () => {
   let postgres: PostgresServer;

@@ -32,6 +32,8 @@ import type { AppEnv } from "../../src/http/types.js";
 import type { ControllerLogService } from "../../src/logs/logger.js";
 import type { MetricsService } from "../../src/metrics/metrics.js";
 import type { MachineCredentials } from "../../src/plugin-api/credentials.js";
+import type { PlayerService } from "../../src/plugin-api/players.js";
+import type { TransferService } from "../../src/plugin-api/transfers.js";
 import type { Clock } from "../../src/shared/clock.js";
 import type { BlobStore, DocumentStore, KvStore } from "../../src/store/ports.js";
 import type { TemplateService } from "../../src/templates/template-service.js";
@@ -109,6 +111,10 @@ export interface TestApp {
   templates: TemplateService;
   /** Workload tokens and node credentials (the plugin API's `auth: "workload"` routes). */
   credentials: MachineCredentials;
+  /** The player registry (in the key-value store). */
+  players: PlayerService;
+  /** Player transfers. */
+  transfers: TransferService;
   /** A single-member cluster (Raft in `<dir>/raft`, transport on an ephemeral port). */
   cluster: ClusterService;
   /** The event journal, the SSE hub and their tickets. */
@@ -238,6 +244,8 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     blobs: services.blobs,
     templates: services.templates,
     credentials: services.credentials,
+    players: services.players,
+    transfers: services.transfers,
     cluster: services.cluster,
     eventStream: services.eventStream,
     metricsHistory: services.metricsHistory,

@@ -31,3 +31,13 @@ export function serverProcesses(): Map<string, number[]> {
 export function pidOfInstance(instanceId: string): number | null {
   return serverProcesses().get(instanceId)?.[0] ?? null;
 }
+
+/** The environment of a process (`/proc/<pid>/environ`): a simulated server's relay address and workload token. */
+export function environOf(pid: number): Map<string, string> {
+  const env = new Map<string, string>();
+  for (const entry of readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")) {
+    const eq = entry.indexOf("=");
+    if (eq > 0) env.set(entry.slice(0, eq), entry.slice(eq + 1));
+  }
+  return env;
+}

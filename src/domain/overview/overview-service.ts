@@ -23,11 +23,18 @@ export class OverviewService {
     private readonly groups: Pick<GroupService, "count">,
     private readonly instances: Pick<InstanceService, "liveTotals">,
     private readonly nodes: Pick<NodeService, "count">,
+    /** Distinct players online (the player registry); the sum of the live instances' counts without it. */
+    private readonly players?: { onlineCount(): Promise<number> },
   ) {}
 
   /** Counts, read concurrently from the three services. */
   async get(): Promise<Overview> {
-    const [nodeCount, totals, groupCount] = await Promise.all([this.nodes.count(), this.instances.liveTotals(), this.groups.count()]);
-    return { nodeCount, instanceCount: totals.instanceCount, playerCount: totals.playerCount, groupCount };
+    const [nodeCount, totals, groupCount, online] = await Promise.all([
+      this.nodes.count(),
+      this.instances.liveTotals(),
+      this.groups.count(),
+      this.players ? this.players.onlineCount() : null,
+    ]);
+    return { nodeCount, instanceCount: totals.instanceCount, playerCount: online ?? totals.playerCount, groupCount };
   }
 }

@@ -11,7 +11,7 @@ import type { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import { Type } from "@sinclair/typebox";
 import type { Tickets } from "../../coordination/tickets.js";
-import { sseFrame, type EventStreamHub } from "../../events/event-stream.js";
+import { sseFrame, type EventStreamHub, type StreamShape } from "../../events/event-stream.js";
 import type { EventStreamTicket } from "../../events/start-event-stream.js";
 import { validationError } from "../../shared/errors.js";
 import { addRoute, type RouteRegistry } from "../route.js";
@@ -25,6 +25,11 @@ const SEQUENCE_PATTERN = /^(0|[1-9][0-9]{0,14})$/;
 export interface EventRoutesDeps {
   hub: EventStreamHub;
   tickets: Tickets<EventStreamTicket>;
+  /** Serves tickets of `POST /api/plugin/events/ticket`: the plugin event stream of their instance. */
+  plugin?: {
+    hub: EventStreamHub;
+    open(instanceId: string): Promise<{ shape: StreamShape; close(): void }>;
+  };
 }
 
 /** Reads a resume position; null when absent, a validation error when it is not a sequence. */
@@ -67,27 +72,37 @@ export function eventRoutes(deps: EventRoutesDeps): (app: Hono<AppEnv>, registry
       },
       async ({ query, c }) => {
         const position = parseResumePosition(query.lastSequence, c.req.header("last-event-id"));
-        const ticket = query.ticket ? await deps.tickets.redeem(query.ticket, "events") : null;
+        const redeemed = query.ticket ? await deps.tickets.redeem(query.ticket) : null;
+        // Any other kind of ticket (a console ticket) is refused here, and used up.
+        const ticket = redeemed?.kind === "events" || (redeemed?.kind === "plugin-events" && deps.plugin && redeemed.instanceId) ? redeemed : null;
         const outgoing = (c.env as { outgoing?: { destroy(): void } } | undefined)?.outgoing;
         return streamSSE(c, async (stream) => {
           if (ticket === null) {
             await stream.write(sseFrame("error", { message: "Unauthorized" }));
             return;
           }
-          await deps.hub.serve(
-            {
-              write: (text) => stream.write(text),
-              onAbort: (listener) => stream.onAbort(listener),
-              get aborted() {
-                return stream.aborted || stream.closed;
+          let plugin: { shape: StreamShape; close(): void } | null = null;
+          if (ticket.kind === "plugin-events") plugin = await deps.plugin!.open(ticket.instanceId!);
+          const hub = plugin ? deps.plugin!.hub : deps.hub;
+          try {
+            await hub.serve(
+              {
+                write: (text) => stream.write(text),
+                onAbort: (listener) => stream.onAbort(listener),
+                get aborted() {
+                  return stream.aborted || stream.closed;
+                },
+                cut: () => {
+                  stream.abort();
+                  outgoing?.destroy();
+                },
               },
-              cut: () => {
-                stream.abort();
-                outgoing?.destroy();
-              },
-            },
-            position,
-          );
+              position,
+              plugin?.shape,
+            );
+          } finally {
+            plugin?.close();
+          }
         });
       },
     );

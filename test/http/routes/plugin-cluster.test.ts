@@ -1,0 +1,86 @@
+/**
+ * The plugin API across two controllers sharing one real Redis (two in-process apps, each with its
+ * own HTTP server, document store and bus, over one database directory each but the same shared
+ * key-value store): a revoked or rotated-out token is refused by the other controller at once, the
+ * player registry is one, and a transfer asked for on one controller reaches the holder's plugin
+ * event stream open on the other.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { openRedisKvStore } from "../../../src/store/redis/redis-kv-store.js";
+import type { KvStore } from "../../../src/store/ports.js";
+import { startTestApp, type TestApp } from "../../support/http-app.js";
+import { startRedisServer, type RedisServer } from "../../support/redis-server.js";
+import { frameJson, openSse, type SseStream } from "../../support/sse-client.js";
+
+const uuid = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, "0")}`;
+
+describe("plugin API over two controllers sharing Redis", () => {
+  let redis: RedisServer;
+  const stores: KvStore[] = [];
+  const apps: TestApp[] = [];
+  const streams: SseStream[] = [];
+  const tokens: Record<string, string> = {};
+
+  before(async () => {
+    redis = await startRedisServer();
+    for (let i = 0; i < 2; i++) {
+      const kv = await openRedisKvStore({ uri: redis.uri });
+      stores.push(kv);
+      apps.push(await startTestApp({ kv }));
+    }
+    // Each app has its own document store: both get the same records (production shares one database).
+    for (const t of apps) {
+      await t.groups.create({ name: "proxy", platform: "velocity" });
+      await t.groups.create({ name: "lobby", platform: "paper" });
+      await t.nodes.upsert("n1", { host: "10.0.0.1" });
+      for (const [id, group] of [
+        ["proxy-1", "proxy"],
+        ["lobby-1", "lobby"],
+        ["lobby-2", "lobby"],
+      ]) {
+        await t.instances.save({ id, group, node: "n1", port: 30000, memoryMb: 512, state: "RUNNING", playerCount: 0, startedAt: null, deploymentRevision: 1 });
+      }
+    }
+  });
+  after(async () => {
+    for (const stream of streams) stream.close();
+    for (const app of apps) await app.close();
+    for (const kv of stores) await kv.close();
+    await redis?.stop();
+  });
+
+  it("one registry, and a transfer asked for on A reaches the proxy's stream on B", async () => {
+    const [a, b] = apps;
+    tokens.proxyOnB = b.credentials.issueWorkloadToken({ instanceId: "proxy-1", group: "proxy", node: "n1" }).token;
+    tokens.lobbyOnA = a.credentials.issueWorkloadToken({ instanceId: "lobby-1", group: "lobby", node: "n1" }).token;
+    assert.equal((await b.request("POST", "/api/plugin/player-join", { token: tokens.proxyOnB, body: { uuid: uuid(1), name: "alice" } })).status, 200);
+    assert.equal((await a.request("POST", "/api/plugin/player-join", { token: tokens.lobbyOnA, body: { uuid: uuid(1), name: "alice" } })).status, 200);
+    const seenOnB = (await b.request("GET", "/api/plugin/players", { token: tokens.proxyOnB })).json;
+    assert.deepEqual(
+      seenOnB.map((p: any) => [p.uuid, p.instanceId, p.proxyInstanceId]),
+      [[uuid(1), "lobby-1", "proxy-1"]],
+    );
+
+    const ticket = await b.request("POST", "/api/plugin/events/ticket", { token: tokens.proxyOnB });
+    const stream = await openSse(`${b.baseUrl}/api/v1/events/stream?ticket=${ticket.json.ticket}`);
+    streams.push(stream);
+    await stream.waitFor(1);
+    const queued = await a.request("POST", "/api/plugin/transfer", { token: tokens.lobbyOnA, body: { playerUuid: uuid(1), targetInstanceId: "lobby-2" } });
+    assert.equal(queued.status, 202, queued.text);
+    const [frame] = await stream.waitFor(1, (f) => f.event === "transfer", 10_000);
+    assert.equal(frameJson(frame).id, queued.json.id);
+    assert.equal(await b.transfers.pendingCount(), 1, "B sees the transfer A queued");
+  });
+
+  it("an instance's tokens revoked through A are refused on B at once", async () => {
+    const [a, b] = apps;
+    const token = b.credentials.issueWorkloadToken({ instanceId: "lobby-2", group: "lobby", node: "n1" }).token;
+    assert.equal((await b.request("GET", "/api/plugin/players", { token })).status, 200);
+    const admin = await a.tokenFor("ADMIN");
+    // The apps have separate document stores, so separate signing secrets: revoke by instance, which needs no signature.
+    const res = await a.request("POST", "/api/v1/services/lobby-2/workload-credentials/revoke", { token: admin });
+    assert.equal(res.status, 200, res.text);
+    assert.equal((await b.request("GET", "/api/plugin/players", { token })).status, 401, "refused on B by the next request");
+  });
+});
