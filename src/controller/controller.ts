@@ -8,7 +8,7 @@
  */
 import type { AddressInfo } from "node:net";
 import { existsSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { serve, type ServerType } from "@hono/node-server";
 import type { Hono } from "hono";
@@ -64,6 +64,9 @@ import { clusterRoutes } from "../http/routes/cluster.js";
 import { eventRoutes } from "../http/routes/events.js";
 import { startEventStream, type EventStream, type EventStreamOptions } from "../events/start-event-stream.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
+import { BackupService } from "../backup/backup-service.js";
+import { backupRoutes } from "../http/routes/backups.js";
+import { uriScheme } from "../store/open.js";
 
 /** A part of `stop()` that takes this long is named in the log. */
 const SLOW_CLEANUP_MS = 2_000;
@@ -122,7 +125,7 @@ export interface StartControllerOptions {
   readiness?: Partial<ReadinessComponents>;
   /** Route modules mounted after the controller's own (before the OpenAPI document is built). */
   extraRouteModules?: readonly RouteModule[];
-  /** Routes whose bodies stream with their own limit; the template uploads and imports by default. */
+  /** Routes whose bodies stream with their own limit; the template uploads and imports and the backup upload by default. */
   bodyLimitRoutes?: readonly BodyLimitRoute[];
   /** Where template uploads are spooled; the system temporary directory by default. */
   templateSpoolDirectory?: string;
@@ -154,6 +157,8 @@ export interface ControllerServices {
   consoleHub: ConsoleHub;
   /** The cluster-wide event journal, the SSE hub and their tickets. */
   eventStream: EventStream;
+  /** Backups in `<data.dir>/backups` and restores. */
+  backups: BackupService;
 }
 
 /** A running controller. */
@@ -243,6 +248,26 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const { documents, kv, blobs } = stores;
 
     const auth = new AuthService({ documents, config: config.auth, clock, logger: logs.logger("cloud.auth"), env, passwordParams: opts.passwordParams });
+    const version = opts.version ?? resolveVersionInfo({ rootDir: findRootDir(), env });
+    let memberId = "";
+    const backups = new BackupService({
+      documents,
+      kv,
+      blobs,
+      directory: join(resolve(config.data.dir), "backups"),
+      retentionCount: config.backup.retentionCount,
+      origin: {
+        nodeId: () => memberId,
+        softwareVersion: version.version,
+        profile: config.runtime.profile,
+        documentStore: documentStoreKind(config.database.uri),
+      },
+      clock,
+      logger: logs.logger("cloud.backup"),
+      onRestored: () => auth.invalidate(),
+    });
+    // Before anything reads the stores: a restore a killed controller left half done is finished first.
+    await backups.start();
     await auth.start();
     const audit = new AuditService({ documents, clock });
     // Before the daemon gateway: its CA document takes the Raft-held cluster CA.
@@ -260,6 +285,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       onLeft: () => void stopController(),
     });
     cleanups.push({ name: "cluster", run: () => cluster.stop() });
+    memberId = cluster.nodeId;
 
     const instances = new InstanceService(documents, clock);
     const crashes = new CrashService(documents, clock);
@@ -364,7 +390,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       auth,
       audit,
       readiness,
-      version: opts.version ?? resolveVersionInfo({ rootDir: findRootDir(), env }),
+      version,
       routeModules: [
         groupRoutes(groups, audit),
         groupSchedulingRoutes(groups, scheduler, audit),
@@ -378,6 +404,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         clusterRoutes(cluster, audit),
         pluginRoutes({ instances, players, credentials, operations: scheduler }),
         eventRoutes(eventStream),
+        backupRoutes(backups, audit),
         ...(opts.extraRouteModules ?? []),
       ],
       clock,
@@ -454,6 +481,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         players,
         consoleHub,
         eventStream,
+        backups,
       },
       app,
       registry,
@@ -471,6 +499,14 @@ export async function startController(config: ControllerConfig, opts: StartContr
 }
 
 type FetchHandler = Parameters<typeof serve>[0]["fetch"];
+
+/** The document store a `database.uri` selects, as backup manifests name it. */
+function documentStoreKind(uri: string | undefined): string {
+  const scheme = uri ? uriScheme(uri) : undefined;
+  if (scheme === "postgres" || scheme === "postgresql") return "postgres";
+  if (scheme === "mongodb" || scheme === "mongodb+srv") return "mongodb";
+  return "embedded";
+}
 
 /** Serves `fetch` on host:port and resolves once listening; rejects on a bind error. */
 function listen(fetch: FetchHandler, hostname: string, port: number): Promise<ServerType> {

@@ -434,7 +434,10 @@ export function runDocumentStoreContract(name: string, createSubject: () => Prom
           };
           const docsOfA = await read(first, 4);
           assert.deepEqual(ids(docsOfA), ids(fixtures).sort());
-          assert.deepEqual(docsOfA.find((d) => d._id === "a2"), fixtures.find((d) => d._id === "a2"));
+          assert.deepEqual(
+            docsOfA.find((d) => d._id === "a2"),
+            fixtures.find((d) => d._id === "a2"),
+          );
           assert.deepEqual(ids(await read(second, 10)), ["live"], "expired documents are not part of a snapshot");
           assert.deepEqual(await read(empty, 10), []);
           assert.deepEqual(await read(uniqueName("absent"), 10), []);
@@ -457,10 +460,13 @@ export function runDocumentStoreContract(name: string, createSubject: () => Prom
           yield { collection: target, documents: fixtures.slice(4) };
         }
         const counts = await store.importCollections(batches());
-        assert.deepEqual([...counts.entries()].sort(), [
-          [emptied, 0],
-          [target, fixtures.length],
-        ].sort());
+        assert.deepEqual(
+          [...counts.entries()].sort(),
+          [
+            [emptied, 0],
+            [target, fixtures.length],
+          ].sort(),
+        );
         assert.deepEqual(ids(await a.find()), ids(fixtures).sort());
         assert.deepEqual(ids(await a.find({ name: "alpha" })), ["a1", "b3"], "the index holds the imported documents only");
         assert.deepEqual(ids(await a.find({ group: "g1" })), ["a1", "a2", "b1"]);

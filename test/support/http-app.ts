@@ -36,6 +36,7 @@ import type { Clock } from "../../src/shared/clock.js";
 import type { BlobStore, DocumentStore, KvStore } from "../../src/store/ports.js";
 import type { TemplateService } from "../../src/templates/template-service.js";
 import type { EventStream, EventStreamOptions } from "../../src/events/start-event-stream.js";
+import type { BackupService } from "../../src/backup/backup-service.js";
 
 /** Password of the bootstrap admin unless a test asks for a generated one. */
 export const ADMIN_PASSWORD = "admin-password-1";
@@ -112,6 +113,8 @@ export interface TestApp {
   cluster: ClusterService;
   /** The event journal, the SSE hub and their tickets. */
   eventStream: EventStream;
+  /** Backups under `<dir>/backups` and restores. */
+  backups: BackupService;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
   /** Signs in and returns the token. */
   login(username: string, password: string): Promise<string>;
@@ -237,6 +240,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     credentials: services.credentials,
     cluster: services.cluster,
     eventStream: services.eventStream,
+    backups: services.backups,
     request,
     login,
     tokenFor,

@@ -129,7 +129,9 @@ export class MongoDocumentStore implements DocumentStore {
   async importCollections(batches: AsyncIterable<DocumentImportBatch>): Promise<Map<string, number>> {
     const counts = new Map<string, number>();
     for await (const batch of batches) {
-      const target = this.collections.get(batch.collection) ?? new MongoDocCollection<Doc>(this.client.db(this.dbName).collection<StoredDoc>(batch.collection), batch.collection, {}, this.clock);
+      const target =
+        this.collections.get(batch.collection) ??
+        new MongoDocCollection<Doc>(this.client.db(this.dbName).collection<StoredDoc>(batch.collection), batch.collection, {}, this.clock);
       if (!counts.has(batch.collection)) {
         await target.clearForImport();
         counts.set(batch.collection, 0);
