@@ -107,7 +107,11 @@ export async function* readBundle(path: string, limits: BundleLimits = DEFAULT_B
       let consumed = false;
       const body = (async function* () {
         consumed = true;
-        for await (const chunk of entry as AsyncIterable<Buffer>) yield chunk;
+        try {
+          for await (const chunk of entry as AsyncIterable<Buffer>) yield chunk;
+        } catch (err) {
+          throw asRefusal(err); // a gzip or tar failure in the middle of an entry
+        }
       })();
       yield { name, kind: meaning.kind, key: meaning.key, size, body };
       if (!consumed) entry.resume();
