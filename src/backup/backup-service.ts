@@ -86,7 +86,12 @@ export class BackupService {
     const journal = await this.readJournal();
     if (!journal) return;
     this.deps.logger.warn(`Finishing the restore of backup ${journal.id} that was interrupted (started ${journal.startedAt})`);
-    const record = await this.get(journal.id);
+    const record = await this.get(journal.id).catch(() => {
+      throw new Error(
+        `A restore of backup ${journal.id} was interrupted and its bundle is gone from ${this.deps.directory}: put the bundle back to finish it, ` +
+          `or remove ${JOURNAL_FILE} to start with the stores as the interrupted restore left them`,
+      );
+    });
     await applyBundle(this.bundlePath(record.id), record, journal.parts, this.targets(), journal.rollbackRoot, this.limits);
     await this.removeJournal();
     this.deps.onRestored?.();
