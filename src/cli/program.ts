@@ -5,6 +5,7 @@
 import { Command, CommanderError } from "commander";
 import { checkGate } from "./auth-gate.js";
 import { registerAuthCommands } from "./commands/auth.js";
+import { registerBackupCommands } from "./commands/backup.js";
 import { registerClusterCommands } from "./commands/cluster.js";
 import { registerCompletionCommand } from "./commands/completion.js";
 import { registerContextCommands } from "./commands/context.js";
@@ -68,6 +69,7 @@ export function buildProgram(io: ProcessIo): Command {
   registerInstanceCommands(program, runtime);
   registerCrashCommands(program, runtime);
   registerTemplateCommands(program, runtime);
+  registerBackupCommands(program, runtime);
   registerEventCommands(program, runtime);
   registerNodeCommands(program, runtime);
   registerClusterCommands(program, runtime);

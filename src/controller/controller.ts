@@ -8,7 +8,7 @@
  */
 import type { AddressInfo } from "node:net";
 import { existsSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { serve, type ServerType } from "@hono/node-server";
 import type { Hono } from "hono";
@@ -76,6 +76,9 @@ import { clusterRoutes } from "../http/routes/cluster.js";
 import { eventRoutes } from "../http/routes/events.js";
 import { startEventStream, type EventStream, type EventStreamOptions } from "../events/start-event-stream.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
+import { BackupService } from "../backup/backup-service.js";
+import { backupRoutes } from "../http/routes/backups.js";
+import { uriScheme } from "../store/open.js";
 
 /** A part of `stop()` that takes this long is named in the log. */
 const SLOW_CLEANUP_MS = 2_000;
@@ -134,7 +137,7 @@ export interface StartControllerOptions {
   readiness?: Partial<ReadinessComponents>;
   /** Route modules mounted after the controller's own (before the OpenAPI document is built). */
   extraRouteModules?: readonly RouteModule[];
-  /** Routes whose bodies stream with their own limit; the template uploads and imports by default. */
+  /** Routes whose bodies stream with their own limit; the template uploads and imports and the backup upload by default. */
   bodyLimitRoutes?: readonly BodyLimitRoute[];
   /** Where template uploads are spooled; the system temporary directory by default. */
   templateSpoolDirectory?: string;
@@ -172,6 +175,8 @@ export interface ControllerServices {
   eventStream: EventStream;
   /** The sampled metrics history (`GET /api/v1/metrics/history`); plugins' TPS reports go to `reportTps`. */
   metricsHistory: MetricsHistory;
+  /** Backups in `<data.dir>/backups` and restores. */
+  backups: BackupService;
 }
 
 /** A running controller. */
@@ -269,6 +274,26 @@ export async function startController(config: ControllerConfig, opts: StartContr
       passwordParams: opts.passwordParams,
       tokensRevoked: () => metrics.jwtRevocations.inc(),
     });
+    const version = opts.version ?? resolveVersionInfo({ rootDir: findRootDir(), env });
+    let memberId = "";
+    const backups = new BackupService({
+      documents,
+      kv,
+      blobs,
+      directory: join(resolve(config.data.dir), "backups"),
+      retentionCount: config.backup.retentionCount,
+      origin: {
+        nodeId: () => memberId,
+        softwareVersion: version.version,
+        profile: config.runtime.profile,
+        documentStore: documentStoreKind(config.database.uri),
+      },
+      clock,
+      logger: logs.logger("cloud.backup"),
+      onRestored: () => auth.invalidate(),
+    });
+    // Before anything reads the stores: a restore a killed controller left half done is finished first.
+    await backups.start();
     await auth.start();
     const audit = new AuditService({ documents, clock });
     // Before the daemon gateway: its CA document takes the Raft-held cluster CA.
@@ -289,6 +314,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
     // Stopped late (cleanups run in reverse): the spans of the last requests are exported.
     const tracing = createTracing(config.telemetry, { name: "cloud-controller", instanceId: cluster.nodeId });
     cleanups.push({ name: "tracing", run: () => tracing.shutdown() });
+    memberId = cluster.nodeId;
 
     const instances = new InstanceService(documents, clock);
     const crashes = new CrashService(documents, clock);
@@ -441,7 +467,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       auth,
       audit,
       readiness,
-      version: opts.version ?? resolveVersionInfo({ rootDir: findRootDir(), env }),
+      version,
       routeModules: [
         groupRoutes(groups, audit),
         groupSchedulingRoutes(groups, scheduler, audit),
@@ -471,6 +497,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
           tickets: eventStream.tickets,
           plugin: { hub: eventStream.pluginHub, open: (id) => openPluginStream({ deliveries, transfers, logger: logs.logger("cloud.plugin") }, id) },
         }),
+        backupRoutes(backups, audit),
         metricsHistoryRoutes({ history: metricsHistory, enabled: metrics.enabled, clock }),
         ...(opts.extraRouteModules ?? []),
       ],
@@ -562,6 +589,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         consoleHub,
         eventStream,
         metricsHistory,
+        backups,
       },
       app,
       registry,
@@ -579,6 +607,14 @@ export async function startController(config: ControllerConfig, opts: StartContr
 }
 
 type FetchHandler = Parameters<typeof serve>[0]["fetch"];
+
+/** The document store a `database.uri` selects, as backup manifests name it. */
+function documentStoreKind(uri: string | undefined): string {
+  const scheme = uri ? uriScheme(uri) : undefined;
+  if (scheme === "postgres" || scheme === "postgresql") return "postgres";
+  if (scheme === "mongodb" || scheme === "mongodb+srv") return "mongodb";
+  return "embedded";
+}
 
 /** Serves `fetch` on host:port and resolves once listening; rejects on a bind error. */
 function listen(fetch: FetchHandler, hostname: string, port: number): Promise<ServerType> {

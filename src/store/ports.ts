@@ -74,9 +74,37 @@ export interface Collection<T extends Doc = Doc> {
   deleteMany(filter?: Filter): Promise<number>;
 }
 
+/**
+ * A point-in-time view of every collection (backups): what `documents()` yields is the store as it
+ * was when the snapshot was taken, whatever is written meanwhile. Release it when done.
+ */
+export interface DocumentSnapshot {
+  /** Every collection the store holds (empty ones included), sorted by name. */
+  collections(): Promise<string[]>;
+  /** The live documents of one collection in `_id` order, at most `batchMax` per batch. */
+  documents(collection: string, batchMax: number): AsyncIterable<Doc[]>;
+  release(): Promise<void>;
+}
+
+/** Documents to import into one collection (see {@link DocumentStore.importCollections}). */
+export interface DocumentImportBatch {
+  collection: string;
+  documents: readonly Doc[];
+}
+
 export interface DocumentStore {
   /** Opens (creating indexes and TTL on first use) a collection. Idempotent per name. */
   collection<T extends Doc = Doc>(name: string, spec?: CollectionSpec): Collection<T>;
+  /** Takes a consistent snapshot of every collection (a LevelDB snapshot, one REPEATABLE READ transaction, a snapshot session). */
+  snapshot(): Promise<DocumentSnapshot>;
+  /**
+   * Replaces collections wholesale: a collection named by a batch is emptied before its first batch
+   * is written, then holds exactly the documents of its batches (a batch may be empty, to empty a
+   * collection); collections no batch names are left alone. Indexes and TTL follow the spec the
+   * collection was opened with (or last stored with). Returns the documents written per collection.
+   * Durable when it resolves; atomic on PostgreSQL only, so callers that need all-or-nothing journal.
+   */
+  importCollections(batches: AsyncIterable<DocumentImportBatch>): Promise<Map<string, number>>;
   /** Round-trips to the backing database; throws when it is unreachable. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -74,8 +74,8 @@ async function writeMember(pack: tarStream.Pack, member: TarMember): Promise<voi
   await written;
 }
 
-/** Counts decompressed bytes and errors with a 422 once they pass `bytesMax`. */
-class ByteBound extends Transform {
+/** Counts decompressed bytes and errors with the refusal once they pass `bytesMax` (backups read bundles through it too). */
+export class ByteBound extends Transform {
   private bytes = 0;
 
   constructor(

@@ -407,6 +407,74 @@ export function runDocumentStoreContract(name: string, createSubject: () => Prom
         assert.equal((await b.get("1"))?.x, 1);
       }));
 
+    it("snapshot: sees every collection as it was when taken, whatever is written meanwhile", () =>
+      withStore(async (store, clock) => {
+        const [first, second, empty] = [uniqueName("snapa"), uniqueName("snapb"), uniqueName("snape")];
+        const a = store.collection<Item>(first, indexedSpec);
+        const b = store.collection<Doc>(second, { ttl: { name: `${second}_ttl`, field: "at", seconds: 60 } });
+        for (const doc of fixtures) await a.insert(doc);
+        await b.insert({ _id: "old", at: new Date(clock.nowMs() - 120_000).toISOString() });
+        await b.insert({ _id: "live", at: new Date(clock.nowMs()).toISOString() });
+        await store.collection<Doc>(empty).count();
+        const snapshot = await store.snapshot();
+        try {
+          await a.insert({ _id: "z9", name: "after" });
+          await a.delete("a1");
+          await a.put({ _id: "a2", name: "changed" });
+          await b.deleteMany();
+          const names = (await snapshot.collections()).filter((name) => [first, second, empty].includes(name));
+          assert.deepEqual(names, [first, second, empty].sort());
+          const read = async (name: string, batchMax: number) => {
+            const docs: Doc[] = [];
+            for await (const batch of snapshot.documents(name, batchMax)) {
+              assert.ok(batch.length <= batchMax);
+              docs.push(...batch);
+            }
+            return docs;
+          };
+          const docsOfA = await read(first, 4);
+          assert.deepEqual(ids(docsOfA), ids(fixtures).sort());
+          assert.deepEqual(
+            docsOfA.find((d) => d._id === "a2"),
+            fixtures.find((d) => d._id === "a2"),
+          );
+          assert.deepEqual(ids(await read(second, 10)), ["live"], "expired documents are not part of a snapshot");
+          assert.deepEqual(await read(empty, 10), []);
+          assert.deepEqual(await read(uniqueName("absent"), 10), []);
+        } finally {
+          await snapshot.release();
+        }
+        assert.equal(await a.count(), fixtures.length);
+      }));
+
+    it("importCollections replaces the named collections, keeps their indexes and leaves the others", () =>
+      withStore(async (store) => {
+        const [target, emptied, untouched] = [uniqueName("impa"), uniqueName("impb"), uniqueName("impc")];
+        const a = store.collection<Item>(target, indexedSpec);
+        await a.insert({ _id: "gone", name: "alpha", group: "g1" });
+        await store.collection<Doc>(emptied).insert({ _id: "x" });
+        await store.collection<Doc>(untouched).insert({ _id: "kept" });
+        async function* batches() {
+          yield { collection: target, documents: fixtures.slice(0, 4) };
+          yield { collection: emptied, documents: [] };
+          yield { collection: target, documents: fixtures.slice(4) };
+        }
+        const counts = await store.importCollections(batches());
+        assert.deepEqual(
+          [...counts.entries()].sort(),
+          [
+            [emptied, 0],
+            [target, fixtures.length],
+          ].sort(),
+        );
+        assert.deepEqual(ids(await a.find()), ids(fixtures).sort());
+        assert.deepEqual(ids(await a.find({ name: "alpha" })), ["a1", "b3"], "the index holds the imported documents only");
+        assert.deepEqual(ids(await a.find({ group: "g1" })), ["a1", "a2", "b1"]);
+        assert.equal(await store.collection<Doc>(emptied).count(), 0);
+        assert.deepEqual(ids(await store.collection<Doc>(untouched).find()), ["kept"]);
+        await assert.rejects(a.insert({ _id: "a1", name: "again" }), DuplicateKeyError);
+      }));
+
     it("keeps data across close and reopen, and indexes added later cover old documents", async () => {
       const subject = await createSubject();
       const clock = new FakeClock(startMs());

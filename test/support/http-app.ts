@@ -39,6 +39,7 @@ import type { BlobStore, DocumentStore, KvStore } from "../../src/store/ports.js
 import type { TemplateService } from "../../src/templates/template-service.js";
 import type { EventStream, EventStreamOptions } from "../../src/events/start-event-stream.js";
 import type { MetricsHistory } from "../../src/metrics/metrics-history.js";
+import type { BackupService } from "../../src/backup/backup-service.js";
 
 /** Password of the bootstrap admin unless a test asks for a generated one. */
 export const ADMIN_PASSWORD = "admin-password-1";
@@ -121,6 +122,8 @@ export interface TestApp {
   eventStream: EventStream;
   /** The sampled metrics history behind `GET /api/v1/metrics/history`. */
   metricsHistory: MetricsHistory;
+  /** Backups under `<dir>/backups` and restores. */
+  backups: BackupService;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
   /** Signs in and returns the token. */
   login(username: string, password: string): Promise<string>;
@@ -249,6 +252,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     cluster: services.cluster,
     eventStream: services.eventStream,
     metricsHistory: services.metricsHistory,
+    backups: services.backups,
     request,
     login,
     tokenFor,

@@ -7,6 +7,8 @@
  *   T \0 <collection> \0 <expiresAtMs> \0 <id>             → "" (TTL schedule entry)
  *   M \0 <collection>                                      → collection metadata (declared spec)
  *
+ * Every collection ever used has its M key, so the M keys list the collections (snapshots).
+ *
  * Ids and string values are escaped so they never contain \0 (\0 → \1\1, \1 → \1\2); escaping keeps
  * code point order and prefix relations, so `<value> \0` ends a value unambiguously.
  */
@@ -105,6 +107,16 @@ export class CollectionKeys {
     return this.ttlPrefix + encodeNumber(nowMs) + "\x01";
   }
 
+  /** First key of every index entry of the collection, whatever the index. */
+  get indexesPrefix(): string {
+    return `I${separator}${this.collection}${separator}`;
+  }
+
+  /** First key after every index entry of the collection. */
+  get indexesEnd(): string {
+    return this.indexesPrefix.slice(0, -1) + "\x01";
+  }
+
   get ttlEnd(): string {
     return this.ttlPrefix.slice(0, -1) + "\x01";
   }
@@ -121,4 +133,13 @@ export function idFromEntryKey(key: string): string {
 export function idFromDocKey(keys: CollectionKeys, key: string): string {
   assert(key.startsWith(keys.docPrefix), "document key outside its collection");
   return unescapeKeyPart(key.slice(keys.docPrefix.length));
+}
+
+/** First and after-last keys of the collection metadata keys (one per collection). */
+export const metaRange = { gte: `M${separator}`, lt: "M\x01" } as const;
+
+/** The collection named by a metadata key. */
+export function collectionFromMetaKey(key: string): string {
+  assert(key.startsWith(metaRange.gte), "metadata key expected");
+  return key.slice(metaRange.gte.length);
 }

@@ -13,7 +13,9 @@ import { Level } from "level";
 import type { Clock } from "../../shared/clock.js";
 import { systemClock } from "../../shared/clock.js";
 import { assert } from "../../shared/errors.js";
-import type { Collection, CollectionSpec, Doc, DocumentStore } from "../ports.js";
+import { getPath, ttlBaseMs } from "../document-query.js";
+import type { Collection, CollectionSpec, Doc, DocumentImportBatch, DocumentSnapshot, DocumentStore } from "../ports.js";
+import { CollectionKeys, collectionFromMetaKey, metaRange } from "./key-codec.js";
 import { LevelCollection, normalizeSpec, type Db } from "./level-collection.js";
 
 /** Options of {@link openLevelDocumentStore}. */
@@ -78,6 +80,65 @@ export class LevelDocumentStore implements DocumentStore {
     return removed;
   }
 
+  /** An explicit LevelDB snapshot: every read of it sees the database as it was when it was taken. */
+  async snapshot(): Promise<DocumentSnapshot> {
+    assert(!this.closed, "document store is closed");
+    const snapshot = this.db.snapshot();
+    const nowMs = this.clock.nowMs();
+    const specs = new Map<string, CollectionSpec>();
+    try {
+      for await (const [key, value] of this.db.iterator({ ...metaRange, snapshot })) specs.set(collectionFromMetaKey(key), JSON.parse(value) as CollectionSpec);
+    } catch (error) {
+      await snapshot.close();
+      throw error;
+    }
+    const db = this.db;
+    return {
+      collections: async () => [...specs.keys()].sort(),
+      async *documents(collection: string, batchMax: number): AsyncGenerator<Doc[]> {
+        const spec = specs.get(collection);
+        if (!spec) return;
+        const keys = new CollectionKeys(collection);
+        const iterator = db.iterator({ gte: keys.docPrefix, lt: keys.docEnd, snapshot });
+        try {
+          for (let entries = await iterator.nextv(batchMax); entries.length > 0; entries = await iterator.nextv(batchMax)) {
+            yield entries.map(([, value]) => JSON.parse(value) as Doc).filter((doc) => !expiredAt(doc, spec, nowMs));
+          }
+        } finally {
+          await iterator.close();
+        }
+      },
+      release: () => snapshot.close(),
+    };
+  }
+
+  /** Imports collection by collection in synced batches; not atomic across batches (see the port). */
+  async importCollections(batches: AsyncIterable<DocumentImportBatch>): Promise<Map<string, number>> {
+    assert(!this.closed, "document store is closed");
+    const counts = new Map<string, number>();
+    const targets = new Map<string, LevelCollection<Doc>>();
+    for await (const batch of batches) {
+      let target = targets.get(batch.collection);
+      if (!target) {
+        target = await this.importTarget(batch.collection);
+        targets.set(batch.collection, target);
+        await target.clearForImport();
+        counts.set(batch.collection, 0);
+      }
+      await target.importDocuments(batch.documents);
+      counts.set(batch.collection, counts.get(batch.collection)! + batch.documents.length);
+    }
+    return counts;
+  }
+
+  /** The open collection, or one with the spec last stored for it (so its indexes are kept). */
+  private async importTarget(name: string): Promise<LevelCollection<Doc>> {
+    const open = this.collections.get(name);
+    if (open) return open;
+    const stored = await this.db.get(new CollectionKeys(name).meta);
+    return new LevelCollection<Doc>(this.db, name, stored ? (JSON.parse(stored) as CollectionSpec) : {}, this.clock);
+  }
+
   async ping(): Promise<void> {
     assert(!this.closed && this.db.status === "open", "document store is not open");
     await this.db.get("M\x00ping");
@@ -94,4 +155,10 @@ export class LevelDocumentStore implements DocumentStore {
 
 function sameSpec(a: CollectionSpec, b: CollectionSpec): boolean {
   return JSON.stringify(normalizeSpec(a)) === JSON.stringify(normalizeSpec(b));
+}
+
+function expiredAt(doc: Doc, spec: CollectionSpec, nowMs: number): boolean {
+  if (!spec.ttl) return false;
+  const baseMs = ttlBaseMs(getPath(doc, spec.ttl.field));
+  return baseMs !== null && baseMs + spec.ttl.seconds * 1000 <= nowMs;
 }

@@ -16,7 +16,7 @@ import type { Clock } from "../../shared/clock.js";
 import { systemClock } from "../../shared/clock.js";
 import { assert } from "../../shared/errors.js";
 import { assertCollectionName, assertFieldPath, assertValidFilter, assertValidFindOptions, getPath, toJsonDocument, ttlBaseMs } from "../document-query.js";
-import type { Collection, CollectionSpec, Doc, DocumentStore, Filter, FindOptions } from "../ports.js";
+import type { Collection, CollectionSpec, Doc, DocumentImportBatch, DocumentSnapshot, DocumentStore, Filter, FindOptions } from "../ports.js";
 import { DuplicateKeyError } from "../ports.js";
 
 /** Options of {@link openMongoDocumentStore}. */
@@ -80,6 +80,68 @@ export class MongoDocumentStore implements DocumentStore {
     return created as unknown as Collection<T>;
   }
 
+  /**
+   * A snapshot session (`snapshot: true`, MongoDB 5.0 or later on a replica set or sharded
+   * cluster): every read in it sees the majority-committed data of one point in time. GridFS
+   * collections (blobs) and system collections are not documents of this store.
+   */
+  async snapshot(): Promise<DocumentSnapshot> {
+    const session = this.client.startSession({ snapshot: true });
+    const db = this.client.db(this.dbName);
+    let names: string[];
+    try {
+      const listed = await db.listCollections({}, { nameOnly: true, session }).toArray();
+      names = listed
+        .map((c) => c.name)
+        .filter((name) => !name.startsWith("system.") && !name.includes("."))
+        .sort();
+    } catch (error) {
+      await session.endSession();
+      throw error;
+    }
+    const nowMs = this.clock.nowMs();
+    const specs = this.collections;
+    return {
+      collections: async () => [...names],
+      async *documents(collection: string, batchMax: number): AsyncGenerator<Doc[]> {
+        if (!names.includes(collection)) return;
+        const ttl = specs.get(collection)?.spec.ttl;
+        const live = ttl ? { $or: [{ [hiddenTtlField]: { $exists: false } }, { [hiddenTtlField]: { $gt: new Date(nowMs - ttl.seconds * 1000) } }] } : {};
+        const cursor = db
+          .collection<StoredDoc>(collection)
+          .find(live, { session, projection: { [hiddenTtlField]: 0 }, batchSize: batchMax })
+          .sort({ _id: 1 });
+        let batch: Doc[] = [];
+        for await (const doc of cursor) {
+          batch.push(doc as unknown as Doc);
+          if (batch.length >= batchMax) {
+            yield batch;
+            batch = [];
+          }
+        }
+        if (batch.length > 0) yield batch;
+      },
+      release: () => session.endSession(),
+    };
+  }
+
+  /** Imports collection by collection (without a transaction: callers journal, see the port). */
+  async importCollections(batches: AsyncIterable<DocumentImportBatch>): Promise<Map<string, number>> {
+    const counts = new Map<string, number>();
+    for await (const batch of batches) {
+      const target =
+        this.collections.get(batch.collection) ??
+        new MongoDocCollection<Doc>(this.client.db(this.dbName).collection<StoredDoc>(batch.collection), batch.collection, {}, this.clock);
+      if (!counts.has(batch.collection)) {
+        await target.clearForImport();
+        counts.set(batch.collection, 0);
+      }
+      await target.importDocuments(batch.documents);
+      counts.set(batch.collection, counts.get(batch.collection)! + batch.documents.length);
+    }
+    return counts;
+  }
+
   async ping(): Promise<void> {
     await this.client.db(this.dbName).command({ ping: 1 });
   }
@@ -118,6 +180,21 @@ class MongoDocCollection<T extends Doc> implements Collection<T> {
       assertFieldPath(spec.ttl.field);
       assert(spec.ttl.seconds > 0, "ttl seconds must be positive");
     }
+  }
+
+  /** Removes every document (the start of an import). */
+  async clearForImport(): Promise<void> {
+    await this.init();
+    await this.collection.deleteMany({});
+  }
+
+  /** Writes imported documents (each `_id` once, into a cleared collection). */
+  async importDocuments(docs: readonly Doc[]): Promise<void> {
+    if (docs.length === 0) return;
+    await this.collection.insertMany(
+      docs.map((doc) => this.toStored(doc as T)),
+      { ordered: true },
+    );
   }
 
   async insert(doc: T): Promise<void> {

@@ -16,7 +16,7 @@ import type { Clock } from "../../shared/clock.js";
 import { systemClock } from "../../shared/clock.js";
 import { assert } from "../../shared/errors.js";
 import { assertCollectionName, assertFieldPath, assertValidFilter, assertValidFindOptions, getPath, toJsonDocument, ttlBaseMs } from "../document-query.js";
-import type { Collection, CollectionSpec, Doc, DocumentStore, Filter, FindOptions } from "../ports.js";
+import type { Collection, CollectionSpec, Doc, DocumentImportBatch, DocumentSnapshot, DocumentStore, Filter, FindOptions } from "../ports.js";
 import { DuplicateKeyError } from "../ports.js";
 import { fieldExpression, filterConditions, orderBy, quoteIdentifier, SqlParams } from "./sql-query.js";
 
@@ -94,6 +94,92 @@ export class PostgresDocumentStore implements DocumentStore {
     return removed;
   }
 
+  /**
+   * One REPEATABLE READ, READ ONLY transaction on a connection of its own: PostgreSQL takes the
+   * transaction's snapshot at its first query (the table list, run here), and every later read
+   * of the snapshot sees the database as of that moment.
+   */
+  async snapshot(): Promise<DocumentSnapshot> {
+    assert(!this.closed, "document store is closed");
+    const client = await this.pool.connect();
+    let names: string[];
+    try {
+      await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+      const tables = await client.query<{ name: string }>(
+        `SELECT substr(tablename, 5) AS name FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE 'doc\\_%' ORDER BY 1`,
+      );
+      names = tables.rows.map((row) => row.name).sort();
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => undefined); // the first error is the one to report
+      client.release();
+      throw error;
+    }
+    const nowMs = Math.floor(this.clock.nowMs());
+    return {
+      collections: async () => [...names],
+      async *documents(collection: string, batchMax: number): AsyncGenerator<Doc[]> {
+        if (!names.includes(collection)) return;
+        const table = quoteIdentifier(`doc_${collection}`);
+        let after: string | null = null;
+        for (;;) {
+          const page: pg.QueryResult<{ id: string; doc: Doc }> = await client.query<{ id: string; doc: Doc }>(
+            `SELECT id, doc FROM ${table} WHERE ($1::text IS NULL OR id > $1) AND (expires_at IS NULL OR expires_at > $2) ORDER BY id LIMIT $3`,
+            [after, nowMs, batchMax],
+          );
+          if (page.rows.length === 0) return;
+          after = page.rows[page.rows.length - 1].id;
+          yield page.rows.map((row) => row.doc);
+        }
+      },
+      release: async () => {
+        try {
+          await client.query("COMMIT");
+        } finally {
+          client.release();
+        }
+      },
+    };
+  }
+
+  /** Imports every batch in one transaction: the collections change all at once or not at all. */
+  async importCollections(batches: AsyncIterable<DocumentImportBatch>): Promise<Map<string, number>> {
+    assert(!this.closed, "document store is closed");
+    const counts = new Map<string, number>();
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      for await (const batch of batches) {
+        const target = this.importTarget(batch.collection);
+        const table = quoteIdentifier(`doc_${batch.collection}`);
+        if (!counts.has(batch.collection)) {
+          await target.prepare(); // its own connection, before this transaction locks the table
+          await client.query(`DELETE FROM ${table}`);
+          counts.set(batch.collection, 0);
+        }
+        if (batch.documents.length === 0) continue;
+        const rows = batch.documents.map((doc) => target.row(doc));
+        await client.query(`INSERT INTO ${table} (id, doc, expires_at) SELECT * FROM unnest($1::text[], $2::jsonb[], $3::bigint[])`, [
+          rows.map((row) => row.id),
+          rows.map((row) => row.json),
+          rows.map((row) => row.expiresAtMs),
+        ]);
+        counts.set(batch.collection, counts.get(batch.collection)! + rows.length);
+      }
+      await client.query("COMMIT");
+      return counts;
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => undefined); // the import's error is the one to report
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
+  /** The open collection, or a detached one without indexes or TTL (its service declares them when it opens it). */
+  private importTarget(name: string): PostgresCollection<Doc> {
+    return this.collections.get(name) ?? new PostgresCollection<Doc>(this.pool, name, {}, this.clock);
+  }
+
   async ping(): Promise<void> {
     await this.pool.query("SELECT 1");
   }
@@ -134,6 +220,17 @@ class PostgresCollection<T extends Doc> implements Collection<T> {
       assertFieldPath(spec.ttl.field);
       assert(spec.ttl.seconds > 0, "ttl seconds must be positive");
     }
+  }
+
+  /** Creates the table and indexes when missing. */
+  prepare(): Promise<void> {
+    return this.init();
+  }
+
+  /** The row an imported document becomes. */
+  row(doc: Doc): { id: string; json: string; expiresAtMs: number | null } {
+    const stored = toJsonDocument(doc);
+    return { id: stored._id, json: JSON.stringify(stored), expiresAtMs: this.expiresAtMs(stored) };
   }
 
   async insert(doc: T): Promise<void> {

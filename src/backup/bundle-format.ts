@@ -1,0 +1,117 @@
+/**
+ * The backup bundle: one tar.gz whose entries are, in this order,
+ *
+ *   documents/                       documents/<collection>.ndjson   one JSON document per line, `_id` order
+ *   kv/                              kv/<part>.ndjson                one {"key","value"} per line
+ *   blobs/                           blobs/index.txt                 the hash of every blob, one per line
+ *                                    blobs/<sha256>                  a template blob, named by its content
+ *   manifest.json                    what the bundle holds, with the sha256 and size of every part
+ *
+ * Documents are kept store-neutral (the JSON the store ports read and write), so a bundle from one
+ * document store restores into another. The manifest comes last because it names what was written
+ * before it (blob bytes are only counted while they are packed); readers verify everything against
+ * it once they have read the whole bundle. docs/decisions/backup.md gives the reasons.
+ */
+import { Type, type Static } from "@sinclair/typebox";
+
+/** The format tag of manifest.json; a reader refuses any other. */
+export const BUNDLE_FORMAT = "cloud-backup/1";
+export const MANIFEST_ENTRY = "manifest.json";
+export const BLOB_INDEX_ENTRY = "blobs/index.txt";
+/** Directories every bundle has. */
+export const BUNDLE_DIRECTORIES = ["documents/", "kv/", "blobs/"] as const;
+
+/**
+ * Collections never bundled: the cluster's identity (which cluster a database belongs to and its
+ * CA, both owned by Raft) and the signing secrets. A bundle restored elsewhere must not make a
+ * database claim another cluster, and a downloaded bundle must not carry keys that sign tokens.
+ */
+export const EXCLUDED_COLLECTIONS: ReadonlySet<string> = new Set(["cluster_meta", "cluster_ca", "system_secrets"]);
+
+/** Collections every bundle holds (empty or not): without users nobody could sign in after a restore. */
+export const REQUIRED_COLLECTIONS: readonly string[] = ["users", "roles", "groups", "instances", "templates", "template_versions", "audit_log"];
+
+/** Required collections that may not be empty: a bundle without a user would lock everyone out. */
+export const NON_EMPTY_COLLECTIONS: readonly string[] = ["users"];
+
+/**
+ * Key-value prefixes worth keeping, each in its own part. Only monotonic counters: the fencing-token
+ * counters of leases (daemons refuse a token lower than one they saw) and the event sequence
+ * (clients hold positions in it). A restore only ever raises them. Leases, sessions, tickets, login
+ * streaks and the event journal are moments of a running cluster, not state to bring back.
+ */
+export const KV_PARTS: readonly { part: string; prefix: string }[] = [
+  { part: "lease-tokens", prefix: "cloud:v1:lease-token:" },
+  { part: "event-sequence", prefix: "cloud:v1:events:sequence" },
+];
+
+/** A backup id: the UTC creation time to the millisecond and eight random hex digits (sorts by time). */
+export const BACKUP_ID_PATTERN = /^[0-9]{8}T[0-9]{9}Z-[0-9a-f]{8}$/;
+export const COLLECTION_NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,49}$/;
+const SHA256_PATTERN = "^[0-9a-f]{64}$";
+
+export const documentsEntry = (collection: string): string => `documents/${collection}.ndjson`;
+export const kvEntry = (part: string): string => `kv/${part}.ndjson`;
+export const blobEntry = (hash: string): string => `blobs/${hash}`;
+
+/** The group a collection belongs to: its name up to the first underscore (`template_versions` → `template`). */
+export const prefixGroupOf = (collection: string): string => collection.split("_")[0];
+
+const Part = { file: Type.String(), sizeBytes: Type.Integer({ minimum: 0 }), sha256: Type.String({ pattern: SHA256_PATTERN }) };
+
+/** manifest.json, checked with this schema before any of it is believed. */
+export const BundleManifestSchema = Type.Object(
+  {
+    format: Type.Literal(BUNDLE_FORMAT),
+    id: Type.String({ pattern: BACKUP_ID_PATTERN.source }),
+    createdAt: Type.String({ pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}T" }),
+    /** The controller (cluster member id) and software version that made it. */
+    controller: Type.Object({ nodeId: Type.String(), softwareVersion: Type.String() }),
+    profile: Type.String(),
+    /** embedded, postgres or mongodb. */
+    documentStore: Type.String(),
+    /** Documents of every collection together, whatever the store (the spec's name). */
+    mongoDocumentCount: Type.Integer({ minimum: 0 }),
+    collections: Type.Array(
+      Type.Object({ name: Type.String({ pattern: COLLECTION_NAME_PATTERN.source }), documentCount: Type.Integer({ minimum: 0 }), ...Part }),
+    ),
+    /** Collection name groups and how many collections each has. */
+    collectionPrefixGroups: Type.Array(Type.Object({ prefix: Type.String(), collectionCount: Type.Integer({ minimum: 1 }) })),
+    kv: Type.Array(
+      Type.Object({ part: Type.String({ pattern: "^[a-z0-9-]{1,40}$" }), prefix: Type.String(), keyCount: Type.Integer({ minimum: 0 }), ...Part }),
+    ),
+    blobs: Type.Object({ count: Type.Integer({ minimum: 0 }), totalBytes: Type.Integer({ minimum: 0 }), index: Type.Object(Part) }),
+  },
+  { additionalProperties: false },
+);
+export type BundleManifest = Static<typeof BundleManifestSchema>;
+
+/** The record the API answers with: the bundle's manifest plus the bundle file's own size and sha256. */
+export interface BackupRecord extends BundleManifest {
+  sizeBytes: number;
+  sha256: string;
+}
+
+/** The validation report (spec document 2, "Backup records"), plus the checksum and archive findings. */
+export interface ValidationReport {
+  id: string;
+  valid: boolean;
+  missingFiles: string[];
+  missingDirectories: string[];
+  missingMongoCollections: string[];
+  missingMongoCollectionPrefixes: string[];
+  missingRedisPrefixes: string[];
+  emptyRequiredFiles: string[];
+  /** Parts whose sha256, size or count differs from the manifest, and blobs whose bytes differ from their name. */
+  checksumMismatches: string[];
+  /** What makes the archive itself unacceptable: unsafe or unexpected entries, bombs, malformed parts. */
+  problems: string[];
+}
+
+/** The restore report (spec document 2, "Backup records"). */
+export interface RestoreReport {
+  id: string;
+  dryRun: boolean;
+  filesystem: { applied: boolean; entryCount: number; rollbackRoot: string | null };
+  datastores: { applied: boolean; mongoCollections: string[]; mongoPrefixGroups: string[]; redisPrefixes: string[] };
+}

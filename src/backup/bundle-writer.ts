@@ -1,0 +1,209 @@
+/**
+ * Writes a bundle (layout in bundle-format.ts). The documents are read from one store snapshot, so
+ * the bundle is a point-in-time view however groups and instances change meanwhile: each
+ * collection goes to a staging file as NDJSON (hashed and counted on the way), the snapshot is
+ * released, then the staged parts, the key-value counters and the blobs are packed with the
+ * templates' streaming tar.gz writer. Nothing is ever whole in memory but one blob (at most one
+ * 4 MiB chunk) and one batch of documents.
+ */
+import { createHash } from "node:crypto";
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdir, open, rm, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { assert } from "../shared/errors.js";
+import type { BlobStore, DocumentStore, KvStore } from "../store/ports.js";
+import { packTarGz, type TarMember } from "../templates/tar.js";
+import {
+  BLOB_INDEX_ENTRY,
+  BUNDLE_DIRECTORIES,
+  BUNDLE_FORMAT,
+  EXCLUDED_COLLECTIONS,
+  KV_PARTS,
+  MANIFEST_ENTRY,
+  REQUIRED_COLLECTIONS,
+  blobEntry,
+  documentsEntry,
+  kvEntry,
+  prefixGroupOf,
+  type BundleManifest,
+} from "./bundle-format.js";
+
+/** Documents read from the snapshot per batch. */
+const EXPORT_BATCH_DOCUMENTS = 500;
+
+/** What {@link writeBundle} wrote: the manifest inside, and the bundle file's size and sha256. */
+export interface WrittenBundle {
+  manifest: BundleManifest;
+  sizeBytes: number;
+  sha256: string;
+}
+
+/** Where the data comes from. */
+export interface BundleSources {
+  documents: DocumentStore;
+  kv: KvStore;
+  blobs: BlobStore;
+}
+
+/** The manifest fields that describe where and when, not what. */
+export type BundleOrigin = Pick<BundleManifest, "id" | "createdAt" | "controller" | "profile" | "documentStore">;
+
+interface StagedPart {
+  path: string;
+  sizeBytes: number;
+  sha256: string;
+  lines: number;
+}
+
+/** Writes lines to a file while hashing and counting them. */
+class StagingFile {
+  private readonly hash = createHash("sha256");
+  private bytes = 0;
+  private lines = 0;
+
+  private constructor(
+    readonly path: string,
+    private readonly handle: Awaited<ReturnType<typeof open>>,
+  ) {}
+
+  static async create(path: string): Promise<StagingFile> {
+    return new StagingFile(path, await open(path, "wx"));
+  }
+
+  async writeLines(lines: readonly string[]): Promise<void> {
+    if (lines.length === 0) return;
+    const data = Buffer.from(lines.join("\n") + "\n", "utf8");
+    this.hash.update(data);
+    this.bytes += data.byteLength;
+    this.lines += lines.length;
+    for (let at = 0; at < data.byteLength;) at += (await this.handle.write(data, at)).bytesWritten;
+  }
+
+  async finish(): Promise<StagedPart> {
+    await this.handle.close();
+    return { path: this.path, sizeBytes: this.bytes, sha256: this.hash.digest("hex"), lines: this.lines };
+  }
+}
+
+/**
+ * Writes the bundle of `sources` to `outPath` (a new file, fsynced), staging in `stagingDir` (removed
+ * afterwards). Returns the manifest written into it.
+ */
+export async function writeBundle(sources: BundleSources, origin: BundleOrigin, outPath: string, stagingDir: string): Promise<WrittenBundle> {
+  await mkdir(stagingDir, { recursive: true });
+  try {
+    const collections: BundleManifest["collections"] = [];
+    const staged = new Map<string, StagedPart>();
+    const snapshot = await sources.documents.snapshot();
+    try {
+      const names = new Set([...(await snapshot.collections()), ...REQUIRED_COLLECTIONS].filter((name) => !EXCLUDED_COLLECTIONS.has(name)));
+      for (const name of [...names].sort()) {
+        const file = await StagingFile.create(join(stagingDir, `documents-${name}.ndjson`));
+        try {
+          for await (const batch of snapshot.documents(name, EXPORT_BATCH_DOCUMENTS)) await file.writeLines(batch.map((doc) => JSON.stringify(doc)));
+        } finally {
+          const part = await file.finish();
+          staged.set(documentsEntry(name), part);
+          collections.push({ name, documentCount: part.lines, file: documentsEntry(name), sizeBytes: part.sizeBytes, sha256: part.sha256 });
+        }
+      }
+    } finally {
+      await snapshot.release();
+    }
+
+    const kv: BundleManifest["kv"] = [];
+    for (const { part, prefix } of KV_PARTS) {
+      const file = await StagingFile.create(join(stagingDir, `kv-${part}.ndjson`));
+      const lines: string[] = [];
+      for (const key of (await sources.kv.keys(prefix)).sort()) {
+        const value = await sources.kv.get(key);
+        if (value !== null) lines.push(JSON.stringify({ key, value }));
+      }
+      await file.writeLines(lines);
+      const staging = await file.finish();
+      staged.set(kvEntry(part), staging);
+      kv.push({ part, prefix, keyCount: staging.lines, file: kvEntry(part), sizeBytes: staging.sizeBytes, sha256: staging.sha256 });
+    }
+
+    const hashes = await sources.blobs.list();
+    const indexFile = await StagingFile.create(join(stagingDir, "blob-index.txt"));
+    await indexFile.writeLines(hashes);
+    const index = await indexFile.finish();
+    staged.set(BLOB_INDEX_ENTRY, index);
+
+    const groups = new Map<string, number>();
+    for (const { name } of collections) groups.set(prefixGroupOf(name), (groups.get(prefixGroupOf(name)) ?? 0) + 1);
+    let blobBytes = 0;
+    const manifest = (): BundleManifest => ({
+      format: BUNDLE_FORMAT,
+      ...origin,
+      mongoDocumentCount: collections.reduce((sum, c) => sum + c.documentCount, 0),
+      collections,
+      collectionPrefixGroups: [...groups.entries()].sort().map(([prefix, collectionCount]) => ({ prefix, collectionCount })),
+      kv,
+      blobs: { count: hashes.length, totalBytes: blobBytes, index: { file: BLOB_INDEX_ENTRY, sizeBytes: index.sizeBytes, sha256: index.sha256 } },
+    });
+
+    async function* members(): AsyncGenerator<TarMember> {
+      const stagedMember = (entry: string): TarMember => {
+        const part = staged.get(entry);
+        assert(part, `staged part ${entry}`);
+        return { path: entry, kind: "file", mode: 0o644, size: part.sizeBytes, data: () => createReadStream(part.path) };
+      };
+      yield { path: BUNDLE_DIRECTORIES[0], kind: "dir", mode: 0o755 };
+      for (const { file } of collections) yield stagedMember(file);
+      yield { path: BUNDLE_DIRECTORIES[1], kind: "dir", mode: 0o755 };
+      for (const { file } of kv) yield stagedMember(file);
+      yield { path: BUNDLE_DIRECTORIES[2], kind: "dir", mode: 0o755 };
+      yield stagedMember(BLOB_INDEX_ENTRY);
+      for (const hash of hashes) {
+        const data = await sources.blobs.get(hash);
+        // Content-addressed blobs are never rewritten; one that vanished was collected meanwhile.
+        if (!data) throw new Error(`blob ${hash} disappeared while the backup was written; try again`);
+        blobBytes += data.byteLength;
+        yield {
+          path: blobEntry(hash),
+          kind: "file",
+          mode: 0o644,
+          size: data.byteLength,
+          data: async function* () {
+            yield data;
+          },
+        };
+      }
+      const text = Buffer.from(JSON.stringify(manifest(), null, 2) + "\n", "utf8");
+      yield {
+        path: MANIFEST_ENTRY,
+        kind: "file",
+        mode: 0o644,
+        size: text.byteLength,
+        data: async function* () {
+          yield text;
+        },
+      };
+    }
+
+    const bundleHash = createHash("sha256");
+    let sizeBytes = 0;
+    const tap = new Transform({
+      transform(chunk: Buffer, _encoding, callback) {
+        bundleHash.update(chunk);
+        sizeBytes += chunk.byteLength;
+        callback(null, chunk);
+      },
+    });
+    await pipeline(packTarGz(members()), tap, createWriteStream(outPath, { flags: "wx" }));
+    const handle = await open(outPath, "r");
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    assert((await stat(outPath)).size === sizeBytes, "the bundle file holds what was written");
+    return { manifest: manifest(), sizeBytes, sha256: bundleHash.digest("hex") };
+  } finally {
+    await rm(stagingDir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,173 @@
+/**
+ * Applies a verified bundle in one streaming pass.
+ *
+ * Datastores: every bundled collection is replaced wholesale through the document store's import
+ * (one transaction on PostgreSQL), users with a token version above any they had, so every token
+ * issued before the restore stops verifying (see {@link restoredTokenVersion}); the key-value
+ * counters are raised to the bundle's values, never lowered.
+ *
+ * Filesystem: every blob of the bundle is stored (content-addressed, so one already there is left
+ * as it is); blobs the bundle does not hold are copied under the rollback root, then removed.
+ *
+ * Every step can run again with the same outcome, which is what lets an interrupted restore be
+ * finished on the next start (the journal in backup-service.ts).
+ */
+import { mkdir, open, rename } from "node:fs/promises";
+import { join } from "node:path";
+import type { Clock } from "../shared/clock.js";
+import { assert } from "../shared/errors.js";
+import type { BlobStore, Doc, DocumentImportBatch, DocumentStore, KvStore } from "../store/ports.js";
+import { prefixGroupOf, type BundleManifest } from "./bundle-format.js";
+import { linesOf, readBundle, type BundleLimits } from "./bundle-reader.js";
+import { LINE_BYTES_MAX } from "./bundle-validator.js";
+
+/** Documents imported per batch. */
+const IMPORT_BATCH_DOCUMENTS = 500;
+/** Attempts at raising one key-value counter against concurrent writers. */
+const COUNTER_ATTEMPTS_MAX = 16;
+
+/** What a restore writes to. */
+export interface RestoreTargets {
+  documents: DocumentStore;
+  kv: KvStore;
+  blobs: BlobStore;
+  clock: Clock;
+}
+
+export interface RestoreParts {
+  datastores: boolean;
+  filesystem: boolean;
+}
+
+export interface AppliedRestore {
+  /** Blob entries stored. */
+  entryCount: number;
+  collections: string[];
+  prefixGroups: string[];
+  kvPrefixes: string[];
+  /** Blobs moved to the rollback root. */
+  rolledAside: number;
+}
+
+/**
+ * The token version a restored user gets: above the bundle's, above the user's current one, and at
+ * least the restore time in ms. Tokens carry the version they were issued under, and versions only
+ * grow by one per password or role change, so every token issued before this moment (even to a
+ * user deleted since the backup, whose current version is unknown) carries a lower one.
+ */
+export function restoredTokenVersion(bundled: unknown, current: number | undefined, nowMs: number): number {
+  const fromBundle = typeof bundled === "number" && Number.isSafeInteger(bundled) ? bundled : 0;
+  return Math.max(fromBundle + 1, (current ?? 0) + 1, Math.floor(nowMs));
+}
+
+/** What a restore of `parts` would change, without reading the archive again. */
+export function plannedRestore(manifest: BundleManifest, parts: RestoreParts): Omit<AppliedRestore, "rolledAside"> {
+  const collections = parts.datastores ? manifest.collections.map((c) => c.name) : [];
+  return {
+    entryCount: parts.filesystem ? manifest.blobs.count : 0,
+    collections,
+    prefixGroups: [...new Set(collections.map(prefixGroupOf))].sort(),
+    kvPrefixes: parts.datastores ? manifest.kv.map((k) => k.prefix) : [],
+  };
+}
+
+/** Applies the bundle at `path` (already verified against `manifest`); see the module comment. */
+export async function applyBundle(
+  path: string,
+  manifest: BundleManifest,
+  parts: RestoreParts,
+  targets: RestoreTargets,
+  rollbackRoot: string,
+  limits?: BundleLimits,
+): Promise<AppliedRestore> {
+  const planned = plannedRestore(manifest, parts);
+  const currentVersions = new Map<string, number>();
+  if (parts.datastores) {
+    for (const user of await targets.documents.collection("users").find()) {
+      if (typeof user.tokenVersion === "number") currentVersions.set(user._id, user.tokenVersion);
+    }
+  }
+  const restoreMs = targets.clock.nowMs();
+  const counters: { key: string; value: string }[] = [];
+  const bundleBlobs = new Set<string>();
+  let entryCount = 0;
+
+  async function* batches(): AsyncGenerator<DocumentImportBatch> {
+    for await (const entry of readBundle(path, limits)) {
+      if (entry.kind === "documents" && parts.datastores) {
+        let batch: Doc[] = [];
+        let yielded = false;
+        for await (const line of linesOf(entry.body, LINE_BYTES_MAX)) {
+          const doc = JSON.parse(line) as Doc;
+          if (entry.key === "users") doc.tokenVersion = restoredTokenVersion(doc.tokenVersion, currentVersions.get(doc._id), restoreMs);
+          batch.push(doc);
+          if (batch.length >= IMPORT_BATCH_DOCUMENTS) {
+            yield { collection: entry.key, documents: batch };
+            yielded = true;
+            batch = [];
+          }
+        }
+        if (batch.length > 0 || !yielded) yield { collection: entry.key, documents: batch };
+      } else if (entry.kind === "kv" && parts.datastores) {
+        for await (const line of linesOf(entry.body, LINE_BYTES_MAX)) counters.push(JSON.parse(line) as { key: string; value: string });
+      } else if (entry.kind === "blob-index" && parts.filesystem) {
+        for await (const line of linesOf(entry.body, 128)) bundleBlobs.add(line);
+      } else if (entry.kind === "blob" && parts.filesystem) {
+        const chunks: Buffer[] = [];
+        for await (const chunk of entry.body) chunks.push(chunk);
+        const stored = await targets.blobs.put(Buffer.concat(chunks));
+        assert(stored === entry.key, `restored blob ${entry.key} hashes to its name`);
+        entryCount++;
+      }
+    }
+  }
+
+  if (parts.datastores) {
+    await targets.documents.importCollections(batches());
+  } else {
+    for await (const batch of batches()) void batch; // never yields: documents are not restored
+  }
+  for (const { key, value } of counters) await raiseCounter(targets.kv, key, value);
+
+  let rolledAside = 0;
+  if (parts.filesystem) {
+    const extra = (await targets.blobs.list()).filter((hash) => !bundleBlobs.has(hash));
+    if (extra.length > 0) await mkdir(join(rollbackRoot, "blobs"), { recursive: true });
+    for (const hash of extra) {
+      const data = await targets.blobs.get(hash);
+      if (data) await writeDurably(join(rollbackRoot, "blobs", hash), data);
+      await targets.blobs.delete(hash);
+      rolledAside++;
+    }
+  }
+  return { ...planned, entryCount, rolledAside };
+}
+
+/** Sets `key` to `value` unless it already holds a number at least as high. */
+async function raiseCounter(kv: KvStore, key: string, value: string): Promise<void> {
+  const wanted = Number(value);
+  if (!Number.isSafeInteger(wanted)) return;
+  for (let attempt = 0; attempt < COUNTER_ATTEMPTS_MAX; attempt++) {
+    const current = await kv.get(key);
+    if (current === null) {
+      if (await kv.setIfAbsent(key, value)) return;
+      continue;
+    }
+    if (Number(current) >= wanted) return;
+    if (await kv.compareAndSet(key, current, value)) return;
+  }
+  throw new Error(`could not raise ${key} to ${value}: it kept changing`);
+}
+
+/** Writes a file through a temporary name with fsync, so it is there whole or not at all. */
+export async function writeDurably(path: string, data: Uint8Array): Promise<void> {
+  const temp = `${path}.partial`;
+  const handle = await open(temp, "w");
+  try {
+    await handle.writeFile(data);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(temp, path);
+}

@@ -1,0 +1,230 @@
+/**
+ * Backup and restore routes (spec document 2, "Backup and restore"): create (201, prunes to
+ * `backup.retentionCount`), list, show, download, delete, upload, verify and restore. Reading needs
+ * BACKUPS_VIEW; creating, uploading, deleting and downloading (a bundle holds password hashes)
+ * BACKUPS_MANAGE; restoring BACKUPS_RESTORE. Changes are audited as `backup.*` actions.
+ */
+import type { Hono } from "hono";
+import { Type } from "@sinclair/typebox";
+import type { AuditRecorder } from "../../audit/types.js";
+import type { BackupService } from "../../backup/backup-service.js";
+import { ApiError } from "../../shared/errors.js";
+import { audited } from "../audited.js";
+import type { BodyLimitRoute } from "../middleware/body-limit.js";
+import { addRoute, type RouteRegistry } from "../route.js";
+import type { AppEnv } from "../types.js";
+
+const tag = "Backups";
+/** Largest bundle an upload may send; the body streams to disk, so this bounds disk, not memory. */
+export const BACKUP_UPLOAD_BYTES_MAX = 16 * 1024 ** 3;
+
+/** The upload route streams its body with its own limit. */
+export const BACKUP_BODY_LIMIT_ROUTES: readonly BodyLimitRoute[] = [{ method: "POST", path: "/api/v1/backups/upload", maxBytes: BACKUP_UPLOAD_BYTES_MAX }];
+
+const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+const Part = Type.Object({ file: Type.String(), sizeBytes: Type.Integer(), sha256: Type.String() });
+const RecordSchema = Type.Object({
+  id: Type.String(),
+  sizeBytes: Type.Integer(),
+  sha256: Type.String({ description: "sha256 of the bundle file" }),
+  mongoDocumentCount: Type.Integer({ description: "Documents of every collection together, whatever the document store" }),
+  createdAt: Type.String(),
+  controller: Type.Object({ nodeId: Type.String(), softwareVersion: Type.String() }),
+  profile: Type.String(),
+  documentStore: Type.String(),
+  collections: Type.Array(
+    Type.Object({ name: Type.String(), documentCount: Type.Integer(), file: Type.String(), sizeBytes: Type.Integer(), sha256: Type.String() }),
+  ),
+  collectionPrefixGroups: Type.Array(Type.Object({ prefix: Type.String(), collectionCount: Type.Integer() })),
+  kv: Type.Array(
+    Type.Object({
+      part: Type.String(),
+      prefix: Type.String(),
+      keyCount: Type.Integer(),
+      file: Type.String(),
+      sizeBytes: Type.Integer(),
+      sha256: Type.String(),
+    }),
+  ),
+  blobs: Type.Object({ count: Type.Integer(), totalBytes: Type.Integer(), index: Part }),
+});
+const Names = Type.Array(Type.String());
+const ValidationReportSchema = Type.Object({
+  id: Type.String(),
+  valid: Type.Boolean(),
+  missingFiles: Names,
+  missingDirectories: Names,
+  missingMongoCollections: Names,
+  missingMongoCollectionPrefixes: Names,
+  missingRedisPrefixes: Names,
+  emptyRequiredFiles: Names,
+  checksumMismatches: Names,
+  problems: Names,
+});
+const RestoreReportSchema = Type.Object({
+  id: Type.String(),
+  dryRun: Type.Boolean(),
+  filesystem: Type.Object({ applied: Type.Boolean(), entryCount: Type.Integer(), rollbackRoot: Type.Union([Type.String(), Type.Null()]) }),
+  datastores: Type.Object({ applied: Type.Boolean(), mongoCollections: Names, mongoPrefixGroups: Names, redisPrefixes: Names }),
+});
+/** `id` is checked by the handler so that its absence is the spec's 400 VALIDATION_ERROR. */
+const RestoreBody = Type.Object({
+  id: Type.Optional(Type.Unknown({ description: "The backup to restore (required)" })),
+  dryRun: Type.Boolean({ default: false }),
+  filesystem: Type.Boolean({ default: true }),
+  datastores: Type.Boolean({ default: true }),
+});
+
+/** Mounts the backup and restore routes. */
+export function backupRoutes(backups: BackupService, audit: AuditRecorder): (app: Hono<AppEnv>, registry: RouteRegistry) => void {
+  return (app, registry) => {
+    addRoute(
+      app,
+      registry,
+      {
+        method: "post",
+        path: "/api/v1/backups",
+        summary: "Back up the document store, the key-value counters and the template blobs into one bundle; prunes to backup.retentionCount",
+        tag,
+        permission: "BACKUPS_MANAGE",
+        response: RecordSchema,
+        successStatus: 201,
+      },
+      async ({ c }) => {
+        const record = await backups.create();
+        await audited(audit, c, {
+          action: "backup.create",
+          resourceType: "backup",
+          resourceId: record.id,
+          details: { sizeBytes: record.sizeBytes, mongoDocumentCount: record.mongoDocumentCount },
+        });
+        return c.json(record, 201);
+      },
+    );
+
+    addRoute(
+      app,
+      registry,
+      {
+        method: "get",
+        path: "/api/v1/backups",
+        summary: "Backups held by this controller, newest first",
+        tag,
+        permission: "BACKUPS_VIEW",
+        response: Type.Array(RecordSchema),
+      },
+      () => backups.list(),
+    );
+
+    addRoute(
+      app,
+      registry,
+      {
+        method: "post",
+        path: "/api/v1/backups/upload",
+        summary: `Upload a bundle made elsewhere (the tar.gz as the body, up to ${BACKUP_UPLOAD_BYTES_MAX / 1024 ** 3} GiB, streamed); it must verify (422 INVALID_BUNDLE)`,
+        tag,
+        permission: "BACKUPS_MANAGE",
+        response: RecordSchema,
+        successStatus: 201,
+      },
+      async ({ c }) => {
+        const record = await backups.upload(c.req.raw.body);
+        await audited(audit, c, { action: "backup.upload", resourceType: "backup", resourceId: record.id, details: { sizeBytes: record.sizeBytes } });
+        return c.json(record, 201);
+      },
+    );
+
+    addRoute(
+      app,
+      registry,
+      {
+        method: "get",
+        path: "/api/v1/backups/:id",
+        summary: "One backup's manifest",
+        tag,
+        permission: "BACKUPS_VIEW",
+        params: IdParams,
+        response: RecordSchema,
+      },
+      ({ params }) => backups.get(params.id),
+    );
+
+    addRoute(
+      app,
+      registry,
+      { method: "get", path: "/api/v1/backups/:id/download", summary: "The bundle (tar.gz), streamed", tag, permission: "BACKUPS_MANAGE", params: IdParams },
+      async ({ params }) => {
+        const { record, stream } = await backups.openDownload(params.id);
+        return new Response(stream, {
+          headers: {
+            "content-type": "application/gzip",
+            "content-length": String(record.sizeBytes),
+            "content-disposition": `attachment; filename="backup-${record.id}.tar.gz"`,
+          },
+        });
+      },
+    );
+
+    addRoute(
+      app,
+      registry,
+      {
+        method: "delete",
+        path: "/api/v1/backups/:id",
+        summary: "Delete a backup",
+        tag,
+        permission: "BACKUPS_MANAGE",
+        params: IdParams,
+        response: RecordSchema,
+      },
+      async ({ params, c }) => {
+        const record = await backups.delete(params.id);
+        await audited(audit, c, { action: "backup.delete", resourceType: "backup", resourceId: record.id });
+        return record;
+      },
+    );
+
+    addRoute(
+      app,
+      registry,
+      {
+        method: "post",
+        path: "/api/v1/backups/:id/verify",
+        summary: "Verify a bundle: entries, checksums, required collections and prefixes; valid only when every list is empty",
+        tag,
+        permission: "BACKUPS_VIEW",
+        params: IdParams,
+        response: ValidationReportSchema,
+      },
+      ({ params }) => backups.verify(params.id),
+    );
+
+    addRoute(
+      app,
+      registry,
+      {
+        method: "post",
+        path: "/api/v1/restore",
+        summary: "Restore a backup (id required: 400 VALIDATION_ERROR; a bundle failing validation: 422 RESTORE_REJECTED); a dry run changes nothing",
+        tag,
+        permission: "BACKUPS_RESTORE",
+        body: RestoreBody,
+        response: RestoreReportSchema,
+      },
+      async ({ body, c }) => {
+        if (typeof body.id !== "string" || body.id.trim() === "") throw new ApiError(400, "VALIDATION_ERROR", "id: required, the backup to restore");
+        const report = await backups.restore(body.id, { dryRun: body.dryRun, filesystem: body.filesystem, datastores: body.datastores });
+        if (!report.dryRun) {
+          await audited(audit, c, {
+            action: "backup.restore",
+            resourceType: "backup",
+            resourceId: report.id,
+            details: { filesystem: report.filesystem, collections: report.datastores.mongoCollections.length },
+          });
+        }
+        return report;
+      },
+    );
+  };
+}
