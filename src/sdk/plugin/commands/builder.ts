@@ -24,7 +24,7 @@ export interface CommandContext {
   reply(text: string): void;
   fail(message: string): never;
   failIf(condition: unknown, message: string): void;
-  failUnless(condition: unknown, message: string): asserts condition;
+  failUnless(condition: unknown, message: string): void;
   require<T>(value: T | null | undefined, message: string): T;
 }
 
