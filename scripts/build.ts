@@ -3,11 +3,15 @@
 // it as in the source tree: proto/*.proto -> dist/proto/, the plain-JavaScript helpers (*.cjs and any
 // other non-TypeScript file under src/, raft/, actors/) next to their compiled neighbours. It also
 // records the commit the build was made from in dist/build-info.json (read by the version route, so
-// an installed package does not ask git about whatever directory it was installed into).
+// an installed package does not ask git about whatever directory it was installed into). Two more
+// outputs: the simulated game server bundled with the plugin SDK into one CommonJS file
+// (dist/src/daemon/simulated-server/server.cjs, run by plain node), and the SDK's type declarations
+// (dist/src/sdk/**/*.d.ts) for the package subpath `cloud-control-plane/sdk`.
 import { execFileSync, spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, relative } from "node:path";
+import { bundleSimulatedServerSync } from "../src/daemon/simulated-server/bundle.js";
 
 const root = join(import.meta.dirname, "..");
 const dist = join(root, "dist");
@@ -58,6 +62,39 @@ if (compiled.status !== 0) {
   process.exit(1);
 }
 step("compiled with tsc -p tsconfig.build.json");
+
+// Declarations of the SDK only (the rest of the package is run, not built against).
+const declared = spawnSync(
+  process.execPath,
+  [
+    tsc,
+    join(root, "src", "sdk", "index.ts"),
+    ...[
+      "--ignoreConfig",
+      "--declaration",
+      "--emitDeclarationOnly",
+      "--outDir",
+      dist,
+      "--rootDir",
+      root,
+      "--module",
+      "NodeNext",
+      "--moduleResolution",
+      "NodeNext",
+    ],
+    ...["--target", "ES2023", "--lib", "ES2023", "--strict", "--skipLibCheck", "--types", "node", "--verbatimModuleSyntax"],
+  ],
+  { cwd: root, stdio: "inherit" },
+);
+if (declared.status !== 0) {
+  process.stderr.write(`build: tsc (SDK declarations) failed (${declared.signal ?? `status ${declared.status}`})\n`);
+  process.exit(1);
+}
+step("SDK declarations written (dist/src/sdk)");
+
+const simulatedServer = join(dist, "src", "daemon", "simulated-server", "server.cjs");
+bundleSimulatedServerSync(simulatedServer);
+step(`simulated server bundled with the SDK (${relative(root, simulatedServer)})`);
 
 const protos = readdirSync(join(root, "proto")).filter((name) => name.endsWith(".proto"));
 for (const name of protos) copyBeside(join(root, "proto", name));

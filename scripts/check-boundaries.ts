@@ -1,7 +1,8 @@
 // Import-boundary check: dependencies point inward (ARCHITECTURE.md, "Rules of the house").
 // raft/ and actors/ import nothing from src/; raft/ stays pure (no I/O, timers, clock or randomness).
-// The daemon is a separate process: it imports no controller room, only the wire contract and the
-// rooms both processes share, and those import no controller room either. auth/ owns the principal
+// The daemon is a separate process: it imports no controller room, only the wire contract, the
+// rooms both processes share and the plugin SDK (which imports nothing else from src/), and those
+// import no controller room either. auth/ owns the principal
 // and plugin-api/ builds on auth/: neither imports http/, the room above them. No import cycles in
 // src/ or actors/ (type-only imports count; raft/'s role files are the one allowed exception).
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -69,7 +70,11 @@ for (const area of ["raft", "actors"]) {
 }
 /** Rooms under src/ that may import only the listed rooms (and their own). */
 const allowedRooms: Record<string, readonly string[]> = {
-  "src/daemon": ["src/wire", "src/shared", "src/config", "src/logs"],
+  "src/daemon": ["src/wire", "src/shared", "src/config", "src/logs", "src/sdk"],
+  // The simulated game server is bundled with the SDK into one file: what it imports is what the bundle's cache key hashes.
+  "src/daemon/simulated-server": ["src/sdk"],
+  // The plugin SDK is published on its own (package subpath ./sdk): it imports nothing else from src/.
+  "src/sdk": [],
   "src/wire": ["src/shared"],
   "src/config": ["src/shared"],
   "src/logs": ["src/shared"],

@@ -14,6 +14,7 @@ import { registerEventCommands } from "./commands/events.js";
 import { registerGroupCommands } from "./commands/group.js";
 import { registerInstanceCommands } from "./commands/instance.js";
 import { registerNodeCommands } from "./commands/node.js";
+import { registerPluginCommands } from "./commands/plugin.js";
 import { registerStatusCommands } from "./commands/status.js";
 import { registerTemplateCommands } from "./commands/template.js";
 import { CliError, ExitCode, exitCodesHelp } from "./exit-codes.js";
@@ -73,6 +74,7 @@ export function buildProgram(io: ProcessIo): Command {
   registerEventCommands(program, runtime);
   registerNodeCommands(program, runtime);
   registerClusterCommands(program, runtime);
+  registerPluginCommands(program, runtime);
   registerCompletionCommand(program, runtime);
   return program;
 }

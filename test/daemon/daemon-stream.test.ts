@@ -113,7 +113,7 @@ describe("cloud-daemon over the daemon stream", { timeout: 120_000 }, () => {
     assert.equal((await controller.command("start_instance", { group: "lobby", fencing_token: TOKEN, spec })).ok, true);
     await waitForState("lobby-2", "STARTING");
     await waitForLine("lobby-2", "Done (");
-    // The simulated server reports ready through the daemon's plugin relay to the session's controller (the fake answers 401).
+    // The simulated server reports ready through the daemon's plugin relay to the session's controller (the fake answers 200 and tells the runner nothing).
     const ready = await eventually(
       () => templates.requests.find((r) => r.path === "/api/plugin/ready"),
       () => "the plugin ready call",

@@ -238,6 +238,12 @@ export class FakeTemplateServer {
   private handle(url: string, authorization: string, forwardedFor: string, res: import("node:http").ServerResponse): void {
     const parsed = new URL(url, "http://x");
     this.requests.push({ path: parsed.pathname, authorization, forwardedFor });
+    // Plugin calls (workload tokens) are recorded and answered 200 like a controller taking them;
+    // readiness still comes only from the test's mark_instance_ready command.
+    if (parsed.pathname.startsWith("/api/plugin/") && authorization.startsWith("Bearer ")) {
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+      return;
+    }
     if (authorization !== `Bearer ${this.acceptedToken}`) {
       res.writeHead(401, { "content-type": "application/json" }).end(JSON.stringify({ error: { code: "UNAUTHORIZED" } }));
       return;

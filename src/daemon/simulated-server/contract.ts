@@ -1,43 +1,56 @@
 /**
- * Where the simulated game server lives and which environment it reads. The program itself is
- * plain JavaScript (`server.cjs`, Node built-ins only) so it starts without a TypeScript loader:
- * hundreds of them must start within seconds. Decisions: docs/decisions/daemon-runner.md.
+ * Where the simulated game server lives and which environment it reads. The program is TypeScript
+ * (`server.ts`, using the plugin SDK) run as one bundled CommonJS file, so it starts without a
+ * TypeScript loader: hundreds of them must start within seconds. Decisions:
+ * docs/decisions/daemon-runner.md.
  */
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, utimesSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { bundleSimulatedServerSync, simulatedServerSourceHash } from "./bundle.js";
 
-/** Environment every instance gets from the runner (all platforms). */
-export const INSTANCE_ENV = {
-  instanceId: "CLOUD_INSTANCE_ID",
-  group: "CLOUD_GROUP",
-  port: "CLOUD_PORT",
-  memoryMb: "CLOUD_MEMORY_MB",
-  controllerUrl: "CLOUD_CONTROLLER_URL",
-  workloadToken: "CLOUD_WORKLOAD_TOKEN",
-} as const;
+export { INSTANCE_ENV, SIMULATED_READY_LINE_PREFIX, SIMULATED_SERVER_ENV } from "./environment.js";
 
-/** Knobs only the simulated server reads (tests and benchmarks set them). */
-export const SIMULATED_SERVER_ENV = {
-  /** Address to bind; default 0.0.0.0. */
-  bindHost: "CLOUD_SIM_BIND_HOST",
-  /** Interval of the `[tick]` console line; default 5000, 0 disables it. */
-  tickIntervalMs: "CLOUD_SIM_TICK_INTERVAL_MS",
-  /** Delay before binding the port (a slow world load); default 0. */
-  startupDelayMs: "CLOUD_SIM_STARTUP_DELAY_MS",
-  /** Delay between `Stopping server` and exit 0; default 100. */
-  stopDelayMs: "CLOUD_SIM_STOP_DELAY_MS",
-  /** "true": ignore the `stop` command and SIGTERM (to test the kill escalation). */
-  ignoreStop: "CLOUD_SIM_IGNORE_STOP",
-  /** Maximum players reported by the status line; default 100. */
-  maxPlayers: "CLOUD_SIM_MAX_PLAYERS",
-} as const;
+/** Where bundles made from the source tree are kept (one per source version). */
+export const SIMULATED_SERVER_CACHE_DIR = join(tmpdir(), "cloud-control-plane-simulated-server");
+/** A cached bundle unused this long is removed when a new one is written. */
+const cachedBundleMaxAgeMs = 7 * 24 * 3600 * 1000;
 
-/** Console line printed when the simulated server is ready (log-line readiness matches `Done (`). */
-export const SIMULATED_READY_LINE_PREFIX = "Done (";
+let fromSource: string | null = null;
 
 /**
- * Absolute path of server.cjs: next to this module, from source (tsx) and in the build output alike
- * (`npm run build` copies it beside the compiled module).
+ * Absolute path of the bundled server. In the built package it is `server.cjs` beside this module
+ * (`npm run build` writes it there). From the source tree (tsx) it is bundled on first use into
+ * SIMULATED_SERVER_CACHE_DIR under the hash of its sources, and reused while they do not change.
+ * Synchronous, once per process: the daemon builds its platform table at startup.
  */
 export function simulatedServerScriptPath(): string {
-  return fileURLToPath(new URL("./server.cjs", import.meta.url));
+  const self = fileURLToPath(import.meta.url);
+  if (!self.endsWith(".ts")) return join(dirname(self), "server.cjs");
+  fromSource ??= bundleFromSource();
+  return fromSource;
+}
+
+function bundleFromSource(): string {
+  const out = join(SIMULATED_SERVER_CACHE_DIR, `server-${simulatedServerSourceHash().slice(0, 24)}.cjs`);
+  if (existsSync(out)) {
+    const now = new Date();
+    utimesSync(out, now, now);
+    return out;
+  }
+  mkdirSync(SIMULATED_SERVER_CACHE_DIR, { recursive: true });
+  // Another process may bundle the same version at once: each writes its own file, the rename is atomic.
+  const partial = `${out}.${process.pid}.partial`;
+  bundleSimulatedServerSync(partial);
+  renameSync(partial, out);
+  for (const name of readdirSync(SIMULATED_SERVER_CACHE_DIR)) {
+    const file = join(SIMULATED_SERVER_CACHE_DIR, name);
+    try {
+      if (Date.now() - statSync(file).mtimeMs > cachedBundleMaxAgeMs) rmSync(file, { force: true });
+    } catch {
+      // Removed by another process meanwhile.
+    }
+  }
+  return out;
 }

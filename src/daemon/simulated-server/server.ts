@@ -1,0 +1,453 @@
+/**
+ * The simulated game server: a stand-in for a Minecraft server (or, with CLOUD_SIM_MODE=proxy, a
+ * proxy) so that demos, tests and benchmarks run real processes without Java. It talks to the
+ * control plane only through the plugin SDK (src/sdk): ready, players, transfers, metrics, custom
+ * events, the event stream, and its console commands run through the SDK's command registry.
+ *
+ * Bundled with the SDK into one CommonJS file (esbuild) so it starts without a TypeScript or ES
+ * module loader: hundreds start at once on one machine (contract.ts, docs/decisions/daemon-runner.md).
+ * What it loads at boot is kept small: node:http rather than fetch, node:crypto only when a player
+ * first joins, stdin split into lines by hand.
+ */
+import { createServer } from "node:net";
+import {
+  Arguments,
+  CommandBuilder,
+  CommandRegistry,
+  RED,
+  cloudEnvironmentPresent,
+  connectToCloud,
+  consoleSender,
+  fail,
+  stripFormatting,
+  type CloudEvent,
+  type CloudPlugin,
+  type MetricsPayload,
+} from "../../sdk/index.js";
+import { INSTANCE_ENV, SIMULATED_SERVER_ENV } from "./environment.js";
+import { TickModel, loadPercentMax } from "./tick-model.js";
+
+const VERSION = "1.0.0";
+const retryBackoffMaxMs = 2_000;
+const playersMax = 10_000;
+/** Console commands waiting to run at once; more are refused (stdin faster than the commands run). */
+const pendingCommandsMax = 10_000;
+const PLAYER_NAME = /^[A-Za-z0-9_]{1,16}$/;
+
+const env = process.env;
+const integerFrom = (text: string | undefined, fallback: number): number => {
+  const value = Number(text);
+  return text !== undefined && text !== "" && Number.isInteger(value) && value >= 0 ? value : fallback;
+};
+const instanceId = env[INSTANCE_ENV.instanceId] ?? "simulated";
+const group = env[INSTANCE_ENV.group] ?? "";
+const port = integerFrom(env[INSTANCE_ENV.port], 25565);
+const memoryMb = integerFrom(env[INSTANCE_ENV.memoryMb], 1024);
+// A busy controller may answer late: ten tries over about twenty seconds before giving up.
+const readyAttemptsMax = integerFrom(env[SIMULATED_SERVER_ENV.readyAttempts], 10);
+const bindHost = env[SIMULATED_SERVER_ENV.bindHost] || "0.0.0.0";
+const tickIntervalMs = integerFrom(env[SIMULATED_SERVER_ENV.tickIntervalMs], 5_000);
+const startupDelayMs = integerFrom(env[SIMULATED_SERVER_ENV.startupDelayMs], 0);
+const stopDelayMs = integerFrom(env[SIMULATED_SERVER_ENV.stopDelayMs], 100);
+const ignoreStop = env[SIMULATED_SERVER_ENV.ignoreStop] === "true";
+const maxPlayers = integerFrom(env[SIMULATED_SERVER_ENV.maxPlayers], 100);
+const proxyMode = env[SIMULATED_SERVER_ENV.mode] === "proxy";
+const eventStreamWanted = (env[SIMULATED_SERVER_ENV.eventStream] ?? (proxyMode ? "true" : "false")) === "true";
+const metricsIntervalMs = integerFrom(env[SIMULATED_SERVER_ENV.metricsIntervalMs], 0);
+const startedAtMs = Date.now();
+
+function log(message: string, level = "INFO"): void {
+  const time = new Date().toISOString().slice(11, 19);
+  process.stdout.write(`[${time} ${level}]: ${message}\n`);
+}
+
+const logger = { info: (message: string) => log(message), warn: (message: string) => log(message, "WARN") };
+const plugin: CloudPlugin | null = cloudEnvironmentPresent(env)
+  ? connectToCloud({ env, kind: proxyMode ? "proxy" : "server", logger, commands: { onError: (error) => log(`Command failed: ${String(error)}`, "ERROR") } })
+  : null;
+
+/** A player on this server (or held by this proxy): name -> UUID and, on a proxy, the server it was moved to. */
+interface LocalPlayer {
+  uuid: string;
+  server: string | null;
+}
+const players = new Map<string, LocalPlayer>();
+const ticks = new TickModel(startedAtMs);
+let tickCount = 0;
+let stopping = false;
+let tickTimer: ReturnType<typeof setInterval> | null = null;
+let metricsTimer: ReturnType<typeof setInterval> | null = null;
+
+/** The UUID an offline-mode Minecraft server gives a player name (version 3, "OfflinePlayer:"). */
+async function offlineUuid(name: string): Promise<string> {
+  const { createHash } = await import("node:crypto");
+  const bytes = createHash("md5").update(`OfflinePlayer:${name}`).digest();
+  bytes[6] = (bytes[6] & 0x0f) | 0x30;
+  bytes[8] = (bytes[8] & 0x3f) | 0x80;
+  const hex = bytes.toString("hex");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+const nameOfUuid = (uuid: string): string | undefined => [...players].find(([, player]) => player.uuid === uuid.toLowerCase())?.[0];
+
+function statusLine(): string {
+  return `SIMULATED ${instanceId} group=${group} players=${players.size}/${maxPlayers} uptimeMs=${Date.now() - startedAtMs}\n`;
+}
+
+const server = createServer((socket) => {
+  socket.on("error", () => {});
+  socket.end(statusLine());
+});
+
+function stop(reason: string): void {
+  if (stopping) return;
+  stopping = true;
+  log(`Stopping server${reason ? ` (${reason})` : ""}`);
+  if (tickTimer !== null) clearInterval(tickTimer);
+  if (metricsTimer !== null) clearInterval(metricsTimer);
+  server.close();
+  void plugin?.close();
+  setTimeout(() => {
+    log("Saving worlds... done");
+    process.exit(0);
+  }, stopDelayMs);
+}
+
+function metricsSnapshot(): MetricsPayload {
+  const now = Date.now();
+  const averages = ticks.read(now);
+  const heap = process.memoryUsage();
+  const chunkCount = 441 + players.size * 100;
+  const entityCount = 50 + players.size * 10 + Math.round(ticks.loadPercent);
+  return {
+    ...averages,
+    heapUsedMb: Math.round(heap.heapUsed / 1048576),
+    heapMaxMb: memoryMb,
+    heapCommittedMb: Math.round(heap.heapTotal / 1048576),
+    gcCollections: 0,
+    gcTimeMs: 0,
+    threadCount: 1,
+    daemonThreadCount: 0,
+    playerCount: players.size,
+    maxPlayers,
+    worldCount: 1,
+    totalEntities: entityCount,
+    totalChunks: chunkCount,
+    worlds: [{ name: "world", environment: "NORMAL", entityCount, chunkCount, playerCount: players.size }],
+    serverVersion: `simulated-${VERSION}`,
+    pluginCount: 1,
+    uptimeMs: now - startedAtMs,
+  };
+}
+
+function reportMetrics(): MetricsPayload {
+  const metrics = metricsSnapshot();
+  plugin?.client.reportMetrics(metrics);
+  return metrics;
+}
+
+// ---- players -------------------------------------------------------------------------------
+
+async function join(name: string): Promise<void> {
+  if (players.has(name)) return log(`${name} is already online`, "WARN");
+  if (players.size >= Math.min(maxPlayers, playersMax)) return log(`${name} cannot join: server full`, "WARN");
+  const uuid = await offlineUuid(name);
+  players.set(name, { uuid, server: null });
+  log(`${name}[/127.0.0.1] logged in (uuid ${uuid})`);
+  plugin?.players.trackLocalJoin(uuid, name, proxyMode ? instanceId : null);
+  plugin?.client.reportPlayerJoin(uuid, name);
+}
+
+function leave(name: string, how = "left the game"): void {
+  const player = players.get(name);
+  if (player === undefined) return log(`${name} is not online`, "WARN");
+  players.delete(name);
+  log(`${name} ${how}`);
+  plugin?.players.trackLocalLeave(player.uuid);
+  plugin?.client.reportPlayerLeave(player.uuid);
+}
+
+/**
+ * A transfer reached this instance through the event stream (PLAYER_TRANSFER: uuid, name,
+ * fromInstanceId, toInstanceId). A proxy holding the player moves it; a server hands it over or
+ * receives it, reporting the join, as a backend behind a proxy would see the player connect.
+ */
+function transferArrived(event: CloudEvent): void {
+  const data = event.data as { uuid?: unknown; name?: unknown; fromInstanceId?: unknown; toInstanceId?: unknown };
+  if (typeof data.uuid !== "string" || typeof data.toInstanceId !== "string") return;
+  const name = nameOfUuid(data.uuid) ?? (typeof data.name === "string" ? data.name : undefined);
+  if (name === undefined) return;
+  const held = players.get(name);
+  if (proxyMode) {
+    if (!held || held.uuid !== data.uuid.toLowerCase()) return;
+    held.server = data.toInstanceId;
+    log(`Moving ${name} to ${data.toInstanceId}`);
+    return;
+  }
+  if (held && data.fromInstanceId === instanceId && data.toInstanceId !== instanceId) {
+    players.delete(name);
+    plugin?.players.trackLocalLeave(held.uuid);
+    log(`${name} left by transfer to ${data.toInstanceId}`);
+  } else if (!held && data.toInstanceId === instanceId && PLAYER_NAME.test(name) && players.size < Math.min(maxPlayers, playersMax)) {
+    const uuid = data.uuid.toLowerCase();
+    players.set(name, { uuid, server: null });
+    log(`${name} joined by transfer from ${typeof data.fromInstanceId === "string" ? data.fromInstanceId : "?"}`);
+    plugin?.players.trackLocalJoin(uuid, name);
+    plugin?.client.reportPlayerJoin(uuid, name);
+  }
+}
+
+// ---- console commands ----------------------------------------------------------------------
+
+const consoleUser = consoleSender((text) => log(stripFormatting(text), text.startsWith(RED) ? "WARN" : "INFO"));
+const commands = plugin?.commands ?? new CommandRegistry({ onError: (error) => log(`Command failed: ${String(error)}`, "ERROR") });
+const playerName = Arguments.of("name", (input) => (PLAYER_NAME.test(input) ? input : fail(`Player names are 1-16 of A-Z a-z 0-9 _, not "${input}"`)));
+const onlineName = Arguments.of(
+  "name",
+  (input) => (players.has(input) ? input : fail(`${input} is not online`)),
+  (prefix) => [...players.keys()].filter((name) => name.startsWith(prefix)),
+);
+const needsPlugin = (): CloudPlugin => plugin ?? fail("No controller configured (CLOUD_CONTROLLER_URL and CLOUD_WORKLOAD_TOKEN)");
+
+commands.register(
+  CommandBuilder.literal("help")
+    .description("this list")
+    .handler(() => log(`Commands: ${commands.overview(consoleUser).join(", ")}`))
+    .build(),
+);
+commands.register(
+  CommandBuilder.literal("stop")
+    .description("stop the server")
+    .handler(() => (ignoreStop ? log("Ignoring stop (CLOUD_SIM_IGNORE_STOP)", "WARN") : stop("stop command")))
+    .build(),
+);
+commands.register(
+  CommandBuilder.literal("say")
+    .argument(Arguments.string("text").optional("").greedy())
+    .handler((c) => log(`[Server] ${c.get<string>("text")}`))
+    .build(),
+);
+commands.register(
+  CommandBuilder.literal("list")
+    .description("players online here")
+    .handler(() => log(`There are ${players.size} of a max of ${maxPlayers} players online: ${[...players.keys()].join(", ")}`))
+    .build(),
+);
+commands.register(
+  CommandBuilder.literal("players")
+    .description("simulate players")
+    .then(
+      CommandBuilder.literal("join")
+        .argument(playerName)
+        .handler((c) => join(c.get("name"))),
+    )
+    .then(
+      CommandBuilder.literal("leave")
+        .argument(playerName)
+        .handler((c) => leave(c.get("name"))),
+    )
+    .then(
+      CommandBuilder.literal("kick")
+        .argument(onlineName)
+        .argument(Arguments.string("reason").optional("Kicked").greedy())
+        .handler((c) => leave(c.get("name"), `was kicked: ${c.get<string>("reason")}`)),
+    )
+    .then(
+      CommandBuilder.literal("transfer")
+        .description("to the least-loaded instance of a group")
+        .argument(onlineName)
+        .argument(Arguments.string("group"))
+        .handler(async (c) => {
+          const name = c.get<string>("name");
+          const result = await needsPlugin().client.transferPlayer(players.get(name)!.uuid, c.get("group"));
+          if (result.success)
+            log(`Transfer of ${name} to group ${c.get<string>("group")} queued${result.targetInstanceId ? ` (${result.targetInstanceId})` : ""}`);
+          else log(`Transfer of ${name} failed: ${result.failureReason}`, "WARN");
+        }),
+    )
+    .then(
+      CommandBuilder.literal("send")
+        .description("to one instance")
+        .argument(onlineName)
+        .argument(Arguments.string("instance"))
+        .handler(async (c) => {
+          const name = c.get<string>("name");
+          const result = await needsPlugin().client.transferPlayerTo(players.get(name)!.uuid, c.get("instance"));
+          if (result.success) log(`Transfer of ${name} to ${result.targetInstanceId} queued`);
+          else log(`Transfer of ${name} failed: ${result.failureReason}`, "WARN");
+        }),
+    )
+    .build(),
+);
+commands.register(
+  CommandBuilder.literal("load")
+    .description(`simulated work per tick, 0-${loadPercentMax} %`)
+    .argument(Arguments.integer("percent", { min: 0, max: loadPercentMax }))
+    .handler((c) => {
+      ticks.setLoad(c.get("percent"), Date.now());
+      log(`Load set to ${c.get<number>("percent")} % (${ticks.read(Date.now()).msptAvg.toFixed(1)} ms per tick on average so far)`);
+    })
+    .build(),
+);
+commands.register(
+  CommandBuilder.literal("tps")
+    .handler(() => {
+      const { tps1m, tps5m, tps15m, msptAvg } = ticks.read(Date.now());
+      log(`TPS from last 1m, 5m, 15m: ${tps1m.toFixed(2)}, ${tps5m.toFixed(2)}, ${tps15m.toFixed(2)} (MSPT ${msptAvg.toFixed(2)})`);
+    })
+    .build(),
+);
+commands.register(
+  CommandBuilder.literal("metrics")
+    .description("report metrics now")
+    .handler(() => {
+      needsPlugin();
+      const metrics = reportMetrics();
+      log(`Reported metrics: tps1m=${metrics.tps1m.toFixed(2)} msptAvg=${metrics.msptAvg.toFixed(2)} players=${metrics.playerCount}`);
+    })
+    .build(),
+);
+commands.register(
+  CommandBuilder.literal("event")
+    .description("publish a custom event")
+    .argument(Arguments.string("type"))
+    .argument(Arguments.string("json").optional("{}").greedy())
+    .handler((c) => {
+      let data: unknown;
+      try {
+        data = JSON.parse(c.get("json"));
+      } catch {
+        return c.fail("json: not valid JSON");
+      }
+      c.failUnless(data !== null && typeof data === "object" && !Array.isArray(data), "json: must be an object");
+      try {
+        needsPlugin().client.publishEvent(c.get("type"), data as Record<string, unknown>);
+      } catch (error) {
+        return c.fail((error as Error).message);
+      }
+      log(`Published event ${c.get<string>("type")}`);
+    })
+    .build(),
+);
+commands.register(
+  CommandBuilder.literal("crash")
+    .argument(Arguments.string("code").optional("1"))
+    .handler((c) => {
+      const code = Number(c.get("code"));
+      const exitCode = Number.isInteger(code) && code >= 0 && code <= 255 ? code : 1;
+      log(`Simulated crash, exiting with code ${exitCode}`, "ERROR");
+      process.exit(exitCode);
+    })
+    .build(),
+);
+commands.register(
+  CommandBuilder.literal("oom")
+    .handler(() => {
+      // The JVM prints this line; the kernel's OOM killer then ends the process with SIGKILL.
+      log('Exception in thread "Server thread" java.lang.OutOfMemoryError: Java heap space', "ERROR");
+      process.kill(process.pid, "SIGKILL");
+    })
+    .build(),
+);
+
+// Commands run one after another, in the order they were typed (a join finishes before the next line).
+let commandQueue: Promise<void> = Promise.resolve();
+let pendingCommands = 0;
+function enqueue(line: string): void {
+  if (line.trim() === "") return;
+  if (pendingCommands >= pendingCommandsMax) return log(`Command dropped: ${pendingCommandsMax} commands already waiting`, "WARN");
+  pendingCommands += 1;
+  commandQueue = commandQueue
+    .then(async () => {
+      const outcome = await commands.dispatch(consoleUser, line.trim());
+      if (outcome === "unknown") log(`Unknown command "${line.trim().split(/\s+/)[0]}". Type "help" for help.`, "WARN");
+    })
+    .finally(() => (pendingCommands -= 1));
+}
+
+// ---- process, stdin, boot ------------------------------------------------------------------
+
+process.on("SIGTERM", () => (ignoreStop ? log("Ignoring SIGTERM (CLOUD_SIM_IGNORE_STOP)", "WARN") : stop("SIGTERM")));
+process.on("SIGINT", () => (ignoreStop ? log("Ignoring SIGINT (CLOUD_SIM_IGNORE_STOP)", "WARN") : stop("SIGINT")));
+
+// Standard input, split into lines (CRLF or LF). It closes when the daemon is gone: nothing can
+// drive the server any more.
+let pendingInput = "";
+process.stdin.setEncoding("utf8");
+process.stdin.on("data", (chunk: string) => {
+  pendingInput += chunk;
+  for (let end = pendingInput.indexOf("\n"); end >= 0; end = pendingInput.indexOf("\n")) {
+    const line = pendingInput.slice(0, end);
+    pendingInput = pendingInput.slice(end + 1);
+    enqueue(line.endsWith("\r") ? line.slice(0, -1) : line);
+  }
+});
+process.stdin.on("end", () => {
+  if (pendingInput !== "") enqueue(pendingInput);
+  pendingInput = "";
+  void commandQueue.then(() => stop("standard input closed"));
+});
+process.stdin.on("error", () => stop("standard input closed"));
+
+async function reportReady(active: CloudPlugin): Promise<boolean> {
+  for (let attempt = 1; attempt <= readyAttemptsMax; attempt += 1) {
+    try {
+      await active.client.markReady();
+      return true;
+    } catch (error) {
+      const status = (error as { status?: number }).status ?? 0;
+      log(`Plugin API ready ${status > 0 ? `answered ${status}` : `failed: ${(error as Error).message}`} (attempt ${attempt}/${readyAttemptsMax})`, "WARN");
+      if (status >= 400 && status < 500) return false;
+    }
+    if (attempt < readyAttemptsMax) await new Promise((resolve) => setTimeout(resolve, Math.min(retryBackoffMaxMs, 100 * 2 ** attempt)));
+  }
+  return false;
+}
+
+function startEventStream(active: CloudPlugin): void {
+  active.events.subscribe("PLAYER_TRANSFER", transferArrived);
+  active.events.subscribeAll((event) => {
+    if (event.type.includes(":")) log(`[event] ${event.type} from ${event.source} ${JSON.stringify(event.data)}`);
+  });
+  active.players.setConnections({
+    sendMessage: (uuid, text) => {
+      const name = nameOfUuid(uuid);
+      if (name !== undefined) log(`[-> ${name}] ${stripFormatting(text)}`);
+      return name !== undefined;
+    },
+    kick: (uuid, reason) => {
+      const name = nameOfUuid(uuid);
+      if (name !== undefined) leave(name, `was kicked: ${reason}`);
+      return name !== undefined;
+    },
+  });
+  active.eventStream.start();
+  void active.eventStream.whenConnected().then(() => log("Connected to the event stream"));
+}
+
+log(`Starting simulated game server ${VERSION} (instance ${instanceId}, group ${group || "-"}, node ${process.version})`);
+if (proxyMode) log("Running as a proxy: players join here and are moved when a transfer arrives");
+server.on("error", (error) => {
+  log(`Failed to bind to ${bindHost}:${port}: ${error.message}`, "ERROR");
+  process.exit(2);
+});
+
+setTimeout(() => {
+  log(`Starting server on ${bindHost}:${port}`);
+  server.listen(port, bindHost, () => {
+    const address = server.address();
+    const boundPort = typeof address === "object" && address !== null ? address.port : port;
+    log(`Done (${((Date.now() - startedAtMs) / 1000).toFixed(3)}s)! For help, type "help" (port ${boundPort})`);
+    if (tickIntervalMs > 0) {
+      tickTimer = setInterval(() => {
+        tickCount += 1;
+        log(`[tick] ${tickCount} players=${players.size}`);
+      }, tickIntervalMs);
+    }
+    if (plugin !== null) {
+      void reportReady(plugin).then((ok) => log(ok ? "Reported ready to the controller" : "Could not report ready to the controller", ok ? "INFO" : "WARN"));
+      if (eventStreamWanted) startEventStream(plugin);
+      if (metricsIntervalMs > 0) metricsTimer = setInterval(reportMetrics, metricsIntervalMs);
+    }
+  });
+}, startupDelayMs);
