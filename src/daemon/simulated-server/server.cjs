@@ -9,7 +9,8 @@
 // It binds its port (a TCP connection receives one status line), prints console lines (banner,
 // periodic ticks), reports ready and players through the plugin API when CLOUD_CONTROLLER_URL and
 // CLOUD_WORKLOAD_TOKEN are set, and obeys stdin commands: help, stop, say <text>,
-// players join <name>, players leave <name>, list, crash [code], oom.
+// players join <name>, players leave <name>, list, crash [code], oom. A file named
+// simulated-crash-on-boot in its working directory (from a template) makes it exit 3 at boot.
 /* global require, process, setTimeout, setInterval, clearInterval, Buffer */
 "use strict";
 const { createServer } = require("node:net");
@@ -207,6 +208,12 @@ process.stdin.on("end", () => {
 process.stdin.on("error", () => stop("standard input closed"));
 
 log(`Starting simulated game server ${VERSION} (instance ${instanceId}, group ${group || "-"}, node ${process.version})`);
+// A template may carry this file to make every server started from it crash while booting (a bad
+// plugin in a new revision, for the deployment tests).
+if (require("node:fs").existsSync("simulated-crash-on-boot")) {
+  log("Crashing on boot: simulated-crash-on-boot is present in the working directory", "ERROR");
+  process.exit(3);
+}
 server.on("error", (error) => {
   log(`Failed to bind to ${bindHost}:${port}: ${error.message}`, "ERROR");
   process.exit(2);
