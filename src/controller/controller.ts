@@ -291,7 +291,9 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const revisions = new RevisionStore(deploymentCollections, templateHash, () => isoFromMs(clock.nowMs()));
     const deployments = new DeploymentService({ collections: deploymentCollections, revisions, groups, instances, templateHash, events, clock });
     const forgetDeployments = events.subscribe(EventTypes.GROUP_DELETED, (e) =>
-      deployments.forgetGroup(String(e.data.groupName)).catch((err: unknown) => log.warn(`Removing the deployments of group ${String(e.data.groupName)} failed`, err)),
+      deployments
+        .forgetGroup(String(e.data.groupName))
+        .catch((err: unknown) => log.warn(`Removing the deployments of group ${String(e.data.groupName)} failed`, err)),
     );
     cleanups.push({ name: "deployment records", run: () => forgetDeployments.unsubscribe() });
 

@@ -139,7 +139,7 @@ export class DeploymentReconciler {
       } else if (deployment.control.paused) {
         progress.intent = null;
       } else {
-        this.rolloutStep(deployment, progress, group, records, nowMs);
+        completed = this.rolloutStep(deployment, progress, group, records, nowMs);
       }
     }
     if (progress.state && progress.state !== "COMPLETED" && group && (!stored || !stored.state)) {
@@ -191,8 +191,14 @@ export class DeploymentReconciler {
     return failure;
   }
 
-  /** One rollout step: canary and promotion, the plan, completion. */
-  private rolloutStep(deployment: StoredDeployment, progress: StoredProgress, group: StoredGroup, records: readonly StoredInstance[], nowMs: number): void {
+  /** One rollout step: canary and promotion, the plan, completion (returns COMPLETED then). */
+  private rolloutStep(
+    deployment: StoredDeployment,
+    progress: StoredProgress,
+    group: StoredGroup,
+    records: readonly StoredInstance[],
+    nowMs: number,
+  ): string | null {
     const { settings, revision } = deployment;
     const counted = records.filter((r) => COUNTED_STATES.has(r.state));
     if (progress.desiredInstances === null) {
@@ -231,8 +237,9 @@ export class DeploymentReconciler {
     const oldLeft = records.some((r) => r.deploymentRevision !== revision && !FINISHED_STATES.has(r.state));
     const allHealthy = newCounted.every((r) => r.state === "RUNNING" && progress.instances[r.id]?.healthy);
     if (progress.phase === "ROLLING" && !oldLeft && allHealthy && (newCounted.length >= Math.min(1, desired) || desired === 0)) {
-      this.finish(progress, "COMPLETED", null, nowMs, false);
+      return this.finish(progress, "COMPLETED", null, nowMs, false);
     }
+    return null;
   }
 
   /** After a rollback with restore: the previous revision replaces this one's instances, one batch at a time. */

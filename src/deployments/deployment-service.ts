@@ -165,7 +165,8 @@ export class DeploymentService {
   /** Ends the canary phase: the rollout replaces the rest. 409 NO_CANARY for a deployment without canaries. */
   promote(groupName: string, revision: number): Promise<DeploymentDetail> {
     return this.control(groupName, revision, "promote", (c, doc) => {
-      if (!doc.settings.canaryInstances && !doc.settings.canaryPercent) throw conflict(`Deployment ${revision} of ${groupName} has no canary to promote`, "NO_CANARY");
+      if (!doc.settings.canaryInstances && !doc.settings.canaryPercent)
+        throw conflict(`Deployment ${revision} of ${groupName} has no canary to promote`, "NO_CANARY");
       return { ...c, promoted: true };
     });
   }

@@ -3,7 +3,7 @@
  * schedule the group; it writes an intent into the deployment's progress document, and the
  * controller that holds the group's lease carries it out through the scheduler's deployments seam
  * (instance-lifecycle.ts): new instances of the intent's revision until the group has `wantNew` of
- * them (never above `maxTotal` counted instances), and a drain (RUNNING) or stop of each instance in
+ * them (never above `maxTotal` counted instances), and a drain (RUNNING with players) or stop of each instance in
  * `retire` that is still counted and of another revision. Every start is fenced by the group's
  * lease (the scheduler checks it before recording), and the intent is a level, not a list of
  * commands: carried out twice, or by the next owner after a failover, it does nothing more.
@@ -79,7 +79,9 @@ export class IntentExecutor {
       const askedMs = this.retireAsked.get(record.id);
       if (askedMs !== undefined && nowMs - askedMs < retireRepeatMs) continue;
       this.retireAsked.set(record.id, nowMs);
-      lifecycle.retireInstance(record.id, record.state === "RUNNING" ? "DRAIN" : "STOP");
+      // Players first: an instance with players drains (no new players, they move or the drain
+      // times out) before it stops; one without players has nothing to drain.
+      lifecycle.retireInstance(record.id, record.state === "RUNNING" && record.playerCount > 0 ? "DRAIN" : "STOP");
     }
     const counted = records.filter((r) => COUNTED_STATES.has(r.state) && !(retire.has(r.id) && r.deploymentRevision !== intent.revision));
     let total = counted.length;

@@ -30,7 +30,11 @@ export interface RolloutBounds {
  * - DYNAMIC: no surge beyond maxInstances (the group's own evaluation would stop the extra ones);
  * - neither surge nor unavailability allowed would never progress: one instance at a time is.
  */
-export function rolloutBounds(group: Pick<StoredGroup, "scalingMode" | "static" | "maxInstances" | "minInstances">, settings: DeploymentSettings, desired: number): RolloutBounds {
+export function rolloutBounds(
+  group: Pick<StoredGroup, "scalingMode" | "static" | "maxInstances" | "minInstances">,
+  settings: DeploymentSettings,
+  desired: number,
+): RolloutBounds {
   if (settings.strategy === "RECREATE") return { surge: 0, maxUnavailable: Math.max(1, desired), batchSize: Math.max(1, desired) };
   if (group.static || group.scalingMode === "STATIC") return { surge: 0, maxUnavailable: 1, batchSize: 1 };
   let surge = settings.maxSurge;

@@ -19,7 +19,8 @@ const settings: DeploymentSettings = {
   maxSurge: 1,
   maxUnavailable: 0,
 };
-const running = (n: number, players = 0): OldInstance[] => Array.from({ length: n }, (_, i) => ({ id: `old-${i + 1}`, state: "RUNNING", playerCount: players }));
+const running = (n: number, players = 0): OldInstance[] =>
+  Array.from({ length: n }, (_, i) => ({ id: `old-${i + 1}`, state: "RUNNING", playerCount: players }));
 const dynamic = { scalingMode: "DYNAMIC" as const, static: false, minInstances: 2, maxInstances: 10 };
 
 describe("rollout bounds", () => {
@@ -58,9 +59,25 @@ describe("one rollout step", () => {
       { id: "c", state: "STARTING", playerCount: 0 },
       { id: "d", state: "RUNNING", playerCount: 1 },
     ];
-    const step = planRolloutStep({ desired: 4, targetNew: 4, bounds: { surge: 0, maxUnavailable: 2, batchSize: 3 }, newCounted: 0, newHealthy: 0, old, oldRetiring: 0 });
+    const step = planRolloutStep({
+      desired: 4,
+      targetNew: 4,
+      bounds: { surge: 0, maxUnavailable: 2, batchSize: 3 },
+      newCounted: 0,
+      newHealthy: 0,
+      old,
+      oldRetiring: 0,
+    });
     assert.deepEqual(step.retire, ["c", "b"], "c is not serving (one already unavailable), so one RUNNING more stays within maxUnavailable 2");
-    const busy = planRolloutStep({ desired: 4, targetNew: 4, bounds: { surge: 0, maxUnavailable: 2, batchSize: 3 }, newCounted: 0, newHealthy: 0, old, oldRetiring: 3 });
+    const busy = planRolloutStep({
+      desired: 4,
+      targetNew: 4,
+      bounds: { surge: 0, maxUnavailable: 2, batchSize: 3 },
+      newCounted: 0,
+      newHealthy: 0,
+      old,
+      oldRetiring: 3,
+    });
     assert.deepEqual(busy.retire, [], "a full batch still draining holds further retirements");
   });
 

@@ -167,7 +167,10 @@ export class GroupService {
       const current = await this.groups.get(name);
       if (!current) return null;
       const next: StoredGroup = { ...current, ...fields, templates: [...fields.templates] };
-      if (JSON.stringify([next.platformVersion, next.jarFile, next.memoryMb, next.templates]) === JSON.stringify([current.platformVersion, current.jarFile, current.memoryMb, current.templates]))
+      if (
+        JSON.stringify([next.platformVersion, next.jarFile, next.memoryMb, next.templates]) ===
+        JSON.stringify([current.platformVersion, current.jarFile, current.memoryMb, current.templates])
+      )
         return false;
       validateGroupInvariants(next);
       next.updatedAt = isoFromMs(this.clock.nowMs());

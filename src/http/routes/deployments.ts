@@ -120,7 +120,12 @@ export function deploymentRoutes(deployments: DeploymentService, audit: AuditRec
       async ({ params, body, principal, c }) => {
         const restore = body.restore ?? false;
         const result = await deployments.rollback(params.group, params.revision, restore, principal?.username ?? "system");
-        await audited(audit, c, { action: "deployment.rollback", resourceType: "group", resourceId: params.group, details: { revision: params.revision, restore } });
+        await audited(audit, c, {
+          action: "deployment.rollback",
+          resourceType: "group",
+          resourceId: params.group,
+          details: { revision: params.revision, restore },
+        });
         return result;
       },
     );
