@@ -104,7 +104,6 @@ describe("one rollout step", () => {
         // The world moves: last round's retirements finish, last round's starts become healthy.
         retiring = [];
         healthy += starting;
-        starting = 0;
         const step = planRolloutStep({ desired, targetNew: desired, bounds: b, newCounted: healthy, newHealthy: healthy, old, oldRetiring: retiring.length });
         for (const id of step.retire) {
           assert.ok(!retiredOnce.has(id), `${id} retired twice`);
