@@ -10,6 +10,7 @@ import { registerClusterCommands } from "./commands/cluster.js";
 import { registerCompletionCommand } from "./commands/completion.js";
 import { registerContextCommands } from "./commands/context.js";
 import { registerCrashCommands } from "./commands/crash.js";
+import { registerDeployCommands } from "./commands/deploy.js";
 import { registerEventCommands } from "./commands/events.js";
 import { registerGroupCommands } from "./commands/group.js";
 import { registerInstanceCommands } from "./commands/instance.js";
@@ -73,6 +74,7 @@ export function buildProgram(io: ProcessIo): Command {
   registerBackupCommands(program, runtime);
   registerEventCommands(program, runtime);
   registerNodeCommands(program, runtime);
+  registerDeployCommands(program, runtime);
   registerClusterCommands(program, runtime);
   registerPluginCommands(program, runtime);
   registerCompletionCommand(program, runtime);

@@ -26,6 +26,12 @@ export const ControllerConfigSchema = obj({
     maxStartingPerNode: Type.Integer({ minimum: 0, default: 16 }),
     reconcileIntervalSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 300, default: 30 }),
   }),
+  deployments: obj({
+    /** Seconds between steps of the active deployments (and between the group owners' checks of their intents). */
+    reconcileIntervalSeconds: Type.Number({ exclusiveMinimum: 0, maximum: 60, default: 1 }),
+    /** TTL of the Raft singleton lease `deployment-reconciler`: how long a dead holder keeps it. */
+    leaseTtlSeconds: Type.Number({ minimum: 1, maximum: 3600, default: 15 }),
+  }),
   logging: obj({
     level: Type.String({ default: "INFO" }),
     format: Type.String({ default: "HUMAN" }),

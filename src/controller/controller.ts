@@ -79,6 +79,15 @@ import { openControllerStores, type ControllerStores } from "./stores.js";
 import { BackupService } from "../backup/backup-service.js";
 import { backupRoutes } from "../http/routes/backups.js";
 import { uriScheme } from "../store/open.js";
+import { openDeploymentCollections } from "../deployments/deployment-store.js";
+import { RevisionStore } from "../deployments/revision-store.js";
+import { DeploymentService } from "../deployments/deployment-service.js";
+import { DeploymentReconciler } from "../deployments/deployment-reconciler.js";
+import { IntentExecutor } from "../deployments/intent-executor.js";
+import { deploymentRoutes } from "../http/routes/deployments.js";
+import { EventTypes } from "../events/event-types.js";
+import { isoFromMs } from "../domain/shared/time.js";
+import { ApiError } from "../shared/errors.js";
 
 /** A part of `stop()` that takes this long is named in the log. */
 const SLOW_CLEANUP_MS = 2_000;
@@ -177,6 +186,8 @@ export interface ControllerServices {
   metricsHistory: MetricsHistory;
   /** Backups in `<data.dir>/backups` and restores. */
   backups: BackupService;
+  /** Deployments of groups (revisions, rollouts) as the routes drive them. */
+  deployments: DeploymentService;
 }
 
 /** A running controller. */
@@ -325,6 +336,23 @@ export async function startController(config: ControllerConfig, opts: StartContr
     let players: PlayerService | null = null;
     const overview = new OverviewService(groups, instances, nodes, { onlineCount: () => (players ? players.onlineCount() : Promise.resolve(0)) });
     const templates = new TemplateService({ documents, blobs, events, clock, spoolDirectory: opts.templateSpoolDirectory });
+    const deploymentCollections = openDeploymentCollections(documents);
+    const templateHash = async (name: string) => {
+      try {
+        return (await templates.get(name)).hash;
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 404) return null;
+        throw err;
+      }
+    };
+    const revisions = new RevisionStore(deploymentCollections, templateHash, () => isoFromMs(clock.nowMs()));
+    const deployments = new DeploymentService({ collections: deploymentCollections, revisions, groups, instances, templateHash, events, clock });
+    const forgetDeployments = events.subscribe(EventTypes.GROUP_DELETED, (e) =>
+      deployments
+        .forgetGroup(String(e.data.groupName))
+        .catch((err: unknown) => log.warn(`Removing the deployments of group ${String(e.data.groupName)} failed`, err)),
+    );
+    cleanups.push({ name: "deployment records", run: () => forgetDeployments.unsubscribe() });
 
     metrics.setGaugeSources({
       groupsTotal: () => groups.count(),
@@ -404,6 +432,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       clock,
       logger: logs.logger("cloud.scheduler"),
       metrics,
+      revisions,
       tuning: {
         evaluationIntervalMs: config.scheduler.evaluationIntervalSeconds * 1000,
         startingPerNodeMax: config.scheduler.maxStartingPerNode,
@@ -471,6 +500,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       routeModules: [
         groupRoutes(groups, audit),
         groupSchedulingRoutes(groups, scheduler, audit),
+        deploymentRoutes(deployments, audit),
         serviceRoutes(instances),
         instanceControlRoutes({ instances, operations: scheduler, console: consoleHub, tickets: consoleTickets, audit, metrics }),
         crashRoutes(crashes),
@@ -560,6 +590,34 @@ export async function startController(config: ControllerConfig, opts: StartContr
       await scheduler.start();
       // Stops first: no actor reacts to the sessions the gateway then closes.
       cleanups.push({ name: "scheduler", run: () => scheduler.stop() });
+      // Deployments: the reconciler steps rollouts under its singleton lease; every controller
+      // carries out the steps of the groups it schedules (docs/decisions/deployments.md).
+      const deploymentIntervalMs = config.deployments.reconcileIntervalSeconds * 1000;
+      const intents = new IntentExecutor({
+        collections: deploymentCollections,
+        instances,
+        lifecycle: scheduler,
+        isOwned: (group) => scheduler.isOwned(group),
+        clock,
+        logger: logs.logger("cloud.deployments"),
+        intervalMs: deploymentIntervalMs,
+      });
+      const reconciler = new DeploymentReconciler({
+        collections: deploymentCollections,
+        revisions,
+        groups,
+        instances,
+        crashes,
+        events,
+        clock,
+        logger: logs.logger("cloud.deployments"),
+        runUnderLease: (name, ttlMs, fn) => cluster.runUnderLease(name, ttlMs, fn),
+        intervalMs: deploymentIntervalMs,
+        leaseTtlMs: config.deployments.leaseTtlSeconds * 1000,
+      });
+      intents.start();
+      reconciler.start();
+      cleanups.push({ name: "deployment reconciler", run: () => Promise.all([reconciler.stop(), intents.stop()]).then(() => undefined) });
     }
 
     return {
@@ -590,6 +648,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         eventStream,
         metricsHistory,
         backups,
+        deployments,
       },
       app,
       registry,

@@ -13,6 +13,7 @@ import type { MachineCredentials } from "../plugin-api/credentials.js";
 import { conflict } from "../shared/errors.js";
 import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
 import type { InstanceRef } from "./actor-effects.js";
+import type { RevisionSource } from "./instance-lifecycle.js";
 import { buildInstanceSpec } from "./instance-spec.js";
 import type { LiveInstances } from "./live-instances.js";
 import type { SupervisedInstances } from "./supervised-instances.js";
@@ -30,6 +31,8 @@ export interface CommandDispatchDeps {
   instances: Pick<InstanceService, "getDoc">;
   groups: Pick<GroupService, "getDoc">;
   credentials: Pick<MachineCredentials, "issueWorkloadToken">;
+  /** Frozen revisions (deployments); without it every instance starts from its group record. */
+  revisions?: Pick<RevisionSource, "specOf">;
   live: LiveInstances;
   supervised: SupervisedInstances;
   logger: Logger;
@@ -62,10 +65,11 @@ export class CommandDispatch {
     }
     const fencingToken = this.deps.fencingTokenOf(ref.group);
     if (fencingToken === null) return;
+    const revision = doc.deploymentRevision > 0 && this.deps.revisions ? await this.deps.revisions.specOf(doc.group, doc.deploymentRevision) : null;
     const token = this.deps.credentials.issueWorkloadToken({ instanceId: doc.id, group: doc.group, node: doc.node });
     const result = await this.send(ref.node, {
       type: "start_instance",
-      body: { group: ref.group, fencing_token: fencingToken, spec: buildInstanceSpec(group, doc, token.token) },
+      body: { group: ref.group, fencing_token: fencingToken, spec: buildInstanceSpec(group, doc, token.token, revision) },
     });
     if (result.ok || result.error_code === "INSTANCE_EXISTS" || PERMANENT_DISPATCH_ERRORS.has(result.error_code)) this.retrying.delete(ref.instanceId);
     else {

@@ -17,7 +17,7 @@ import { isoFromMs } from "../domain/shared/time.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
 import { notFound } from "../shared/errors.js";
-import type { RevisionStart } from "./instance-lifecycle.js";
+import type { RevisionSource, RevisionStart } from "./instance-lifecycle.js";
 import type { LiveInstance, LiveInstances } from "./live-instances.js";
 import { placeInstance, type PlacementFailure, type PlacementNode } from "./placement.js";
 import { freeSlots } from "./static-slots.js";
@@ -44,6 +44,8 @@ export interface GroupEvaluatorDeps {
   toInstance(instanceId: string, event: InstanceEvent): void;
   /** The node records placement just read (the host learns nodes it has not seen yet). */
   nodesSeen(nodes: readonly NodeRecord[]): void;
+  /** Frozen revisions (deployments): new instances carry the group's current one; none: revision 0. */
+  revisions?: Pick<RevisionSource, "resolve">;
 }
 
 /** Instance records written at once by one evaluation (a bound on concurrent store writes). */
@@ -139,10 +141,17 @@ export class GroupEvaluator {
   /**
    * Places and records up to `count` new instances; returns those scheduled. `paced`: nodes whose
    * start slots are full take none now (the rest wait for a freed slot, not an issue). `revision`:
-   * the deployment revision the new instances carry (0 until deployments exist).
+   * the deployment revision the new instances carry (the group's current revision when undefined;
+   * its memory is what they reserve).
    */
-  private async schedule(group: StoredGroup, wanted: number, signal: AbortSignal, options: { paced: boolean; revision?: number }): Promise<InstanceFields[]> {
-    this.waitingForSlots.delete(group.name);
+  private async schedule(
+    groupRecord: StoredGroup,
+    wanted: number,
+    signal: AbortSignal,
+    options: { paced: boolean; revision?: number },
+  ): Promise<InstanceFields[]> {
+    this.waitingForSlots.delete(groupRecord.name);
+    let group = groupRecord;
     // A STATIC group starts free slots only: one still stopping, or stopped by an operator, is not free.
     const slots = group.static
       ? freeSlots(group.name, group.minInstances, this.deps.live.ofGroup(group.name), new Set(group.stoppedInstances ?? []), wanted)
@@ -152,6 +161,10 @@ export class GroupEvaluator {
       if (group.schedulingIssue) await this.setIssue(group, null);
       return [];
     }
+    const pinned = this.deps.revisions
+      ? await this.deps.revisions.resolve(groupRecord, options.revision)
+      : { revision: options.revision ?? 0, memoryMb: groupRecord.memoryMb };
+    if (pinned.memoryMb !== groupRecord.memoryMb) group = { ...groupRecord, memoryMb: pinned.memoryMb };
     const nodes = await this.placementNodes();
     const max = this.deps.startingPerNodeMax;
     const request = options.paced && max > 0 ? { group, startSlotsFull: (nodeId: string) => this.deps.live.startingOn(nodeId) >= max } : { group };
@@ -187,7 +200,7 @@ export class GroupEvaluator {
         memoryMb: group.memoryMb,
         startedAt: null,
         stoppedAt: null,
-        deploymentRevision: options.revision ?? 0,
+        deploymentRevision: pinned.revision,
       };
       const previous = this.deps.live.get(id);
       if (previous) replaced.push({ ...previous });

@@ -4,6 +4,7 @@
  * {@link SchedulerHost} implements it for the groups this controller schedules; the rollout decides
  * order, surge and health gates on top of it.
  */
+import type { StoredGroup } from "../domain/groups/group-types.js";
 import type { InstanceState } from "../domain/instances/instance-schemas.js";
 
 /** One state an instance actor entered, as its record was written. */
@@ -36,4 +37,31 @@ export interface InstanceLifecycle {
   retireInstance(instanceId: string, how: "DRAIN" | "STOP"): void;
   /** Every state change of the instances scheduled here, in order per instance; returns the unsubscribe. */
   onInstanceState(listener: InstanceStateListener): () => void;
+}
+
+/** What a frozen revision starts an instance from (the fields of the daemon's spec it decides). */
+export interface RevisionSpec {
+  platform: string;
+  jarFile: string;
+  memoryMb: number;
+  /** Ordered layers, each pinned to a template content hash ("" for a template that did not exist). */
+  templates: { name: string; hash: string }[];
+}
+
+/** A revision as placement needs it: its number and the memory its instances reserve. */
+export interface ResolvedRevision {
+  revision: number;
+  memoryMb: number;
+}
+
+/**
+ * Where revisions come from (src/deployments): the revision new instances of a group start from,
+ * and what a recorded revision starts. Without one, instances carry revision 0 and start from the
+ * group record as it is at dispatch.
+ */
+export interface RevisionSource {
+  /** `requested`, or the group's current revision when undefined (frozen from the group on first use). */
+  resolve(group: StoredGroup, requested?: number): Promise<ResolvedRevision>;
+  /** What `revision` of `group` starts; null when it is not recorded (the group record applies then). */
+  specOf(group: string, revision: number): Promise<RevisionSpec | null>;
 }

@@ -5,13 +5,18 @@
 import type { StoredGroup } from "../domain/groups/group-service.js";
 import type { InstanceFields } from "../domain/instances/instance-service.js";
 import type { InstanceSpec } from "../wire/daemon-proto.js";
+import type { RevisionSpec } from "./instance-lifecycle.js";
 
-/** Builds the spec of `instance` of `group`; the daemon fills the controller URL it reached. */
-export function buildInstanceSpec(group: StoredGroup, instance: InstanceFields, workloadToken: string): InstanceSpec {
+/**
+ * Builds the spec of `instance` of `group`; the daemon fills the controller URL it reached. With the
+ * instance's frozen `revision`, platform, jar and template layers (pinned to their hashes) come from
+ * it instead of the group record.
+ */
+export function buildInstanceSpec(group: StoredGroup, instance: InstanceFields, workloadToken: string, revision?: RevisionSpec | null): InstanceSpec {
   return {
     instance_id: instance.id,
     group: group.name,
-    platform: group.platform,
+    platform: revision ? revision.platform : group.platform,
     port: instance.port,
     memory_mb: instance.memoryMb,
     static: group.static,
@@ -20,7 +25,7 @@ export function buildInstanceSpec(group: StoredGroup, instance: InstanceFields, 
     workload_token: workloadToken,
     controller_url: "",
     variables: {},
-    templates: group.templates.map((name) => ({ name, hash: "" })),
-    jar_file: group.jarFile,
+    templates: revision ? revision.templates.map((t) => ({ name: t.name, hash: t.hash })) : group.templates.map((name) => ({ name, hash: "" })),
+    jar_file: revision ? revision.jarFile : group.jarFile,
   };
 }

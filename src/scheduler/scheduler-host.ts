@@ -39,7 +39,7 @@ import type { CrashLoopOptions } from "./crash-loop.js";
 import { DaemonReportRouter, type ConsoleSink } from "./daemon-report-router.js";
 import { FinishedSweeper } from "./finished-sweeper.js";
 import { GroupEvaluator } from "./group-evaluator.js";
-import type { InstanceLifecycle, InstanceStateListener, RevisionStart } from "./instance-lifecycle.js";
+import type { InstanceLifecycle, InstanceStateListener, RevisionSource, RevisionStart } from "./instance-lifecycle.js";
 import { InstanceOperations } from "./instance-operations.js";
 import { InstanceRecordWriter } from "./instance-record-writer.js";
 import { LiveInstances } from "./live-instances.js";
@@ -75,6 +75,8 @@ export interface SchedulerHostOptions {
   logger: Logger;
   metrics: MetricsService;
   tuning?: Partial<SchedulerTuning>;
+  /** Frozen group revisions (deployments); without it instances carry revision 0. */
+  revisions?: RevisionSource;
 }
 
 /** The result of `POST /api/v1/groups/{group}/start`. */
@@ -134,12 +136,14 @@ export class SchedulerHost implements InstanceLifecycle {
       instanceAdded: (instance) => this.scopes.instanceAdded(instance),
       toInstance,
       nodesSeen: (nodes) => this.nodes.seen(nodes),
+      revisions: options.revisions,
     });
     this.dispatch = new CommandDispatch({
       daemons: options.daemons,
       instances: options.instances,
       groups: options.groups,
       credentials: options.credentials,
+      revisions: options.revisions,
       live,
       supervised,
       logger,

@@ -10,7 +10,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { bundleSimulatedServerSync, simulatedServerSourceHash } from "./bundle.js";
 
-export { INSTANCE_ENV, SIMULATED_READY_LINE_PREFIX, SIMULATED_SERVER_ENV } from "./environment.js";
+export { INSTANCE_ENV, SIMULATED_CRASH_ON_BOOT_FILE, SIMULATED_READY_LINE_PREFIX, SIMULATED_SERVER_ENV } from "./environment.js";
 
 /** Where bundles made from the source tree are kept (one per source version). */
 export const SIMULATED_SERVER_CACHE_DIR = join(tmpdir(), "cloud-control-plane-simulated-server");

@@ -40,3 +40,6 @@ export const SIMULATED_SERVER_ENV = {
 
 /** Console line printed when the simulated server is ready (log-line readiness matches `Done (`). */
 export const SIMULATED_READY_LINE_PREFIX = "Done (";
+
+/** A file of this name in the working directory (put there by a template) makes the server exit 3 while booting. */
+export const SIMULATED_CRASH_ON_BOOT_FILE = "simulated-crash-on-boot";

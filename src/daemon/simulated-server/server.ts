@@ -7,9 +7,11 @@
  * Bundled with the SDK into one CommonJS file (esbuild) so it starts without a TypeScript or ES
  * module loader: hundreds start at once on one machine (contract.ts, docs/decisions/daemon-runner.md).
  * What it loads at boot is kept small: node:http rather than fetch, node:crypto only when a player
- * first joins, stdin split into lines by hand.
+ * first joins, stdin split into lines by hand. A file named simulated-crash-on-boot in its working
+ * directory (from a template) makes it exit 3 at boot.
  */
 import { createServer } from "node:net";
+import { existsSync } from "node:fs";
 import {
   Arguments,
   CommandBuilder,
@@ -24,7 +26,7 @@ import {
   type CloudPlugin,
   type MetricsPayload,
 } from "../../sdk/index.js";
-import { INSTANCE_ENV, SIMULATED_SERVER_ENV } from "./environment.js";
+import { INSTANCE_ENV, SIMULATED_CRASH_ON_BOOT_FILE, SIMULATED_SERVER_ENV } from "./environment.js";
 import { TickModel, loadPercentMax } from "./tick-model.js";
 
 const VERSION = "1.0.0";
@@ -427,6 +429,12 @@ function startEventStream(active: CloudPlugin): void {
 
 log(`Starting simulated game server ${VERSION} (instance ${instanceId}, group ${group || "-"}, node ${process.version})`);
 if (proxyMode) log("Running as a proxy: players join here and are moved when a transfer arrives");
+// A template may carry this file to make every server started from it crash while booting (a bad
+// plugin in a new revision, for the deployment tests).
+if (existsSync(SIMULATED_CRASH_ON_BOOT_FILE)) {
+  log(`Crashing on boot: ${SIMULATED_CRASH_ON_BOOT_FILE} is present in the working directory`, "ERROR");
+  process.exit(3);
+}
 server.on("error", (error) => {
   log(`Failed to bind to ${bindHost}:${port}: ${error.message}`, "ERROR");
   process.exit(2);

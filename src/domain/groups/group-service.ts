@@ -37,6 +37,14 @@ export interface GroupSchedulingState {
   stoppedInstances?: string[];
 }
 
+/** The group fields a revision freezes besides the platform (deployments change them). */
+export interface GroupRevisionFields {
+  platformVersion: string | null;
+  jarFile: string;
+  memoryMb: number;
+  templates: readonly string[];
+}
+
 /** Per-group aggregates computed from the instances. */
 export interface GroupAggregates {
   runningInstances: number;
@@ -147,6 +155,30 @@ export class GroupService {
       await this.groups.put({ ...current, stoppedInstances: [...ids].sort() });
       return true;
     });
+  }
+
+  /**
+   * Writes the start-relevant fields a deployment froze into a revision (or restored from the
+   * previous one), so the group record says what its instances start from; publishes
+   * GROUP_UPDATED when something changed. Returns false when the group no longer exists.
+   */
+  async setRevisionFields(name: string, fields: GroupRevisionFields): Promise<boolean> {
+    const changed = await this.writes.run(name, async () => {
+      const current = await this.groups.get(name);
+      if (!current) return null;
+      const next: StoredGroup = { ...current, ...fields, templates: [...fields.templates] };
+      if (
+        JSON.stringify([next.platformVersion, next.jarFile, next.memoryMb, next.templates]) ===
+        JSON.stringify([current.platformVersion, current.jarFile, current.memoryMb, current.templates])
+      )
+        return false;
+      validateGroupInvariants(next);
+      next.updatedAt = isoFromMs(this.clock.nowMs());
+      await this.groups.put(next);
+      return true;
+    });
+    if (changed) this.events.publish(EventTypes.GROUP_UPDATED, { groupName: name });
+    return changed !== null;
   }
 
   /** Whether a group exists (for callers that must not throw). */

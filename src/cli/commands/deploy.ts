@@ -1,0 +1,233 @@
+/**
+ * `cloudctl deploy <group>` (spec document 2: --strategy, --batch-size, --canary-instances,
+ * --canary-percent, --health-gate, --min-healthy, --auto-rollback, --promotion-timeout, --yes) and
+ * `deploy list|show|pause|resume|promote|rollback`. `--watch` follows a deployment until it
+ * finishes: exit 0 when it COMPLETED, 1 when it was rolled back or failed.
+ */
+import type { Command } from "commander";
+import { CliError } from "../exit-codes.js";
+import { listOf, segment, type HttpClient } from "../http-client.js";
+import { collect, parseCount } from "../options.js";
+import { display } from "../render.js";
+import type { Runtime, RuntimeFactory } from "../runtime.js";
+
+/** Refresh period of `--watch`. */
+export const deployWatchIntervalMs = 2_000;
+const strategies = ["ROLLING", "RECREATE"];
+const finishedStates = new Set(["COMPLETED", "ROLLED_BACK", "FAILED"]);
+
+interface DeploymentView {
+  group: string;
+  revision: number;
+  previousRevision?: number;
+  state: string;
+  phase?: string;
+  desiredInstances?: number | null;
+  canaryCount?: number | null;
+  reason?: string | null;
+  createdAt?: string;
+  progress?: { newInstances: number; newHealthy: number; oldInstances: number; retired: number };
+  instances?: { id: string; node: string; state: string; deploymentRevision: number; role: string; healthy: boolean; retired: boolean; playerCount: number }[];
+}
+
+interface DeployFlags {
+  strategy?: string;
+  batchSize?: number;
+  canaryInstances?: number;
+  canaryPercent?: number;
+  healthGate?: boolean;
+  minHealthy?: number;
+  autoRollback?: boolean;
+  promotionTimeout?: number;
+  template: string[];
+  memory?: number;
+  yes?: boolean;
+  watch?: boolean;
+}
+
+const deploymentsPath = (group: string) => `/api/v1/groups/${segment(group)}/deployments`;
+
+/** The create body from the flags; a CliError (exit 1) for a value the spec's bounds refuse. */
+export function deployBody(flags: DeployFlags): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  if (flags.strategy !== undefined) {
+    const strategy = flags.strategy.toUpperCase();
+    if (!strategies.includes(strategy)) throw new CliError(`--strategy must be one of ${strategies.join(", ")}`);
+    body.strategy = strategy;
+  }
+  if (flags.batchSize !== undefined) {
+    if (flags.batchSize < 1) throw new CliError("--batch-size must be at least 1");
+    body.batchSize = flags.batchSize;
+  }
+  if (flags.canaryInstances !== undefined && flags.canaryPercent !== undefined) throw new CliError("--canary-instances and --canary-percent are exclusive");
+  if (flags.canaryInstances !== undefined) body.canaryInstances = flags.canaryInstances;
+  if (flags.canaryPercent !== undefined) {
+    if (flags.canaryPercent > 100) throw new CliError("--canary-percent must be between 0 and 100");
+    body.canaryPercent = flags.canaryPercent;
+  }
+  if (flags.healthGate !== undefined) body.healthGate = flags.healthGate;
+  if (flags.minHealthy !== undefined) body.minHealthySeconds = flags.minHealthy;
+  if (flags.autoRollback) body.autoRollback = true;
+  if (flags.promotionTimeout !== undefined) {
+    if (flags.promotionTimeout < 1) throw new CliError("--promotion-timeout must be at least 1");
+    body.promotionTimeoutSeconds = flags.promotionTimeout;
+  }
+  const changes: Record<string, unknown> = {};
+  if (flags.template.length > 0) changes.templates = flags.template;
+  if (flags.memory !== undefined) changes.memoryMb = flags.memory;
+  if (Object.keys(changes).length > 0) body.changes = changes;
+  return body;
+}
+
+function renderDeployment(rt: Runtime, d: DeploymentView): void {
+  const o = rt.out;
+  o.fields([
+    ["Group", d.group],
+    ["Revision", `${d.revision} (from ${display(d.previousRevision)})`],
+    ["State", o.state(d.state)],
+    ["Phase", display(d.phase)],
+    ["Desired", display(d.desiredInstances)],
+    ["Canaries", display(d.canaryCount)],
+    ...(d.progress
+      ? ([
+          ["Progress", `${d.progress.newHealthy}/${d.progress.newInstances} new healthy, ${d.progress.oldInstances} old left, ${d.progress.retired} retired`],
+        ] as [string, unknown][])
+      : []),
+    ...(d.reason ? ([["Reason", d.reason]] as [string, unknown][]) : []),
+  ]);
+  if (!d.instances) return;
+  o.line();
+  o.table(
+    ["ID", "NODE", "STATE", "REV", "ROLE", "HEALTHY", "RETIRED", "PLAYERS"],
+    d.instances.map((i) => [
+      o.accent(i.id),
+      i.node,
+      o.state(i.state),
+      i.deploymentRevision,
+      i.role,
+      i.healthy ? "yes" : "",
+      i.retired ? "yes" : "",
+      i.playerCount,
+    ]),
+  );
+}
+
+/** Shows the deployment every {@link deployWatchIntervalMs} until it finishes; exit 1 unless it COMPLETED. */
+async function watchDeployment(rt: Runtime, client: HttpClient, group: string, revision: number): Promise<void> {
+  const clear = process.stdout.isTTY ? "\x1b[2J\x1b[H" : "";
+  for (;;) {
+    const d = (await client.get<DeploymentView>(`${deploymentsPath(group)}/${revision}`)).data!;
+    process.stdout.write(clear);
+    rt.out.line(rt.out.colors.dim(`every ${deployWatchIntervalMs / 1000}s · ${new Date().toISOString()} · Ctrl-C to stop watching (the rollout goes on)`));
+    renderDeployment(rt, d);
+    if (!clear) rt.out.line();
+    if (finishedStates.has(d.state) && d.phase === "DONE") {
+      if (d.state !== "COMPLETED") throw new CliError(`deployment ${revision} of ${group} ${d.state}${d.reason ? `: ${d.reason}` : ""}`);
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, deployWatchIntervalMs));
+  }
+}
+
+/** Registers `deploy`. */
+export function registerDeployCommands(program: Command, runtime: RuntimeFactory): void {
+  const deploy = program
+    .command("deploy")
+    .description("roll a group out to a new revision (an unchanged group is a rolling restart), and follow, pause, resume, promote or roll back")
+    .argument("[group]", "the group to roll out")
+    .option("--strategy <strategy>", "ROLLING (default: the group's updateStrategy) or RECREATE")
+    .option("--batch-size <n>", "instances replaced at once (at least 1; default 1)", parseCount)
+    .option("--canary-instances <n>", "new instances that run beside the old ones until promoted (at least 0)", parseCount)
+    .option("--canary-percent <p>", "canaries as a percentage of the group (0 to 100; exclusive with --canary-instances)", parseCount)
+    .option("--health-gate", "a new instance counts once RUNNING for --min-healthy seconds without a crash (the default)")
+    .option("--no-health-gate", "a new instance counts once RUNNING, and crashes do not stop the rollout")
+    .option("--min-healthy <s>", "seconds a new instance must serve without a crash (default 10)", parseCount)
+    .option("--auto-rollback", "a failed health gate returns the group to the previous revision")
+    .option("--promotion-timeout <s>", "promote healthy canaries after this many seconds (at least 1; default: only `deploy promote`)", parseCount)
+    .option("--template <name>", "template layers of the new revision, in order (repeatable; default: the group's)", collect, [])
+    .option("--memory <mb>", "memory of the new revision's instances in MB (default: the group's)", parseCount)
+    .option("-y, --yes", "do not ask for confirmation")
+    .option("--watch", "follow the rollout until it finishes")
+    .action(async (group: string | undefined, flags: DeployFlags, cmd: Command) => {
+      if (!group) throw new CliError("deploy needs a group: cloudctl deploy <group> [flags], or a subcommand (see --help)");
+      const rt = runtime(cmd);
+      const body = deployBody(flags);
+      if (!flags.yes) {
+        const what = body.changes ? `a new revision (${JSON.stringify(body.changes)})` : "a new revision of its current settings (a rolling restart)";
+        if (!(await rt.prompter.confirm(`Roll group "${group}" out to ${what}?`))) {
+          rt.out.note("cancelled");
+          return;
+        }
+      }
+      const client = rt.client();
+      const response = await client.post<DeploymentView>(deploymentsPath(group), body);
+      if (rt.json && !flags.watch) return rt.out.raw(response.raw);
+      const created = response.data!;
+      if (!rt.json) rt.out.success(`deployment of ${rt.out.accent(group)} to revision ${created.revision} started`);
+      if (flags.watch) await watchDeployment(rt, client, group, created.revision);
+    });
+
+  deploy
+    .command("list <group>")
+    .alias("ls")
+    .description("the group's deployments, newest first")
+    .action(async (group: string, _opts, cmd: Command) => {
+      const rt = runtime(cmd);
+      const response = await rt.client().get(deploymentsPath(group));
+      if (rt.json) return rt.out.raw(response.raw);
+      const o = rt.out;
+      o.table(
+        ["REVISION", "STATE", "PHASE", "FROM", "CREATED", "REASON"],
+        listOf<DeploymentView>(response.data).map((d) => [
+          d.revision,
+          o.state(d.state),
+          display(d.phase),
+          display(d.previousRevision),
+          display(d.createdAt),
+          display(d.reason),
+        ]),
+      );
+    });
+
+  deploy
+    .command("show <group> <revision>")
+    .description("one deployment with its per-instance progress")
+    .option("--watch", "follow it until it finishes")
+    .action(async (group: string, revision: string, opts: { watch?: boolean }, cmd: Command) => {
+      const rt = runtime(cmd);
+      const client = rt.client();
+      const rev = parseRevision(revision);
+      // `deploy` has --watch too, and commander gives the flag to it when it follows the subcommand.
+      const watch = opts.watch ?? (cmd.parent?.opts() as { watch?: boolean } | undefined)?.watch;
+      if (watch && !rt.json) return watchDeployment(rt, client, group, rev);
+      const response = await client.get<DeploymentView>(`${deploymentsPath(group)}/${rev}`);
+      if (rt.json) return rt.out.raw(response.raw);
+      renderDeployment(rt, response.data!);
+    });
+
+  const control = (verb: string, help: string, body?: (opts: Record<string, unknown>) => Record<string, unknown>, extra?: (c: Command) => Command) => {
+    let command = deploy.command(`${verb} <group> <revision>`).description(help);
+    if (extra) command = extra(command);
+    command.action(async (group: string, revision: string, opts: Record<string, unknown>, cmd: Command) => {
+      const rt = runtime(cmd);
+      const rev = parseRevision(revision);
+      const response = await rt.client().post<DeploymentView>(`${deploymentsPath(group)}/${rev}/${verb}`, body ? body(opts) : undefined);
+      if (rt.json) return rt.out.raw(response.raw);
+      rt.out.success(`deployment ${rev} of ${rt.out.accent(group)}: ${response.data?.state ?? verb}`);
+    });
+  };
+  control("pause", "pause a rollout: nothing more is started or retired");
+  control("resume", "resume a paused rollout");
+  control("promote", "promote the canaries: the rollout replaces the rest");
+  control(
+    "rollback",
+    "stop a rollout (ROLLED_BACK); new instances start from the previous revision again",
+    (opts) => ({ restore: opts.restore === true }),
+    (c) => c.option("--restore", "also replace the new revision's instances by the previous revision"),
+  );
+}
+
+function parseRevision(value: string): number {
+  if (!/^[1-9][0-9]{0,9}$/.test(value)) throw new CliError(`revision must be a positive integer: ${value}`);
+  return Number(value);
+}
