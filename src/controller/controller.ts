@@ -64,6 +64,7 @@ import { clusterRoutes } from "../http/routes/cluster.js";
 import { eventRoutes } from "../http/routes/events.js";
 import { startEventStream, type EventStream, type EventStreamOptions } from "../events/start-event-stream.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
+import { buildLogsAndSharing, type LogsAndSharing, type LogsAndSharingTuning } from "./logs-and-sharing.js";
 
 /** A part of `stop()` that takes this long is named in the log. */
 const SLOW_CLEANUP_MS = 2_000;
@@ -130,6 +131,8 @@ export interface StartControllerOptions {
   version?: VersionInfo;
   /** Node process metrics (CPU, memory, event loop) in `/metrics`; on by default. */
   processMetrics?: boolean;
+  /** Bounds of the daemon log mirror and the log streams, and the paste upload; tests change them. */
+  logsAndSharingTuning?: LogsAndSharingTuning;
 }
 
 /** The services of a running controller, built once by {@link startController}. */
@@ -154,6 +157,8 @@ export interface ControllerServices {
   consoleHub: ConsoleHub;
   /** The cluster-wide event journal, the SSE hub and their tickets. */
   eventStream: EventStream;
+  /** The daemon log mirror's buffers, the log streams, diagnostics and sharing. */
+  logsAndSharing: LogsAndSharing;
 }
 
 /** A running controller. */
@@ -286,6 +291,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const consoleTickets = new Tickets<ConsoleTicket>({ kv, clock });
 
     let httpPort = 0;
+    // Built once readiness exists (below); the gateway hands it the daemons' log records.
+    let logsAndSharing: LogsAndSharing | null = null;
     // The daemon gateway binds the HTTP host on config.grpc.port; it stops before the stores close.
     const gateway = await createDaemonGateway({
       host: config.http.host,
@@ -304,6 +311,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       },
       httpPort: () => httpPort,
       services: [clusterMembershipService({ cluster, audit, clock, logger: logs.logger("cloud.cluster") })],
+      onLogRecord: (nodeId, record) => logsAndSharing?.onLogRecord(nodeId, record),
     });
     cleanups.push({ name: "daemon gateway", run: () => gateway.stop() });
 
@@ -353,6 +361,24 @@ export async function startController(config: ControllerConfig, opts: StartContr
       ...opts.readiness,
     });
 
+    const version = opts.version ?? resolveVersionInfo({ rootDir: findRootDir(), env });
+    logsAndSharing = buildLogsAndSharing({
+      config,
+      env,
+      logs,
+      metrics,
+      documents,
+      kv,
+      clock,
+      cluster,
+      nodes,
+      crashes,
+      overview,
+      readiness,
+      version,
+      tuning: opts.logsAndSharingTuning,
+    });
+
     const { app, registry } = createHttpApp({
       http: config.http,
       rateLimit: config.rateLimit,
@@ -364,7 +390,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       auth,
       audit,
       readiness,
-      version: opts.version ?? resolveVersionInfo({ rootDir: findRootDir(), env }),
+      version,
       routeModules: [
         groupRoutes(groups, audit),
         groupSchedulingRoutes(groups, scheduler, audit),
@@ -378,6 +404,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         clusterRoutes(cluster, audit),
         pluginRoutes({ instances, players, credentials, operations: scheduler }),
         eventRoutes(eventStream),
+        ...logsAndSharing.routeModules,
         ...(opts.extraRouteModules ?? []),
       ],
       clock,
@@ -390,6 +417,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
     cleanups.push({ name: "HTTP server", run: () => closeServer(server, HTTP_DRAIN_TIMEOUT_MS) });
     // Before the server closes: stopping the stream ends the open streams, which never finish on their own.
     cleanups.push({ name: "event stream", run: () => eventStream.stop() });
+    const builtLogs = logsAndSharing;
+    cleanups.push({ name: "log streams", run: () => builtLogs.stop() });
     const address = server.address() as AddressInfo;
     httpPort = address.port;
     const httpUrl = urlForAddress(address);
@@ -454,6 +483,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         players,
         consoleHub,
         eventStream,
+        logsAndSharing: builtLogs,
       },
       app,
       registry,

@@ -36,6 +36,7 @@ import type { Clock } from "../../src/shared/clock.js";
 import type { BlobStore, DocumentStore, KvStore } from "../../src/store/ports.js";
 import type { TemplateService } from "../../src/templates/template-service.js";
 import type { EventStream, EventStreamOptions } from "../../src/events/start-event-stream.js";
+import type { LogsAndSharing, LogsAndSharingTuning } from "../../src/controller/logs-and-sharing.js";
 
 /** Password of the bootstrap admin unless a test asks for a generated one. */
 export const ADMIN_PASSWORD = "admin-password-1";
@@ -66,6 +67,8 @@ export interface TestAppOptions {
   kv?: KvStore;
   /** Bounds of the event stream (keep-alive, stall, client cap, ...). */
   eventStreamTuning?: EventStreamOptions["tuning"];
+  /** Bounds of the daemon log mirror and log streams, and the paste upload. */
+  logsAndSharingTuning?: LogsAndSharingTuning;
 }
 
 export interface RequestOptions {
@@ -112,6 +115,8 @@ export interface TestApp {
   cluster: ClusterService;
   /** The event journal, the SSE hub and their tickets. */
   eventStream: EventStream;
+  /** The daemon log mirror's buffers, the log streams, diagnostics and sharing. */
+  logsAndSharing: LogsAndSharing;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
   /** Signs in and returns the token. */
   login(username: string, password: string): Promise<string>;
@@ -157,6 +162,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       passwordParams: options.realScryptCost ? undefined : TEST_SCRYPT,
       readiness: options.readiness,
       eventStreamTuning: options.eventStreamTuning,
+      logsAndSharingTuning: options.logsAndSharingTuning,
       extraRouteModules: options.routeModules,
       bodyLimitRoutes: options.bodyLimitRoutes,
       templateSpoolDirectory: options.templateSpoolDirectory,
@@ -237,6 +243,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     credentials: services.credentials,
     cluster: services.cluster,
     eventStream: services.eventStream,
+    logsAndSharing: services.logsAndSharing,
     request,
     login,
     tokenFor,
