@@ -119,7 +119,7 @@ describe("diagnostics and sharing", () => {
     assert.equal(res.json.burnAfterRead, true);
     assert.ok(Date.parse(res.json.expiresAt) - Date.now() > 29 * 86_400_000);
     const text = paste.open(res.json.url);
-    assert.match(text, /WARN  share - Connecting to postgres:\/\/\[REDACTED\]@db\.internal:5432\/cloud failed/);
+    assert.match(text, /WARN {2}share - Connecting to postgres:\/\/\[REDACTED\]@db\.internal:5432\/cloud failed/);
     assert.match(text, /Bearer \[REDACTED\]/);
     assert.equal(text.trim().split("\n").length, 2, "only the test.share records");
     await assertNoSecret(text, "the shared log");
