@@ -12,6 +12,7 @@ import { registerCrashCommands } from "./commands/crash.js";
 import { registerEventCommands } from "./commands/events.js";
 import { registerGroupCommands } from "./commands/group.js";
 import { registerInstanceCommands } from "./commands/instance.js";
+import { registerLogCommands } from "./commands/logs.js";
 import { registerNodeCommands } from "./commands/node.js";
 import { registerStatusCommands } from "./commands/status.js";
 import { registerTemplateCommands } from "./commands/template.js";
@@ -69,6 +70,7 @@ export function buildProgram(io: ProcessIo): Command {
   registerCrashCommands(program, runtime);
   registerTemplateCommands(program, runtime);
   registerEventCommands(program, runtime);
+  registerLogCommands(program, runtime);
   registerNodeCommands(program, runtime);
   registerClusterCommands(program, runtime);
   registerCompletionCommand(program, runtime);
