@@ -145,7 +145,7 @@ export const controllerSilenceHeartbeats = 4;
  */
 export const droppableBufferedMessagesMax = 64;
 /** Background messages (log records) are only written while fewer than this many messages wait. */
-export const backgroundBufferedMessagesMax = 4;
+export const backgroundBufferedMessagesMax = 8;
 
 /** Delay before reconnect attempt `attempt` (0-based): min·2^attempt capped at max, with ±50 % jitter. */
 export function backoffDelayMs(attempt: number, minMs: number, maxMs: number, random: () => number): number {

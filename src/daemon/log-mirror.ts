@@ -18,7 +18,7 @@ export const LOG_MIRROR_QUEUE_RECORDS_MAX = 2_000;
 /** Records handed to the stream in one turn before the event loop gets a turn back. */
 export const LOG_MIRROR_BATCH_RECORDS = 64;
 /** Pause before trying again when the stream did not take a record (busy or no session). */
-export const LOG_MIRROR_RETRY_MS = 20;
+export const LOG_MIRROR_RETRY_MS = 2;
 
 /** Level names the mirror records. */
 export type MirrorLevel = "TRACE" | "DEBUG" | "INFO" | "WARN" | "ERROR";

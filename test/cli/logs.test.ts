@@ -21,7 +21,7 @@ async function readTarGz(file: string): Promise<Map<string, string>> {
   const extract = tarStream.extract();
   extract.on("entry", (header, stream, next) => {
     const chunks: Buffer[] = [];
-    stream.on("data", (c: Buffer) => chunks.push(c));
+    stream.on("data", (c: unknown) => chunks.push(c as Buffer));
     stream.on("end", () => {
       entries.set(header.name, Buffer.concat(chunks).toString("utf8"));
       next();
