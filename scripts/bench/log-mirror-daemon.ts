@@ -18,12 +18,12 @@ const reportIntervalMs = Number(intervalText);
 const burstMs = 10;
 
 const quiet = { info: () => undefined, warn: () => undefined, error: () => undefined };
-let client: GatewayClient;
+// The appender sends through the client built below; nothing is sent before the client exists.
 const mirror = new DaemonLogMirror({ send: (message) => client.send(message, { background: true }) });
 const logger = mirroredLogger(quiet, mirror, "cloud.daemon.bench");
 let connected!: () => void;
 const session = new Promise<void>((resolve) => (connected = resolve));
-client = new GatewayClient({
+const client = new GatewayClient({
   controllers: [address!],
   token,
   dataDir: dataDir!,
