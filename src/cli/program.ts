@@ -14,6 +14,7 @@ import { registerDeployCommands } from "./commands/deploy.js";
 import { registerEventCommands } from "./commands/events.js";
 import { registerGroupCommands } from "./commands/group.js";
 import { registerInstanceCommands } from "./commands/instance.js";
+import { registerLogCommands } from "./commands/logs.js";
 import { registerNodeCommands } from "./commands/node.js";
 import { registerPluginCommands } from "./commands/plugin.js";
 import { registerStatusCommands } from "./commands/status.js";
@@ -73,6 +74,7 @@ export function buildProgram(io: ProcessIo): Command {
   registerTemplateCommands(program, runtime);
   registerBackupCommands(program, runtime);
   registerEventCommands(program, runtime);
+  registerLogCommands(program, runtime);
   registerNodeCommands(program, runtime);
   registerDeployCommands(program, runtime);
   registerClusterCommands(program, runtime);

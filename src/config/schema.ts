@@ -46,7 +46,12 @@ export const ControllerConfigSchema = obj({
     crashLoopWindowSeconds: Type.Integer({ minimum: 1, default: 300 }),
   }),
   backup: obj({ retentionCount: Type.Integer({ minimum: 1, default: 10 }) }),
-  share: obj({ enabled: Type.Boolean({ default: false }), defaultPrivate: Type.Boolean({ default: true }) }),
+  share: obj({
+    enabled: Type.Boolean({ default: false }),
+    defaultPrivate: Type.Boolean({ default: true }),
+    /** The PrivateBin instance shares are uploaded to (its JSON API at this URL). */
+    serviceUrl: Type.String({ pattern: "^https?://[^\\s]+$", default: "https://privatebin.net/" }),
+  }),
   modules: obj({
     registries: Type.Array(Type.String(), { default: [] }),
     signing: obj({ required: Type.Boolean({ default: true }) }),

@@ -88,6 +88,7 @@ import { deploymentRoutes } from "../http/routes/deployments.js";
 import { EventTypes } from "../events/event-types.js";
 import { isoFromMs } from "../domain/shared/time.js";
 import { ApiError } from "../shared/errors.js";
+import { buildLogsAndSharing, type LogsAndSharing, type LogsAndSharingTuning } from "./logs-and-sharing.js";
 
 /** A part of `stop()` that takes this long is named in the log. */
 const SLOW_CLEANUP_MS = 2_000;
@@ -154,6 +155,8 @@ export interface StartControllerOptions {
   version?: VersionInfo;
   /** Node process metrics (CPU, memory, event loop) in `/metrics`; on by default. */
   processMetrics?: boolean;
+  /** Bounds of the daemon log mirror and the log streams, and the paste upload; tests change them. */
+  logsAndSharingTuning?: LogsAndSharingTuning;
 }
 
 /** The services of a running controller, built once by {@link startController}. */
@@ -188,6 +191,8 @@ export interface ControllerServices {
   backups: BackupService;
   /** Deployments of groups (revisions, rollouts) as the routes drive them. */
   deployments: DeploymentService;
+  /** The daemon log mirror's buffers, the log streams, diagnostics and sharing. */
+  logsAndSharing: LogsAndSharing;
 }
 
 /** A running controller. */
@@ -387,6 +392,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const consoleTickets = new Tickets<ConsoleTicket>({ kv, clock });
 
     let httpPort = 0;
+    // Built once readiness exists (below); the gateway hands it the daemons' log records.
+    let logsAndSharing: LogsAndSharing | null = null;
     // The daemon gateway binds the HTTP host on config.grpc.port; it stops before the stores close.
     const gateway = await createDaemonGateway({
       host: config.http.host,
@@ -405,6 +412,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       },
       httpPort: () => httpPort,
       services: [clusterMembershipService({ cluster, audit, clock, logger: logs.logger("cloud.cluster") })],
+      onLogRecord: (nodeId, record) => logsAndSharing?.onLogRecord(nodeId, record),
     });
     cleanups.push({ name: "daemon gateway", run: () => gateway.stop() });
 
@@ -485,6 +493,23 @@ export async function startController(config: ControllerConfig, opts: StartContr
       ...opts.readiness,
     });
 
+    logsAndSharing = buildLogsAndSharing({
+      config,
+      env,
+      logs,
+      metrics,
+      documents,
+      kv,
+      clock,
+      cluster,
+      nodes,
+      crashes,
+      overview,
+      readiness,
+      version,
+      tuning: opts.logsAndSharingTuning,
+    });
+
     const { app, registry } = createHttpApp({
       http: config.http,
       rateLimit: config.rateLimit,
@@ -529,6 +554,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         }),
         backupRoutes(backups, audit),
         metricsHistoryRoutes({ history: metricsHistory, enabled: metrics.enabled, clock }),
+        ...logsAndSharing.routeModules,
         ...(opts.extraRouteModules ?? []),
       ],
       clock,
@@ -543,6 +569,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
     cleanups.push({ name: "HTTP server", run: () => closeServer(server, HTTP_DRAIN_TIMEOUT_MS) });
     // Before the server closes: stopping the stream ends the open streams, which never finish on their own.
     cleanups.push({ name: "event stream", run: () => eventStream.stop() });
+    const builtLogs = logsAndSharing;
+    cleanups.push({ name: "log streams", run: () => builtLogs.stop() });
     const address = server.address() as AddressInfo;
     httpPort = address.port;
     const httpUrl = urlForAddress(address);
@@ -649,6 +677,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         metricsHistory,
         backups,
         deployments,
+        logsAndSharing: builtLogs,
       },
       app,
       registry,

@@ -70,6 +70,11 @@ export interface SendOptions {
    * {@link droppableBufferedMessagesMax} messages: console lines, not state reports.
    */
   droppable?: boolean;
+  /**
+   * Lowest priority (mirrored log records): written only while fewer than
+   * {@link backgroundBufferedMessagesMax} messages wait, so reports never queue behind them.
+   */
+  background?: boolean;
 }
 
 /** Where the client is. */
@@ -142,6 +147,8 @@ export const controllerSilenceHeartbeats = 4;
  * servers prints thousands of lines while its spawns keep the event loop busy).
  */
 export const droppableBufferedMessagesMax = 64;
+/** Background messages (log records) are only written while fewer than this many messages wait. */
+export const backgroundBufferedMessagesMax = 8;
 
 /** Delay before reconnect attempt `attempt` (0-based): min·2^attempt capped at max, with ±50 % jitter. */
 export function backoffDelayMs(attempt: number, minMs: number, maxMs: number, random: () => number): number {
@@ -245,6 +252,7 @@ export class GatewayClient {
     const stream = this.stream;
     if (!stream || this.stateValue !== "connected") return false;
     if (options.droppable && stream.writableLength >= droppableBufferedMessagesMax) return false;
+    if (options.background && stream.writableLength >= backgroundBufferedMessagesMax) return false;
     stream.write(message);
     return true;
   }

@@ -42,7 +42,8 @@ function lineLogger(): ClientLogger {
 }
 
 async function main(): Promise<void> {
-  const logger = lineLogger();
+  // Replaced by the daemon's own logger once it exists: that one also mirrors to the controller.
+  let logger: ClientLogger = lineLogger();
   let config;
   try {
     config = loadDaemonConfig(locateDaemonConfig(process.argv.slice(2), process.env));
@@ -63,6 +64,7 @@ async function main(): Promise<void> {
       process.exit(EXIT_REFUSED);
     },
   });
+  logger = daemon.logger;
   // Whatever ends the process, no game server may outlive the daemon.
   process.on("exit", () => daemon.killAllNow());
   let signalled = false;

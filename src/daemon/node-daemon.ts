@@ -20,6 +20,7 @@ import { PluginRelay } from "./plugin-relay.js";
 import { builtInPlatforms, type PlatformDefinition } from "./platforms.js";
 import { SpawnerLauncher, type ProcessLauncher } from "./process-launcher.js";
 import { HttpTemplateSource, TemplateCache } from "./template-cache.js";
+import { DaemonLogMirror, mirroredLogger } from "./log-mirror.js";
 
 /** Directory of the template cache inside `dataDir`. */
 export const TEMPLATE_CACHE_DIRECTORY = "template-cache";
@@ -49,6 +50,10 @@ export interface NodeDaemon {
   endpoint: ControllerEndpoint;
   /** The loopback relay every instance's `CLOUD_CONTROLLER_URL` names; listening once `start()` ran. */
   relay: PluginRelay;
+  /** The daemon's logger: writes through the configured one and mirrors every event to the controller. */
+  logger: ClientLogger;
+  /** The log appender that sends the daemon's records over the stream. */
+  logMirror: DaemonLogMirror;
   /** How long {@link NodeDaemon.shutdown} lets instances stop before killing them. */
   shutdownTimeoutMs: number;
   /** Starts the plugin relay, then joins (when needed) and connects. */
@@ -72,7 +77,10 @@ export function shutdownTimeoutMsFor(platforms: ReadonlyMap<string, PlatformDefi
 
 /** Builds the daemon from its configuration; nothing connects before `start()`. */
 export async function createNodeDaemon(options: NodeDaemonOptions): Promise<NodeDaemon> {
-  const { config, logger } = options;
+  const { config } = options;
+  // Every log event also goes to the controller holding the stream (lowest priority, bounded).
+  const mirror = new DaemonLogMirror({ send: (message) => client.send(message, { background: true }), ...(options.clock ? { clock: options.clock } : {}) });
+  const logger = mirroredLogger(options.logger, mirror);
   await mkdir(config.workDir, { recursive: true });
   const endpoint = new ControllerEndpoint();
   const cache = await TemplateCache.open({
@@ -143,6 +151,7 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
       endpoint.sessionOpened(address, helloAck);
       relay.sessionOpened(endpoint.httpBaseUrl);
       reporter.sessionOpened();
+      mirror.wake();
     },
     onApiCredential: (credential) => endpoint.credentialReceived(credential),
   });
@@ -156,6 +165,8 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
     reporter: reporter,
     endpoint,
     relay,
+    logger,
+    logMirror: mirror,
     shutdownTimeoutMs,
     start: async () => {
       // Before the stream: no start command can come in before instances have somewhere to call.
@@ -177,6 +188,7 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
         }
         await relay.close();
         reporter.close();
+        mirror.close();
         client.stop();
         await launcher.close();
         // Spans of the last commands go out before the process ends.

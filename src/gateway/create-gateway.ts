@@ -26,6 +26,7 @@ export interface CreateDaemonGatewayOptions {
   issueApiCredential?: DaemonGatewayOptions["issueApiCredential"];
   httpPort?: DaemonGatewayOptions["httpPort"];
   services?: DaemonGatewayOptions["services"];
+  onLogRecord?: DaemonGatewayOptions["onLogRecord"];
 }
 
 /** A gateway ready to {@link DaemonGateway.start}. */
@@ -55,5 +56,6 @@ export async function createDaemonGateway(options: CreateDaemonGatewayOptions): 
     issueApiCredential: options.issueApiCredential,
     httpPort: options.httpPort,
     services: options.services,
+    onLogRecord: options.onLogRecord,
   });
 }

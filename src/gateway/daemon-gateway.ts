@@ -31,7 +31,9 @@ import {
   type DaemonMessage,
   type Hello,
   type InstanceCommand,
+  type LogRecordMessage,
 } from "../wire/daemon-proto.js";
+import { clampLogRecord } from "../wire/log-records.js";
 import { acceptConnect } from "./connect-handshake.js";
 import { DaemonSession } from "./daemon-session.js";
 import { GatewayError } from "./gateway-errors.js";
@@ -77,6 +79,11 @@ export interface DaemonGatewayOptions {
   httpPort?: () => number;
   /** Further services served on the same port and TLS settings (the cluster membership service). */
   services?: readonly GatewayService[];
+  /**
+   * Receives each daemon log record (clamped again here). Log records are kept apart from the
+   * reports: they are not relayed to the other controllers.
+   */
+  onLogRecord?: (nodeId: string, record: LogRecordMessage) => void;
 }
 
 /** The gRPC server for daemons and the registry of their sessions. */
@@ -227,6 +234,9 @@ export class DaemonGateway {
         return;
       case "hello":
         this.options.logger.warn(`Node ${session.nodeId} sent a second hello; ignored`);
+        return;
+      case "log_record":
+        this.options.onLogRecord?.(session.nodeId, clampLogRecord(message.log_record));
         return;
       default:
         this.reports.deliver({ nodeId: session.nodeId, sessionId: session.id, message });

@@ -88,6 +88,11 @@ export interface LogRecordMessage {
   logger: string;
   message: string;
   timestamp_ms: number;
+  seq: number;
+  thread: string;
+  throwable: string;
+  mdc: Record<string, string>;
+  dropped_before: number;
 }
 export interface CommandResult {
   command_id: string;

@@ -40,6 +40,7 @@ import type { TemplateService } from "../../src/templates/template-service.js";
 import type { EventStream, EventStreamOptions } from "../../src/events/start-event-stream.js";
 import type { MetricsHistory } from "../../src/metrics/metrics-history.js";
 import type { BackupService } from "../../src/backup/backup-service.js";
+import type { LogsAndSharing, LogsAndSharingTuning } from "../../src/controller/logs-and-sharing.js";
 
 /** Password of the bootstrap admin unless a test asks for a generated one. */
 export const ADMIN_PASSWORD = "admin-password-1";
@@ -70,6 +71,8 @@ export interface TestAppOptions {
   kv?: KvStore;
   /** Bounds of the event stream (keep-alive, stall, client cap, ...). */
   eventStreamTuning?: EventStreamOptions["tuning"];
+  /** Bounds of the daemon log mirror and log streams, and the paste upload. */
+  logsAndSharingTuning?: LogsAndSharingTuning;
 }
 
 export interface RequestOptions {
@@ -124,6 +127,8 @@ export interface TestApp {
   metricsHistory: MetricsHistory;
   /** Backups under `<dir>/backups` and restores. */
   backups: BackupService;
+  /** The daemon log mirror's buffers, the log streams, diagnostics and sharing. */
+  logsAndSharing: LogsAndSharing;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
   /** Signs in and returns the token. */
   login(username: string, password: string): Promise<string>;
@@ -169,6 +174,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       passwordParams: options.realScryptCost ? undefined : TEST_SCRYPT,
       readiness: options.readiness,
       eventStreamTuning: options.eventStreamTuning,
+      logsAndSharingTuning: options.logsAndSharingTuning,
       extraRouteModules: options.routeModules,
       bodyLimitRoutes: options.bodyLimitRoutes,
       templateSpoolDirectory: options.templateSpoolDirectory,
@@ -253,6 +259,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     eventStream: services.eventStream,
     metricsHistory: services.metricsHistory,
     backups: services.backups,
+    logsAndSharing: services.logsAndSharing,
     request,
     login,
     tokenFor,

@@ -4,6 +4,7 @@ import { listOf, segment } from "../http-client.js";
 import { sinceToIso } from "../options.js";
 import { formatDuration } from "../render.js";
 import type { RuntimeFactory } from "../runtime.js";
+import { printShare } from "./logs.js";
 
 interface CrashRecord {
   id: string;
@@ -65,13 +66,12 @@ export function registerCrashCommands(program: Command, runtime: RuntimeFactory)
       const client = rt.client();
       const path = `/api/v1/crashes/${segment(id)}`;
       if (opts.share) {
-        const response = await client.post<{ url?: string }>(`${path}/share`, {
+        const response = await client.post<{ url?: string; password?: string; expiresAt?: string | null }>(`${path}/share`, {
           expiry: opts.expiry,
           public: Boolean(opts.public),
           burnAfterRead: Boolean(opts.burnAfterRead),
         });
-        if (rt.json) return rt.out.raw(response.raw);
-        return rt.out.line(response.data?.url ?? response.raw);
+        return printShare(rt.out, response.raw, response.data);
       }
       const response = await client.get<CrashRecord>(path);
       if (rt.json) return rt.out.raw(response.raw);

@@ -1,0 +1,158 @@
+/**
+ * The logs, diagnostics and sharing part of the composition: the per-node buffers of the daemon
+ * log mirror, the log streams and their tickets, the redacted diagnostics bundle with every secret
+ * the controller knows, the share service, and their route modules. Built by `startController`,
+ * which hands the gateway {@link LogsAndSharing.onLogRecord}.
+ */
+import { loadOrCreateSigningSecret } from "../auth/signing-key.js";
+import type { ClusterService } from "../cluster/cluster-service.js";
+import type { ControllerConfig } from "../config/schema.js";
+import { Tickets } from "../coordination/tickets.js";
+import { DiagnosticsService } from "../diagnostics/diagnostics-service.js";
+import type { CrashService } from "../domain/crashes/crash-service.js";
+import type { NodeService } from "../domain/nodes/node-service.js";
+import type { OverviewService } from "../domain/overview/overview-service.js";
+import type { RouteModule } from "../http/route.js";
+import { diagnosticsRoutes } from "../http/routes/diagnostics.js";
+import { logRoutes, type LogStreamTicket, type NodeLogAccess } from "../http/routes/logs.js";
+import type { ReadinessProbe, VersionInfo } from "../http/routes/system.js";
+import type { ControllerLogService } from "../logs/logger.js";
+import { LogStreamHub, type LogStreamHubOptions } from "../logs/log-stream.js";
+import { NodeLogBuffers, type NodeLogBounds } from "../logs/node-log-buffers.js";
+import type { LogLevel, LogRecord } from "../logs/types.js";
+import type { MetricsService } from "../metrics/metrics.js";
+import { createShareMetrics } from "../metrics/share-metrics.js";
+import { ShareService, type PasteUploader } from "../share/share-service.js";
+import type { Clock } from "../shared/clock.js";
+import type { DocumentStore, KvStore } from "../store/ports.js";
+import type { LogRecordMessage } from "../wire/daemon-proto.js";
+
+/** Bounds and seams tests and benchmarks change. */
+export interface LogsAndSharingTuning {
+  nodeLogBounds?: Partial<NodeLogBounds>;
+  logStream?: LogStreamHubOptions;
+  /** Replaces the PrivateBin upload (tests of failures that a real service cannot be made to give). */
+  upload?: PasteUploader;
+}
+
+export interface LogsAndSharingOptions {
+  config: ControllerConfig;
+  env: Readonly<Record<string, string | undefined>>;
+  logs: ControllerLogService;
+  metrics: MetricsService;
+  documents: DocumentStore;
+  kv: KvStore;
+  clock: Clock;
+  cluster: ClusterService;
+  nodes: Pick<NodeService, "get">;
+  crashes: Pick<CrashService, "get">;
+  overview: Pick<OverviewService, "get">;
+  readiness: ReadinessProbe;
+  version: VersionInfo;
+  tuning?: LogsAndSharingTuning;
+}
+
+/** The built part. */
+export interface LogsAndSharing {
+  nodeLogs: NodeLogBuffers;
+  hub: LogStreamHub;
+  share: ShareService;
+  diagnostics: DiagnosticsService;
+  /** Hand to the daemon gateway: every mirrored record of a daemon this controller holds. */
+  onLogRecord(nodeId: string, record: LogRecordMessage): void;
+  routeModules: RouteModule[];
+  /** Ends the open log streams. */
+  stop(): void;
+}
+
+/** A daemon's record (already clamped) as a buffer record. */
+export function fromDaemonRecord(record: LogRecordMessage): LogRecord {
+  const out: LogRecord = {
+    seq: record.seq,
+    ts: record.timestamp_ms,
+    level: record.level as LogLevel,
+    logger: record.logger,
+    thread: record.thread,
+    message: record.message,
+  };
+  if (record.throwable !== "") out.throwable = record.throwable;
+  if (Object.keys(record.mdc).length > 0) out.mdc = record.mdc;
+  return out;
+}
+
+/** Builds the logs, diagnostics and sharing services and their routes. */
+export function buildLogsAndSharing(options: LogsAndSharingOptions): LogsAndSharing {
+  const { config, env, logs, kv, clock, cluster, tuning } = options;
+  const nodeLogs = new NodeLogBuffers(tuning?.nodeLogBounds);
+  const hub = new LogStreamHub({ clock, ...tuning?.logStream });
+  const tickets = new Tickets<LogStreamTicket>({ kv, clock });
+  const share = new ShareService({
+    config: config.share,
+    metrics: createShareMetrics(options.metrics),
+    clock,
+    logger: logs.logger("cloud.share"),
+    upload: tuning?.upload,
+  });
+
+  const knownSecrets = async (): Promise<string[]> => {
+    const secrets = [config.auth.adminPassword, env.CLOUD_ADMIN_PASSWORD ?? ""];
+    secrets.push(Buffer.from(await loadOrCreateSigningSecret(options.documents, clock)).toString("base64url"));
+    const seed = cluster.seed();
+    if (seed) secrets.push(seed.secret);
+    const material = cluster.material();
+    if (material) secrets.push(material.caKeyPem);
+    return secrets.filter((s) => s !== "");
+  };
+
+  const diagnostics = new DiagnosticsService({
+    readiness: async () => {
+      const checks = await options.readiness.checks();
+      const ready = Object.keys(checks).length > 0 && Object.values(checks).every(Boolean);
+      return { status: ready ? "READY" : "NOT_READY", checks };
+    },
+    overview: () => options.overview.get(),
+    settings: () => ({
+      version: options.version.version,
+      gitCommit: options.version.gitCommit,
+      runtimeVersion: options.version.runtimeVersion,
+      profile: config.runtime.profile,
+      controllerId: cluster.nodeId,
+      logLevel: logs.level,
+      logFormat: logs.format,
+      platform: `${process.platform}/${process.arch}`,
+      pid: process.pid,
+      uptimeSeconds: Math.round(process.uptime()),
+      memory: process.memoryUsage(),
+      daemonLogMirror: { nodes: nodeLogs.nodeCount, chars: nodeLogs.totalChars() },
+    }),
+    config: () => config,
+    kv,
+    clusterLeases: () => cluster.leases(),
+    logs,
+    knownSecrets,
+    clock,
+  });
+
+  // Reads of the mirror on this controller. A node whose stream another controller holds has no
+  // records here; see docs/decisions/logs.md for how such a read is answered.
+  const nodeLogAccess: NodeLogAccess = {
+    read: async (nodeId, query) => nodeLogs.read(nodeId, query),
+    source: (nodeId) => ({
+      read: async (query) => nodeLogs.read(nodeId, query),
+      follow: (listener) => nodeLogs.tail(nodeId, listener),
+    }),
+  };
+
+  return {
+    nodeLogs,
+    hub,
+    share,
+    diagnostics,
+    onLogRecord: (nodeId, record) => nodeLogs.append(nodeId, fromDaemonRecord(record), record.dropped_before),
+    routeModules: [
+      logRoutes({ logs, nodeLogs: nodeLogAccess, requireNode: (id) => options.nodes.get(id), hub, tickets, share, diagnostics }),
+      diagnosticsRoutes({ diagnostics, share, crashes: options.crashes }),
+    ],
+    stop: () => hub.stop(),
+  };
+}
