@@ -1,9 +1,10 @@
 /**
  * The sharing metrics of spec document 2's list (`cloud_share_*`), registered on the metrics
- * service's own registry. When metrics are disabled every handle is a no-op and nothing is
+ * service's own registry. `cloud_share_revocations_total` waits for a share revoke route
+ * (docs/decisions/metrics.md). When metrics are disabled every handle is a no-op and nothing is
  * registered.
  */
-import { Counter, Summary } from "prom-client";
+import { Counter, Histogram } from "prom-client";
 import type { MetricsService } from "./metrics.js";
 
 /** What a share upload records. */
@@ -14,11 +15,9 @@ export interface ShareMetrics {
   upstreamError(status: string): void;
   /** Size in bytes of a redacted upload. */
   uploadBytes(bytes: number): void;
-  /** One revoke attempt. */
-  revocation(outcome: "success" | "error" | "missing-token"): void;
 }
 
-const noop: ShareMetrics = { attempt: () => {}, upstreamError: () => {}, uploadBytes: () => {}, revocation: () => {} };
+const noop: ShareMetrics = { attempt: () => {}, upstreamError: () => {}, uploadBytes: () => {} };
 
 /** Registers the `cloud_share_*` metrics on `metrics.registry`. */
 export function createShareMetrics(metrics: Pick<MetricsService, "enabled" | "registry">): ShareMetrics {
@@ -36,17 +35,16 @@ export function createShareMetrics(metrics: Pick<MetricsService, "enabled" | "re
     labelNames: ["status"] as const,
     registers,
   });
-  const uploadBytes = new Summary({ name: "cloud_share_upload_bytes", help: "Size of redacted uploads in bytes", registers });
-  const revocations = new Counter({
-    name: "cloud_share_revocations_total",
-    help: "Share revoke attempts by outcome (success, error, missing-token)",
-    labelNames: ["outcome"] as const,
+  // A spec "summary" is exposed with _bucket{le}, _sum and _count (docs/decisions/metrics.md): a histogram.
+  const uploadBytes = new Histogram({
+    name: "cloud_share_upload_bytes",
+    help: "Size of redacted uploads in bytes",
+    buckets: [1_024, 16_384, 65_536, 262_144, 1_048_576, 4_194_304, 16_777_216],
     registers,
   });
   return {
     attempt: (kind, outcome) => attempts.inc({ kind, outcome }),
     upstreamError: (status) => upstreamErrors.inc({ status }),
     uploadBytes: (bytes) => uploadBytes.observe(bytes),
-    revocation: (outcome) => revocations.inc({ outcome }),
   };
 }

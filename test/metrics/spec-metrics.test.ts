@@ -76,10 +76,7 @@ const NOT_YET_REGISTERED: ReadonlyMap<string, string> = new Map([
   ["cloud_module_classloader_tracked_total", "module class loaders"],
   ["cloud_module_classloader_collected_total", "module class loaders"],
   ["cloud_module_classloader_leaked_total", "module class loaders"],
-  ["cloud_share_attempts_total", "sharing"],
-  ["cloud_share_upstream_errors_total", "sharing"],
-  ["cloud_share_upload_bytes", "sharing"],
-  ["cloud_share_revocations_total", "sharing"],
+  ["cloud_share_revocations_total", "a share revoke route"],
 ]);
 
 /** cloud_* metrics beyond the spec's list (docs/decisions/metrics.md). */
