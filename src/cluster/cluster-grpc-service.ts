@@ -2,7 +2,7 @@
  * The `ClusterMembership` gRPC service every controller serves on its gRPC port (beside the daemon
  * gateway): the cluster CA for joining controllers, joins authenticated by the join token alone,
  * and — for callers presenting a member certificate — writes relayed to the leader, status, and
- * daemon commands for the streams this controller holds.
+ * daemon commands and daemon log reads for the streams this controller holds.
  */
 import * as grpc from "@grpc/grpc-js";
 import { Type } from "@sinclair/typebox";
@@ -22,6 +22,8 @@ import {
   type ForwardNodeCommandResponse,
   type JoinClusterRequest,
   type JoinClusterResponse,
+  type ReadNodeLogsRequest,
+  type ReadNodeLogsResponse,
   type StatusResponse,
 } from "./cluster-proto.js";
 import { RaftHostError } from "./host-errors.js";
@@ -29,6 +31,7 @@ import { hashJoinToken, joinTokenCharsMax, verifyJoinToken, readJoinTokenClaims 
 import { relayedJoinMetadataKey } from "./member-clients.js";
 import type { ClusterMembershipPort, MembershipRequest } from "./membership-types.js";
 import { readForwardNodeCommand } from "./node-commands.js";
+import { nodeLogsResponse, readReadNodeLogs } from "./node-logs.js";
 
 export interface ClusterGrpcServiceOptions {
   /** The cluster service, seen through the port it serves the adapter. */
@@ -139,6 +142,12 @@ export function clusterMembershipService(options: ClusterGrpcServiceOptions): Ga
         requireMember(call);
         const { nodeId, command } = readForwardNodeCommand(call.request);
         return { result: await cluster.runForwardedCommand(nodeId, command) };
+      }),
+
+      ReadNodeLogs: unary<ReadNodeLogsRequest, ReadNodeLogsResponse>(async (call) => {
+        requireMember(call);
+        const { nodeId, query } = readReadNodeLogs(call.request);
+        return nodeLogsResponse(cluster.readForwardedNodeLogs(nodeId, query));
       }),
     },
   };

@@ -7,7 +7,7 @@ import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import type { CommandPayloads, CommandResult } from "../wire/daemon-proto.js";
+import type { CommandPayloads, CommandResult, LogRecordMessage } from "../wire/daemon-proto.js";
 import { ApiError } from "../shared/errors.js";
 import { CONTROLLER_CERTIFICATE_NAME } from "../wire/certificate-names.js";
 
@@ -67,6 +67,27 @@ export interface ForwardNodeCommandResponse {
   result: CommandResult | null;
 }
 
+/** A read of the daemon log records a member holds for a node (`ReadNodeLogs`). */
+export interface ReadNodeLogsRequest {
+  node_id: string;
+  /** Empty for every level. */
+  level: string;
+  /** Empty for every logger. */
+  logger: string;
+  /** 0 for every matching record. */
+  limit: number;
+  /** 0 for every record. */
+  after_seq: number;
+}
+
+export interface ReadNodeLogsResponse {
+  records: LogRecordMessage[];
+  size: number;
+  capacity: number;
+  last_seq: number;
+  dropped_on_daemon: number;
+}
+
 export type UnaryCallback<T> = (error: grpc.ServiceError | null, response?: T) => void;
 
 /** The generated-at-runtime client of `ClusterMembership`. */
@@ -77,6 +98,7 @@ export interface ClusterMembershipClient extends grpc.Client {
   ChangeMembership(request: { request_json: string }, options: grpc.CallOptions, callback: UnaryCallback<object>): grpc.ClientUnaryCall;
   Status(request: object, options: grpc.CallOptions, callback: UnaryCallback<StatusResponse>): grpc.ClientUnaryCall;
   ForwardNodeCommand(request: ForwardNodeCommandRequest, options: grpc.CallOptions, callback: UnaryCallback<ForwardNodeCommandResponse>): grpc.ClientUnaryCall;
+  ReadNodeLogs(request: ReadNodeLogsRequest, options: grpc.CallOptions, callback: UnaryCallback<ReadNodeLogsResponse>): grpc.ClientUnaryCall;
 }
 
 type ClusterMembershipConstructor = grpc.ServiceClientConstructor;

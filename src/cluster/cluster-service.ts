@@ -14,6 +14,8 @@
  */
 import { performance } from "node:perf_hooks";
 import type { AuditRecorder } from "../audit/types.js";
+import type { LogQuery } from "../logs/log-query.js";
+import type { NodeLogRead } from "../logs/node-log-buffers.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
 import { assert } from "../shared/errors.js";
@@ -44,6 +46,7 @@ import type { MemberClients } from "./member-clients.js";
 import { MemberRemoval, type RecoveryResult } from "./member-removal.js";
 import type { AdvertisedAddresses, ClusterMembershipPort, LeaderLink, MembershipRequest } from "./membership-types.js";
 import { ForwardedCommands, MemberCommandLink } from "./node-commands.js";
+import { ForwardedLogReads, MemberLogLink } from "./node-logs.js";
 import type { RaftMember, RaftTuning } from "./raft-member.js";
 import { SingletonLeases, type HeldLease } from "./singleton-leases.js";
 
@@ -89,6 +92,7 @@ export class ClusterService implements ClusterMembershipPort {
   private readonly addresses: AdvertisedAddresses;
   private leaderLink: LeaderLink | null = null;
   private readonly forwardedCommands = new ForwardedCommands();
+  private readonly forwardedLogReads = new ForwardedLogReads();
   private readonly singletonLeases: SingletonLeases;
   private readonly writes: LeaderWrites;
   private readonly joinTokens: JoinTokenAdmin;
@@ -199,6 +203,19 @@ export class ClusterService implements ClusterMembershipPort {
    */
   memberCommandLink(): MemberCommandLink {
     return new MemberCommandLink(this.options.clients.withOwnChannels(), (id) => this.grpcAddressOf(id), this.forwardedCommands);
+  }
+
+  /** Reads the daemon log records this controller holds for `nodeId`, for another member (`ReadNodeLogs`). */
+  readForwardedNodeLogs(nodeId: string, query: LogQuery): NodeLogRead {
+    return this.forwardedLogReads.run(nodeId, query);
+  }
+
+  /**
+   * Daemon log reads to and from the other members (`ReadNodeLogs`): read from a member's gRPC
+   * port from its member record, on clients of the link's own that its owner closes.
+   */
+  memberLogLink(): MemberLogLink {
+    return new MemberLogLink(this.options.clients.withOwnChannels(), (id) => this.grpcAddressOf(id), this.forwardedLogReads);
   }
 
   /** Sets the link to the leader used by writes on a controller that does not lead. */

@@ -3,7 +3,8 @@
  * certificate and accepts only a server certificate of the cluster CA naming `cloud-controller`.
  * {@link GrpcLeaderLink} hands writes to the leader; {@link MemberClients.status} tells a live
  * member from a dead one; {@link MemberClients.forwardNodeCommand} hands a daemon command to the
- * member holding the daemon's stream (`node-commands.ts`).
+ * member holding the daemon's stream (`node-commands.ts`); {@link MemberClients.readNodeLogs} reads
+ * the daemon log records that member holds (`node-logs.ts`).
  */
 import * as grpc from "@grpc/grpc-js";
 import { HostErrorCode, RaftHostError } from "./host-errors.js";
@@ -20,6 +21,8 @@ import {
   type ForwardNodeCommandResponse,
   type JoinClusterRequest,
   type JoinClusterResponse,
+  type ReadNodeLogsRequest,
+  type ReadNodeLogsResponse,
   type StatusResponse,
 } from "./cluster-proto.js";
 import type { LeaderLink, MembershipRequest } from "./membership-types.js";
@@ -94,6 +97,12 @@ export class MemberClients {
       });
       options.signal.addEventListener("abort", cancel, { once: true });
     });
+  }
+
+  /** Reads the daemon log records the member at `address` holds for a node. */
+  readNodeLogs(address: string, request: ReadNodeLogsRequest, timeoutMs: number): Promise<ReadNodeLogsResponse> {
+    const client = this.client(address);
+    return callUnary(client.ReadNodeLogs.bind(client), request, timeoutMs);
   }
 
   /** Another set of clients with the same member certificate and channels of their own, closed on their own. */

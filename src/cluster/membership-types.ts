@@ -6,6 +6,8 @@
  * these instead of each other.
  */
 import type { ConfChangeSingle } from "../../raft/types.js";
+import type { LogQuery } from "../logs/log-query.js";
+import type { NodeLogRead } from "../logs/node-log-buffers.js";
 import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
 import type { CertificateAndKey } from "./ca.js";
 import type { AppliedCommand, MembershipContext, UnstampedCommand } from "./cluster-commands.js";
@@ -73,4 +75,6 @@ export interface ClusterMembershipPort {
   relayJoin(address: string, request: JoinClusterRequest): Promise<JoinClusterResponse>;
   /** Runs a daemon command another member forwarded for a daemon whose stream this controller holds. */
   runForwardedCommand(nodeId: string, command: InstanceCommand): Promise<CommandResult>;
+  /** Reads the daemon log records this controller holds for `nodeId`, for another member. */
+  readForwardedNodeLogs(nodeId: string, query: LogQuery): NodeLogRead;
 }

@@ -33,6 +33,8 @@ export interface NodeLogRead {
   capacity: number;
   /** Records the daemon reported dropped from its own queue, since this controller holds the buffer. */
   droppedOnDaemon: number;
+  /** The newest record's number before filtering; 0 when nothing is held. */
+  lastSeq: number;
 }
 
 const charsOf = (record: LogRecord): number => {
@@ -122,8 +124,15 @@ export class NodeLogBuffers {
   /** Reads `nodeId`'s buffer through `query`; empty when nothing was received for it. */
   read(nodeId: string, query: LogQuery = {}): NodeLogRead {
     const buffer = this.buffers.get(nodeId);
-    if (!buffer) return { records: [], size: 0, capacity: this.bounds.recordsMax, droppedOnDaemon: 0 };
-    return { records: selectRecords(buffer.toArray(), query), size: buffer.size, capacity: this.bounds.recordsMax, droppedOnDaemon: buffer.droppedOnDaemon };
+    if (!buffer) return { records: [], size: 0, capacity: this.bounds.recordsMax, droppedOnDaemon: 0, lastSeq: 0 };
+    const records = buffer.toArray();
+    return {
+      records: selectRecords(records, query),
+      size: buffer.size,
+      capacity: this.bounds.recordsMax,
+      droppedOnDaemon: buffer.droppedOnDaemon,
+      lastSeq: records.at(-1)?.seq ?? 0,
+    };
   }
 
   /** Calls `listener` with every record appended for `nodeId` from now on; returns the unsubscribe function. */
