@@ -502,6 +502,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       kv,
       clock,
       cluster,
+      connectedHere: (nodeId) => gateway.isConnected(nodeId),
       nodes,
       crashes,
       overview,

@@ -3,10 +3,15 @@
  * log mirror, the log streams and their tickets, the redacted diagnostics bundle with every secret
  * the controller knows, the share service, and their route modules. Built by `startController`,
  * which hands the gateway {@link LogsAndSharing.onLogRecord}.
+ *
+ * On the production profile a node's log is read where its daemon's stream is held: the
+ * node-session registry names the holder, and the cluster's `ReadNodeLogs` call (served here from
+ * the per-node buffers) reads its records (`src/logs/node-log-access.ts`).
  */
 import { loadOrCreateSigningSecret } from "../auth/signing-key.js";
 import type { ClusterService } from "../cluster/cluster-service.js";
 import type { ControllerConfig } from "../config/schema.js";
+import { NodeSessionRegistry } from "../coordination/session-registry.js";
 import { Tickets } from "../coordination/tickets.js";
 import { DiagnosticsService } from "../diagnostics/diagnostics-service.js";
 import type { CrashService } from "../domain/crashes/crash-service.js";
@@ -18,6 +23,7 @@ import { logRoutes, type LogStreamTicket, type NodeLogAccess } from "../http/rou
 import type { ReadinessProbe, VersionInfo } from "../http/routes/system.js";
 import type { ControllerLogService } from "../logs/logger.js";
 import { LogStreamHub, type LogStreamHubOptions } from "../logs/log-stream.js";
+import { ClusterNodeLogs, type NodeLogHolders } from "../logs/node-log-access.js";
 import { NodeLogBuffers, type NodeLogBounds } from "../logs/node-log-buffers.js";
 import type { LogLevel, LogRecord } from "../logs/types.js";
 import type { MetricsService } from "../metrics/metrics.js";
@@ -33,6 +39,8 @@ export interface LogsAndSharingTuning {
   logStream?: LogStreamHubOptions;
   /** Replaces the PrivateBin upload (tests of failures that a real service cannot be made to give). */
   upload?: PasteUploader;
+  /** How often a node's log tail on a controller without its stream asks the holder (500 ms). */
+  nodeLogPollIntervalMs?: number;
 }
 
 export interface LogsAndSharingOptions {
@@ -44,6 +52,8 @@ export interface LogsAndSharingOptions {
   kv: KvStore;
   clock: Clock;
   cluster: ClusterService;
+  /** Whether this controller's daemon gateway holds a node's stream now. */
+  connectedHere(nodeId: string): boolean;
   nodes: Pick<NodeService, "get">;
   crashes: Pick<CrashService, "get">;
   overview: Pick<OverviewService, "get">;
@@ -61,7 +71,7 @@ export interface LogsAndSharing {
   /** Hand to the daemon gateway: every mirrored record of a daemon this controller holds. */
   onLogRecord(nodeId: string, record: LogRecordMessage): void;
   routeModules: RouteModule[];
-  /** Ends the open log streams. */
+  /** Ends the open log streams and the log reads between controllers. */
   stop(): void;
 }
 
@@ -133,15 +143,26 @@ export function buildLogsAndSharing(options: LogsAndSharingOptions): LogsAndShar
     clock,
   });
 
-  // Reads of the mirror on this controller. A node whose stream another controller holds has no
-  // records here; see docs/decisions/logs.md for how such a read is answered.
-  const nodeLogAccess: NodeLogAccess = {
-    read: async (nodeId, query) => nodeLogs.read(nodeId, query),
-    source: (nodeId) => ({
-      read: async (query) => nodeLogs.read(nodeId, query),
-      follow: (listener) => nodeLogs.tail(nodeId, listener),
-    }),
-  };
+  // Several controllers (production): a node's records are on the controller holding its stream,
+  // which the others ask over the cluster's gRPC. One controller (development): all are here.
+  let holders: NodeLogHolders | null = null;
+  let closeLink = (): void => undefined;
+  if (config.runtime.profile === "production") {
+    const registry = new NodeSessionRegistry({ kv });
+    const link = cluster.memberLogLink();
+    const stopServing = link.serve((nodeId, query) => nodeLogs.read(nodeId, query));
+    closeLink = () => {
+      stopServing();
+      link.close();
+    };
+    holders = {
+      selfId: cluster.nodeId,
+      connectedHere: options.connectedHere,
+      holderOf: async (nodeId) => (await registry.lookup(nodeId))?.controllerId ?? null,
+      readRemote: (controllerId, nodeId, query) => link.read(controllerId, nodeId, query),
+    };
+  }
+  const nodeLogAccess: NodeLogAccess = new ClusterNodeLogs({ local: nodeLogs, holders, clock, pollIntervalMs: tuning?.nodeLogPollIntervalMs });
 
   return {
     nodeLogs,
@@ -153,6 +174,9 @@ export function buildLogsAndSharing(options: LogsAndSharingOptions): LogsAndShar
       logRoutes({ logs, nodeLogs: nodeLogAccess, requireNode: (id) => options.nodes.get(id), hub, tickets, share, diagnostics }),
       diagnosticsRoutes({ diagnostics, share, crashes: options.crashes }),
     ],
-    stop: () => hub.stop(),
+    stop: () => {
+      hub.stop();
+      closeLink();
+    },
   };
 }

@@ -7,8 +7,10 @@
  *   as `event: message` with `id: <seq>` and the record as data;
  * - a comment line when nothing was written for the keep-alive interval;
  * - `event: error` with `{message}` before the stream closes on purpose: `Too many connections`
- *   beyond the client cap, `Too slow` when a client let more than the pending bound pile up, or
- *   a socket that took nothing for the stall bound (then the connection is cut without a frame).
+ *   beyond the client cap, `Too slow` when a client let more than the pending bound pile up,
+ *   `Log unavailable` (with `detail`) when the buffer is on another controller that could not be
+ *   asked, or a socket that took nothing for the stall bound (then the connection is cut without a
+ *   frame).
  *
  * A client is a bounded queue of its own (unlike the event stream, a log buffer has no stable
  * positions to keep a cursor into), so a slow reader costs at most the pending bound.
@@ -115,7 +117,14 @@ export class LogStreamHub {
     });
     writer.onAbort(wakeUp);
     try {
-      const held = await source.read(query);
+      let held: Awaited<ReturnType<LogSource["read"]>>;
+      try {
+        held = await source.read(query);
+      } catch (err) {
+        // A node's log on another controller that could not be asked (after the route checked it).
+        await this.writeWithin(writer, logFrame("error", { message: "Log unavailable", detail: (err as Error).message }));
+        return;
+      }
       if (!(await this.writeWithin(writer, logFrame("connected", { message: "Connected to the log stream", size: held.size, capacity: held.capacity }))))
         return;
       let lastSeq = 0;

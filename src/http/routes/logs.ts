@@ -9,6 +9,10 @@
  * 422 VALIDATION_ERROR and changes nothing. The stream routes take the same filters plus `ticket`
  * (from `GET /api/v1/system/logs/ticket`, single-use, 30 s); a missing, unknown, expired or used
  * ticket gets one `event: error` with `{"message":"Unauthorized"}` and the stream closes.
+ *
+ * A node's log is read where its daemon's stream is held: on another controller the holder is asked
+ * (`ReadNodeLogs` between members); a holder that cannot be asked is 503 LOG_HOLDER_UNAVAILABLE
+ * (502 LOG_HOLDER_ERROR when it refused), checked before a stream's ticket is used.
  */
 import type { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
@@ -36,10 +40,12 @@ export interface LogStreamTicket {
   readonly [field: string]: unknown;
 }
 
-/** The daemon log mirror as the routes read it, whichever controller holds the node's stream. */
+/** The daemon log mirror as the routes read it, whichever controller holds the node's stream (`src/logs/node-log-access.ts`). */
 export interface NodeLogAccess {
+  /** Rejects with 503 LOG_HOLDER_UNAVAILABLE or 502 LOG_HOLDER_ERROR when the holder cannot be asked. */
   read(nodeId: string, query: LogQuery): Promise<NodeLogRead>;
-  source(nodeId: string): LogSource;
+  /** The node's records for a tail filtered by `query`. */
+  source(nodeId: string, query: LogQuery): LogSource;
 }
 
 export interface LogRoutesDeps {
@@ -239,7 +245,9 @@ export function logRoutes(deps: LogRoutesDeps): (app: Hono<AppEnv>, registry: Ro
       async ({ params, query, c }) => {
         const filters = toQuery(query);
         await deps.requireNode(params.id);
-        return serveStream(c, query.ticket, () => deps.nodeLogs.source(params.id), filters);
+        // A holder that cannot be asked is answered here, before the ticket is used.
+        await deps.nodeLogs.read(params.id, { limit: 1 });
+        return serveStream(c, query.ticket, () => deps.nodeLogs.source(params.id, filters), filters);
       },
     );
   };
