@@ -183,7 +183,8 @@ export class MemberLogLink {
     const error = err as Partial<grpc.ServiceError>;
     if (typeof error.code !== "number") return unavailable(`Reading the log of node ${nodeId} from controller ${controllerId} failed: ${String(err)}`);
     const expected = fromGrpcError(error as grpc.ServiceError);
-    if (expected) return new ApiError(502, "LOG_HOLDER_ERROR", `Controller ${controllerId} refused the log read of node ${nodeId}: ${expected.code}: ${expected.message}`);
+    if (expected)
+      return new ApiError(502, "LOG_HOLDER_ERROR", `Controller ${controllerId} refused the log read of node ${nodeId}: ${expected.code}: ${expected.message}`);
     switch (error.code) {
       case grpc.status.DEADLINE_EXCEEDED:
         return unavailable(`Controller ${controllerId}, holding the stream of node ${nodeId}, did not answer within ${this.timeoutMs} ms`);

@@ -113,7 +113,11 @@ export class ClusterNodeLogs {
     try {
       holder = await holders.holderOf(nodeId);
     } catch (err) {
-      throw new ApiError(503, "LOG_HOLDER_UNAVAILABLE", `The node-session registry cannot be read to find the log of node ${nodeId}: ${(err as Error).message}`);
+      throw new ApiError(
+        503,
+        "LOG_HOLDER_UNAVAILABLE",
+        `The node-session registry cannot be read to find the log of node ${nodeId}: ${(err as Error).message}`,
+      );
     }
     return holder === null || holder === holders.selfId ? null : holder;
   }
