@@ -215,7 +215,8 @@ export function logRoutes(deps: LogRoutesDeps): (app: Hono<AppEnv>, registry: Ro
       {
         method: "get",
         path: "/api/v1/nodes/:id/logs",
-        summary: "Recent log records of a node's daemon (mirrored over its stream), filtered like GET /api/v1/system/logs",
+        summary:
+          "Recent log records of a node's daemon (mirrored over its stream, read from the controller holding it; 503 LOG_HOLDER_UNAVAILABLE when that controller cannot be asked), filtered like GET /api/v1/system/logs",
         tag,
         permission: "system.logs.view",
         params: NodeParams,
@@ -236,7 +237,8 @@ export function logRoutes(deps: LogRoutesDeps): (app: Hono<AppEnv>, registry: Ro
       {
         method: "get",
         path: "/api/v1/nodes/:id/logs/stream",
-        summary: "SSE tail of a node's daemon log (query ticket from GET /api/v1/system/logs/ticket)",
+        summary:
+          "SSE tail of a node's daemon log (query ticket from GET /api/v1/system/logs/ticket); on a controller without the daemon's stream it polls the holder every 500 ms",
         tag,
         auth: "public",
         params: NodeParams,
