@@ -51,6 +51,13 @@ export interface BackupServiceDeps {
   logger: Logger;
   /** Called after a restore changed the datastores (drops cached principals). */
   onRestored?: () => void;
+  /**
+   * Runs a restore of the datastores with the cluster in maintenance (restore-coordination.ts);
+   * without it the restore runs under nobody's feet but its own.
+   */
+  maintenance?: { run<T>(id: string, work: () => Promise<T>): Promise<T> };
+  /** Runs after the datastores were restored, still in maintenance: stops the processes the restored records do not hold. */
+  afterDatastores?: () => Promise<void>;
   limits?: BundleLimits;
 }
 
@@ -209,20 +216,27 @@ export class BackupService {
         const planned = plannedRestore(manifest, parts);
         return this.report(id, options.dryRun, false, planned, null, parts);
       }
-      const stamp = new Date(this.deps.clock.nowMs()).toISOString().replace(/[-:.]/g, "");
-      const rollbackRoot = join(this.deps.directory, "rollback", `${stamp}-${id}`);
-      const journal: Journal = { id, startedAt: new Date(this.deps.clock.nowMs()).toISOString(), parts, rollbackRoot };
-      if (parts.filesystem) await mkdir(rollbackRoot, { recursive: true });
-      await writeDurably(join(this.deps.directory, JOURNAL_FILE), Buffer.from(JSON.stringify(journal)));
-      await fsyncDirectory(this.deps.directory);
-      this.deps.logger.warn(`Restoring backup ${id} (datastores ${parts.datastores}, filesystem ${parts.filesystem})`);
-      const applied = await applyBundle(this.bundlePath(id), record, parts, this.targets(), rollbackRoot, this.limits);
-      await this.removeJournal();
-      if (parts.datastores) this.deps.onRestored?.();
-      this.deps.logger.info(
-        `Restore of backup ${id} done: ${applied.collections.length} collections, ${applied.entryCount} blobs, ${applied.rolledAside} set aside`,
-      );
-      return this.report(id, false, true, applied, parts.filesystem ? rollbackRoot : null, parts);
+      const apply = async (): Promise<RestoreReport> => {
+        const stamp = new Date(this.deps.clock.nowMs()).toISOString().replace(/[-:.]/g, "");
+        const rollbackRoot = join(this.deps.directory, "rollback", `${stamp}-${id}`);
+        const journal: Journal = { id, startedAt: new Date(this.deps.clock.nowMs()).toISOString(), parts, rollbackRoot };
+        if (parts.filesystem) await mkdir(rollbackRoot, { recursive: true });
+        await writeDurably(join(this.deps.directory, JOURNAL_FILE), Buffer.from(JSON.stringify(journal)));
+        await fsyncDirectory(this.deps.directory);
+        this.deps.logger.warn(`Restoring backup ${id} (datastores ${parts.datastores}, filesystem ${parts.filesystem})`);
+        const applied = await applyBundle(this.bundlePath(id), record, parts, this.targets(), rollbackRoot, this.limits);
+        await this.removeJournal();
+        if (parts.datastores) {
+          this.deps.onRestored?.();
+          await this.deps.afterDatastores?.();
+        }
+        this.deps.logger.info(
+          `Restore of backup ${id} done: ${applied.collections.length} collections, ${applied.entryCount} blobs, ${applied.rolledAside} set aside`,
+        );
+        return this.report(id, false, true, applied, parts.filesystem ? rollbackRoot : null, parts);
+      };
+      // Blobs are content-addressed and only the datastores hold what the schedulers act on.
+      return parts.datastores && this.deps.maintenance ? this.deps.maintenance.run(id, apply) : apply();
     });
   }
 

@@ -78,6 +78,10 @@ import { startEventStream, type EventStream, type EventStreamOptions } from "../
 import { openControllerStores, type ControllerStores } from "./stores.js";
 import { BackupService } from "../backup/backup-service.js";
 import { backupRoutes } from "../http/routes/backups.js";
+import { RestoreCoordination, RESTORE_POLL_INTERVAL_MS } from "../backup/restore-coordination.js";
+import { stopUnrecordedInstances } from "../backup/unrecorded-instances.js";
+import { groupResource, leaseTokenKey } from "../coordination/keys.js";
+import { LOCAL_SCOPE_TOKEN } from "../scheduler/scopes.js";
 import { uriScheme } from "../store/open.js";
 import { openDeploymentCollections } from "../deployments/deployment-store.js";
 import { RevisionStore } from "../deployments/revision-store.js";
@@ -292,6 +296,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
     });
     const version = opts.version ?? resolveVersionInfo({ rootDir: findRootDir(), env });
     let memberId = "";
+    let restoreCoordination: RestoreCoordination | null = null;
+    let stopStrays: (() => Promise<unknown>) | null = null;
     const backups = new BackupService({
       documents,
       kv,
@@ -307,6 +313,11 @@ export async function startController(config: ControllerConfig, opts: StartContr
       clock,
       logger: logs.logger("cloud.backup"),
       onRestored: () => auth.invalidate(),
+      // Bound once the scheduler exists (below); a restore needs a serving controller anyway.
+      maintenance: { run: (id, work) => (restoreCoordination ? restoreCoordination.run(id, work) : work()) },
+      afterDatastores: async () => {
+        await stopStrays?.();
+      },
     });
     // Before anything reads the stores: a restore a killed controller left half done is finished first.
     await backups.start();
@@ -449,6 +460,34 @@ export async function startController(config: ControllerConfig, opts: StartContr
       },
     });
     scheduler.setConsole(consoleHub);
+    const daemonLink = coordination.daemons;
+    stopStrays = () =>
+      stopUnrecordedInstances({
+        nodes: async () => (await nodes.list()).filter((node) => node.state !== "OFFLINE").map((node) => node.id),
+        listInstances: async (nodeId) => {
+          const result = await daemonLink.sendCommand(nodeId, { type: "list_instances", body: {} }).catch(() => null);
+          return result?.ok ? (result.instances ?? []) : null;
+        },
+        liveRecords: async () => new Map((await instances.findDocs()).filter((doc) => !FINISHED_STATES.has(doc.state)).map((doc) => [doc.id, doc.node])),
+        // The counter the group's lease tokens come from; the development profile's constant token without one.
+        fencingToken: async (group) => Number(await kv.get(leaseTokenKey(groupResource(group)))) || LOCAL_SCOPE_TOKEN,
+        forceStop: async (nodeId, group, instanceId, fencingToken) => {
+          const result = await daemonLink
+            .sendCommand(nodeId, { type: "force_stop_instance", body: { group, fencing_token: fencingToken, instance_id: instanceId } })
+            .catch(() => null);
+          return result !== null && (result.ok || result.error_code === "UNKNOWN_INSTANCE");
+        },
+        logger: logs.logger("cloud.backup"),
+      });
+    const coordinatedRestores = new RestoreCoordination({
+      kv,
+      controllerId: cluster.nodeId,
+      clock,
+      logger: logs.logger("cloud.backup"),
+      hooks: { pause: () => scheduler.pauseScheduling(), resume: () => scheduler.resumeScheduling(), reloadAuth: () => auth.invalidate() },
+      // A dead controller's scope leases expire within one lease TTL; the others release theirs within a poll.
+      quietTimeoutMs: 2 * config.scheduler.evaluationIntervalSeconds * 1000 + 2 * RESTORE_POLL_INTERVAL_MS + RESTORE_QUIET_MARGIN_MS,
+    });
     metrics.setGaugeSources({
       schedulerLastTickLagMillis: () => scheduler.lastTickLagMs(),
       workflowsStartRetries: () => scheduler.waitingWorkflows().startRetries,
@@ -562,6 +601,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       bodyLimitRoutes: opts.bodyLimitRoutes,
       tracing,
       traceUiTemplate: config.telemetry.traceUiTemplate,
+      restoreInProgress: () => coordinatedRestores.current(),
     });
 
     // Requests log under the logical thread name "http" (see docs/decisions/platform.md).
@@ -648,6 +688,10 @@ export async function startController(config: ControllerConfig, opts: StartContr
       reconciler.start();
       cleanups.push({ name: "deployment reconciler", run: () => Promise.all([reconciler.stop(), intents.stop()]).then(() => undefined) });
     }
+    // After the scheduler started: a restore under way elsewhere pauses it at once.
+    await coordinatedRestores.start();
+    restoreCoordination = coordinatedRestores;
+    cleanups.push({ name: "restore coordination", run: () => coordinatedRestores.stop() });
 
     return {
       httpUrl,
@@ -696,6 +740,9 @@ export async function startController(config: ControllerConfig, opts: StartContr
 }
 
 type FetchHandler = Parameters<typeof serve>[0]["fetch"];
+
+/** Slack on top of a lease TTL and two polls before a restore gives up waiting for the scopes to be released. */
+const RESTORE_QUIET_MARGIN_MS = 10_000;
 
 /** The document store a `database.uri` selects, as backup manifests name it. */
 function documentStoreKind(uri: string | undefined): string {

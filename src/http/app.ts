@@ -5,7 +5,8 @@
  *
  * Chain, outermost first: HTTP metrics (every request, whatever answers) -> client address -> unread
  * body drain -> CORS -> subnet guard (only `/api/*`; `/metrics` skips it) -> request id + correlation
- * -> per-IP rate limit -> JWT authentication -> per-user rate limit -> UTF-8 URL check -> body size
+ * -> per-IP rate limit -> JWT authentication -> per-user rate limit -> restore gate (writes answer 503
+ * while a restore holds the cluster) -> UTF-8 URL check -> body size
  * limit -> route (authorization, then body parsing and validation). docs/decisions/http-auth.md
  * explains each step.
  */
@@ -29,6 +30,7 @@ import { traceRequests } from "./middleware/trace-requests.js";
 import type { Tracing } from "../shared/tracing.js";
 import { perIpRateLimit, perUserRateLimit } from "./middleware/rate-limit.js";
 import { requestId } from "./middleware/request-context.js";
+import { restoreGate, type RestoreInProgress } from "./middleware/restore-gate.js";
 import { subnetGuard } from "./middleware/subnet-guard.js";
 import { utf8Url } from "./middleware/utf8-url.js";
 import { RouteRegistry, type RouteModule } from "./route.js";
@@ -77,6 +79,8 @@ export interface HttpDeps {
   tracing?: Tracing;
   /** `telemetry.traceUiTemplate`: traced responses carry `X-Trace-Url` built from it. */
   traceUiTemplate?: string;
+  /** The restore holding the cluster in maintenance, if any: writes answer 503 meanwhile. */
+  restoreInProgress?: () => RestoreInProgress | null;
 }
 
 /** Builds the application and the registry of every route mounted on it. */
@@ -102,6 +106,7 @@ export function createHttpApp(deps: HttpDeps): { app: Hono<AppEnv>; registry: Ro
   app.use("*", perIpRateLimit({ perMinute: rateLimit.perIpPerMinute, clock }));
   app.use("*", authenticate({ auth: deps.auth }));
   app.use("*", perUserRateLimit({ perMinute: rateLimit.perUserPerMinute, clock }));
+  if (deps.restoreInProgress) app.use("*", restoreGate({ current: deps.restoreInProgress }));
   app.use("*", utf8Url());
   app.use("*", bodyLimit({ maxBytes: bodyLimitBytes, routes: deps.bodyLimitRoutes ?? [...TEMPLATE_BODY_LIMIT_ROUTES, ...BACKUP_BODY_LIMIT_ROUTES] }));
 

@@ -113,6 +113,11 @@ export class LiveInstances {
     for (const instance of this.ofGroup(group)) this.remove(instance.id);
   }
 
+  /** Forgets every instance (the records are read again after a restore replaced them). */
+  clear(): void {
+    for (const id of [...this.byId.keys()]) this.remove(id);
+  }
+
   get size(): number {
     return this.byId.size;
   }

@@ -106,6 +106,14 @@ export class SchedulerHost implements InstanceLifecycle {
   private unsubscribeReports: (() => void) | null = null;
   private stopped = false;
   private started = false;
+  private paused = false;
+  /** Groups handed to the scope ownership, so a restore can untrack the ones it removed. */
+  private readonly trackedGroups = new Set<string>();
+  private readonly scopeListener = {
+    // Adopted records are checked against the nodes at once: a final report may have passed while nobody owned them.
+    acquired: (scope: string, token: number) => this.track(this.scopes.acquired(scope, token).then(() => this.reconciler.request())),
+    lost: (scope: string) => this.scopes.lost(scope),
+  };
 
   constructor(private readonly options: SchedulerHostOptions) {
     const { clock, logger } = options;
@@ -311,15 +319,51 @@ export class SchedulerHost implements InstanceLifecycle {
     // Their states are followed once their group's scope is acquired here (put again then).
     for (const doc of await this.options.instances.findDocs()) if (!FINISHED_STATES.has(doc.state)) this.live.put(doc, false);
     const groups = await this.options.groups.listDocs();
-    for (const group of groups) this.options.scopes.track(group.name);
-    await this.options.scopes.start({
-      // Adopted records are checked against the nodes at once: a final report may have passed while nobody owned them.
-      acquired: (scope, token) => this.track(this.scopes.acquired(scope, token).then(() => this.reconciler.request())),
-      lost: (scope) => this.scopes.lost(scope),
-    });
+    for (const group of groups) this.trackGroup(group.name);
+    await this.options.scopes.start(this.scopeListener);
     this.sweeper.start();
     this.reconciler.start();
     this.ticks.start();
+  }
+
+  /**
+   * A restore is about to replace the records: every owned scope is given up (its actors stop, the
+   * processes keep running, the leases are released so the restoring controller sees the cluster
+   * quiet) and nothing is acquired or swept until {@link resumeScheduling}.
+   */
+  async pauseScheduling(): Promise<void> {
+    if (!this.started || this.stopped || this.paused) return;
+    this.paused = true;
+    this.sweeper.stop();
+    await this.options.scopes.stop();
+    this.scopes.releaseAll();
+    let timer: Timer | undefined;
+    await Promise.race([this.settle(), new Promise<void>((resolve) => (timer = this.options.clock.setTimeout(resolve, stopSettleTimeoutMs, { unref: true })))]);
+    timer?.cancel();
+  }
+
+  /**
+   * The records were replaced (or the restore gave up): the in-memory view is read again from the
+   * store, the groups found there are tracked (the others untracked), and scopes are acquired and
+   * adopted from the restored records as at a start.
+   */
+  async resumeScheduling(): Promise<void> {
+    if (!this.paused || this.stopped) return;
+    this.live.clear();
+    for (const doc of await this.options.instances.findDocs()) if (!FINISHED_STATES.has(doc.state)) this.live.put(doc, false);
+    const names = new Set((await this.options.groups.listDocs()).map((g) => g.name));
+    for (const name of this.trackedGroups) {
+      if (names.has(name)) continue;
+      this.options.scopes.untrack(name);
+      this.crashes.reset(name);
+      this.evaluator.forget(name);
+    }
+    this.trackedGroups.clear();
+    for (const name of names) this.trackGroup(name);
+    this.evaluator.invalidateNodes();
+    this.paused = false;
+    await this.options.scopes.start(this.scopeListener);
+    this.sweeper.start();
   }
 
   /** Stops every actor (the processes keep running) and waits for record writes under way. */
@@ -440,8 +484,13 @@ export class SchedulerHost implements InstanceLifecycle {
 
   // ---- groups ----
 
-  private async groupCreated(name: string): Promise<void> {
+  private trackGroup(name: string): void {
+    this.trackedGroups.add(name);
     this.options.scopes.track(name);
+  }
+
+  private async groupCreated(name: string): Promise<void> {
+    this.trackGroup(name);
     await this.scopes.groupCreated(name);
   }
 

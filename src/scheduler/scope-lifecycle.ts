@@ -110,6 +110,11 @@ export class ScopeLifecycle {
     this.deps.logger.warn(`Lost scheduling scope ${scope}: its actors are stopped; the processes keep running`);
   }
 
+  /** Every owned scope is given up at once (a restore replaces the records under the actors). */
+  releaseAll(): void {
+    for (const scope of new Set([...this.supervisors.keys(), ...this.fencingTokens.keys()])) this.lost(scope);
+  }
+
   /** A group was created: its scope's supervisor, when owned, starts its group actor. */
   async groupCreated(name: string): Promise<void> {
     const supervisor = this.supervisorOf(name);
