@@ -391,6 +391,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       clock,
       logger: logs.logger("cloud.coordination"),
     });
+    const instanceMetrics = new InstanceMetricsService(kv, events, clock, (id, tps) => metricsHistory.reportTps(id, tps));
     const scheduler = new SchedulerHost({
       groups,
       instances,
@@ -410,6 +411,10 @@ export async function startController(config: ControllerConfig, opts: StartContr
         reconcileIntervalMs: config.scheduler.reconcileIntervalSeconds * 1000,
         ...opts.schedulerTuning,
       },
+      loadSamples: async (ids) =>
+        (await Promise.all(ids.map((id) => instanceMetrics.latest(id)))).flatMap((s) =>
+          s ? [{ instanceId: s.instanceId, tps1m: s.tps1m, msptAvg: s.msptAvg, reportedAtMs: Date.parse(s.reportedAt) }] : [],
+        ),
     });
     scheduler.setConsole(consoleHub);
     metrics.setGaugeSources({
@@ -441,7 +446,6 @@ export async function startController(config: ControllerConfig, opts: StartContr
       logger: logs.logger("cloud.transfers"),
     });
     const sequences = new SequenceGuard(kv);
-    const instanceMetrics = new InstanceMetricsService(kv, events, clock, (id, tps) => metricsHistory.reportTps(id, tps));
     metrics.setGaugeSources({ workflowsPendingTransfers: () => transfers.pendingCount() });
 
     const eventStream = await startEventStream({ kv, bus: events, metrics, clock, logger: logs.logger("cloud.events.stream"), tuning: opts.eventStreamTuning });
