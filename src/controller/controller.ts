@@ -438,6 +438,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       clock,
       logger: logs.logger("cloud.coordination"),
     });
+    const instanceMetrics = new InstanceMetricsService(kv, events, clock, (id, tps) => metricsHistory.reportTps(id, tps));
     const scheduler = new SchedulerHost({
       groups,
       instances,
@@ -458,6 +459,10 @@ export async function startController(config: ControllerConfig, opts: StartContr
         reconcileIntervalMs: config.scheduler.reconcileIntervalSeconds * 1000,
         ...opts.schedulerTuning,
       },
+      loadSamples: async (ids) =>
+        (await Promise.all(ids.map((id) => instanceMetrics.latest(id)))).flatMap((s) =>
+          s ? [{ instanceId: s.instanceId, tps1m: s.tps1m, msptAvg: s.msptAvg, reportedAtMs: Date.parse(s.reportedAt) }] : [],
+        ),
     });
     scheduler.setConsole(consoleHub);
     const daemonLink = coordination.daemons;
@@ -517,7 +522,6 @@ export async function startController(config: ControllerConfig, opts: StartContr
       logger: logs.logger("cloud.transfers"),
     });
     const sequences = new SequenceGuard(kv);
-    const instanceMetrics = new InstanceMetricsService(kv, events, clock, (id, tps) => metricsHistory.reportTps(id, tps));
     metrics.setGaugeSources({ workflowsPendingTransfers: () => transfers.pendingCount() });
 
     const eventStream = await startEventStream({ kv, bus: events, metrics, clock, logger: logs.logger("cloud.events.stream"), tuning: opts.eventStreamTuning });

@@ -8,6 +8,7 @@ import type { Static, TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { badRequest, forbidden, unauthorized, validationError } from "../shared/errors.js";
 import type { Principal } from "../auth/principal.js";
+import { firstSchemaError } from "../domain/shared/validate.js";
 import { parseJsonBody } from "./json-body.js";
 import type { AppContext, AppEnv } from "./types.js";
 
@@ -64,7 +65,7 @@ export class RouteRegistry {
 
 /** Describes the first schema violation as `<field>: <reason>` so the message names the field. */
 export function describeSchemaError(schema: TSchema, value: unknown, where: string): string | null {
-  const first = Value.Errors(schema, value).First();
+  const first = firstSchemaError(schema, value);
   if (!first) return null;
   const field = first.path.replace(/^\//, "").replace(/\//g, ".") || where;
   return `${field}: ${first.message}`;

@@ -16,8 +16,17 @@ import { workloadTokenTtlMs } from "./credentials.js";
 export const sequenceWindow = 64;
 /** Compare-and-set attempts before a check gives up (concurrent requests of one plugin). */
 export const sequenceUpdateAttemptsMax = 64;
-/** The header text: a positive integer of at most 15 digits (below 2^53). */
-export const SEQUENCE_HEADER_PATTERN = /^[1-9][0-9]{0,14}$/;
+/**
+ * The header text: a positive integer of at most 16 digits; the value must also be a safe integer
+ * (at most 2^53 - 1, see {@link isSequenceValue}). The SDK counts from the wall clock in
+ * microseconds, which has had 16 digits since 2001.
+ */
+export const SEQUENCE_HEADER_PATTERN = /^[1-9][0-9]{0,15}$/;
+
+/** Whether the header text is an accepted sequence number. */
+export function isSequenceValue(text: string): boolean {
+  return SEQUENCE_HEADER_PATTERN.test(text) && Number.isSafeInteger(Number(text));
+}
 
 /** `cloud:v1:plugin-sequence:<instanceId>:<startId>`. */
 export const sequenceKey = (instanceId: string, startId: string): string => `${KV_KEY_PREFIX}plugin-sequence:${instanceId}:${startId}`;

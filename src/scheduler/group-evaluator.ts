@@ -3,6 +3,7 @@
  * it SCHEDULED and hand it to its instance actor; stops go to the instance actors. Evaluations and
  * explicit starts of one group never interleave. A placement failure is written on the group
  * record (`schedulingIssue`) and cleared by the next evaluation that needs no placement or places.
+ * A DYNAMIC group with `loadScaling` has its RUNNING instances' load samples read first.
  */
 import { randomBytes } from "node:crypto";
 import type { EvaluationOutput } from "../../actors/group/transitions.js";
@@ -21,7 +22,18 @@ import type { RevisionSource, RevisionStart } from "./instance-lifecycle.js";
 import type { LiveInstance, LiveInstances } from "./live-instances.js";
 import { placeInstance, type PlacementFailure, type PlacementNode } from "./placement.js";
 import { freeSlots } from "./static-slots.js";
-import { decideExplicitStart, decideScaling, trackIdle, type ScalingInstance } from "./scaling.js";
+import {
+  decideExplicitStart,
+  decideScaling,
+  noLoadTracking,
+  readLoad,
+  trackIdle,
+  trackLoad,
+  type LoadSample,
+  type LoadTracking,
+  type ScalingInput,
+  type ScalingInstance,
+} from "./scaling.js";
 
 export interface GroupEvaluatorDeps {
   groups: GroupService;
@@ -46,6 +58,8 @@ export interface GroupEvaluatorDeps {
   nodesSeen(nodes: readonly NodeRecord[]): void;
   /** Frozen revisions (deployments): new instances carry the group's current one; none: revision 0. */
   revisions?: Pick<RevisionSource, "resolve">;
+  /** The latest load samples of these instances (those without a current one are left out); absent: no load scaling. */
+  loadSamples?(instanceIds: readonly string[]): Promise<LoadSample[]>;
 }
 
 /** Instance records written at once by one evaluation (a bound on concurrent store writes). */
@@ -55,6 +69,7 @@ export const saveBatchInstancesMax = 100;
 export class GroupEvaluator {
   private readonly perGroup = new KeyedMutex();
   private readonly idleSince = new Map<string, Map<string, number>>();
+  private readonly loadTracking = new Map<string, LoadTracking>();
   /** Groups whose last evaluation left instances unplaced because start slots were full. */
   private readonly waitingForSlots = new Set<string>();
   private nodeCache: { atMs: number; nodes: Promise<NodeRecord[]> } | null = null;
@@ -72,14 +87,40 @@ export class GroupEvaluator {
       this.idleSince.set(name, idle);
       if (!group.static && (group.stoppedInstances ?? []).length > 0) await this.deps.groups.setSchedulingState(name, { stoppedInstances: [] });
       const stoppedByOperator = new Set(group.static ? (group.stoppedInstances ?? []) : []);
-      const decision = decideScaling({ group, instances, paused: group.paused ?? false, nowMs, idleSinceMs: idle, stoppedByOperator });
+      const load = await this.readLoad(group, instances, nowMs);
+      const decision = decideScaling({ group, instances, paused: group.paused ?? false, nowMs, idleSinceMs: idle, stoppedByOperator, load });
       if (decision.action === "SKIP") return { again: false };
       const drains =
         group.scalingMode === "DYNAMIC" && decision.target >= group.minInstances && decision.target <= Math.max(group.minInstances, group.maxInstances);
       for (const id of decision.stop) this.deps.toInstance(id, { type: drains && this.deps.live.get(id)?.state === "RUNNING" ? "DRAIN" : "STOP" });
       const placed = (await this.schedule(group, decision.start, signal, { paced: true })).length;
+      if (decision.trigger === "LOAD" && placed > 0 && load) {
+        this.loadTracking.set(name, { ...load.tracking, lastLoadStartMs: nowMs });
+        this.deps.logger.info(`Group ${name}: ${decision.message.replace(/^DYNAMIC: /, "")}`);
+      }
       return { again: decision.capped && placed === decision.start };
     });
+  }
+
+  /** The load input of a DYNAMIC group with thresholds (its bookkeeping updated); undefined otherwise. */
+  private async readLoad(group: StoredGroup, instances: readonly ScalingInstance[], nowMs: number): Promise<ScalingInput["load"]> {
+    const threshold = group.loadScaling;
+    if (group.scalingMode !== "DYNAMIC" || !threshold || !this.deps.loadSamples) {
+      this.loadTracking.delete(group.name);
+      return undefined;
+    }
+    const running = instances.filter((i) => i.state === "RUNNING").map((i) => i.id);
+    let samples: LoadSample[] = [];
+    try {
+      if (running.length > 0) samples = await this.deps.loadSamples(running);
+    } catch (err) {
+      // Unknown load is read as no breach: the group keeps scaling on player fill.
+      this.deps.logger.warn(`Group ${group.name}: load samples unavailable: ${(err as Error).message}`);
+    }
+    const reading = readLoad(threshold, instances, samples, nowMs);
+    const tracking = trackLoad(this.loadTracking.get(group.name) ?? noLoadTracking, reading, nowMs);
+    this.loadTracking.set(group.name, tracking);
+    return { reading, tracking };
   }
 
   /** `POST /api/v1/groups/{group}/start`: what the scaling mode allows now, placed at once. */
@@ -118,6 +159,7 @@ export class GroupEvaluator {
   /** Forgets a deleted group's bookkeeping. */
   forget(name: string): void {
     this.idleSince.delete(name);
+    this.loadTracking.delete(name);
     this.waitingForSlots.delete(name);
   }
 

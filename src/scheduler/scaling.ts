@@ -8,17 +8,22 @@
  *   surplus stops the highest slots first (static-slots.ts);
  * - DYNAMIC: at least minInstances, at most maxInstances; scale up when the players on RUNNING
  *   instances reach `scaleUpFillRatio` of their slots; stop idle instances (0 players for
- *   `idleCooldownMs`) while the others stay at or below `scaleDownFillRatio`;
+ *   `idleCooldownMs`) while the others stay at or below `scaleDownFillRatio`; with the group's
+ *   `loadScaling`, one more instance when the reported load stays over a threshold (see
+ *   {@link readLoad}), and no idle stop while it is over;
  * - MANUAL: nothing automatic; only explicit starts ({@link decideExplicitStart}).
  */
-import type { Group } from "../domain/groups/group-schemas.js";
+import type { Group, LoadScaling } from "../domain/groups/group-schemas.js";
 import type { InstanceFields } from "../domain/instances/instance-service.js";
 import type { InstanceState } from "../domain/instances/instance-schemas.js";
 import { AssertionError } from "../shared/errors.js";
 import { slotNumber } from "./static-slots.js";
 
 /** What scaling needs of a group. */
-export type ScalingGroup = Pick<Group, "name" | "scalingMode" | "minInstances" | "maxInstances" | "maxPlayers" | "maintenance">;
+export type ScalingGroup = Pick<Group, "name" | "scalingMode" | "minInstances" | "maxInstances" | "maxPlayers" | "maintenance"> & {
+  /** Thresholds of scaling on reported load; absent or null: player fill only. */
+  loadScaling?: LoadScaling | null;
+};
 
 /** What scaling needs of an instance of the group. */
 export type ScalingInstance = Pick<InstanceFields, "id" | "state" | "playerCount">;
@@ -33,6 +38,8 @@ export interface ScalingPolicy {
   idleCooldownMs: number;
   /** Starts per decision; a bigger gap is closed over several evaluations run back to back. */
   startsPerDecisionMax: number;
+  /** A load sample reported longer ago than this does not count (servers report every 10-30 s). */
+  loadSampleMaxAgeMs: number;
 }
 
 /** Defaults: 80 % up, 60 % down (the gap keeps a fresh idle instance from flapping), 5 min idle. */
@@ -41,6 +48,7 @@ export const defaultScalingPolicy: ScalingPolicy = {
   scaleDownFillRatio: 0.6,
   idleCooldownMs: 300_000,
   startsPerDecisionMax: 500,
+  loadSampleMaxAgeMs: 120_000,
 };
 
 /** The outcome of one evaluation of a group. */
@@ -57,6 +65,8 @@ export type ScalingDecision =
       /** True when `start` was cut at startsPerDecisionMax: evaluate again at once. */
       capped: boolean;
       message: string;
+      /** Set when the start is the reported load's (the evaluator then notes the time for the cooldown). */
+      trigger?: "LOAD";
     };
 
 /** Instance states that count towards a group's size: on the way up or serving. */
@@ -77,6 +87,73 @@ export interface ScalingInput {
    * count towards minInstances while they are stopped, so nothing is started in their place.
    */
   stoppedByOperator?: ReadonlySet<string>;
+  /** DYNAMIC with `loadScaling`: the load this evaluation read and the bookkeeping since the last. */
+  load?: { reading: LoadReading; tracking: LoadTracking };
+}
+
+/** One instance's latest reported tick figures (its metrics snapshot). */
+export interface LoadSample {
+  instanceId: string;
+  tps1m: number;
+  msptAvg: number;
+  reportedAtMs: number;
+}
+
+/** A group's load as one evaluation reads it. */
+export interface LoadReading {
+  /** Mean 1-minute TPS of the counted samples; null when none reports TPS. */
+  tpsAvg: number | null;
+  /** Mean milliseconds per tick of the counted samples; null when none reports it. */
+  msptAvg: number | null;
+  /** RUNNING instances whose fresh sample counted. */
+  reporting: number;
+  /** Which threshold the reading is over, in words; null when it is within both. */
+  breach: string | null;
+}
+
+/** What load scaling remembers of a group between evaluations. */
+export interface LoadTracking {
+  /** When the evaluations started seeing the load over a threshold, without a break since; null: within. */
+  breachSinceMs: number | null;
+  /** When the last load-triggered start was scheduled. */
+  lastLoadStartMs: number | null;
+}
+
+/** Nothing seen yet. */
+export const noLoadTracking: LoadTracking = { breachSinceMs: null, lastLoadStartMs: null };
+
+/**
+ * Reads the group's load from its instances' samples: only RUNNING instances count, each with a
+ * sample no older than `loadSampleMaxAgeMs`; a figure of 0 is one the server did not report (the
+ * snapshot stores a missing number as 0). The thresholds apply to the means, so one lagging server
+ * of many does not grow the group (new players go to the least-loaded instances anyway).
+ */
+export function readLoad(
+  threshold: LoadScaling,
+  instances: readonly ScalingInstance[],
+  samples: readonly LoadSample[],
+  nowMs: number,
+  policy: ScalingPolicy = defaultScalingPolicy,
+): LoadReading {
+  const running = new Set(instances.filter((i) => i.state === "RUNNING").map((i) => i.id));
+  const fresh = samples.filter((s) => running.has(s.instanceId) && nowMs - s.reportedAtMs <= policy.loadSampleMaxAgeMs);
+  const mean = (values: number[]) => (values.length > 0 ? values.reduce((sum, v) => sum + v, 0) / values.length : null);
+  const tps = fresh.map((s) => s.tps1m).filter((v) => v > 0);
+  const mspt = fresh.map((s) => s.msptAvg).filter((v) => v > 0);
+  const tpsAvg = mean(tps);
+  const msptAvg = mean(mspt);
+  const reporting = fresh.filter((s) => s.tps1m > 0 || s.msptAvg > 0).length;
+  const over: string[] = [];
+  if (threshold.minTps !== undefined && tpsAvg !== null && tpsAvg < threshold.minTps) over.push(`mean TPS ${tpsAvg.toFixed(2)} below ${threshold.minTps}`);
+  if (threshold.maxMsptAvg !== undefined && msptAvg !== null && msptAvg > threshold.maxMsptAvg)
+    over.push(`mean MSPT ${msptAvg.toFixed(2)} above ${threshold.maxMsptAvg}`);
+  const breach = over.length > 0 ? `${over.join(", ")} (${reporting} reporting)` : null;
+  return { tpsAvg, msptAvg, reporting, breach };
+}
+
+/** The bookkeeping after `reading`: a breach keeps its first time, a reading within the thresholds ends it. */
+export function trackLoad(previous: LoadTracking, reading: LoadReading, nowMs: number): LoadTracking {
+  return { breachSinceMs: reading.breach === null ? null : (previous.breachSinceMs ?? nowMs), lastLoadStartMs: previous.lastLoadStartMs };
 }
 
 /**
@@ -129,6 +206,8 @@ function decideDynamic(input: ScalingInput, counted: readonly ScalingInstance[],
     const fill = Math.round((players / slots) * 100);
     return resize(counted, Math.max(target, counted.length), policy, `DYNAMIC: ${players} players fill ${fill} % of ${slots} slots`);
   }
+  const onLoad = decideOnLoad(input, counted, ceiling);
+  if (onLoad) return onLoad;
 
   // Scale down: idle past the cooldown, longest idle first, while the rest stay at or below the
   // scale-down fill and at or above minInstances.
@@ -148,6 +227,46 @@ function decideDynamic(input: ScalingInput, counted: readonly ScalingInstance[],
     target: counted.length - stop.length,
     capped: false,
     message: stop.length > 0 ? `DYNAMIC: ${stop.length} idle for ${policy.idleCooldownMs} ms` : "DYNAMIC: steady",
+  };
+}
+
+/**
+ * Scaling on load: null while the load is within the group's thresholds (or it has none). Over a
+ * threshold: one start once the breach has lasted `sustainSeconds`, the group is below
+ * maxInstances, nothing of it is still starting and the cooldown since the last load start has
+ * passed; otherwise a hold — no start, and no idle stop either (capacity is not taken from
+ * a lagging group; the load itself never stops anything).
+ */
+function decideOnLoad(input: ScalingInput, counted: readonly ScalingInstance[], ceiling: number): ScalingDecision | null {
+  const threshold = input.group.loadScaling;
+  const load = input.load;
+  if (!threshold || !load || load.reading.breach === null) return null;
+  const { nowMs } = input;
+  const lastedMs = nowMs - (load.tracking.breachSinceMs ?? nowMs);
+  const hold = (why: string): ScalingDecision => ({
+    action: "SCALE",
+    start: 0,
+    stop: [],
+    target: counted.length,
+    capped: false,
+    message: `DYNAMIC: ${load.reading.breach} for ${Math.round(lastedMs / 1000)} s; ${why}`,
+  });
+  const sustainMs = threshold.sustainSeconds * 1000;
+  if (lastedMs < sustainMs) return hold(`scaling up once it lasts ${threshold.sustainSeconds} s`);
+  if (counted.length >= ceiling) return hold(`at maxInstances ${ceiling}`);
+  const starting = counted.filter((i) => i.state !== "RUNNING").length;
+  if (starting > 0) return hold(`${starting} instance${starting === 1 ? " is" : "s are"} still starting`);
+  const last = load.tracking.lastLoadStartMs;
+  const cooldownMs = threshold.cooldownSeconds * 1000;
+  if (last !== null && nowMs - last < cooldownMs) return hold(`cooldown of ${threshold.cooldownSeconds} s after the last start on load`);
+  return {
+    action: "SCALE",
+    start: 1,
+    stop: [],
+    target: counted.length + 1,
+    capped: false,
+    message: `DYNAMIC: ${load.reading.breach} for ${Math.round(lastedMs / 1000)} s: one more instance`,
+    trigger: "LOAD",
   };
 }
 

@@ -46,6 +46,7 @@ import { LiveInstances } from "./live-instances.js";
 import { NodeReconciler } from "./node-reconciler.js";
 import { NodeWatch } from "./node-watch.js";
 import { defaultSchedulerTuning, type SchedulerTuning } from "./scheduler-tuning.js";
+import type { LoadSample } from "./scaling.js";
 import { ScopeLifecycle } from "./scope-lifecycle.js";
 import { SchedulerTicks } from "./scheduler-ticks.js";
 import { ScopeLostError, type ScopeOwnership } from "./scopes.js";
@@ -77,6 +78,8 @@ export interface SchedulerHostOptions {
   tuning?: Partial<SchedulerTuning>;
   /** Frozen group revisions (deployments); without it instances carry revision 0. */
   revisions?: RevisionSource;
+  /** The instances' latest reported load (metrics snapshots), for groups that scale on load. */
+  loadSamples?(instanceIds: readonly string[]): Promise<LoadSample[]>;
 }
 
 /** The result of `POST /api/v1/groups/{group}/start`. */
@@ -145,6 +148,7 @@ export class SchedulerHost implements InstanceLifecycle {
       toInstance,
       nodesSeen: (nodes) => this.nodes.seen(nodes),
       revisions: options.revisions,
+      loadSamples: options.loadSamples,
     });
     this.dispatch = new CommandDispatch({
       daemons: options.daemons,

@@ -1,6 +1,7 @@
 // Group and instance commands against a fake controller: request bodies and the delete confirmation.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { loadScalingText } from "../../src/cli/commands/group.js";
 import { bodiesOf, homeWithContext, runCli, startFakeController, type FakeController } from "./harness.js";
 
 describe("cloudctl group commands", () => {
@@ -83,5 +84,47 @@ describe("cloudctl group commands", () => {
     } finally {
       dispose();
     }
+  });
+  test("load thresholds: create and update send loadScaling as a whole; --no-load-scaling sends null; a duration alone is refused", async () => {
+    const { home, dispose } = homeWithContext(server.url);
+    try {
+      const results = await Promise.all([
+        runCli(["group", "create", "--name", "pvp", "--platform", "paper", "--min-tps", "18.5", "--load-sustain", "45"], { home }),
+        runCli(["group", "update", "pvp-a", "--max-mspt", "45", "--min-tps", "17", "--load-cooldown", "300"], { home }),
+        runCli(["group", "update", "pvp-b", "--no-load-scaling", "--max", "4"], { home }),
+        runCli(["group", "update", "pvp-c", "--load-sustain", "10"], { home }),
+        runCli(["group", "create", "--name", "pvp-d", "--platform", "paper", "--load-cooldown", "10"], { home }),
+        runCli(["group", "update", "pvp-e", "--min-tps", "0"], { home }),
+        runCli(["group", "update", "pvp-f", "--min-tps", "18", "--no-load-scaling"], { home }),
+      ]);
+      results.slice(0, 3).forEach((r, i) => assert.equal(r.code, 0, `command ${i}: ${r.stderr}`));
+      assert.deepEqual(bodies("POST", "/api/v1/groups").find((b) => b.name === "pvp")?.loadScaling, { minTps: 18.5, sustainSeconds: 45 });
+      assert.deepEqual(bodies("PATCH", "/api/v1/groups/pvp-a"), [{ loadScaling: { minTps: 17, maxMsptAvg: 45, cooldownSeconds: 300 } }]);
+      assert.deepEqual(bodies("PATCH", "/api/v1/groups/pvp-b"), [{ maxInstances: 4, loadScaling: null }]);
+      for (const [i, pattern] of [
+        [3, /need --min-tps or --max-mspt/],
+        [4, /need --min-tps or --max-mspt/],
+        [5, /expected a number above 0/],
+        [6, /cannot be combined/],
+      ] as const) {
+        assert.notEqual(results[i].code, 0, `command ${i} is refused`);
+        assert.match(results[i].stderr, pattern);
+      }
+      assert.equal(
+        bodies("POST", "/api/v1/groups").find((b) => b.name === "pvp-d"),
+        undefined,
+        "nothing sent",
+      );
+      for (const name of ["pvp-c", "pvp-e", "pvp-f"]) assert.deepEqual(bodies("PATCH", `/api/v1/groups/${name}`), [], `nothing sent for ${name}`);
+    } finally {
+      dispose();
+    }
+  });
+  test("group info's Load line", () => {
+    assert.equal(loadScalingText(null), "off (player fill only)");
+    assert.equal(
+      loadScalingText({ minTps: 18, maxMsptAvg: 45, sustainSeconds: 30, cooldownSeconds: 120 }),
+      "+1 instance when mean TPS below 18 or mean MSPT above 45 for 30 s (cooldown 120 s)",
+    );
   });
 });

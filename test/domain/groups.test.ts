@@ -49,6 +49,7 @@ describe("GroupService", () => {
         static: false,
         updateStrategy: { type: "ROLLING", maxSurge: 1, maxUnavailable: 0 },
         parent: null,
+        loadScaling: null,
         paused: false,
         schedulingIssue: null,
         stoppedInstances: [],

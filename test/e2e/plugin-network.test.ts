@@ -71,7 +71,8 @@ describe("plugin network routes through the daemon's relay", { timeout: 240_000 
     });
     assert.match(a.relay, /^http:\/\/127\.0\.0\.1:\d+$/);
     assert.ok(!a.relay.endsWith(new URL(controller.url).port), "the relay, not the controller");
-    let sequence = 1_000_000;
+    // Above what the servers' own SDK sent with these tokens (the wall clock in microseconds).
+    let sequence = (Date.now() + 60_000) * 1000;
     const call = async (server: typeof a, method: string, path: string, body?: unknown) => {
       const res = await fetch(`${server.relay}${path}`, {
         method,

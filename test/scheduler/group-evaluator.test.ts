@@ -211,4 +211,74 @@ describe("group evaluator", () => {
     assert.match(!refused.started ? refused.reason : "", /ONLINE/);
     await assert.rejects(ev.startInstanceOfRevision("no-such-group", 1), { code: "NOT_FOUND" });
   });
+  test("scaling on load: the samples of RUNNING instances are read; a lasting low TPS adds one instance, never above maxInstances", async () => {
+    await fx.groups.create({
+      name: group,
+      platform: "simulated",
+      scalingMode: "DYNAMIC",
+      minInstances: 1,
+      maxInstances: 2,
+      memoryMb: 256,
+      loadScaling: { minTps: 18, sustainSeconds: 30, cooldownSeconds: 0 },
+    });
+    const tps = new Map<string, number>();
+    const asked: string[][] = [];
+    const logger = recordingLogger();
+    let failing = false;
+    const ev = evaluator({
+      logger,
+      loadSamples: async (ids) => {
+        asked.push([...ids]);
+        if (failing) throw new Error("kv down");
+        return ids
+          .filter((id) => tps.has(id))
+          .map((id) => ({ instanceId: id, tps1m: tps.get(id)!, msptAvg: 1000 / tps.get(id)!, reportedAtMs: fx.clock.nowMs() }));
+      },
+    });
+    await ev.evaluate(group, signal());
+    assert.equal(added.length, 1);
+    assert.deepEqual(asked, [], "nothing RUNNING: no samples asked for");
+    const [first] = added;
+    await enter(first.id, "RUNNING", 3);
+    tps.set(first.id, 9);
+
+    for (const step of [0, 15_000]) {
+      await fx.clock.advanceAsync(step);
+      await ev.evaluate(group, signal());
+      assert.equal(added.length, 1, "the breach has not lasted 30 s yet");
+    }
+    assert.deepEqual(asked.at(-1), [first.id]);
+    // A failing read (30 s after the first low one) is no breach: the breach starts again from the next reading.
+    failing = true;
+    await fx.clock.advanceAsync(15_000);
+    await ev.evaluate(group, signal());
+    assert.equal(added.length, 1);
+    assert.match(logger.warnings.at(-1) ?? "", /load samples unavailable: kv down/);
+    failing = false;
+    for (const step of [15_000, 15_000]) {
+      await fx.clock.advanceAsync(step);
+      await ev.evaluate(group, signal());
+    }
+    assert.equal(added.length, 1, "30 s counted from the reading after the failure");
+    await fx.clock.advanceAsync(15_000);
+    await ev.evaluate(group, signal());
+    assert.equal(added.length, 2, "one more instance after 30 s below 18 TPS");
+    assert.equal((await fx.instances.getDoc(added[1].id))?.state, "SCHEDULED");
+
+    await enter(added[1].id, "RUNNING");
+    tps.set(added[1].id, 12);
+    for (let i = 0; i < 5; i++) {
+      await fx.clock.advanceAsync(15_000);
+      await ev.evaluate(group, signal());
+    }
+    assert.equal(added.length, 2, "mean 10.5 TPS, but maxInstances is 2");
+    assert.deepEqual(new Set(asked.at(-1)), new Set([first.id, added[1].id]));
+    assert.equal(sent.length, 0, "load never stops anything");
+
+    // Without thresholds the samples are not read at all.
+    await fx.groups.update(group, { loadScaling: null });
+    const before = asked.length;
+    await ev.evaluate(group, signal());
+    assert.equal(asked.length, before);
+  });
 });

@@ -1,5 +1,5 @@
 /** `cloudctl group list|info|create|update|delete|maintenance|start|resume`. */
-import type { Command } from "commander";
+import { InvalidArgumentError, type Command } from "commander";
 import { CliError } from "../exit-codes.js";
 import { listOf, segment, type HttpClient } from "../http-client.js";
 import { collect, parseCount } from "../options.js";
@@ -100,12 +100,65 @@ interface CreateFlags {
   portEnd: number;
 }
 
-interface UpdateFlags {
+interface UpdateFlags extends LoadFlags {
   min?: number;
   max?: number;
   memory?: number;
   routing?: string;
   scalingMode?: string;
+  /** false with `--no-load-scaling`. */
+  loadScaling?: boolean;
+}
+
+/** The flags of a group's `loadScaling` (create and update). */
+interface LoadFlags {
+  minTps?: number;
+  maxMspt?: number;
+  loadSustain?: number;
+  loadCooldown?: number;
+}
+
+/** Parses a number above 0 (commander argParser): TPS and MSPT thresholds may have decimals. */
+export function parsePositiveNumber(value: string): number {
+  const parsed = Number(value.trim());
+  if (value.trim() === "" || !Number.isFinite(parsed) || parsed <= 0) throw new InvalidArgumentError("expected a number above 0");
+  return parsed;
+}
+
+/**
+ * The `loadScaling` body of the load flags, or undefined when none is given. The thresholds are
+ * sent as a whole (the controller replaces them on PATCH), so a duration alone is refused here.
+ */
+export function loadScalingBody(flags: LoadFlags): Record<string, number> | undefined {
+  const body: Record<string, number> = {};
+  if (flags.minTps !== undefined) body.minTps = flags.minTps;
+  if (flags.maxMspt !== undefined) body.maxMsptAvg = flags.maxMspt;
+  if (flags.loadSustain !== undefined) body.sustainSeconds = flags.loadSustain;
+  if (flags.loadCooldown !== undefined) body.cooldownSeconds = flags.loadCooldown;
+  if (Object.keys(body).length === 0) return undefined;
+  if (body.minTps === undefined && body.maxMsptAvg === undefined) {
+    throw new CliError("--load-sustain and --load-cooldown need --min-tps or --max-mspt (the load thresholds are set as a whole)");
+  }
+  return body;
+}
+
+/** A group record's `loadScaling` as one line. */
+export function loadScalingText(load: unknown): string {
+  if (!load || typeof load !== "object") return "off (player fill only)";
+  const { minTps, maxMsptAvg, sustainSeconds, cooldownSeconds } = load as Record<string, unknown>;
+  const when = [minTps !== undefined ? `mean TPS below ${display(minTps)}` : "", maxMsptAvg !== undefined ? `mean MSPT above ${display(maxMsptAvg)}` : ""]
+    .filter(Boolean)
+    .join(" or ");
+  return `+1 instance when ${when} for ${display(sustainSeconds)} s (cooldown ${display(cooldownSeconds)} s)`;
+}
+
+/** Adds the load-scaling flags to `group create` or `group update`. */
+function withLoadFlags(command: Command): Command {
+  return command
+    .option("--min-tps <tps>", "DYNAMIC: one more instance while the mean 1-minute TPS is below <tps>", parsePositiveNumber)
+    .option("--max-mspt <ms>", "DYNAMIC: one more instance while the mean milliseconds per tick are above <ms>", parsePositiveNumber)
+    .option("--load-sustain <seconds>", "how long the load must stay past a threshold (default 30)", parseCount)
+    .option("--load-cooldown <seconds>", "time between two starts on load (default 120)", parseCount);
 }
 
 /** `maintenance on|off`: on, true and 1 enable (any case); anything else disables. */
@@ -160,6 +213,7 @@ export function registerGroupCommands(program: Command, runtime: RuntimeFactory)
         ["Status", o.state(groupStatus(g as unknown as GroupListItem))],
         ["Platform", [g.platform, g.platformVersion].filter(Boolean).join(" ")],
         ["Scaling", `${display(g.scalingMode)} ${display(g.minInstances)}-${display(g.maxInstances)}`],
+        ["Load", `${loadScalingText(g.loadScaling)}${g.loadScaling && g.scalingMode !== "DYNAMIC" ? " (inactive: DYNAMIC groups only)" : ""}`],
         ["Running", g.runningInstances ?? 0],
         ["Players", g.totalPlayers ?? 0],
         ["Memory", g.memoryMb !== undefined ? `${display(g.memoryMb)} MB` : ""],
@@ -187,8 +241,7 @@ export function registerGroupCommands(program: Command, runtime: RuntimeFactory)
       );
     });
 
-  group
-    .command("create")
+  withLoadFlags(group.command("create"))
     .description("create a group")
     .requiredOption("--name <name>", "group name")
     .requiredOption("--platform <platform>", "platform, e.g. paper")
@@ -201,8 +254,9 @@ export function registerGroupCommands(program: Command, runtime: RuntimeFactory)
     .option("--routing <strategy>", "player routing strategy", groupCreateDefaults.routing)
     .option("--port-start <port>", "first port of the range", parseCount, groupCreateDefaults.portStart)
     .option("--port-end <port>", "last port of the range", parseCount, groupCreateDefaults.portEnd)
-    .action(async (opts: CreateFlags, cmd: Command) => {
+    .action(async (opts: CreateFlags & LoadFlags, cmd: Command) => {
       const rt = runtime(cmd);
+      const loadScaling = loadScalingBody(opts);
       const body: Record<string, unknown> = {
         name: opts.name,
         platform: opts.platform,
@@ -215,20 +269,21 @@ export function registerGroupCommands(program: Command, runtime: RuntimeFactory)
         memoryMb: opts.memory,
         routing: opts.routing,
         portRange: { start: opts.portStart, end: opts.portEnd },
+        ...(loadScaling ? { loadScaling } : {}),
       };
       const response = await rt.client().post("/api/v1/groups", body);
       if (rt.json) return rt.out.raw(response.raw);
       rt.out.success(`created group ${rt.out.accent(opts.name)}`);
     });
 
-  group
-    .command("update <name>")
-    .description("change a group; only the flags given are sent")
+  withLoadFlags(group.command("update <name>"))
+    .description("change a group; only the flags given are sent (the load flags replace the load thresholds as a whole)")
     .option("--min <n>", "minimum instances", parseCount)
     .option("--max <n>", "maximum instances", parseCount)
     .option("--memory <mb>", "memory per instance in MB", parseCount)
     .option("--routing <strategy>", "player routing strategy")
     .option("--scaling-mode <mode>", "STATIC, DYNAMIC or MANUAL")
+    .option("--no-load-scaling", "remove the load thresholds (scale on player fill only)")
     .action(async (name: string, opts: UpdateFlags, cmd: Command) => {
       const rt = runtime(cmd);
       const body: Record<string, unknown> = {};
@@ -237,7 +292,15 @@ export function registerGroupCommands(program: Command, runtime: RuntimeFactory)
       if (opts.memory !== undefined) body.memoryMb = opts.memory;
       if (opts.routing !== undefined) body.routing = opts.routing;
       if (opts.scalingMode !== undefined) body.scalingMode = opts.scalingMode;
-      if (Object.keys(body).length === 0) throw new CliError("nothing to update: pass at least one of --min, --max, --memory, --routing, --scaling-mode");
+      const loadScaling = loadScalingBody(opts);
+      if (loadScaling && opts.loadScaling === false) throw new CliError("--no-load-scaling cannot be combined with the load thresholds");
+      if (loadScaling) body.loadScaling = loadScaling;
+      if (opts.loadScaling === false) body.loadScaling = null;
+      if (Object.keys(body).length === 0) {
+        throw new CliError(
+          "nothing to update: pass at least one of --min, --max, --memory, --routing, --scaling-mode, --min-tps, --max-mspt, --no-load-scaling",
+        );
+      }
       const response = await rt.client().patch(groupPath(name), body);
       if (rt.json) return rt.out.raw(response.raw);
       rt.out.success(`updated group ${rt.out.accent(name)}`);

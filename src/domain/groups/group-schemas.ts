@@ -56,6 +56,48 @@ export const UpdateStrategySchema = Type.Object(
   { additionalProperties: false },
 );
 
+/** Highest TPS threshold accepted (Minecraft caps at 20; a modded platform may run faster). */
+export const loadScalingTpsMax = 1_000;
+/** Highest MSPT threshold accepted (one tick a minute: a typo guard). */
+export const loadScalingMsptMax = 60_000;
+/** Longest sustain and cooldown accepted: one day. */
+export const loadScalingSecondsMax = 86_400;
+
+/**
+ * Scaling on reported load (DYNAMIC groups only; docs/decisions/scheduler.md, "Scaling on load"):
+ * one more instance when the mean `tps1m` of the group's reporting RUNNING instances stays below
+ * `minTps`, or their mean `msptAvg` above `maxMsptAvg`, for `sustainSeconds`; at most one such
+ * start per `cooldownSeconds`; never above maxInstances. At least one threshold is required.
+ */
+export const LoadScalingSchema = Type.Object(
+  {
+    /** Scale up while the group's mean 1-minute TPS is below this. */
+    minTps: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: loadScalingTpsMax })),
+    /** Scale up while the group's mean milliseconds per tick are above this. */
+    maxMsptAvg: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: loadScalingMsptMax })),
+    /** How long the breach must last, seen by every evaluation in between, before a start. */
+    sustainSeconds: Type.Integer({ minimum: 0, maximum: loadScalingSecondsMax }),
+    /** Time after a load-triggered start before the next one. */
+    cooldownSeconds: Type.Integer({ minimum: 0, maximum: loadScalingSecondsMax }),
+  },
+  { additionalProperties: false },
+);
+/** The load thresholds of a group, as stored and returned (defaults filled in). */
+export type LoadScaling = Static<typeof LoadScalingSchema>;
+
+/** The load thresholds as a create or PATCH body gives them: the durations may be left out. */
+export const LoadScalingInputSchema = Type.Object(
+  {
+    minTps: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: loadScalingTpsMax })),
+    maxMsptAvg: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: loadScalingMsptMax })),
+    sustainSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: loadScalingSecondsMax })),
+    cooldownSeconds: Type.Optional(Type.Integer({ minimum: 0, maximum: loadScalingSecondsMax })),
+  },
+  { additionalProperties: false },
+);
+/** The load thresholds of a create or PATCH body. */
+export type LoadScalingInput = Static<typeof LoadScalingInputSchema>;
+
 /** Why a group's instances cannot be placed (placement failure codes of src/scheduler/placement.ts). */
 export const SchedulingIssueSchema = Type.Object({
   code: Type.String(),
@@ -85,6 +127,8 @@ export const GroupSchema = Type.Object({
   static: Type.Boolean(),
   updateStrategy: UpdateStrategySchema,
   parent: Type.Union([Type.String(), Type.Null()]),
+  /** Scaling on reported TPS / MSPT; null when the group scales on player fill only. */
+  loadScaling: Type.Union([LoadScalingSchema, Type.Null()]),
   /** Paused by the crash-loop detector; `POST /api/v1/groups/{group}/resume` or leaving maintenance clears it. */
   paused: Type.Boolean(),
   /** Why the scheduler cannot start the instances the group needs; null when nothing blocks it. */
@@ -140,6 +184,7 @@ export const GroupCreateSchema = Type.Object(
     maintenance: Type.Optional(Type.Boolean()),
     updateStrategy: Type.Optional(UpdateStrategySchema),
     parent: Type.Optional(Type.Union([Type.String({ pattern: GROUP_NAME_PATTERN }), Type.Null()])),
+    loadScaling: Type.Optional(Type.Union([LoadScalingInputSchema, Type.Null()])),
   },
   { additionalProperties: false },
 );
@@ -155,6 +200,8 @@ export const GroupPatchSchema = Type.Object(
     routing: Type.Optional(RoutingSchema),
     scalingMode: Type.Optional(ScalingModeSchema),
     maintenance: Type.Optional(Type.Boolean()),
+    /** Replaces the load thresholds as a whole; null removes them. */
+    loadScaling: Type.Optional(Type.Union([LoadScalingInputSchema, Type.Null()])),
   },
   { additionalProperties: false },
 );
@@ -177,4 +224,19 @@ export const GROUP_DEFAULTS = {
   maintenance: false,
   updateStrategy: { type: "ROLLING", maxSurge: 1, maxUnavailable: 0 },
   parent: null,
+  loadScaling: null,
 } as const;
+
+/** Defaults of the load thresholds' durations: a breach lasting 30 s (three evaluations in a row at the 15 s interval), then 2 min between starts. */
+export const LOAD_SCALING_DEFAULTS = { sustainSeconds: 30, cooldownSeconds: 120 } as const;
+
+/** The stored form of given thresholds: the durations filled in, the keys in a fixed order. */
+export function resolveLoadScaling(input: LoadScalingInput | null | undefined): LoadScaling | null {
+  if (!input) return null;
+  return {
+    ...(input.minTps !== undefined ? { minTps: input.minTps } : {}),
+    ...(input.maxMsptAvg !== undefined ? { maxMsptAvg: input.maxMsptAvg } : {}),
+    sustainSeconds: input.sustainSeconds ?? LOAD_SCALING_DEFAULTS.sustainSeconds,
+    cooldownSeconds: input.cooldownSeconds ?? LOAD_SCALING_DEFAULTS.cooldownSeconds,
+  };
+}

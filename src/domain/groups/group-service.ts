@@ -15,6 +15,7 @@ import {
   GROUP_DEFAULTS,
   GroupCreateSchema,
   GroupPatchSchema,
+  resolveLoadScaling,
   type Group,
   type GroupCreate,
   type GroupListItem,
@@ -210,6 +211,7 @@ export class GroupService {
       static: scalingMode === "STATIC",
       updateStrategy: { ...(input.updateStrategy ?? GROUP_DEFAULTS.updateStrategy) },
       parent: input.parent ?? GROUP_DEFAULTS.parent,
+      loadScaling: resolveLoadScaling(input.loadScaling),
       paused: false,
       schedulingIssue: null,
       stoppedInstances: [],
@@ -241,10 +243,18 @@ export class GroupService {
       const merged: StoredGroup = { ...current, portRange: { ...current.portRange } };
       let changed = false;
       for (const key of Object.keys(patch) as (keyof GroupPatch)[]) {
+        if (key === "loadScaling") continue;
         const value = patch[key];
         if (value === undefined || merged[key] === value) continue;
         (merged as Record<string, unknown>)[key] = value;
         changed = true;
+      }
+      if (patch.loadScaling !== undefined) {
+        const loadScaling = resolveLoadScaling(patch.loadScaling);
+        if (JSON.stringify(loadScaling) !== JSON.stringify(current.loadScaling ?? null)) {
+          merged.loadScaling = loadScaling;
+          changed = true;
+        }
       }
       merged.static = merged.scalingMode === "STATIC";
       validateGroupInvariants(merged, new Set(Object.keys(patch)));
@@ -299,9 +309,10 @@ export class GroupService {
 }
 
 function toGroup(doc: StoredGroup, aggregates: GroupAggregates): Group {
-  const { _id: _ignored, paused, schedulingIssue, stoppedInstances, ...rest } = doc;
+  const { _id: _ignored, paused, schedulingIssue, stoppedInstances, loadScaling, ...rest } = doc;
   return {
-    ...(rest as Omit<Group, "runningInstances" | "totalPlayers" | "paused" | "schedulingIssue" | "stoppedInstances">),
+    ...(rest as Omit<Group, "runningInstances" | "totalPlayers" | "paused" | "schedulingIssue" | "stoppedInstances" | "loadScaling">),
+    loadScaling: loadScaling ?? null,
     paused: paused ?? false,
     schedulingIssue: schedulingIssue ?? null,
     stoppedInstances: stoppedInstances ?? [],

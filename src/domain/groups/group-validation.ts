@@ -19,4 +19,8 @@ export function validateGroupInvariants(group: StoredGroup, changed?: ReadonlySe
   }
   if (group.memoryMb <= 0) throw validationError("memoryMb: must be greater than 0");
   if (group.parent !== null && group.parent === group.name) throw validationError("parent: a group cannot be its own parent");
+  const load = group.loadScaling;
+  if (load && load.minTps === undefined && load.maxMsptAvg === undefined) {
+    throw validationError("loadScaling: must set minTps, maxMsptAvg or both (null removes load scaling)");
+  }
 }

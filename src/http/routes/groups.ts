@@ -69,7 +69,7 @@ export function groupRoutes(groups: GroupService, audit: AuditRecorder): (app: H
       {
         method: "patch",
         path: "/api/v1/groups/:name",
-        summary: "Change minInstances, maxInstances, memoryMb, routing, scalingMode or maintenance",
+        summary: "Change minInstances, maxInstances, memoryMb, routing, scalingMode, maintenance or loadScaling",
         tag,
         permission: "groups.update",
         params: GroupParams,

@@ -5,7 +5,7 @@
 import type { MiddlewareHandler } from "hono";
 import type { Principal } from "../../auth/principal.js";
 import type { VerifiedWorkload } from "../../plugin-api/credentials.js";
-import { SEQUENCE_HEADER_PATTERN, type SequenceGuard } from "../../plugin-api/sequence-guard.js";
+import { isSequenceValue, type SequenceGuard } from "../../plugin-api/sequence-guard.js";
 import { assert, badRequest, conflict } from "../../shared/errors.js";
 import type { AppContext, AppEnv } from "../types.js";
 
@@ -37,7 +37,7 @@ export const traceContext = (): MiddlewareHandler<AppEnv> =>
 export async function checkSequence(c: AppContext, workload: VerifiedWorkload, guard: SequenceGuard): Promise<void> {
   const text = c.req.header(SEQUENCE_HEADER);
   if (text === undefined) return;
-  if (!SEQUENCE_HEADER_PATTERN.test(text.trim())) throw badRequest("X-Cloud-Sequence: must be a positive integer of at most 15 digits");
+  if (!isSequenceValue(text.trim())) throw badRequest("X-Cloud-Sequence: must be a positive integer of at most 9007199254740991 (2^53 - 1)");
   const sequence = Number(text.trim());
   const verdict = await guard.check(workload.instanceId, workload.startId, sequence);
   if (verdict === "REPEATED") throw conflict(`X-Cloud-Sequence ${sequence} was already accepted from instance ${workload.instanceId}`, "SEQUENCE_REPEATED");

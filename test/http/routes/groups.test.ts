@@ -107,6 +107,57 @@ describe("group routes", () => {
     assert.match(merged.json.error.message, /^maxInstances:/);
   });
 
+  test("loadScaling: stored with its durations filled in, replaced as a whole by PATCH, removed with null; null by default", async () => {
+    const plain = await t.request("POST", "/api/v1/groups", { token: admin, body: { name: "calm", platform: "paper" } });
+    assert.equal(plain.json.loadScaling, null);
+    const created = await t.request("POST", "/api/v1/groups", { token: admin, body: { name: "laggy", platform: "paper", loadScaling: { minTps: 18 } } });
+    assert.equal(created.status, 201, JSON.stringify(created.json));
+    assert.deepEqual(created.json.loadScaling, { minTps: 18, sustainSeconds: 30, cooldownSeconds: 120 });
+    assert.deepEqual((await t.request("GET", "/api/v1/groups/laggy", { token: viewer })).json.loadScaling, created.json.loadScaling);
+
+    const replaced = await t.request("PATCH", "/api/v1/groups/laggy", { token: admin, body: { loadScaling: { maxMsptAvg: 45.5, sustainSeconds: 60 } } });
+    assert.equal(replaced.status, 200, JSON.stringify(replaced.json));
+    assert.deepEqual(replaced.json.loadScaling, { maxMsptAvg: 45.5, sustainSeconds: 60, cooldownSeconds: 120 });
+    const record = await newestAudit();
+    assert.equal(record.action, "group.update");
+    assert.deepEqual(JSON.parse(record.before as string).loadScaling, { minTps: 18, sustainSeconds: 30, cooldownSeconds: 120 });
+
+    const removed = await t.request("PATCH", "/api/v1/groups/laggy", { token: admin, body: { loadScaling: null } });
+    assert.equal(removed.status, 200);
+    assert.equal(removed.json.loadScaling, null);
+    assert.equal((await t.request("GET", "/api/v1/groups/laggy", { token: viewer })).json.loadScaling, null);
+  });
+
+  const badLoad: [string, unknown, string][] = [
+    ["no threshold", {}, "loadScaling:"],
+    ["only durations", { sustainSeconds: 10, cooldownSeconds: 10 }, "loadScaling:"],
+    ["minTps 0", { minTps: 0 }, "loadScaling.minTps:"],
+    ["negative maxMsptAvg", { maxMsptAvg: -5 }, "loadScaling.maxMsptAvg:"],
+    ["minTps as text", { minTps: "18" }, "loadScaling.minTps:"],
+    ["fractional sustainSeconds", { minTps: 18, sustainSeconds: 1.5 }, "loadScaling.sustainSeconds:"],
+    ["cooldown beyond a day", { minTps: 18, cooldownSeconds: 86_401 }, "loadScaling.cooldownSeconds:"],
+    ["an unknown key", { minTps: 18, maxTps: 30 }, "loadScaling.maxTps:"],
+    ["an array", [18], "loadScaling:"],
+  ];
+  for (const [label, loadScaling, prefix] of badLoad) {
+    test(`loadScaling with ${label} is 422 on create and on PATCH, and changes nothing`, async () => {
+      const name = `load-${label.replace(/[^a-z0-9]+/gi, "-")}`;
+      const created = await t.request("POST", "/api/v1/groups", { token: admin, body: { name, platform: "paper", loadScaling } });
+      assert.equal(created.status, 422, JSON.stringify(created.json));
+      assert.equal(created.json.error.code, "VALIDATION_ERROR");
+      assert.equal(created.json.error.status, 422);
+      assert.ok(created.json.error.message.startsWith(prefix), created.json.error.message);
+      assert.equal((await t.request("GET", `/api/v1/groups/${name}`, { token: admin })).status, 404, "not created");
+
+      await t.request("POST", "/api/v1/groups", { token: admin, body: { name, platform: "paper", loadScaling: { minTps: 15 } } });
+      const before = (await t.request("GET", `/api/v1/groups/${name}`, { token: admin })).json;
+      const patched = await t.request("PATCH", `/api/v1/groups/${name}`, { token: admin, body: { maxInstances: 7, loadScaling } });
+      assert.equal(patched.status, 422, JSON.stringify(patched.json));
+      assert.equal(patched.json.error.code, "VALIDATION_ERROR");
+      assert.deepEqual((await t.request("GET", `/api/v1/groups/${name}`, { token: admin })).json, before, "nothing changed");
+    });
+  }
+
   test("DELETE answers 204, audits the before snapshot, publishes GROUP_DELETED; then 404", async () => {
     await t.request("POST", "/api/v1/groups", { token: admin, body: { name: "doomed", platform: "paper" } });
     const res = await t.request("DELETE", "/api/v1/groups/doomed", { token: admin });

@@ -290,6 +290,8 @@ describe("plugin API", () => {
     expectError(await post("abc"), 400, "BAD_REQUEST");
     expectError(await post("0"), 400, "BAD_REQUEST");
     expectError(await post("-5"), 400, "BAD_REQUEST");
+    expectError(await post("9007199254740992"), 400, "BAD_REQUEST");
+    expectError(await post("12345678901234567"), 400, "BAD_REQUEST");
     // A new start of the same instance counts from 1 again.
     const restarted = t.credentials.issueWorkloadToken({ instanceId: "lobby-1", group: "lobby", node: "n1" }).token;
     const again = await t.request("POST", "/api/plugin/events", {
@@ -305,6 +307,8 @@ describe("plugin API", () => {
       headers: { "x-cloud-sequence": "101", traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" },
     });
     assert.equal(traced.status, 200);
+    // The SDK's numbers: the wall clock in microseconds, 16 digits.
+    assert.equal((await post(String(Date.parse("2026-11-26T00:00:00Z") * 1000))).status, 200);
   });
 
   it("message/send: 400 for a bad body, 503 while no messaging module is loaded", async () => {
