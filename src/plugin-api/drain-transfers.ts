@@ -9,9 +9,10 @@
  * (never to a peer's copy, which every other controller receives through the event bridge), after
  * the record says DRAINING, so no controller picks the instance as a target any more.
  *
- * - Targets: the group's RUNNING instances other than those draining here, least loaded first
- *   (players on it plus transfers already heading to it; ties: lowest id), each taking players up
- *   to the group's `maxPlayers`. A player whose pending transfer already heads to such a target is
+ * - Targets: the group's RUNNING instances other than those draining here, each taking players up
+ *   to the group's `maxPlayers`: the newest deployment revision first (in a rollout the older ones
+ *   retire next), then the least loaded (players on it plus transfers already heading to it), then
+ *   the lowest id. A player is never sent to the server it is on. A player whose pending transfer already heads to such a target is
  *   left alone; a pending transfer heading to the draining instance is sent elsewhere (it
  *   supersedes the old one).
  * - No room: the players stay. Each instance of the group that becomes RUNNING later (a rollout's
@@ -39,7 +40,7 @@ export const drainingInstancesMax = 10_000;
 
 /** What the mover reads of instances. */
 export interface DrainInstances {
-  findDocs(filter: { group: string; state: "RUNNING" }): Promise<{ id: string }[]>;
+  findDocs(filter: { group: string; state: "RUNNING" }): Promise<{ id: string; deploymentRevision: number }[]>;
 }
 
 /** What the mover reads of groups. */
@@ -148,6 +149,7 @@ export class DrainTransfers {
 
     const candidates = (await instances.findDocs({ group, state: "RUNNING" })).filter((i) => i.id !== instanceId && !this.draining.has(i.id));
     const targets = new Map<string, number>();
+    const revisions = new Map(candidates.map((i) => [i.id, i.deploymentRevision]));
     await Promise.all(candidates.map(async (i) => targets.set(i.id, await players.countOn(i.id))));
     const pendingOf = new Map<string, Transfer>();
     for (const transfer of pending) {
@@ -162,7 +164,7 @@ export class DrainTransfers {
         result.underway++;
         continue;
       }
-      const target = leastLoaded(targets, groupDoc.maxPlayers, player.instanceId);
+      const target = leastLoaded(targets, revisions, groupDoc.maxPlayers, player.instanceId);
       if (target === null) {
         result.stayed++;
         continue;
@@ -200,12 +202,23 @@ export class DrainTransfers {
 
 const isPeer = (event: CloudEvent): boolean => event.source.startsWith("peer:");
 
-/** The target with the fewest players that still has room (ties: lowest id), never `current`, or null. */
-function leastLoaded(loads: Map<string, number>, maxPlayers: number, current: string | null): string | null {
+/**
+ * The target that still has room (never `current`): of the newest deployment revision among them
+ * (during a rollout the old ones retire next, and a player sent there would move twice), then the
+ * fewest players, then the lowest id. Null when none has room.
+ */
+function leastLoaded(loads: Map<string, number>, revisions: Map<string, number>, maxPlayers: number, current: string | null): string | null {
   let best: string | null = null;
+  const rank = (id: string): [number, number] => [-(revisions.get(id) ?? 0), loads.get(id)!];
   for (const [id, load] of loads) {
     if (load >= maxPlayers || id === current) continue;
-    if (best === null || load < loads.get(best)! || (load === loads.get(best)! && id < best)) best = id;
+    if (best === null) {
+      best = id;
+      continue;
+    }
+    const [revision, players] = rank(id);
+    const [bestRevision, bestPlayers] = rank(best);
+    if (revision < bestRevision || (revision === bestRevision && (players < bestPlayers || (players === bestPlayers && id < best)))) best = id;
   }
   return best;
 }

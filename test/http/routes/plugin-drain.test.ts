@@ -194,6 +194,27 @@ describe("draining instances hand their players over", () => {
     await eventually(async () => (await t.instances.get("lobby-1")).playerCount === 0, "the count 0 reported by the drain's controller", WAIT_MS);
   });
 
+  it("prefers the newest deployment revision: the older instances retire next in a rollout", async () => {
+    await t.groups.create({ name: "web", platform: "paper", maxPlayers: 10 });
+    await add("web-1", "web", "RUNNING");
+    await add("web-2", "web", "RUNNING");
+    await add("web-3", "web", "RUNNING");
+    const doc = (await t.instances.getDoc("web-3"))!;
+    await t.instances.save({ ...doc, deploymentRevision: 2 });
+    await join("web-1", 40, "hal");
+    await join("web-3", 41, "ivy");
+    await moveTo("web-1", "DRAINING");
+    const [transfer] = await eventually(
+      async () => {
+        const pending = await pendingFor(40);
+        return pending.length ? pending : null;
+      },
+      "hal's transfer",
+      WAIT_MS,
+    );
+    assert.equal(transfer.targetInstanceId, "web-3", "revision 2, though web-2 (revision 1) is emptier");
+  });
+
   it("a peer's copy of the state change moves nobody: the controller whose actor drains does it", async () => {
     await add("lobby-5", "lobby", "RUNNING");
     await join("lobby-5", 30, "gina");
