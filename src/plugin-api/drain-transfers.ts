@@ -128,8 +128,9 @@ export class DrainTransfers {
     } else if (newState === "RUNNING") {
       // New room in the group: players who found none get another chance.
       for (const [id, of] of this.draining) if (of === group) this.track(this.moveOff(id, group));
-    } else if (this.draining.delete(instanceId)) {
+    } else {
       // STOPPING, STOPPED or CRASHED: the drain is over.
+      this.draining.delete(instanceId);
     }
   }
 
