@@ -63,6 +63,7 @@ import { PluginDeliveries } from "../plugin-api/plugin-deliveries.js";
 import { openPluginStream } from "../plugin-api/plugin-stream.js";
 import { SequenceGuard } from "../plugin-api/sequence-guard.js";
 import { TransferService } from "../plugin-api/transfers.js";
+import { DrainTransfers } from "../plugin-api/drain-transfers.js";
 import { MachineCredentials, nodeCredentialTtlMs } from "../plugin-api/credentials.js";
 import { PlayerService } from "../plugin-api/players.js";
 import { SchedulerHost, type SchedulerTuning } from "../scheduler/scheduler-host.js";
@@ -184,6 +185,8 @@ export interface ControllerServices {
   players: PlayerService;
   /** Player transfers queued to the instances holding the players. */
   transfers: TransferService;
+  /** Moves the players of instances draining on this controller to RUNNING instances of their group. */
+  drainTransfers: DrainTransfers;
   /** The latest metrics the plugins reported. */
   instanceMetrics: InstanceMetricsService;
   consoleHub: ConsoleHub;
@@ -521,6 +524,16 @@ export async function startController(config: ControllerConfig, opts: StartContr
       clock,
       logger: logs.logger("cloud.transfers"),
     });
+    const drainTransfers = new DrainTransfers({
+      events,
+      players,
+      transfers,
+      instances,
+      groups,
+      logger: logs.logger("cloud.transfers"),
+      // A leave through another controller emptied an instance draining here: the actor hears it.
+      emptied: (id) => scheduler.playerCountChanged(id, 0),
+    });
     const sequences = new SequenceGuard(kv);
     metrics.setGaugeSources({ workflowsPendingTransfers: () => transfers.pendingCount() });
 
@@ -642,6 +655,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
     cleanups.push({ name: "players", run: () => playerRegistry.stop() });
     transfers.start();
     cleanups.push({ name: "transfers", run: () => transfers.stop() });
+    drainTransfers.start();
+    cleanups.push({ name: "drain transfers", run: () => drainTransfers.stop() });
     aggregates.start();
     cleanups.push({ name: "group aggregates", run: () => aggregates.stop() });
     if (metrics.enabled) {
@@ -720,6 +735,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         credentials,
         players,
         transfers,
+        drainTransfers,
         instanceMetrics,
         consoleHub,
         eventStream,

@@ -256,6 +256,17 @@ export class PlayerService {
     return roster ? Object.keys(roster.players).length : 0;
   }
 
+  /**
+   * The players on one server (its roster), as the registry has them: one read per player. A
+   * player whose record says another server by now (a move under way) is left out.
+   */
+  async playersOn(instanceId: string): Promise<OnlinePlayer[]> {
+    const roster = parseRoster(await this.kv.get(rosterKey(instanceId)));
+    if (!roster || roster.proxy) return [];
+    const records = await Promise.all(Object.keys(roster.players).map((uuid) => this.get(uuid)));
+    return records.filter((p): p is OnlinePlayer => p !== null && p.instanceId === instanceId);
+  }
+
   /** Players per group on servers (proxies not counted). */
   async countsByGroup(): Promise<Map<string, number>> {
     const counts = new Map<string, number>();

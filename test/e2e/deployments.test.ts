@@ -1,6 +1,7 @@
 // Deployments for real: a controller in this process, two `cloud-daemon` child processes, simulated
 // servers. A group of three rolls to a revision with a new template layer (pinned to its hash), with
-// one instance serving a player drained before it stops and the player moved; a rolling restart
+// one instance serving a player drained before it stops and the player moved by the controller
+// (a transfer to the holder, no hand-made move); a rolling restart
 // replaces every instance; a revision whose template makes the server crash on boot fails the
 // health gate and is rolled back automatically; a canary waits for its promotion beside the old
 // revision and pauses and resumes; a rollback with restore brings the previous revision back.
@@ -126,7 +127,7 @@ describe("deployments with real daemons", { timeout: 600_000 }, () => {
     cleanupDirs();
   });
 
-  it("rolls to a revision with a new template layer pinned to its hash; the player of a retired instance is drained first; 409 for a second deployment", async () => {
+  it("rolls to a revision with a new template layer pinned to its hash; the player of a retired instance is moved to the new revision before it stops; 409 for a second deployment", async () => {
     const before = await live();
     assert.ok(
       before.every((i) => i.deploymentRevision === 1),
@@ -146,19 +147,23 @@ describe("deployments with real daemons", { timeout: 600_000 }, () => {
     assert.equal(second.status, 409);
     assert.equal(second.json.error.code, "DEPLOYMENT_ACTIVE");
 
-    // The instance with a player drains; the player moves to a RUNNING instance of the new revision.
+    // The instance with a player drains; the controller moves her to a RUNNING instance of the new
+    // revision through the transfer path: delivered to the server holding her (she joined it
+    // directly), which connects her to the target; the target's join completes the transfer.
     await eventually(
       () => eventsOf(c, "INSTANCE_DRAINING").some((e) => e.data.instanceId === withPlayer.id),
       `${withPlayer.id} drains\n${c.logs().slice(-2000)}`,
       waitMs,
     );
-    const target = (await live()).find((i) => i.state === "RUNNING" && i.deploymentRevision === 2);
-    assert.ok(target, "a new instance serves when the old one drains");
-    // A transfer: she leaves the draining instance, then joins the new one (a player is on one instance at a time).
-    await api(c, "POST", `/api/v1/services/${withPlayer.id}/command`, { command: "players leave alice" });
-    await eventually(async () => (await api(c, "GET", `/api/v1/services/${withPlayer.id}`)).json.playerCount === 0, "alice left the old instance", waitMs);
-    await api(c, "POST", `/api/v1/services/${target.id}/command`, { command: "players join alice" });
-
+    const moved = await eventually(
+      () => eventsOf(c, "PLAYER_TRANSFER").find((e) => e.data.name === "alice" && e.data.fromInstanceId === withPlayer.id),
+      () => `alice moved off ${withPlayer.id} by the system\n${diagnostics()}`,
+      waitMs,
+    );
+    const target = (await instances()).find((i) => i.id === moved.data.toInstanceId);
+    assert.ok(target, `the target ${String(moved.data.toInstanceId)} is an instance of the group`);
+    assert.equal(target.deploymentRevision, 2, "moved to an instance of the new revision");
+    assert.match(c.logs(), new RegExp(`Drain of ${withPlayer.id}: 1 player\\(s\\) sent`), "the drain asked for the transfer");
     const done = await finished(2, "COMPLETED");
     assert.equal(done.outcome, "COMPLETED");
     await allOf(2);
@@ -169,6 +174,17 @@ describe("deployments with real daemons", { timeout: 600_000 }, () => {
     );
     const records = await instances();
     for (const old of before) assert.equal(records.find((i) => i.id === old.id)?.state, "STOPPED", `${old.id} stopped once, not crashed`);
+    // No player dropped: alice never left the network.
+    const dropped = eventsOf(c, "PLAYER_JOURNEY").filter((e) => {
+      const entry = e.data.entry as { name: string; action: string };
+      return entry.name === "alice" && entry.action === "DISCONNECTED";
+    });
+    assert.deepEqual(dropped, [], "alice was never disconnected");
+    assert.equal(eventsOf(c, "PLAYER_TRANSFER").filter((e) => e.data.name === "alice").length, 1, "moved once, straight to the new revision");
+    const stateAt = (state: string) =>
+      Date.parse(eventsOf(c, "INSTANCE_STATE_CHANGED").find((e) => e.data.instanceId === withPlayer.id && e.data.newState === state)!.timestamp);
+    const drainedMs = stateAt("STOPPING") - stateAt("DRAINING");
+    assert.ok(drainedMs < 45_000, `the drain ended when alice had gone, not at its 60 s timeout (${drainedMs} ms)`);
     assert.deepEqual((await api(c, "GET", `/api/v1/groups/${group}`)).json.templates, ["plug"], "the group record names the revision's layers");
     const created = eventsOf(c, "DEPLOYMENT_CREATED").map((e) => e.data);
     assert.deepEqual(created, [{ groupName: group, revision: 2, strategy: "ROLLING" }]);
@@ -184,10 +200,9 @@ describe("deployments with real daemons", { timeout: 600_000 }, () => {
   });
 
   it("a deployment that changes nothing is a rolling restart: every instance replaced by one of a new revision", async () => {
-    // alice leaves: an instance with a player would wait for her (the drain timeout) before it stops.
+    // alice stays online: the instance she is on drains like the others and she is moved again.
     const withAlice = (await live()).find((i) => i.playerCount > 0);
-    if (withAlice) await api(c, "POST", `/api/v1/services/${withAlice.id}/command`, { command: "players leave alice" });
-    await eventually(async () => (await live()).every((i) => i.playerCount === 0), "alice left", waitMs);
+    assert.ok(withAlice, "alice is still on the network");
     const before = (await live()).map((i) => i.id);
     const res = await api(c, "POST", `/api/v1/groups/${group}/deployments`, { minHealthySeconds: 1, batchSize: 1 });
     assert.equal(res.status, 201, JSON.stringify(res.json));
@@ -195,6 +210,20 @@ describe("deployments with real daemons", { timeout: 600_000 }, () => {
     await finished(3, "COMPLETED");
     const after = await allOf(3);
     for (const i of after) assert.ok(!before.includes(i.id), `${i.id} is a new instance`);
+    const withAliceNow = await eventually(
+      async () => (await live()).find((i) => i.playerCount === 1),
+      () => `alice on an instance of revision 3\n${diagnostics()}`,
+      waitMs,
+    );
+    assert.equal(withAliceNow.deploymentRevision, 3);
+    const dropped = eventsOf(c, "PLAYER_JOURNEY").filter((e) => {
+      const entry = e.data.entry as { name: string; action: string };
+      return entry.name === "alice" && entry.action === "DISCONNECTED";
+    });
+    assert.deepEqual(dropped, [], "alice was never disconnected by the restart");
+    // She leaves before the next cases, whose rollouts are about health and counts.
+    await api(c, "POST", `/api/v1/services/${withAliceNow.id}/command`, { command: "players leave alice" });
+    await eventually(async () => (await live()).every((i) => i.playerCount === 0), "alice left", waitMs);
   });
 
   it("a revision that crashes on boot fails the health gate and is rolled back automatically", async () => {

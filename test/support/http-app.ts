@@ -34,6 +34,7 @@ import type { MetricsService } from "../../src/metrics/metrics.js";
 import type { MachineCredentials } from "../../src/plugin-api/credentials.js";
 import type { PlayerService } from "../../src/plugin-api/players.js";
 import type { TransferService } from "../../src/plugin-api/transfers.js";
+import type { DrainTransfers } from "../../src/plugin-api/drain-transfers.js";
 import type { Clock } from "../../src/shared/clock.js";
 import type { BlobStore, DocumentStore, KvStore } from "../../src/store/ports.js";
 import type { TemplateService } from "../../src/templates/template-service.js";
@@ -119,6 +120,8 @@ export interface TestApp {
   players: PlayerService;
   /** Player transfers. */
   transfers: TransferService;
+  /** Moves the players of draining instances (plugin-api/drain-transfers.ts). */
+  drainTransfers: DrainTransfers;
   /** A single-member cluster (Raft in `<dir>/raft`, transport on an ephemeral port). */
   cluster: ClusterService;
   /** The event journal, the SSE hub and their tickets. */
@@ -255,6 +258,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     credentials: services.credentials,
     players: services.players,
     transfers: services.transfers,
+    drainTransfers: services.drainTransfers,
     cluster: services.cluster,
     eventStream: services.eventStream,
     metricsHistory: services.metricsHistory,
