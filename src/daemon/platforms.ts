@@ -4,7 +4,7 @@
  * it is stopped. The instance runner interprets these; adding a platform means adding a value.
  * Decisions: docs/decisions/daemon-runner.md.
  */
-import { simulatedServerScriptPath } from "./simulated-server/contract.js";
+import { SIMULATED_SERVER_ENV, simulatedServerScriptPath } from "./simulated-server/contract.js";
 import { RunnerError } from "./runner-errors.js";
 
 /** How the instance's port reaches the process. */
@@ -143,13 +143,15 @@ export function simulatedPlatform(overrides: Partial<PlatformDefinition> = {}): 
 }
 
 /**
- * The built-in platforms: `simulated` (plugin readiness), `simulated-standalone` (the same program,
- * ready on its `Done (` line: no controller needed), and Java servers as data (not exercised in
- * tests): `paper` (port through server.properties) and `velocity` (port on the command line).
+ * The built-in platforms: `simulated` (plugin readiness), `simulated-proxy` (the same program as a
+ * proxy: the controller counts instances of this platform as proxies), `simulated-standalone` (ready
+ * on its `Done (` line: no controller needed), and Java servers as data (not exercised in tests):
+ * `paper` (port through server.properties) and `velocity` (port on the command line).
  */
 export function builtInPlatforms(): Map<string, PlatformDefinition> {
   const platforms: PlatformDefinition[] = [
     simulatedPlatform(),
+    simulatedPlatform({ id: "simulated-proxy", env: { [SIMULATED_SERVER_ENV.mode]: "proxy" } }),
     simulatedPlatform({ id: "simulated-standalone", readiness: { kind: "log-line", pattern: "Done (" } }),
     {
       id: "paper",

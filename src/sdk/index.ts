@@ -6,12 +6,40 @@
 export { connectToCloud, cloudEnvironmentPresent, CLOUD_ENV, type CloudPlugin, type ConnectOptions } from "./plugin/cloud-plugin.js";
 export { CloudClient, CUSTOM_EVENT_TYPE_PATTERN, type CloudClientIdentity, type WorkloadKind } from "./plugin/cloud-client.js";
 export { TransferResult } from "./plugin/transfer-result.js";
+export {
+  PluginTransfers,
+  TRANSFER_FRAME_EVENTS,
+  resultOf,
+  transferOutcomeWaitMsDefault,
+  type TransferFrameEvent,
+  type TransferHandler,
+  type TransferOutcomeHandler,
+} from "./plugin/transfers.js";
 export { PlayerManager, CloudPlayer, type PlayerConnections } from "./plugin/players.js";
 export { PluginEventBus, PLAYER_EVENT_TYPES, RESYNC_REQUIRED, type EventHandler, type EventFilterBuilder, type Subscription } from "./plugin/event-bus.js";
 export { PluginEventStream, SseParser, EVENT_STREAM_PATH, type EventStreamOptions, type SseFrame } from "./plugin/event-stream.js";
-export { PluginTransport, newTraceparent, pluginRequestTimeoutMs, type TransportOptions } from "./plugin/transport.js";
+export {
+  PluginTransport,
+  newTraceparent,
+  pluginRequestTimeoutMs,
+  sequencedInFlightMax,
+  tokenExpiryOf,
+  tokenRefreshAheadMs,
+  type TransportOptions,
+} from "./plugin/transport.js";
 export { CloudApiError, InvalidArgumentError } from "./plugin/errors.js";
-export type { CloudEvent, GroupInfo, InstanceInfo, MetricsPayload, PlayerMessage, PlayerView, SdkLogger, WorldMetrics } from "./plugin/types.js";
+export type {
+  CloudEvent,
+  GroupInfo,
+  InstanceInfo,
+  MetricsPayload,
+  PlayerMessage,
+  PlayerView,
+  SdkLogger,
+  Transfer,
+  TransferState,
+  WorldMetrics,
+} from "./plugin/types.js";
 export { Arguments, CommandArgument, type ArgumentCompleter, type ArgumentContext, type ArgumentParser } from "./plugin/commands/arguments.js";
 export { CommandBuilder, helpPageSizeDefault, type CommandContext, type CommandHandler, type CommandNode } from "./plugin/commands/builder.js";
 export {

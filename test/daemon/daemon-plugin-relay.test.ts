@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { after, before, describe, it } from "node:test";
-import { FakeController, FakeTemplateServer, spawnDaemonChild, wireSpec, type DaemonChild } from "./fake-controller.js";
+import { FakeController, FakeTemplateServer, SIM_WIRE_ENV, spawnDaemonChild, wireSpec, type DaemonChild } from "./fake-controller.js";
 import { freePort, isAlive } from "./runner-harness.js";
 import { eventually } from "../support/wait.js";
 
@@ -62,7 +62,12 @@ describe("cloud-daemon's plugin relay", { timeout: 120_000 }, () => {
       () => controller.sessions.some((s) => s.messages.some((m) => m.payload === "node_status")),
       () => `a session\n${daemon.output()}`,
     );
-    const spec = wireSpec("lobby-1", await freePort(), { platform: "simulated", workload_token: "workload-1" });
+    // Without its event stream, the server's plugin calls are the ready call and the player reports counted below.
+    const spec = wireSpec("lobby-1", await freePort(), {
+      platform: "simulated",
+      workload_token: "workload-1",
+      environment: { ...SIM_WIRE_ENV, CLOUD_SIM_EVENT_STREAM: "false" },
+    });
     assert.equal((await controller.command("start_instance", { group: "lobby", fencing_token: TOKEN, spec })).ok, true);
     const starting = await waitForState("lobby-1", "STARTING");
     pids.add(starting.pid);

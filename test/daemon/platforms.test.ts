@@ -14,13 +14,21 @@ import {
   type PlatformDefinition,
 } from "../../src/daemon/platforms.js";
 import { RunnerError } from "../../src/daemon/runner-errors.js";
+import { isProxyPlatform } from "../../src/plugin-api/players.js";
 
 const values = { memoryMb: 1024, jarFile: "server.jar", port: 30001, instanceId: "lobby-1", group: "lobby", workDir: "/srv/lobby-1" };
 
 describe("platforms", () => {
-  it("ships simulated, simulated-standalone, paper and velocity as valid data", () => {
+  it("ships simulated, simulated-proxy, simulated-standalone, paper and velocity as valid data", () => {
     const platforms = builtInPlatforms();
-    assert.deepEqual([...platforms.keys()], ["simulated", "simulated-standalone", "paper", "velocity"]);
+    assert.deepEqual([...platforms.keys()], ["simulated", "simulated-proxy", "simulated-standalone", "paper", "velocity"]);
+    // The proxy is the simulated server in proxy mode, with plugin readiness like the server.
+    const proxy = platforms.get("simulated-proxy")!;
+    assert.deepEqual(proxy.env, { CLOUD_SIM_MODE: "proxy" });
+    assert.deepEqual(proxy.command, platforms.get("simulated")!.command);
+    assert.deepEqual(proxy.readiness, { kind: "plugin" });
+    assert.ok(isProxyPlatform(proxy.id), "the controller counts its instances as proxies");
+    assert.ok(!isProxyPlatform("simulated"));
     assert.deepEqual(renderCommand(platforms.get("paper")!, values), ["java", "-Xmx1024M", "-jar", "server.jar", "nogui"]);
     assert.deepEqual(renderCommand(platforms.get("velocity")!, values), ["java", "-Xmx1024M", "-jar", "server.jar", "--port", "30001"]);
     assert.equal(platforms.get("paper")!.stopCommand, "stop");

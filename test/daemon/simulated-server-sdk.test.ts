@@ -1,17 +1,33 @@
 // The simulated server's plugin side, all through the SDK: metrics with a TPS that drops under
 // `load`, custom events both ways, transfers asked for on the console and arriving on the event
-// stream, and the proxy mode. Real child processes against a real HTTP server speaking the plugin
-// routes (test/sdk/spec-server.ts); the tick model alone at the end.
+// stream as `event: transfer` frames (the holder connects the player to the target's port, the
+// target reports the join), and the proxy mode. Real child processes against a real HTTP server
+// speaking the plugin routes (test/sdk/spec-server.ts); the tick model alone at the end.
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { after, describe, it } from "node:test";
 import { simulatedServerScriptPath } from "../../src/daemon/simulated-server/contract.js";
 import { TickModel, tpsAt } from "../../src/daemon/simulated-server/tick-model.js";
+import type { Transfer } from "../../src/sdk/index.js";
 import { startSpecServer, type SpecServer } from "../sdk/spec-server.js";
 import { eventually } from "../support/wait.js";
 import { SIM_TEST_ENV, freePort, isAlive } from "./runner-harness.js";
 
 const STEVE = "5627dd98-e6be-3c21-b8a8-e92344183641";
+const ALEX = "0b3f4a5c-2d6e-3f70-8a91-b2c3d4e5f607";
+
+/** A transfer as the controller sends it on the plugin event stream. */
+const transferOf = (fields: Partial<Transfer> & Pick<Transfer, "id" | "targetInstanceId" | "holderInstanceId">): Transfer => ({
+  playerUuid: STEVE,
+  playerName: "Steve",
+  fromInstanceId: null,
+  targetGroup: null,
+  requestedBy: fields.holderInstanceId,
+  requestedAt: new Date().toISOString(),
+  state: "PENDING",
+  failureReason: null,
+  ...fields,
+});
 const lineWaitMs = 20_000;
 
 const started: ChildProcess[] = [];
@@ -23,13 +39,14 @@ after(async () => {
 });
 
 async function startSim(server: SpecServer, env: Record<string, string>) {
+  const port = await freePort();
   const child = spawn(process.execPath, [simulatedServerScriptPath()], {
     env: {
       PATH: process.env.PATH ?? "",
       ...SIM_TEST_ENV,
       CLOUD_INSTANCE_ID: "sim-1",
       CLOUD_GROUP: "lobby",
-      CLOUD_PORT: String(await freePort()),
+      CLOUD_PORT: String(port),
       CLOUD_CONTROLLER_URL: server.url,
       CLOUD_WORKLOAD_TOKEN: "token-0",
       ...env,
@@ -47,6 +64,7 @@ async function startSim(server: SpecServer, env: Record<string, string>) {
   });
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   return {
+    port,
     lines,
     exited,
     send: (line: string) => child.stdin!.write(`${line}\n`),
@@ -119,49 +137,99 @@ describe("simulated server on the plugin SDK", { timeout: 120_000 }, () => {
     server.publish({ type: "sim:pong", data: { n: 7 }, source: "game-1" });
     await sim.waitForLine('[event] sim:pong from game-1 {"n":7}');
 
+    // A transfer to the group: queued (202, the Transfer), then delivered as `event: transfer` to
+    // the holder, sim-1 (Steve joined it directly): it connects Steve to game-1's port and hands him
+    // over; game-1 reports the join (which completes the transfer at the controller).
+    const game = await startSim(server, { CLOUD_INSTANCE_ID: "game-1", CLOUD_GROUP: "game", CLOUD_SIM_EVENT_STREAM: "false" });
+    await game.waitForLine("Reported ready to the controller");
+    server.handle("GET /api/plugin/instances", () => ({
+      status: 200,
+      body: [{ id: "game-1", group: "game", state: "RUNNING", port: game.port, playerCount: 0 }],
+    }));
+    const queued = transferOf({ id: "t-1", targetInstanceId: "game-1", targetGroup: "game", holderInstanceId: "sim-1", fromInstanceId: "sim-1" });
+    server.handle("POST /api/plugin/transfer-to-group", () => ({ status: 202, body: queued }));
     sim.send("players transfer Steve game");
-    await sim.waitForLine("Transfer of Steve to group game queued (game-1)");
+    await sim.waitForLine("Transfer of Steve to group game queued (game-1) as t-1");
     assert.deepEqual(server.requests.find((r) => r.path === "/api/plugin/transfer-to-group")?.body, { playerUuid: STEVE, group: "game" });
-    server.publish({ type: "PLAYER_TRANSFER", data: { uuid: STEVE, name: "Steve", fromInstanceId: "sim-1", toInstanceId: "game-1" } });
+    server.sendFrame("transfer", queued);
+    await game.waitForLine(`Steve[/127.0.0.1] logged in (uuid ${STEVE}) through sim-1`);
     await sim.waitForLine("Steve left by transfer to game-1");
-    server.publish({
-      type: "PLAYER_TRANSFER",
-      data: { uuid: "0b3f4a5c-2d6e-3f70-8a91-b2c3d4e5f607", name: "Alex", fromInstanceId: "game-1", toInstanceId: "sim-1" },
-    });
-    await sim.waitForLine("Alex joined by transfer from game-1");
+    const gameJoins = () => server.requests.filter((r) => r.path === "/api/plugin/player-join" && (r.body as { group: string }).group === "game");
+    await eventually(() => gameJoins().length === 1, "game-1's join report", lineWaitMs);
+    assert.deepEqual(gameJoins()[0].body, { uuid: STEVE, name: "Steve", group: "game" });
+    // Delivery is at least once: the same transfer again (a reconnected stream) is not carried out twice.
+    server.sendFrame("transfer", queued);
+    server.sendFrame("transfer-completed", { ...queued, state: "COMPLETED" });
+    await sim.waitForLine("Transfer t-1 of Steve to game-1 completed");
+    assert.equal(sim.lines.filter((line) => line.includes("left by transfer")).length, 1);
+    assert.equal(gameJoins().length, 1);
+    assert.ok(!server.requests.some((r) => r.path === "/api/plugin/player-leave"), "the holder reports no leave: the target's join is the move");
+    game.send("list");
+    await game.waitForLine("There are 1 of a max of 100 players online: Steve");
     sim.send("list");
-    await sim.waitForLine("There are 1 of a max of 100 players online: Alex");
-    await eventually(
-      () => server.requests.some((r) => r.path === "/api/plugin/player-join" && (r.body as { name: string }).name === "Alex"),
-      "Alex's join report",
-      lineWaitMs,
-    );
+    await sim.waitForLine("There are 0 of a max of 100 players online");
+    server.sendFrame("transfer-failed", { ...queued, id: "t-2", targetInstanceId: "game-2", state: "FAILED", failureReason: "TARGET_GONE" });
+    await sim.waitForLine("Transfer t-2 of Steve to game-2 failed: TARGET_GONE");
+    game.send("stop");
+    assert.equal(await game.exited, 0);
     sim.send("players send Nobody game-2");
     await sim.waitForLine("Nobody is not online");
     sim.send("stop");
     assert.equal(await sim.exited, 0);
   });
 
-  it("as a proxy holds its players and moves one when a transfer for it arrives", async () => {
+  it("as a proxy holds its players and connects them to the servers transfers name; the backends report joins, not moves or quits", async () => {
     const server = await startSpecServer();
     servers.push(server);
     const proxy = await startSim(server, { CLOUD_SIM_MODE: "proxy", CLOUD_INSTANCE_ID: "proxy-1", CLOUD_GROUP: "proxy" });
+    const backend = (id: string) => startSim(server, { CLOUD_INSTANCE_ID: id, CLOUD_GROUP: "game", CLOUD_SIM_EVENT_STREAM: "false" });
+    const [game1, game2] = await Promise.all([backend("game-1"), backend("game-2")]);
+    server.handle("GET /api/plugin/instances", () => ({
+      status: 200,
+      body: [game1, game2].map((g, i) => ({ id: `game-${i + 1}`, group: "game", state: "RUNNING", port: g.port, playerCount: 0 })),
+    }));
     await proxy.waitForLine("Running as a proxy");
     await proxy.waitForLine("Connected to the event stream");
     proxy.send("players join Steve");
     await eventually(() => server.requests.some((r) => r.path === "/api/plugin/player-join"), "the join report", lineWaitMs);
     assert.deepEqual(server.requests.find((r) => r.path === "/api/plugin/player-join")?.body, { uuid: STEVE, name: "Steve", group: "proxy" });
-    server.publish({
-      type: "PLAYER_TRANSFER",
-      data: { uuid: "0b3f4a5c-2d6e-3f70-8a91-b2c3d4e5f607", name: "Alex", fromInstanceId: "lobby-1", toInstanceId: "game-1" },
-    });
-    server.publish({ type: "PLAYER_TRANSFER", data: { uuid: STEVE, name: "Steve", fromInstanceId: "lobby-1", toInstanceId: "game-1" } });
+    server.sendFrame(
+      "transfer",
+      transferOf({ id: "t-alex", playerUuid: ALEX, playerName: "Alex", targetInstanceId: "game-1", holderInstanceId: "proxy-1", fromInstanceId: "lobby-1" }),
+    );
+    server.sendFrame("transfer", transferOf({ id: "t-1", targetInstanceId: "game-1", holderInstanceId: "proxy-1" }));
     await proxy.waitForLine("Moving Steve to game-1");
+    await game1.waitForLine(`Steve[/127.0.0.1] logged in (uuid ${STEVE}) through proxy-1`);
     assert.ok(!proxy.lines.some((line) => line.includes("Alex")), "a transfer of a player the proxy does not hold is not its business");
     proxy.send("list");
     await proxy.waitForLine("There are 1 of a max of 100 players online: Steve");
-    proxy.send("stop");
-    assert.equal(await proxy.exited, 0);
+
+    // On to game-2: the proxy connects Steve there first, then tells game-1 he moved on.
+    server.sendFrame("transfer", transferOf({ id: "t-2", targetInstanceId: "game-2", holderInstanceId: "proxy-1", fromInstanceId: "game-1" }));
+    await proxy.waitForLine("Moving Steve to game-2");
+    await game2.waitForLine(`Steve[/127.0.0.1] logged in (uuid ${STEVE}) through proxy-1`);
+    await game1.waitForLine("Steve moved on to another server");
+    // Steve leaves the network at the proxy: the proxy reports it, game-2 drops him without a report.
+    proxy.send("players leave Steve");
+    await game2.waitForLine("Steve left the network");
+    await eventually(() => server.requests.some((r) => r.path === "/api/plugin/player-leave"), "the proxy's leave report", lineWaitMs);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.deepEqual(
+      server.requests.filter((r) => r.path.startsWith("/api/plugin/player-")).map((r) => [r.path, (r.body as { group?: string }).group ?? null]),
+      [
+        ["/api/plugin/player-join", "proxy"],
+        ["/api/plugin/player-join", "game"],
+        ["/api/plugin/player-join", "game"],
+        ["/api/plugin/player-leave", null],
+      ],
+      "joins from the proxy and each backend, one leave (the proxy's)",
+    );
+    for (const sim of [game1, game2]) {
+      sim.send("list");
+      await sim.waitForLine("There are 0 of a max of 100 players online");
+    }
+    for (const sim of [proxy, game1, game2]) sim.send("stop");
+    assert.deepEqual(await Promise.all([proxy.exited, game1.exited, game2.exited]), [0, 0, 0]);
   });
 
   it("the tick model: 20 TPS idle, lower under load, averages moving like exponential averages over 1, 5 and 15 minutes", () => {

@@ -66,6 +66,8 @@ describe("plugin calls follow the daemon when its controller dies", { timeout: 3
   let daemon: DaemonProcess;
   let nodeId = "";
   let servers: Server[] = [];
+  /** The member the first test SIGKILLed (relaunched by the second). */
+  let killed: ClusterMemberProcess | null = null;
 
   const live = () => members.filter((m) => m.process !== null);
   const call = async (method: string, path: string, body?: unknown) => {
@@ -235,6 +237,7 @@ describe("plugin calls follow the daemon when its controller dies", { timeout: 3
       const killedAtMs = Date.now();
       await harness.kill9(victim);
       victim.process = null;
+      killed = victim;
       // The daemon on a surviving controller: the registry names another controller.
       const newHolder = await eventually(
         async () => {
@@ -322,5 +325,157 @@ describe("plugin calls follow the daemon when its controller dies", { timeout: 3
       stopTraffic = true;
       await Promise.all(streams.map((s) => s.done));
     }
+  });
+
+  it("a transfer requested while the controller holding the daemon's stream is SIGKILLed completes (never lost), and the proxy keeps its players", async () => {
+    // Three members again: the one killed above comes back on its data.
+    if (killed) {
+      await harness.launch(killed);
+      const back = killed;
+      await eventually(
+        async () => {
+          const reply = await back.call("GET", "/api/v1/cluster/members").catch(() => null);
+          return reply?.status === 200;
+        },
+        `${back.name} serving again`,
+        waitMs,
+      );
+      killed = null;
+    }
+    for (const [name, platform, count, start] of [
+      ["pfproxy", "simulated-proxy", 1, 28420],
+      ["pfgame", "simulated", 2, 28440],
+    ] as const) {
+      const created = await call("POST", "/api/v1/groups", {
+        name,
+        platform,
+        minInstances: count,
+        maxInstances: count,
+        maxPlayers: 50,
+        memoryMb: 64,
+        portRange: { start, end: start + 15 },
+      });
+      assert.equal(created.status, 201, created.text);
+    }
+    const running = await eventually(
+      async () => {
+        const list = (await call("GET", "/api/v1/services")).json as { id: string; group: string; state: string }[];
+        const up = list.filter((r) => (r.group === "pfproxy" || r.group === "pfgame") && r.state === "RUNNING" && processesOf(r.id).length === 1);
+        return up.length === 3 ? up : null;
+      },
+      "a RUNNING proxy and two game servers",
+      waitMs,
+    );
+    const proxy = running.find((r) => r.group === "pfproxy")!.id;
+    const games = running.filter((r) => r.group === "pfgame").map((r) => r.id);
+    const proxyPid = processesOf(proxy)[0];
+    const proxyEnv = environOf(proxyPid);
+    const relay = proxyEnv.get(INSTANCE_ENV.controllerUrl)!;
+    const proxyToken = proxyEnv.get(INSTANCE_ENV.workloadToken)!;
+    const gameToken = environOf(processesOf(games[0])[0]).get(INSTANCE_ENV.workloadToken)!;
+    const plugin = async (token: string, method: string, path: string, body?: unknown) => {
+      try {
+        const res = await fetch(`${relay}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal: AbortSignal.timeout(pluginRequestTimeoutMs),
+        });
+        const text = await res.text();
+        return { status: res.status, json: text ? JSON.parse(text) : null };
+      } catch {
+        return { status: 0, json: null };
+      }
+    };
+    type Listed = { uuid: string; name: string; instanceId: string | null; proxyInstanceId: string | null };
+    const registry = async (): Promise<Listed[] | null> => {
+      const res = await plugin(gameToken, "GET", "/api/plugin/players");
+      return res.status === 200 ? (res.json as Listed[]) : null;
+    };
+    const command = async (id: string, line: string) => assert.ok((await call("POST", `/api/v1/services/${id}/command`, { command: line })).status < 300);
+
+    // Four players on the proxy, each placed on a game server by a transfer the proxy carries out.
+    const names = ["fa", "fb", "fc", "fd"];
+    for (const name of names) await command(proxy, `players join ${name}`);
+    for (const name of names) await command(proxy, `players transfer ${name} pfgame`);
+    const placed: Listed[] = await eventually(
+      async () => {
+        const list = await registry();
+        const ours = list?.filter((p) => names.includes(p.name)) ?? [];
+        return ours.length === 4 && ours.every((p) => p.proxyInstanceId === proxy && games.includes(p.instanceId ?? "")) ? ours : null;
+      },
+      "four players held by the proxy, each on a game server",
+      waitMs,
+    );
+
+    // Each player is sent to the other game server while the controller holding the daemon's stream
+    // (the relay's controller, which also holds the proxy's plugin event stream) is SIGKILLed.
+    const holderId = await eventually(sessionControllerId, "the daemon's session", waitMs);
+    let victim: ClusterMemberProcess | null = null;
+    for (const m of live()) if ((await controllerIdOf(m)) === holderId) victim = m;
+    assert.ok(victim, `a member is controller ${holderId}`);
+    const targetOf = new Map(placed.map((p) => [p.uuid, games.find((g) => g !== p.instanceId)!]));
+    const requested = new Map<string, number>();
+    const request = async (uuid: string) => {
+      // As the plugin client would: a request without an answer is sent again; a 409 ALREADY_ON_TARGET means it arrived.
+      for (let attempt = 0; attempt < 30; attempt++) {
+        const res = await plugin(proxyToken, "POST", "/api/plugin/transfer", { playerUuid: uuid, targetInstanceId: targetOf.get(uuid) });
+        if (res.status === 202 || (res.status === 409 && res.json?.error?.code === "ALREADY_ON_TARGET")) {
+          requested.set(uuid, Date.now());
+          return res.status;
+        }
+        assert.ok(res.status === 0 || res.status >= 500, `transfer of ${uuid}: ${res.status} ${JSON.stringify(res.json)}`);
+        await sleep(1_000);
+      }
+      assert.fail(`transfer of ${uuid} never accepted`);
+    };
+    const killedAtMs = Date.now();
+    const [statuses] = await Promise.all([
+      Promise.all(placed.map((p, i) => sleep(i * 40).then(() => request(p.uuid)))),
+      sleep(50).then(() => harness.kill9(victim)),
+    ]);
+    victim.process = null;
+    killed = victim;
+    const arrivedAt = new Map<string, number>();
+    await eventually(
+      async () => {
+        const list = await registry();
+        for (const p of list ?? []) if (targetOf.get(p.uuid) === p.instanceId && !arrivedAt.has(p.uuid)) arrivedAt.set(p.uuid, Date.now());
+        return arrivedAt.size === placed.length;
+      },
+      () => `every player on the other game server (arrived: ${arrivedAt.size}/${placed.length})`,
+      { timeoutMs: waitMs, intervalMs: 100 },
+    );
+    const latencies = placed.map((p) => arrivedAt.get(p.uuid)! - requested.get(p.uuid)!).sort((a, b) => a - b);
+    const sinceKill = Math.max(...[...arrivedAt.values()].map((t) => t - killedAtMs));
+    console.log(
+      `transfers across the SIGKILL of ${victim.name} (${holderId}): answers ${statuses.join(",")}; accepted → arrived ${latencies.join(", ")} ms; ` +
+        `all arrived ${sinceKill} ms after the kill`,
+    );
+
+    // The proxy kept its players: same process, all four held, its count on every survivor.
+    assert.deepEqual(processesOf(proxy), [proxyPid], "the proxy still runs as the same process");
+    const finalView = await registry();
+    assert.ok(finalView);
+    for (const p of placed) {
+      const now: Listed | undefined = finalView.find((x) => x.uuid === p.uuid);
+      assert.equal(now?.proxyInstanceId, proxy, `${p.name} is still held by the proxy`);
+      assert.equal(now?.instanceId, targetOf.get(p.uuid), `${p.name} is on its target`);
+    }
+    for (const m of live()) {
+      await eventually(
+        async () => (await m.call("GET", `/api/v1/services/${proxy}`)).json?.playerCount === 4,
+        `${m.name}: the proxy counts its four players`,
+        waitMs,
+      );
+      const counts = await Promise.all(games.map(async (g) => (await m.call("GET", `/api/v1/services/${g}`)).json?.playerCount as number));
+      assert.equal(
+        counts.reduce((a, b) => a + b, 0),
+        4,
+        `${m.name}: four players on the game servers (${counts.join(", ")})`,
+      );
+    }
+    // Nothing left pending: every transfer ended (completed), none waits to be delivered.
+    await eventually(async () => (await redisClient.keys("cloud:v1:transfer:*")).length === 0, "no pending transfer records", waitMs);
   });
 });

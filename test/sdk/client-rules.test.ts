@@ -3,7 +3,7 @@
 // mutating POSTs only, a traceparent per request, fire-and-forget reports with bounded retries.
 import assert from "node:assert/strict";
 import { after, beforeEach, describe, it } from "node:test";
-import { CloudApiError, connectToCloud, PluginTransport, type CloudPlugin } from "../../src/sdk/index.js";
+import { CloudApiError, connectToCloud, PluginTransport, sequencedInFlightMax, tokenExpiryOf, type CloudPlugin } from "../../src/sdk/index.js";
 import { eventually } from "../support/wait.js";
 import { startSpecServer, type SpecServer } from "./spec-server.js";
 
@@ -113,11 +113,11 @@ describe("plugin SDK client rules", { timeout: 60_000 }, () => {
       ["/api/plugin/ready", "/api/plugin/transfer", "/api/plugin/events"],
     );
     const numbers = sequenced.map((r) => Number(r.headers["x-cloud-sequence"]));
-    assert.ok(numbers.every((n) => Number.isSafeInteger(n) && n > 0));
-    for (let i = 1; i < numbers.length; i++) assert.ok(numbers[i] > numbers[i - 1], `sequence grows: ${numbers.join(", ")}`);
-    // A restarted plugin (a new counter) still continues above the old one: the counter starts at the clock in µs.
+    // Counted per process from 1 (the controller counts per start of the instance), one more each time.
+    assert.deepEqual(numbers, [1, 2, 3]);
+    // A restarted plugin is a new start of the instance (a new workload token): it counts from 1 again.
     const restarted = connect();
-    assert.ok(restarted.transport.nextSequence() > numbers[numbers.length - 1]);
+    assert.equal(restarted.transport.nextSequence(), 1);
     const traces = sent.map((r) => String(r.headers.traceparent));
     for (const trace of traces) assert.match(trace, TRACEPARENT);
     assert.equal(new Set(traces).size, traces.length, "a new trace per request");
@@ -163,8 +163,92 @@ describe("plugin SDK client rules", { timeout: 60_000 }, () => {
     );
     server.handle("GET /api/plugin/groups", () => ({ status: 200, body: { something: "else" } }));
     await assert.rejects(plugin.client.fetchGroups(), (error: unknown) => error instanceof CloudApiError && error.code === "UNEXPECTED_BODY");
+    // The controller answers the list routes with a bare JSON array; an object around it is not its answer.
     server.handle("GET /api/plugin/groups", () => ({ status: 200, body: { groups: [{ name: "bedwars", runningInstances: 0, totalPlayers: 0 }] } }));
+    await assert.rejects(plugin.client.fetchGroups(), (error: unknown) => error instanceof CloudApiError && error.code === "UNEXPECTED_BODY");
+    server.handle("GET /api/plugin/groups", () => ({ status: 200, body: [{ name: "bedwars", runningInstances: 0, totalPlayers: 0 }] }));
     assert.deepEqual(await plugin.client.fetchGroups(), [{ name: "bedwars", runningInstances: 0, totalPlayers: 0 }]);
+  });
+
+  it("a report retried after no answer or a 502/503/504 keeps its sequence number (SEQUENCE_REPEATED then counts as done); after a 500 it takes a new one", async () => {
+    const warnings: string[] = [];
+    const plugin = connect({ logger: { info: () => {}, warn: (m) => warnings.push(m) } });
+    const repeated = { status: 409, body: { error: { code: "SEQUENCE_REPEATED", message: "already accepted", status: 409 } } };
+    // The first join was carried out but its answer was lost behind a 503; the retry is recognised.
+    const joinAnswers = [{ status: 503, body: {} }, repeated];
+    server.handle("POST /api/plugin/player-join", () => joinAnswers.shift() ?? { status: 200, body: {} });
+    const metricsAnswers = [
+      { status: 500, body: {} },
+      { status: 200, body: {} },
+    ];
+    server.handle("POST /api/plugin/metrics", () => metricsAnswers.shift() ?? { status: 200, body: {} });
+    const before = server.requests.length;
+    plugin.client.reportPlayerJoin("5627dd98-e6be-3c21-b8a8-e92344183641", "Steve");
+    await eventually(() => plugin.transport.stats.reportsInFlight === 0, "the join report to settle", 10_000);
+    plugin.client.reportMetrics({ tps1m: 20 } as never);
+    await eventually(() => plugin.transport.stats.reportsInFlight === 0, "the metrics report to settle", 10_000);
+    const numbers = (path: string) =>
+      server.requests
+        .slice(before)
+        .filter((r) => r.path === path)
+        .map((r) => Number(r.headers["x-cloud-sequence"]));
+    assert.deepEqual(numbers("/api/plugin/player-join"), [1, 1], "the retry after a 503 sends the same number");
+    assert.deepEqual(numbers("/api/plugin/metrics"), [2, 3], "the retry after a 500 takes a new number");
+    assert.deepEqual(warnings.sort(), ["Plugin API metrics answered 500 (attempt 1/3)", "Plugin API player-join answered 503 (attempt 1/3)"]);
+  });
+
+  it("keeps at most sequencedInFlightMax mutating POSTs on the way, numbered in the order they are sent", async () => {
+    const plugin = connect();
+    let inFlight = 0;
+    let most = 0;
+    server.handle("POST /api/plugin/ready", async () => {
+      inFlight += 1;
+      most = Math.max(most, inFlight);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      inFlight -= 1;
+      return { status: 200, body: {} };
+    });
+    const before = server.requests.length;
+    await Promise.all(Array.from({ length: 100 }, () => plugin.client.markReady()));
+    assert.equal(most, sequencedInFlightMax, `at most ${sequencedInFlightMax} at once (saw ${most})`);
+    const numbers = server.requests.slice(before).map((r) => Number(r.headers["x-cloud-sequence"]));
+    assert.deepEqual(
+      [...numbers].sort((a, b) => a - b),
+      Array.from({ length: 100 }, (_, i) => i + 1),
+    );
+  });
+
+  it("renews the token ahead of its expiry (expiresAt of the refresh answer, or the exp claim of the first token); the old one is not what requests depend on", async () => {
+    const soon = Date.now() + 1_500;
+    const claims = Buffer.from(JSON.stringify({ iid: "lobby-1", exp: soon })).toString("base64url");
+    const first = `wl.${claims}.sig`;
+    assert.equal(tokenExpiryOf(first), soon);
+    assert.equal(tokenExpiryOf("token-0"), null);
+    server.validTokens.add(first);
+    const refreshed: string[] = [];
+    server.handle("POST /api/plugin/auth/refresh", (req) => {
+      assert.equal(req.headers.authorization, `Bearer ${refreshed.at(-1) ?? first}`, "renewed with the token in use, before it expired");
+      const token = `token-renewed-${refreshed.length + 1}`;
+      refreshed.push(token);
+      server.validTokens.add(token);
+      return { status: 200, body: { token, expiresAt: new Date(Date.now() + 1_500).toISOString() } };
+    });
+    const plugin = connect({ token: first, refreshAheadMs: 1_000 });
+    assert.equal(plugin.transport.tokenExpiresAtMs, soon);
+    // Halfway through the remaining life (0.75 s) it renews; then again for the new token's expiry.
+    await eventually(() => refreshed.length >= 2, "two renewals on the timer", 10_000);
+    assert.equal(plugin.transport.token, refreshed.at(-1));
+    assert.ok((plugin.transport.tokenExpiresAtMs ?? 0) > soon);
+    await plugin.client.fetchGroups();
+    assert.equal(
+      server.requests.filter((r) => r.path === "/api/plugin/groups" && r.headers.authorization === `Bearer ${first}`).length,
+      0,
+      "the request went with the renewed token",
+    );
+    await plugin.close();
+    const count = refreshed.length;
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    assert.equal(refreshed.length, count, "a closed plugin renews nothing");
   });
 
   it("fails a call to a closed port as CONNECTION_FAILED, without a refresh", async () => {

@@ -3,7 +3,16 @@
 // speaking the spec's plugin routes.
 import assert from "node:assert/strict";
 import { after, beforeEach, describe, it } from "node:test";
-import { connectToCloud, InvalidArgumentError, PluginEventBus, SseParser, TransferResult, type CloudEvent, type CloudPlugin } from "../../src/sdk/index.js";
+import {
+  connectToCloud,
+  InvalidArgumentError,
+  PluginEventBus,
+  SseParser,
+  TransferResult,
+  type CloudEvent,
+  type CloudPlugin,
+  type Transfer,
+} from "../../src/sdk/index.js";
 import { eventually } from "../support/wait.js";
 import { startSpecServer, type SpecServer } from "./spec-server.js";
 
@@ -61,6 +70,56 @@ describe("plugin SDK objects", { timeout: 60_000 }, () => {
     ]);
   });
 
+  it("reads the 202 Transfer (target and id); transfers for this instance arrive as frames, once per id, and their outcome as a TransferResult", async () => {
+    const plugin = connect();
+    const transfer: Transfer = {
+      id: "7d1f0c1e-0000-4000-8000-000000000001",
+      playerUuid: STEVE,
+      playerName: "Steve",
+      fromInstanceId: "lobby-1",
+      targetInstanceId: "game-2",
+      targetGroup: "game",
+      holderInstanceId: "proxy-1",
+      requestedBy: "proxy-1",
+      requestedAt: new Date().toISOString(),
+      state: "PENDING",
+      failureReason: null,
+    };
+    server.handle("POST /api/plugin/transfer-to-group", () => ({ status: 202, body: transfer }));
+    const queued = await plugin.client.transferPlayer(STEVE, "game");
+    assert.deepEqual(queued, TransferResult.success("game-2", transfer.id));
+    const received: Transfer[] = [];
+    const outcomes: [string, TransferResult][] = [];
+    plugin.transfers.onTransfer((t) => void received.push(t));
+    plugin.transfers.onTransfer(() => {
+      throw new Error("handler bug");
+    });
+    plugin.transfers.onOutcome((t, result) => void outcomes.push([t.id, result]));
+    plugin.eventStream.start();
+    await eventually(() => plugin.eventStream.connected, "the stream to connect", 10_000);
+    const outcome = plugin.transfers.outcomeOf(transfer.id);
+    server.sendFrame("transfer", transfer);
+    server.sendFrame("transfer", transfer);
+    server.sendFrame("transfer", { bogus: true });
+    server.sendFrame("transfer-completed", { ...transfer, state: "COMPLETED" });
+    assert.deepEqual(await outcome, TransferResult.success("game-2", transfer.id));
+    const failed = { ...transfer, id: "7d1f0c1e-0000-4000-8000-000000000002", state: "FAILED", failureReason: "TARGET_GONE" };
+    server.sendFrame("transfer-failed", failed);
+    server.sendFrame("transfer-failed", failed);
+    await eventually(() => outcomes.length === 2, "two outcomes", 10_000);
+    assert.deepEqual(received, [transfer], "each transfer id is handed out once");
+    assert.deepEqual(outcomes, [
+      [transfer.id, TransferResult.success("game-2", transfer.id)],
+      [failed.id, TransferResult.failure("TARGET_GONE", failed.id)],
+    ]);
+    // A resend after the outcome (a reconnect) is not carried out again; a known outcome answers at once.
+    server.sendFrame("transfer", transfer);
+    assert.deepEqual(await plugin.transfers.outcomeOf(failed.id), TransferResult.failure("TARGET_GONE", failed.id));
+    assert.deepEqual(await plugin.transfers.outcomeOf("never", 50), TransferResult.failure("NO_OUTCOME", "never"));
+    assert.equal(received.length, 1);
+    assert.equal(plugin.eventStream.lastSequence, null, "transfer frames are not journal events: no sequence");
+  });
+
   it("fetchInstance filters the instances list and throws invalid-argument when absent; markStopping and reportCrash send nothing", async () => {
     const plugin = connect();
     assert.equal((await plugin.client.fetchInstance("lobby-1")).playerCount, 1);
@@ -78,19 +137,17 @@ describe("plugin SDK objects", { timeout: 60_000 }, () => {
     const plugin = connect();
     server.handle("GET /api/plugin/players", () => ({
       status: 200,
-      body: {
-        players: [
-          {
-            uuid: STEVE.toUpperCase(),
-            name: "Steve",
-            instanceId: "lobby-1",
-            group: "lobby",
-            proxyInstanceId: "proxy-1",
-            connectedAt: "2025-01-01T00:00:00.000Z",
-          },
-          { uuid: ALEX, name: "Alex", instanceId: "game-1", group: "game", proxyInstanceId: null, connectedAt: null },
-        ],
-      },
+      body: [
+        {
+          uuid: STEVE.toUpperCase(),
+          name: "Steve",
+          instanceId: "lobby-1",
+          group: "lobby",
+          proxyInstanceId: "proxy-1",
+          connectedAt: "2025-01-01T00:00:00.000Z",
+        },
+        { uuid: ALEX, name: "Alex", instanceId: "game-1", group: "game", proxyInstanceId: null, connectedAt: null },
+      ],
     }));
     server.handle("POST /api/plugin/transfer-to-group", () => ({ status: 200, body: { targetInstanceId: "game-2" } }));
     assert.equal(plugin.players.onlineCount(), 0);

@@ -45,6 +45,8 @@ export interface SpecServer {
   handle(route: string, handler: Handler): void;
   /** Appends an event (sequence = position + 1) and sends it to every open stream. */
   publish(event: StreamEvent): number;
+  /** Sends a frame without an id (`transfer`, `transfer-completed`, `transfer-failed`) to every open stream. */
+  sendFrame(event: string, data: unknown): void;
   /** Closes every open stream connection (the client must reconnect). */
   dropStreams(): void;
   /** Pretends the buffer lost everything up to `earliest`: a resume from before it gets RESYNC_REQUIRED. */
@@ -178,6 +180,9 @@ export async function startSpecServer(options: { token?: string; refreshDelayMs?
       events.push(stored);
       for (const res of streams) res.write(eventFrame(stored));
       return stored.sequence;
+    },
+    sendFrame: (event, data) => {
+      for (const res of streams) res.write(frame(event, data));
     },
     dropStreams: () => {
       for (const res of streams) res.destroy();

@@ -32,8 +32,10 @@ export const SIMULATED_SERVER_ENV = {
   readyAttempts: "CLOUD_SIM_READY_ATTEMPTS",
   /** `server` (default) or `proxy`: a proxy holds players and moves them when a transfer reaches it. */
   mode: "CLOUD_SIM_MODE",
-  /** "true" / "false": open the plugin event stream; default true for a proxy, false for a server. */
+  /** "true" / "false": open the plugin event stream (transfers to carry out, custom events); default true. */
   eventStream: "CLOUD_SIM_EVENT_STREAM",
+  /** Host the simulated servers of the network are reached on (a proxy connects its players there); default 127.0.0.1. */
+  backendHost: "CLOUD_SIM_BACKEND_HOST",
   /** Interval of the metrics report; default 0 (only the `metrics` command reports). */
   metricsIntervalMs: "CLOUD_SIM_METRICS_INTERVAL_MS",
 } as const;

@@ -1,8 +1,15 @@
 /**
- * The simulated game server: a stand-in for a Minecraft server (or, with CLOUD_SIM_MODE=proxy, a
- * proxy) so that demos, tests and benchmarks run real processes without Java. It talks to the
- * control plane only through the plugin SDK (src/sdk): ready, players, transfers, metrics, custom
- * events, the event stream, and its console commands run through the SDK's command registry.
+ * The simulated game server: a stand-in for a Minecraft server (or, with CLOUD_SIM_MODE=proxy — the
+ * `simulated-proxy` platform — a proxy) so that demos, tests and benchmarks run real processes
+ * without Java. It talks to the control plane only through the plugin SDK (src/sdk): ready, players,
+ * transfers, metrics, custom events, the event stream, and its console commands run through the
+ * SDK's command registry.
+ *
+ * Players move between simulated instances over TCP, as a proxy connects a player to a backend
+ * server: the instance that holds a player (its proxy, or the server it joined directly) receives a
+ * transfer on its event stream, connects to the target's port and sends `JOIN <uuid> <name> <from>`;
+ * the target takes the player (`WELCOME <id>`) and reports the join, which completes the transfer
+ * at the controller. The player session protocol is in {@link acceptSession}.
  *
  * Bundled with the SDK into one CommonJS file (esbuild) so it starts without a TypeScript or ES
  * module loader: hundreds start at once on one machine (contract.ts, docs/decisions/daemon-runner.md).
@@ -10,7 +17,7 @@
  * first joins, stdin split into lines by hand. A file named simulated-crash-on-boot in its working
  * directory (from a template) makes it exit 3 at boot.
  */
-import { createServer } from "node:net";
+import { connect, createServer, type Socket } from "node:net";
 import { existsSync } from "node:fs";
 import {
   Arguments,
@@ -22,9 +29,10 @@ import {
   consoleSender,
   fail,
   stripFormatting,
-  type CloudEvent,
   type CloudPlugin,
   type MetricsPayload,
+  type Transfer,
+  type TransferResult,
 } from "../../sdk/index.js";
 import { INSTANCE_ENV, SIMULATED_CRASH_ON_BOOT_FILE, SIMULATED_SERVER_ENV } from "./environment.js";
 import { TickModel, loadPercentMax } from "./tick-model.js";
@@ -35,6 +43,13 @@ const playersMax = 10_000;
 /** Console commands waiting to run at once; more are refused (stdin faster than the commands run). */
 const pendingCommandsMax = 10_000;
 const PLAYER_NAME = /^[A-Za-z0-9_]{1,16}$/;
+const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/** A connection that says nothing this long is a status query: it gets the status line. */
+const sessionGreetingWaitMs = 250;
+/** How long a holder waits for the target's WELCOME before giving the move up. */
+const moveWaitMs = 10_000;
+/** Longest line of the player session protocol. */
+const sessionLineCharsMax = 512;
 
 const env = process.env;
 const integerFrom = (text: string | undefined, fallback: number): number => {
@@ -54,7 +69,8 @@ const stopDelayMs = integerFrom(env[SIMULATED_SERVER_ENV.stopDelayMs], 100);
 const ignoreStop = env[SIMULATED_SERVER_ENV.ignoreStop] === "true";
 const maxPlayers = integerFrom(env[SIMULATED_SERVER_ENV.maxPlayers], 100);
 const proxyMode = env[SIMULATED_SERVER_ENV.mode] === "proxy";
-const eventStreamWanted = (env[SIMULATED_SERVER_ENV.eventStream] ?? (proxyMode ? "true" : "false")) === "true";
+const eventStreamWanted = (env[SIMULATED_SERVER_ENV.eventStream] ?? "true") === "true";
+const backendHost = env[SIMULATED_SERVER_ENV.backendHost] || "127.0.0.1";
 const metricsIntervalMs = integerFrom(env[SIMULATED_SERVER_ENV.metricsIntervalMs], 0);
 const startedAtMs = Date.now();
 
@@ -68,10 +84,15 @@ const plugin: CloudPlugin | null = cloudEnvironmentPresent(env)
   ? connectToCloud({ env, kind: proxyMode ? "proxy" : "server", logger, commands: { onError: (error) => log(`Command failed: ${String(error)}`, "ERROR") } })
   : null;
 
-/** A player on this server (or held by this proxy): name -> UUID and, on a proxy, the server it was moved to. */
+/**
+ * A player on this server (or held by this proxy), by name. On a proxy, `server` is the backend the
+ * player is connected to and `session` that connection; on a server, `session` is the connection of
+ * the proxy that brought the player (null for a player who joined here directly).
+ */
 interface LocalPlayer {
   uuid: string;
   server: string | null;
+  session: Socket | null;
 }
 const players = new Map<string, LocalPlayer>();
 const ticks = new TickModel(startedAtMs);
@@ -96,10 +117,65 @@ function statusLine(): string {
   return `SIMULATED ${instanceId} group=${group} players=${players.size}/${maxPlayers} uptimeMs=${Date.now() - startedAtMs}\n`;
 }
 
-const server = createServer((socket) => {
+const server = createServer((socket) => acceptSession(socket));
+
+/**
+ * A TCP connection to the server's port. One that sends nothing within
+ * {@link sessionGreetingWaitMs} (or anything but a JOIN) gets the status line and is closed. A player
+ * session starts with `JOIN <uuid> <name> <from-instance>`: the player is taken and reported
+ * (`player-join`), the answer is `WELCOME <instance-id>` (or `DENIED <reason>`). Then the connecting
+ * side ends it with `MOVED` (the player went on to another server, whose join moved it in the
+ * registry), `QUIT` (the player left the network; the proxy reported it) or `STAY` (the player is
+ * this server's own from now on, as after a direct transfer); a connection that just closes is a
+ * lost player, reported as a leave.
+ */
+function acceptSession(socket: Socket): void {
   socket.on("error", () => {});
-  socket.end(statusLine());
-});
+  socket.setEncoding("utf8");
+  let pending = "";
+  let name: string | null = null;
+  let ended: "MOVED" | "QUIT" | "STAY" | null = null;
+  const greeting = setTimeout(() => socket.end(statusLine()), sessionGreetingWaitMs);
+  socket.on("data", (chunk: string) => {
+    pending += chunk;
+    if (pending.length > sessionLineCharsMax && !pending.includes("\n")) return void socket.destroy();
+    for (let end = pending.indexOf("\n"); end >= 0; end = pending.indexOf("\n")) {
+      const line = pending.slice(0, end).trim();
+      pending = pending.slice(end + 1);
+      if (name === null) {
+        clearTimeout(greeting);
+        const [verb, uuid, playerName, from] = line.split(" ");
+        if (verb !== "JOIN") return void socket.end(statusLine());
+        if (!UUID_TEXT.test(uuid ?? "") || !PLAYER_NAME.test(playerName ?? "")) return void socket.end("DENIED bad player\n");
+        if (!players.has(playerName) && players.size >= Math.min(maxPlayers, playersMax)) return void socket.end("DENIED full\n");
+        name = playerName;
+        const previous = players.get(name);
+        previous?.session?.destroy();
+        players.set(name, { uuid, server: null, session: socket });
+        log(`${name}[/${socket.remoteAddress ?? "?"}] logged in (uuid ${uuid}) through ${from ?? "?"}`);
+        plugin?.players.trackLocalJoin(uuid, name);
+        plugin?.client.reportPlayerJoin(uuid, name);
+        socket.write(`WELCOME ${instanceId}\n`);
+      } else if (line === "MOVED" || line === "QUIT" || line === "STAY") {
+        ended = line;
+        const player = players.get(name);
+        if (player?.session !== socket) continue;
+        if (line === "STAY") player.session = null;
+        else {
+          players.delete(name);
+          plugin?.players.trackLocalLeave(player.uuid);
+          log(line === "MOVED" ? `${name} moved on to another server` : `${name} left the network`);
+        }
+      }
+    }
+  });
+  socket.on("close", () => {
+    clearTimeout(greeting);
+    if (name === null || ended !== null) return;
+    const player = players.get(name);
+    if (player?.session === socket) leave(name, "lost connection");
+  });
+}
 
 function stop(reason: string): void {
   if (stopping) return;
@@ -154,7 +230,7 @@ async function join(name: string): Promise<void> {
   if (players.has(name)) return log(`${name} is already online`, "WARN");
   if (players.size >= Math.min(maxPlayers, playersMax)) return log(`${name} cannot join: server full`, "WARN");
   const uuid = await offlineUuid(name);
-  players.set(name, { uuid, server: null });
+  players.set(name, { uuid, server: null, session: null });
   log(`${name}[/127.0.0.1] logged in (uuid ${uuid})`);
   plugin?.players.trackLocalJoin(uuid, name, proxyMode ? instanceId : null);
   plugin?.client.reportPlayerJoin(uuid, name);
@@ -167,36 +243,100 @@ function leave(name: string, how = "left the game"): void {
   log(`${name} ${how}`);
   plugin?.players.trackLocalLeave(player.uuid);
   plugin?.client.reportPlayerLeave(player.uuid);
+  // A proxy's player leaves the network: its backend drops it without a report of its own.
+  if (player.session !== null && !player.session.destroyed) {
+    if (proxyMode) player.session.end("QUIT\n");
+    else player.session.end();
+  }
 }
 
 /**
- * A transfer reached this instance through the event stream (PLAYER_TRANSFER: uuid, name,
- * fromInstanceId, toInstanceId). A proxy holding the player moves it; a server hands it over or
- * receives it, reporting the join, as a backend behind a proxy would see the player connect.
+ * A transfer this instance has to carry out (`event: transfer` on its stream, each id once): it
+ * holds the player. It connects the player to the target's port (the target reports the join, which
+ * completes the transfer). A proxy keeps the new connection and ends the old one with `MOVED`; a
+ * server hands the player over (`STAY`) and lets it go without a leave report: the target's join
+ * is the move. Transfers of one player run one after another.
  */
-function transferArrived(event: CloudEvent): void {
-  const data = event.data as { uuid?: unknown; name?: unknown; fromInstanceId?: unknown; toInstanceId?: unknown };
-  if (typeof data.uuid !== "string" || typeof data.toInstanceId !== "string") return;
-  const name = nameOfUuid(data.uuid) ?? (typeof data.name === "string" ? data.name : undefined);
-  if (name === undefined) return;
-  const held = players.get(name);
-  if (proxyMode) {
-    if (!held || held.uuid !== data.uuid.toLowerCase()) return;
-    held.server = data.toInstanceId;
-    log(`Moving ${name} to ${data.toInstanceId}`);
+const moves = new Map<string, Promise<void>>();
+function transferArrived(transfer: Transfer): Promise<void> {
+  const uuid = transfer.playerUuid.toLowerCase();
+  const next = (moves.get(uuid) ?? Promise.resolve())
+    .then(() => carryOut(transfer))
+    .catch((error: Error) => log(`Transfer ${transfer.id}: ${error.message}`, "WARN"));
+  moves.set(uuid, next);
+  void next.finally(() => moves.get(uuid) === next && moves.delete(uuid));
+  return next;
+}
+
+async function carryOut(transfer: Transfer): Promise<void> {
+  const name = nameOfUuid(transfer.playerUuid);
+  const held = name === undefined ? undefined : players.get(name);
+  // Not here (any more): another move or a leave came first; the controller answers the transfer failed.
+  if (name === undefined || held === undefined) return;
+  if (transfer.targetInstanceId === instanceId || held.server === transfer.targetInstanceId) return;
+  const target = await needsPlugin().client.fetchInstance(transfer.targetInstanceId);
+  if (typeof target.port !== "number") throw new Error(`${transfer.targetInstanceId} has no port`);
+  const session = await openSession(target.port, held.uuid, name);
+  if (players.get(name) !== held) {
+    session.end("QUIT\n");
     return;
   }
-  if (held && data.fromInstanceId === instanceId && data.toInstanceId !== instanceId) {
-    players.delete(name);
-    plugin?.players.trackLocalLeave(held.uuid);
-    log(`${name} left by transfer to ${data.toInstanceId}`);
-  } else if (!held && data.toInstanceId === instanceId && PLAYER_NAME.test(name) && players.size < Math.min(maxPlayers, playersMax)) {
-    const uuid = data.uuid.toLowerCase();
-    players.set(name, { uuid, server: null });
-    log(`${name} joined by transfer from ${typeof data.fromInstanceId === "string" ? data.fromInstanceId : "?"}`);
-    plugin?.players.trackLocalJoin(uuid, name);
-    plugin?.client.reportPlayerJoin(uuid, name);
+  if (proxyMode) {
+    held.session?.end("MOVED\n");
+    held.server = transfer.targetInstanceId;
+    held.session = session;
+    log(`Moving ${name} to ${transfer.targetInstanceId}`);
+    session.on("close", () => {
+      if (held.session !== session) return;
+      held.session = null;
+      held.server = null;
+      if (!stopping) log(`${name} lost the connection to ${transfer.targetInstanceId}`, "WARN");
+    });
+    return;
   }
+  session.end("STAY\n");
+  held.session?.end("MOVED\n");
+  players.delete(name);
+  plugin?.players.trackLocalLeave(held.uuid);
+  log(`${name} left by transfer to ${transfer.targetInstanceId}`);
+}
+
+/** Connects a player to the server on `port` (JOIN … then WELCOME); the open connection. */
+function openSession(port: number, uuid: string, name: string): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: backendHost, port });
+    let answer = "";
+    const fail = (why: string) => {
+      clearTimeout(timer);
+      socket.destroy();
+      reject(new Error(`connecting ${name} to port ${port}: ${why}`));
+    };
+    const timer = setTimeout(() => fail(`no answer within ${moveWaitMs} ms`), moveWaitMs);
+    socket.setEncoding("utf8");
+    socket.on("error", (error) => fail(error.message));
+    socket.on("close", () => fail("closed"));
+    const onData = (chunk: string) => {
+      answer += chunk;
+      const end = answer.indexOf("\n");
+      if (end < 0) return answer.length > sessionLineCharsMax ? fail("answer too long") : undefined;
+      const line = answer.slice(0, end);
+      if (!line.startsWith("WELCOME ")) return fail(line);
+      clearTimeout(timer);
+      socket.removeAllListeners("close");
+      socket.removeAllListeners("error");
+      socket.off("data", onData);
+      socket.on("error", () => {});
+      socket.on("data", () => {});
+      resolve(socket);
+    };
+    socket.on("data", onData);
+    socket.write(`JOIN ${uuid} ${name} ${instanceId}\n`);
+  });
+}
+
+function transferEnded(transfer: Transfer, result: TransferResult): void {
+  if (result.success) log(`Transfer ${transfer.id} of ${transfer.playerName} to ${transfer.targetInstanceId} completed`);
+  else log(`Transfer ${transfer.id} of ${transfer.playerName} to ${transfer.targetInstanceId} failed: ${result.failureReason}`, "WARN");
 }
 
 // ---- console commands ----------------------------------------------------------------------
@@ -263,7 +403,9 @@ commands.register(
           const name = c.get<string>("name");
           const result = await needsPlugin().client.transferPlayer(players.get(name)!.uuid, c.get("group"));
           if (result.success)
-            log(`Transfer of ${name} to group ${c.get<string>("group")} queued${result.targetInstanceId ? ` (${result.targetInstanceId})` : ""}`);
+            log(
+              `Transfer of ${name} to group ${c.get<string>("group")} queued${result.targetInstanceId ? ` (${result.targetInstanceId})` : ""}${result.transferId ? ` as ${result.transferId}` : ""}`,
+            );
           else log(`Transfer of ${name} failed: ${result.failureReason}`, "WARN");
         }),
     )
@@ -275,7 +417,7 @@ commands.register(
         .handler(async (c) => {
           const name = c.get<string>("name");
           const result = await needsPlugin().client.transferPlayerTo(players.get(name)!.uuid, c.get("instance"));
-          if (result.success) log(`Transfer of ${name} to ${result.targetInstanceId} queued`);
+          if (result.success) log(`Transfer of ${name} to ${result.targetInstanceId} queued${result.transferId ? ` as ${result.transferId}` : ""}`);
           else log(`Transfer of ${name} failed: ${result.failureReason}`, "WARN");
         }),
     )
@@ -407,7 +549,8 @@ async function reportReady(active: CloudPlugin): Promise<boolean> {
 }
 
 function startEventStream(active: CloudPlugin): void {
-  active.events.subscribe("PLAYER_TRANSFER", transferArrived);
+  active.transfers.onTransfer(transferArrived);
+  active.transfers.onOutcome(transferEnded);
   active.events.subscribeAll((event) => {
     if (event.type.includes(":")) log(`[event] ${event.type} from ${event.source} ${JSON.stringify(event.data)}`);
   });
@@ -428,7 +571,7 @@ function startEventStream(active: CloudPlugin): void {
 }
 
 log(`Starting simulated game server ${VERSION} (instance ${instanceId}, group ${group || "-"}, node ${process.version})`);
-if (proxyMode) log("Running as a proxy: players join here and are moved when a transfer arrives");
+if (proxyMode) log("Running as a proxy: players join here and are connected to the servers transfers name");
 // A template may carry this file to make every server started from it crash while booting (a bad
 // plugin in a new revision, for the deployment tests).
 if (existsSync(SIMULATED_CRASH_ON_BOOT_FILE)) {

@@ -6,17 +6,15 @@
 import { CloudApiError, InvalidArgumentError } from "./errors.js";
 import { TransferResult } from "./transfer-result.js";
 import type { PluginTransport } from "./transport.js";
-import type { GroupInfo, InstanceInfo, MetricsPayload, PlayerMessage, PlayerView } from "./types.js";
+import type { GroupInfo, InstanceInfo, MetricsPayload, PlayerMessage, PlayerView, Transfer } from "./types.js";
 
 /** Custom event types look like `MODULE:ACTION` (spec document 3, "Bus contract"). */
 export const CUSTOM_EVENT_TYPE_PATTERN = /^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+$/;
 
-/** The answer lists of the plugin GET routes: a bare array, or an object holding it under `key`. */
+/** The answer of a plugin GET list route: a JSON array (anything else is UNEXPECTED_BODY). */
 function listOf<T>(body: unknown, key: string): T[] {
   if (Array.isArray(body)) return body as T[];
-  const inner = (body as Record<string, unknown> | null)?.[key];
-  if (Array.isArray(inner)) return inner as T[];
-  throw new CloudApiError(200, "UNEXPECTED_BODY", `expected a list of ${key}`);
+  throw new CloudApiError(200, "UNEXPECTED_BODY", `expected an array of ${key}`);
 }
 
 /** Which kind of workload the plugin runs in: proxies hold players, game servers host them. */
@@ -72,12 +70,16 @@ export class CloudClient {
     return await this.transfer("/api/plugin/transfer", { playerUuid, targetInstanceId }, targetInstanceId);
   }
 
-  /** A refusal (400, 404, 409) or an unreachable controller is a failed result with the reason, never a throw. */
+  /**
+   * The controller answers 202 with the queued Transfer: success names its target and id. A refusal
+   * (400, 404, 409) or an unreachable controller is a failed result with the reason, never a throw.
+   * How the move ends comes later on the event stream (PluginTransfers).
+   */
   private async transfer(path: string, body: Record<string, string>, target: string | null): Promise<TransferResult> {
     try {
-      const answer = await this.transport.post<{ targetInstanceId?: unknown } | null>(path, body);
+      const answer = await this.transport.post<Partial<Transfer> | null>(path, body);
       const named = typeof answer?.targetInstanceId === "string" ? answer.targetInstanceId : target;
-      return TransferResult.success(named);
+      return TransferResult.success(named, typeof answer?.id === "string" ? answer.id : null);
     } catch (error) {
       if (error instanceof CloudApiError) return TransferResult.failure(error.status > 0 ? `${error.code}: ${error.message}` : error.message);
       throw error;

@@ -8,6 +8,7 @@ import { CommandRegistry, type CommandRegistryOptions } from "./commands/registr
 import { PluginEventBus } from "./event-bus.js";
 import { PluginEventStream, type EventStreamOptions } from "./event-stream.js";
 import { PlayerManager } from "./players.js";
+import { PluginTransfers } from "./transfers.js";
 import { PluginTransport } from "./transport.js";
 import { silentLogger, type SdkLogger } from "./types.js";
 
@@ -30,6 +31,8 @@ export interface ConnectOptions {
   kind?: WorkloadKind;
   logger?: SdkLogger;
   requestTimeoutMs?: number;
+  /** How long before the token's expiry it is renewed (default 5 minutes). */
+  refreshAheadMs?: number;
   eventStream?: EventStreamOptions;
   commands?: CommandRegistryOptions;
 }
@@ -40,9 +43,11 @@ export interface CloudPlugin {
   readonly players: PlayerManager;
   readonly events: PluginEventBus;
   readonly eventStream: PluginEventStream;
+  /** Transfers this instance has to carry out, and outcomes, from the event stream. */
+  readonly transfers: PluginTransfers;
   readonly commands: CommandRegistry;
   readonly transport: PluginTransport;
-  /** Closes the event stream (if it was started) and the player view's subscriptions. */
+  /** Closes the event stream (if it was started), the player view's subscriptions and the token renewal. */
   close(): Promise<void>;
 }
 
@@ -59,7 +64,13 @@ export function connectToCloud(options: ConnectOptions = {}): CloudPlugin {
   if (!controllerUrl) throw new TypeError(`no controller URL: set ${CLOUD_ENV.controllerUrl} or pass controllerUrl`);
   if (!token) throw new TypeError(`no workload token: set ${CLOUD_ENV.workloadToken} or pass token`);
   const logger = options.logger ?? silentLogger;
-  const transport = new PluginTransport({ controllerUrl, token, logger, ...(options.requestTimeoutMs ? { requestTimeoutMs: options.requestTimeoutMs } : {}) });
+  const transport = new PluginTransport({
+    controllerUrl,
+    token,
+    logger,
+    ...(options.requestTimeoutMs ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
+    ...(options.refreshAheadMs !== undefined ? { refreshAheadMs: options.refreshAheadMs } : {}),
+  });
   const client = new CloudClient(transport, {
     instanceId: options.instanceId ?? env[CLOUD_ENV.instanceId] ?? "",
     group: options.group ?? env[CLOUD_ENV.group] ?? "",
@@ -68,7 +79,8 @@ export function connectToCloud(options: ConnectOptions = {}): CloudPlugin {
   const events = new PluginEventBus(client, logger);
   const players = new PlayerManager(client);
   players.follow(events, (error) => logger.warn(`Reloading the players failed: ${error.message}`));
-  const eventStream = new PluginEventStream(transport, events, { logger, ...options.eventStream });
+  const transfers = new PluginTransfers(logger);
+  const eventStream = new PluginEventStream(transport, events, { logger, ...options.eventStream }, transfers);
   const commands = new CommandRegistry({
     lookups: {
       players,
@@ -82,10 +94,12 @@ export function connectToCloud(options: ConnectOptions = {}): CloudPlugin {
     players,
     events,
     eventStream,
+    transfers,
     commands,
     transport,
     close: async () => {
       players.unfollow();
+      transport.close();
       await eventStream.stop();
     },
   };

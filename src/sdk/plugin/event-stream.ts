@@ -4,10 +4,12 @@
  * delivered to a PluginEventBus. It reconnects with a fresh ticket and the last sequence it
  * delivered, so nothing published in between is lost while the controller still buffers it; a
  * RESYNC_REQUIRED tells the bus (and the PlayerManager) to fetch state again. An event whose
- * sequence was already delivered is skipped.
+ * sequence was already delivered is skipped. Frames addressed to this instance alone (`transfer`,
+ * `transfer-completed`, `transfer-failed`, the Transfer as data, no id) go to PluginTransfers.
  */
 import type { IncomingMessage } from "node:http";
 import { RESYNC_REQUIRED, type PluginEventBus } from "./event-bus.js";
+import type { PluginTransfers } from "./transfers.js";
 import { TICKET_PATH, type PluginTransport } from "./transport.js";
 import { silentLogger, type CloudEvent, type SdkLogger } from "./types.js";
 
@@ -84,6 +86,7 @@ export class PluginEventStream {
     private readonly transport: PluginTransport,
     private readonly bus: PluginEventBus,
     options: EventStreamOptions = {},
+    private readonly transfers: PluginTransfers | null = null,
   ) {
     this.logger = options.logger ?? silentLogger;
     this.delayMin = options.reconnectDelayMsMin ?? reconnectDelayMsMin;
@@ -198,11 +201,24 @@ export class PluginEventStream {
           } else if (frame.event === "error") {
             this.logger.warn(`Event stream refused: ${messageOf(frame.data)}`);
           } else if (frame.event === "message") this.handleMessage(frame);
+          else if (frame.event.startsWith("transfer")) this.handleTransfer(frame);
         }
       });
       response.on("error", finish);
       response.on("close", finish);
     });
+  }
+
+  private handleTransfer(frame: SseFrame): void {
+    if (this.transfers === null) return;
+    let data: unknown;
+    try {
+      data = JSON.parse(frame.data);
+    } catch {
+      this.logger.warn(`Event stream: a ${frame.event} frame that is not JSON was skipped`);
+      return;
+    }
+    this.transfers.deliver(frame.event, data);
   }
 
   private handleMessage(frame: SseFrame): void {

@@ -1,10 +1,12 @@
 /**
  * The plugin API's HTTP client and its rules (spec document 3, "Client rules"): every request carries
  * the workload token and a `traceparent` of its own; mutating POSTs carry `X-Cloud-Sequence`, a
- * counter that only grows; a 401 triggers one token refresh shared by every request that got it
- * (single-flight) and one retry of each; nothing waits longer than the request timeout (10 s); GETs
- * expect 200; reporting POSTs are fire-and-forget. Built on `node:http` (not `fetch`, whose
- * implementation costs more to load than a small server's whole program).
+ * counter of this process counting from 1; a 401 triggers one token refresh shared by every request
+ * that got it (single-flight) and one retry of each; the token is also renewed ahead of its expiry,
+ * so the controller's short grace for a rotated token is never what a request depends on; nothing
+ * waits longer than the request timeout (10 s); GETs expect 200; reporting POSTs are
+ * fire-and-forget. Built on `node:http` (not `fetch`, whose implementation costs more to load than
+ * a small server's whole program). Decisions: docs/decisions/plugin-sdk.md.
  */
 import { request as httpRequest, type ClientRequest, type IncomingMessage, type RequestOptions } from "node:http";
 import { CloudApiError } from "./errors.js";
@@ -20,6 +22,18 @@ export const reportRetryBaseMs = 200;
 export const reportsInFlightMax = 256;
 /** Largest answer body read; a bigger one fails the call. */
 export const responseBodyBytesMax = 8 * 1024 * 1024;
+/**
+ * Sequenced requests in flight at once; more wait their turn. The controller takes a number up to 64
+ * below the highest it accepted (its replay window), so keeping at most half of that on the way keeps
+ * overtaking requests inside the window.
+ */
+export const sequencedInFlightMax = 32;
+/** The token is renewed this long before it expires (or halfway through its remaining life, when that is sooner). */
+export const tokenRefreshAheadMs = 5 * 60_000;
+/** Pause before trying a failed ahead-of-expiry renewal again. */
+export const tokenRefreshRetryMs = 5_000;
+/** Answers meaning the request may or may not have reached the controller: a retry keeps its sequence number. */
+const UNKNOWN_OUTCOME_STATUSES: ReadonlySet<number> = new Set([0, 502, 503, 504]);
 
 export const REFRESH_PATH = "/api/plugin/auth/refresh";
 export const TICKET_PATH = "/api/plugin/events/ticket";
@@ -38,8 +52,21 @@ export interface TransportOptions {
   logger?: SdkLogger;
   /** Called with every new token a refresh brought. */
   onTokenRefreshed?: (token: string) => void;
-  /** Wall-clock milliseconds; the sequence counter starts from it. */
+  /** Wall-clock milliseconds (token expiry). */
   nowMs?: () => number;
+  /**
+   * When `token` expires (epoch ms). Default: the `exp` claim when the token carries one (the
+   * controller's `<kind>.<base64url JSON>.<signature>` format), else unknown until the first refresh.
+   */
+  tokenExpiresAtMs?: number | null;
+  /** Default {@link tokenRefreshAheadMs}. */
+  refreshAheadMs?: number;
+}
+
+/** What one POST carries beyond its body. */
+interface SendOptions {
+  /** The `X-Cloud-Sequence` to send; null for none. */
+  sequence: number | null;
 }
 
 /** An answer of the controller. */
@@ -67,6 +94,18 @@ function randomHex(length: number): string {
   return /^0+$/.test(out) ? `${out.slice(0, -1)}1` : out;
 }
 
+/** The `exp` claim (epoch ms) of a `<kind>.<base64url JSON>.<signature>` token, not verified; null when there is none. */
+export function tokenExpiryOf(token: string): number | null {
+  const parts = token.split(".");
+  if (parts.length !== 3 || parts[1] === "" || parts[1].length > 4_096) return null;
+  try {
+    const claims = JSON.parse(Buffer.from(parts[1], "base64url").toString("utf8")) as { exp?: unknown };
+    return typeof claims.exp === "number" && Number.isFinite(claims.exp) ? claims.exp : null;
+  } catch {
+    return null;
+  }
+}
+
 /** The message of an error envelope `{"error":{"code","message","status"}}`, or null. */
 function envelopeOf(body: unknown): { code: string; message: string } | null {
   const error = (body as { error?: { code?: unknown; message?: unknown } } | null)?.error;
@@ -81,9 +120,15 @@ export class PluginTransport {
   private readonly reportRetryBaseMs: number;
   private readonly logger: SdkLogger;
   private readonly nowMs: () => number;
+  private readonly refreshAheadMs: number;
   private currentToken: string;
+  private expiresAtMs: number | null;
   private refreshing: Promise<void> | null = null;
+  private refreshTimer: ReturnType<typeof setTimeout> | null = null;
+  private closed = false;
   private lastSequence = 0;
+  private sequencedInFlight = 0;
+  private readonly sequenceWaiters: (() => void)[] = [];
   private reportsInFlight = 0;
   private reportsDropped = 0;
   private refreshes = 0;
@@ -98,6 +143,21 @@ export class PluginTransport {
     this.reportRetryBaseMs = options.reportRetryBaseMs ?? reportRetryBaseMs;
     this.logger = options.logger ?? silentLogger;
     this.nowMs = options.nowMs ?? Date.now;
+    this.refreshAheadMs = options.refreshAheadMs ?? tokenRefreshAheadMs;
+    this.expiresAtMs = options.tokenExpiresAtMs === undefined ? tokenExpiryOf(options.token) : options.tokenExpiresAtMs;
+    this.scheduleRefresh();
+  }
+
+  /** When the token in use expires (epoch ms); null when unknown. */
+  get tokenExpiresAtMs(): number | null {
+    return this.expiresAtMs;
+  }
+
+  /** Stops the ahead-of-expiry renewal (requests still work). */
+  close(): void {
+    this.closed = true;
+    if (this.refreshTimer) clearTimeout(this.refreshTimer);
+    this.refreshTimer = null;
   }
 
   /** The token requests are sent with now. */
@@ -111,11 +171,11 @@ export class PluginTransport {
   }
 
   /**
-   * The next `X-Cloud-Sequence`: one more than the last, and never below the wall clock in
-   * microseconds, so a restarted server (same instance id, counter lost) still continues upwards.
+   * The next `X-Cloud-Sequence`: one more than the last, from 1. The controller counts per start of
+   * the instance (its workload token names the start), and a new process is a new start.
    */
   nextSequence(): number {
-    this.lastSequence = Math.max(this.lastSequence + 1, Math.floor(this.nowMs()) * 1000);
+    this.lastSequence += 1;
     return this.lastSequence;
   }
 
@@ -147,45 +207,131 @@ export class PluginTransport {
     void this.reportWithRetries(path, body).finally(() => (this.reportsInFlight -= 1));
   }
 
+  /**
+   * Sends a report up to `reportAttempts` times. A retry after no answer, or after a 502, 503 or
+   * 504 (something between the plugin and the controller answered), keeps its sequence number: the
+   * first attempt may have been carried out, and the controller then answers 409
+   * `SEQUENCE_REPEATED`, which counts as done. After a 500 the controller used the number and
+   * failed: the retry takes a new one.
+   */
   private async reportWithRetries(path: string, body: unknown): Promise<void> {
     const name = path.replace("/api/plugin/", "");
+    let sequence: number | null = null;
     for (let attempt = 1; attempt <= this.reportAttempts; attempt += 1) {
       try {
-        await this.post(path, body);
-        return;
+        const answer = await this.call("POST", path, body, sequence);
+        if (answer.status >= 200 && answer.status <= 299) return;
+        if (attempt > 1 && sequence !== null && answer.status === 409 && envelopeOf(answer.body)?.code === "SEQUENCE_REPEATED") return;
+        this.logger.warn(`Plugin API ${name} answered ${answer.status} (attempt ${attempt}/${this.reportAttempts})`);
+        if (answer.status < 500) return;
+        sequence = UNKNOWN_OUTCOME_STATUSES.has(answer.status) ? answer.sequence : null;
       } catch (error) {
-        const retriable = error instanceof CloudApiError && error.retriable;
-        const status = error instanceof CloudApiError && error.status > 0 ? `answered ${error.status}` : `failed: ${(error as Error).message}`;
-        this.logger.warn(`Plugin API ${name} ${status} (attempt ${attempt}/${this.reportAttempts})`);
-        if (!retriable) return;
+        this.logger.warn(`Plugin API ${name} failed: ${(error as Error).message} (attempt ${attempt}/${this.reportAttempts})`);
+        const sent = (error as { sequence?: unknown }).sequence;
+        sequence = typeof sent === "number" ? sent : null;
       }
       if (attempt < this.reportAttempts) await new Promise((resolve) => setTimeout(resolve, this.reportRetryBaseMs * 2 ** (attempt - 1)));
     }
   }
 
-  /** One request with the 401 rule: refresh once (shared), then send once more with the new token. */
-  async call(method: Method, path: string, body: unknown): Promise<ApiAnswer> {
+  /**
+   * One request with the 401 rule: refresh once (shared), then send once more with the new token. A
+   * mutating POST waits for a slot among {@link sequencedInFlightMax} and takes its number then
+   * (`reuseSequence` sends a number again: the retry of a report whose outcome is unknown). The
+   * retry after a 401 takes a new number: the controller refuses the token before it looks at the
+   * sequence, so the first one was not used.
+   */
+  async call(method: Method, path: string, body: unknown, reuseSequence: number | null = null): Promise<ApiAnswer & { sequence: number | null }> {
+    const sequenced = method === "POST" && !UNSEQUENCED_POSTS.has(path);
+    if (!sequenced) return { ...(await this.callWithRefresh(method, path, body, () => null)), sequence: null };
+    await this.acquireSequenceSlot();
+    let sequence: number | null = null;
+    try {
+      const answer = await this.callWithRefresh(method, path, body, (attempt) => {
+        sequence = attempt === 0 && reuseSequence !== null ? reuseSequence : this.nextSequence();
+        return sequence;
+      });
+      return { ...answer, sequence };
+    } catch (error) {
+      if (error instanceof CloudApiError) Object.assign(error, { sequence });
+      throw error;
+    } finally {
+      this.releaseSequenceSlot();
+    }
+  }
+
+  private async callWithRefresh(method: Method, path: string, body: unknown, sequenceFor: (attempt: number) => number | null): Promise<ApiAnswer> {
     const usedToken = this.currentToken;
-    const first = await this.send(method, path, body, usedToken);
+    const first = await this.send(method, path, body, usedToken, { sequence: sequenceFor(0) });
     if (first.status !== 401 || path === REFRESH_PATH) return first;
     await this.refreshAfter(usedToken);
-    return await this.send(method, path, body, this.currentToken);
+    return await this.send(method, path, body, this.currentToken, { sequence: sequenceFor(1) });
+  }
+
+  private acquireSequenceSlot(): Promise<void> {
+    if (this.sequencedInFlight < sequencedInFlightMax) {
+      this.sequencedInFlight += 1;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.sequenceWaiters.push(resolve));
+  }
+
+  private releaseSequenceSlot(): void {
+    const next = this.sequenceWaiters.shift();
+    if (next) next();
+    else this.sequencedInFlight -= 1;
+  }
+
+  /**
+   * Rotates the token now (`POST /api/plugin/auth/refresh`), shared with any refresh under way. The
+   * old token keeps working for the controller's grace (10 s), so requests already sent with it land.
+   */
+  refreshToken(): Promise<void> {
+    this.refreshing ??= this.refresh().finally(() => (this.refreshing = null));
+    return this.refreshing;
   }
 
   /** Refreshes the token unless another request already replaced `usedToken`; concurrent callers share one refresh. */
   private refreshAfter(usedToken: string): Promise<void> {
     if (this.currentToken !== usedToken) return Promise.resolve();
-    this.refreshing ??= this.refresh().finally(() => (this.refreshing = null));
-    return this.refreshing;
+    return this.refreshToken();
   }
 
   private async refresh(): Promise<void> {
-    const answer = await this.send("POST", REFRESH_PATH, undefined, this.currentToken);
-    const token = (answer.body as { token?: unknown } | null)?.token;
+    const answer = await this.send("POST", REFRESH_PATH, undefined, this.currentToken, { sequence: null });
+    const { token, expiresAt } = (answer.body as { token?: unknown; expiresAt?: unknown } | null) ?? {};
     if (answer.status !== 200 || typeof token !== "string" || token === "") throw this.failure(REFRESH_PATH, answer);
     this.currentToken = token;
+    const expires = typeof expiresAt === "string" ? Date.parse(expiresAt) : NaN;
+    this.expiresAtMs = Number.isFinite(expires) ? expires : tokenExpiryOf(token);
     this.refreshes += 1;
+    this.scheduleRefresh();
     this.options.onTokenRefreshed?.(token);
+  }
+
+  /**
+   * Arms the ahead-of-expiry renewal: {@link refreshAheadMs} before the expiry, or halfway through
+   * the remaining life when that is sooner; a failed renewal is tried again every
+   * {@link tokenRefreshRetryMs} while the token lasts. The timer does not keep the process alive.
+   */
+  private scheduleRefresh(delayMs?: number): void {
+    if (this.refreshTimer) clearTimeout(this.refreshTimer);
+    this.refreshTimer = null;
+    if (this.closed || this.expiresAtMs === null) return;
+    const remainingMs = this.expiresAtMs - this.nowMs();
+    if (remainingMs <= 0) return;
+    const waitMs = delayMs ?? Math.max(0, remainingMs - Math.min(this.refreshAheadMs, remainingMs / 2));
+    this.refreshTimer = setTimeout(
+      () => {
+        this.refreshTimer = null;
+        this.refreshToken().catch((error: Error) => {
+          this.logger.warn(`Renewing the workload token failed: ${error.message}`);
+          if (this.refreshTimer === null) this.scheduleRefresh(Math.min(tokenRefreshRetryMs, Math.max(0, (this.expiresAtMs ?? 0) - this.nowMs())));
+        });
+      },
+      Math.min(waitMs, 2 ** 31 - 1),
+    );
+    this.refreshTimer.unref?.();
   }
 
   private failure(path: string, answer: ApiAnswer): CloudApiError {
@@ -222,7 +368,7 @@ export class PluginTransport {
   }
 
   /** One HTTP exchange, bounded by the request timeout; network failures become CloudApiError status 0. */
-  private async send(method: Method, path: string, body: unknown, token: string): Promise<ApiAnswer> {
+  private async send(method: Method, path: string, body: unknown, token: string, options: SendOptions = { sequence: null }): Promise<ApiAnswer> {
     const payload = method === "POST" && body !== undefined ? JSON.stringify(body) : "";
     const headers: Record<string, string | number> = {
       authorization: `Bearer ${token}`,
@@ -232,7 +378,7 @@ export class PluginTransport {
     if (method === "POST") {
       headers["content-length"] = Buffer.byteLength(payload);
       if (payload !== "") headers["content-type"] = "application/json";
-      if (!UNSEQUENCED_POSTS.has(path)) headers["x-cloud-sequence"] = String(this.nextSequence());
+      if (options.sequence !== null) headers["x-cloud-sequence"] = String(options.sequence);
     }
     const request = await this.startRequest(method, path, headers);
     return await new Promise<ApiAnswer>((resolve, reject) => {

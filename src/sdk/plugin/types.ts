@@ -64,6 +64,32 @@ export interface MetricsPayload {
   uptimeMs: number;
 }
 
+/** Where a transfer stands: waiting for the player's arrival, arrived, or given up. */
+export type TransferState = "PENDING" | "COMPLETED" | "FAILED";
+
+/**
+ * A transfer as the controller answers `transfer` / `transfer-to-group` (202) and sends it on the
+ * plugin event stream (`event: transfer`, `transfer-completed`, `transfer-failed`).
+ */
+export interface Transfer {
+  readonly id: string;
+  readonly playerUuid: string;
+  readonly playerName: string;
+  /** The server the player was on when the transfer was asked for; null while only on a proxy. */
+  readonly fromInstanceId: string | null;
+  readonly targetInstanceId: string;
+  /** The group the target was chosen from (`transfer-to-group`); null for a transfer to one instance. */
+  readonly targetGroup: string | null;
+  /** The instance that moves the player: its proxy, or the server it joined directly. */
+  readonly holderInstanceId: string;
+  /** The instance whose plugin asked. */
+  readonly requestedBy: string;
+  readonly requestedAt: string;
+  readonly state: TransferState;
+  /** TARGET_GONE, HOLDER_GONE, SUPERSEDED, PLAYER_LEFT or TIMEOUT when FAILED; else null. */
+  readonly failureReason: string | null;
+}
+
 /** A player-to-player message (`POST /api/plugin/message/send`). */
 export interface PlayerMessage {
   fromUuid: string;
