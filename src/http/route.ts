@@ -110,9 +110,11 @@ export function addRoute<P extends TSchema, Q extends TSchema, B extends TSchema
     const failure = c.get("authFailure");
     if (!principal && failure && (def.auth ?? "user") !== "public") throw unauthorized(failure);
     authorize(def as unknown as RouteDef, principal);
+    // The body is read (syntax, nesting, UTF-8: 400) before any schema is applied, the path's included.
+    const raw = def.body ? await readJsonBody(c) : undefined;
     const params = checkInput(def.params, c.req.param(), "path", true);
     const query = checkInput(def.query, c.req.query(), "query", true);
-    const body = def.body ? checkInput(def.body, await readJsonBody(c), "body", false, def.invalidBodyStatus) : (undefined as Static<B>);
+    const body = def.body ? checkInput(def.body, raw, "body", false, def.invalidBodyStatus) : (undefined as Static<B>);
     const result = await handler({ params, query, body, principal, c });
     if (result instanceof Response) return result;
     return c.json(result as object, (def.successStatus ?? 200) as 200);

@@ -91,7 +91,7 @@ export function createTracing(settings: TelemetrySettings, service: { name: stri
       ...(service.version ? { [ATTR_SERVICE_VERSION]: service.version } : {}),
       ...(service.instanceId ? { "service.instance.id": service.instanceId } : {}),
     }),
-    sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) }),
+    sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio), remoteParentNotSampled: new TraceIdRatioBasedSampler(ratio) }),
     spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: SPAN_EXPORT_DELAY_MS, maxQueueSize: SPANS_QUEUED_MAX })],
   });
   const tracer: Tracer = provider.getTracer("cloud-control-plane");

@@ -7,7 +7,7 @@ import { CloudApiError, connectToCloud, PluginTransport, sequencedInFlightMax, t
 import { eventually } from "../support/wait.js";
 import { startSpecServer, type SpecServer } from "./spec-server.js";
 
-const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/;
+const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/;
 
 describe("plugin SDK client rules", { timeout: 60_000 }, () => {
   // Each test gets its own server, so scripted answers and tokens never leak between tests.

@@ -80,7 +80,9 @@ type Method = "GET" | "POST";
 
 /** A W3C trace context header starting a new trace: version 00, random ids, sampled. */
 export function newTraceparent(): string {
-  return `00-${randomHex(32)}-${randomHex(16)}-01`;
+  // Flags 00: the plugin starts the trace but leaves sampling to the controller's samplerRatio
+  // (docs/decisions/tracing.md); a plugin that wants a trace kept sends its own with flags 01.
+  return `00-${randomHex(32)}-${randomHex(16)}-00`;
 }
 
 // Trace ids need to be unique, not secret: Math.random avoids loading node:crypto at boot.
