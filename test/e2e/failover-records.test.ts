@@ -168,7 +168,12 @@ describe("failover leaves no record that lies", { timeout: 900_000 }, () => {
       portRange: { start: 28000, end: 28200 },
     });
     assert.equal(created.status, 201, created.text);
-    await eventually(async () => (await disagreement(false)) === null, `${target} RUNNING`, waitMs);
+    let last: string | null = "";
+    await eventually(
+      async () => (last = await disagreement(false)) === null,
+      () => `${target} RUNNING (last: ${last})`,
+      waitMs,
+    );
   });
 
   after(async () => {
