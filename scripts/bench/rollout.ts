@@ -42,7 +42,7 @@ import { INSTANCE_ENV } from "../../src/daemon/simulated-server/environment.js";
 import type { ClusterMemberProcess } from "../../test/e2e/cluster-harness.js";
 import { eventually } from "../../test/support/wait.js";
 import { FailoverFleet, serverProcessesOf } from "./failover-fleet.js";
-import { pollUntil } from "./failover-probes.js";
+import { pollUntil, readLease, readSessionHolder } from "./failover-probes.js";
 import { argNumber, argString, percentile, printTable, processCpuSeconds, uptimeLine } from "./system-bench-support.js";
 
 const instances = Math.round(argNumber("--instances", 200));
@@ -269,6 +269,22 @@ async function reconcilerHolder(): Promise<string | null> {
   return lease?.holder ?? null;
 }
 
+/** The controller (member name) scheduling the group: the holder of its lease. */
+async function ownerOf(): Promise<string | null> {
+  const lease = await readLease(fleet.redis, fleet.group);
+  return lease ? (fleet.memberById(lease.controllerId)?.name ?? lease.controllerId) : null;
+}
+
+/** The controller (member name) holding each daemon's stream. */
+async function sessionHolders(): Promise<Record<string, string | null>> {
+  const out: Record<string, string | null> = {};
+  for (const nodeId of fleet.nodeIds) {
+    const holder = await readSessionHolder(fleet.redis, nodeId);
+    out[nodeId] = holder ? (fleet.memberById(holder)?.name ?? holder) : null;
+  }
+  return out;
+}
+
 const round1 = (v: number) => Math.round(v * 10) / 10;
 const commit = commitOf();
 let exitCode = 1;
@@ -339,7 +355,7 @@ try {
         for (const r of now) {
           if (r.state === "DRAINING" && !drainingSinceMs.has(r.id)) drainingSinceMs.set(r.id, endMs);
           const since = drainingSinceMs.get(r.id);
-          if (since !== undefined && r.state === "STOPPED") {
+          if (since !== undefined && !Number.isNaN(since) && r.state === "STOPPED") {
             drainMs.push(endMs - since);
             drainingSinceMs.set(r.id, Number.NaN);
           }
@@ -513,6 +529,8 @@ try {
       max: drainMs.at(-1) ?? null,
       count: drainMs.length,
     },
+    groupOwner: await ownerOf(),
+    daemonSessions: await sessionHolders(),
     players: players.size,
     playersListed: listed.status === 200 ? online.size : `players list ${listed.status}`,
     playersDropped: dropped.length,
@@ -550,6 +568,7 @@ try {
       ["samples below the bound / samples", `${belowFloor} / ${samples} (largest gap ${maxGapMs} ms, ${sampleErrors} failed)`],
       ["most DRAINING at once", maxDraining],
       ["DRAINING -> STOPPED p50 / max (instances)", `${percentile(drainMs, 50)} / ${drainMs.at(-1) ?? "-"} ms (${drainMs.length})`],
+      ["group owner / daemon streams held by", `${String(result.groupOwner)} / ${JSON.stringify(result.daemonSessions)}`],
       ["players dropped / seeded", `${dropped.length} / ${players.size}`],
       ["player moves (failed attempts)", `${moves} (${moveFailures})`],
       ["new instances / RUNNING", `${fresh.length} / ${freshRunning.length}`],
