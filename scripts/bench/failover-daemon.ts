@@ -3,6 +3,9 @@
 // platform's servers listen on 127.0.0.1 instead of every interface. The daemon passes only a fixed
 // list of its own variables to instances and a group carries no environment, so the bind address
 // of the simulated server (CLOUD_SIM_BIND_HOST) can only be set through the platform definition.
+// With BENCH_SIMULATED_READINESS=log-line the `simulated` platform is ready on the server's `Done (`
+// console line (the rule of `simulated-standalone` and of the Java platforms) instead of the
+// plugin's ready call.
 //
 //   CLOUD_DAEMON_CONFIG=<daemon.yml> node --import tsx scripts/bench/failover-daemon.ts
 //
@@ -21,7 +24,8 @@ function lineLogger(): ClientLogger {
 
 const logger = lineLogger();
 const platforms = builtInPlatforms();
-platforms.set("simulated", simulatedPlatform({ env: loopbackEnv }));
+const readiness = process.env.BENCH_SIMULATED_READINESS === "log-line" ? { readiness: { kind: "log-line", pattern: "Done (" } as const } : {};
+platforms.set("simulated", simulatedPlatform({ env: loopbackEnv, ...readiness }));
 platforms.set("simulated-standalone", simulatedPlatform({ id: "simulated-standalone", readiness: { kind: "log-line", pattern: "Done (" }, env: loopbackEnv }));
 
 const daemon = await createNodeDaemon({

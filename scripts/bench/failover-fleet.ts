@@ -1,7 +1,7 @@
 // The system the failover benchmark kills parts of: a PostgreSQL and a Redis of its own, three
 // controller processes on the production profile joined into one Raft cluster with join tokens
-// (test/e2e/cluster-harness.ts), two node daemons that know every controller
-// (failover-daemon.ts) and one group of the `simulated` platform. Everything listens on 127.0.0.1
+// (test/e2e/cluster-harness.ts), node daemons that know every controller (two unless `daemons`
+// says otherwise; failover-daemon.ts) and one group of the `simulated` platform. Everything listens on 127.0.0.1
 // on ports picked at start. `close` stops every process this module started and removes every
 // directory it created, whatever state the start or the run left behind.
 import { spawn, type ChildProcess } from "node:child_process";
@@ -40,6 +40,20 @@ export interface FleetOptions {
   daemonReconnectDelayMinMs: number;
   daemonReconnectDelayMaxMs: number;
   log: (line: string) => void;
+  /** Node daemons (default 2); each starts on a different controller and knows all three. */
+  daemons?: number;
+  /** maxMemoryMb each daemon offers (default 4096). */
+  daemonMaxMemoryMb?: number;
+  /** Ports of the group's range (default 100); every instance of every daemon (one host) takes its own. */
+  groupPortsCount?: number;
+  /** Fields of the group's create body besides name, platform, ports and the instance counts (they override those defaults). */
+  group?: Record<string, unknown>;
+  /** The controllers' `deployments` section (the controllers' defaults when unset). */
+  deployments?: { reconcileIntervalSeconds?: number; leaseTtlSeconds?: number };
+  /** How the daemons' `simulated` platform is ready: the plugin's ready call (default) or the `Done (` console line. */
+  simulatedReadiness?: "plugin" | "log-line";
+  /** Prefix of the group's name (default `failover`). */
+  groupPrefix?: string;
 }
 
 /** One `failover-daemon.ts` child. */
@@ -99,14 +113,14 @@ function spawnDaemonChild(controllers: string[], token: string, options: FleetOp
       token,
       workDir: join(dir, "work"),
       dataDir: join(dir, "data"),
-      maxMemoryMb: 4096,
+      maxMemoryMb: options.daemonMaxMemoryMb ?? 4096,
       reconnectDelayMinMs: options.daemonReconnectDelayMinMs,
       reconnectDelayMaxMs: options.daemonReconnectDelayMaxMs,
     }),
   );
   const child = spawn(process.execPath, ["--import", "tsx", DAEMON_ENTRY], {
     cwd: ROOT_DIR,
-    env: { ...process.env, CLOUD_DAEMON_CONFIG: configPath },
+    env: { ...process.env, CLOUD_DAEMON_CONFIG: configPath, BENCH_SIMULATED_READINESS: options.simulatedReadiness ?? "plugin" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   // SIGKILL would leave the daemon's servers behind; `close` sweeps them in that case.
@@ -145,7 +159,7 @@ export interface CloseReport {
 
 /** The three controllers, the stores, the daemons and the group; see the file comment. */
 export class FailoverFleet {
-  readonly group = `failover-${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
+  readonly group: string;
   readonly members: ClusterMemberProcess[] = [];
   readonly daemons: DaemonChild[] = [];
   /** Raft node id (= the controller id in leases and sessions) by member name. */
@@ -157,7 +171,9 @@ export class FailoverFleet {
   private harness: ClusterHarness | null = null;
   private closing: Promise<CloseReport> | null = null;
 
-  constructor(readonly options: FleetOptions) {}
+  constructor(readonly options: FleetOptions) {
+    this.group = `${options.groupPrefix ?? "failover"}-${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
+  }
 
   get leaseTtlMs(): number {
     return 2 * this.options.evaluationIntervalSeconds * 1000;
@@ -190,6 +206,7 @@ export class FailoverFleet {
         evaluationIntervalSeconds: this.options.evaluationIntervalSeconds,
         ...(this.options.reconcileIntervalSeconds !== undefined ? { reconcileIntervalSeconds: this.options.reconcileIntervalSeconds } : {}),
       },
+      ...(this.options.deployments ? { deployments: this.options.deployments } : {}),
     });
     const a = await this.harness.start("a");
     this.members.push(a);
@@ -203,24 +220,26 @@ export class FailoverFleet {
     log(`controllers up: ${this.members.map((m) => `${m.name}=${this.idOf(m)} http ${m.httpPort} grpc ${m.grpcPort} raft ${m.raftPort}`).join(", ")}`);
 
     const addresses = this.members.map((m) => m.grpcAddr);
-    for (let i = 0; i < 2; i++) {
+    const daemonCount = this.options.daemons ?? 2;
+    for (let i = 0; i < daemonCount; i++) {
       const reply = await a.call("POST", "/api/v1/admin/tokens", {});
       if (reply.status !== 201) throw new Error(`node token: ${reply.status} ${reply.text}`);
       // Each daemon starts on a different controller; both know all three.
-      this.daemons.push(spawnDaemonChild([...addresses.slice(i + 1), ...addresses.slice(0, i + 1)], reply.json.token as string, this.options));
+      const first = (i + 1) % addresses.length;
+      this.daemons.push(spawnDaemonChild([...addresses.slice(first), ...addresses.slice(0, first)], reply.json.token as string, this.options));
     }
     const nodes = await eventually(
       async () => {
         const list = (await a.call("GET", "/api/v1/nodes?state=ONLINE")).json as { id: string }[];
-        return list.length === 2 ? list : null;
+        return list.length === daemonCount ? list : null;
       },
-      "two nodes ONLINE",
+      `${daemonCount} nodes ONLINE`,
       SETUP_WAIT_MS,
     );
     this.nodeIds = nodes.map((n) => n.id).sort();
     log(`daemons up: nodes ${this.nodeIds.join(", ")}`);
 
-    const portRange = await freePortBlock(GROUP_PORTS_COUNT);
+    const portRange = await freePortBlock(this.options.groupPortsCount ?? GROUP_PORTS_COUNT);
     const created = await a.call("POST", "/api/v1/groups", {
       name: this.group,
       platform: "simulated",
@@ -228,6 +247,7 @@ export class FailoverFleet {
       maxInstances: this.options.instances,
       memoryMb: 64,
       portRange,
+      ...this.options.group,
     });
     if (created.status !== 201) throw new Error(`group: ${created.status} ${created.text}`);
     log(`group ${this.group} created (${this.options.instances} instances, ports ${portRange.start}-${portRange.end})`);
