@@ -533,6 +533,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       logger: logs.logger("cloud.transfers"),
       // A leave through another controller emptied an instance draining here: the actor hears it.
       emptied: (id) => scheduler.playerCountChanged(id, 0),
+      clock,
     });
     const sequences = new SequenceGuard(kv);
     metrics.setGaugeSources({ workflowsPendingTransfers: () => transfers.pendingCount() });

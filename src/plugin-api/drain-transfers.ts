@@ -19,9 +19,12 @@
  *   new instance, a scale-up) makes the owner try again for the group's draining instances; what
  *   is still there at the drain timeout is stopped with the instance.
  * - `requestedBy` is `drain:<instanceId>` ({@link drainRequester}).
- * - A player who leaves through another controller changes the count there; that controller's
- *   scheduler does not run the draining actor, so the owner hears the peer's PLAYER_DISCONNECTED
- *   and, when the instance's roster is empty, reports the count 0 itself ({@link DrainTransfersDeps.emptied}).
+ * - A player who leaves or moves through another controller changes the count there; that
+ *   controller's scheduler does not run the draining actor, so the owner hears the peer's
+ *   PLAYER_DISCONNECTED and, when the instance's roster is empty, reports the count 0 itself
+ *   ({@link DrainTransfersDeps.emptied}). A move is not an event that crosses controllers
+ *   (PLAYER_TRANSFER is not bridged), so the owner also reads the rosters of the instances
+ *   draining here every {@link drainEmptyCheckIntervalMs}.
  *
  * Decisions: docs/decisions/plugin-api.md ("Drains move players"), docs/decisions/deployments.md.
  */
@@ -29,11 +32,15 @@ import { EventTypes, type InstanceStateChangedPayload, type PlayerPayload } from
 import type { CloudEvent, EventBus, Subscription } from "../events/types.js";
 import type { Logger } from "../logs/types.js";
 import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
+import { systemClock, type Clock, type Timer } from "../shared/clock.js";
 import { isProxyPlatform, type OnlinePlayer, type PlayerService } from "./players.js";
 import type { Transfer, TransferService } from "./transfers.js";
 
 /** The `requestedBy` of the transfers a drain asks for. */
 export const drainRequester = (instanceId: string): string => `drain:${instanceId}`;
+
+/** How often the owner reads the rosters of the instances draining here (moves through peers). */
+export const drainEmptyCheckIntervalMs = 2_000;
 
 /** Draining instances remembered by one controller at once (a bound; a rollout drains a batch). */
 export const drainingInstancesMax = 10_000;
@@ -57,6 +64,8 @@ export interface DrainTransfersDeps {
   logger: Logger;
   /** The draining instance has no player left (seen from a peer's leave): its count is 0. */
   emptied(instanceId: string): Promise<void>;
+  /** Time for the roster checks; the system clock unless set. */
+  clock?: Clock;
 }
 
 /** What one attempt did for one draining instance. */
@@ -77,6 +86,7 @@ export class DrainTransfers {
   private readonly groupLocks = new KeyedMutex();
   private readonly subscriptions: Subscription[] = [];
   private readonly inFlight = new Set<Promise<unknown>>();
+  private emptyCheck: Timer | null = null;
 
   constructor(private readonly deps: DrainTransfersDeps) {}
 
@@ -94,9 +104,18 @@ export class DrainTransfers {
         if (this.draining.has(instanceId)) this.track(this.checkEmpty(instanceId));
       }),
     );
+    this.emptyCheck = (this.deps.clock ?? systemClock).setInterval(
+      () => {
+        for (const instanceId of this.draining.keys()) this.track(this.checkEmpty(instanceId));
+      },
+      drainEmptyCheckIntervalMs,
+      { unref: true },
+    );
   }
 
   async stop(): Promise<void> {
+    this.emptyCheck?.cancel();
+    this.emptyCheck = null;
     for (const subscription of this.subscriptions.splice(0)) subscription.unsubscribe();
     await Promise.allSettled([...this.inFlight]);
     this.draining.clear();

@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { InstanceState } from "../../../src/domain/instances/instance-schemas.js";
-import { drainRequester } from "../../../src/plugin-api/drain-transfers.js";
+import { drainEmptyCheckIntervalMs, drainRequester } from "../../../src/plugin-api/drain-transfers.js";
 import { startTestApp, type TestApp, type TestResponse } from "../../support/http-app.js";
 import { frameJson, openSse, type SseStream } from "../../support/sse-client.js";
 import { eventually } from "../../support/wait.js";
@@ -186,12 +186,18 @@ describe("draining instances hand their players over", () => {
     const doc = (await t.instances.getDoc("lobby-1"))!;
     await t.instances.save({ ...doc, playerCount: 3 });
     const bye = { uuid: uuid(2), name: "bob", instanceId: "lobby-1", group: "lobby" };
-    // This controller's own leaves reach the scheduler through the count: the event alone does nothing here.
-    t.events.publish("PLAYER_DISCONNECTED", bye);
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    assert.equal((await t.instances.get("lobby-1")).playerCount, 3);
     t.events.publish("PLAYER_DISCONNECTED", bye, "peer:controller-2");
     await eventually(async () => (await t.instances.get("lobby-1")).playerCount === 0, "the count 0 reported by the drain's controller", WAIT_MS);
+  });
+
+  it("a draining instance emptied by a move through another controller (no event crosses) is found empty by the roster check", async () => {
+    const doc = (await t.instances.getDoc("lobby-1"))!;
+    await t.instances.save({ ...doc, playerCount: 2 });
+    await eventually(
+      async () => (await t.instances.get("lobby-1")).playerCount === 0,
+      "the count 0 from the periodic roster check",
+      drainEmptyCheckIntervalMs * 3,
+    );
   });
 
   it("prefers the newest deployment revision: the older instances retire next in a rollout", async () => {
