@@ -703,6 +703,14 @@ export async function startController(config: ControllerConfig, opts: StartContr
         runUnderLease: (name, ttlMs, fn) => cluster.runUnderLease(name, ttlMs, fn),
         intervalMs: deploymentIntervalMs,
         leaseTtlMs: config.deployments.leaseTtlSeconds * 1000,
+        metricsReportedAtMs: async (ids) => {
+          const reported = new Map<string, number>();
+          for (const id of ids) {
+            const snapshot = await instanceMetrics.latest(id);
+            if (snapshot) reported.set(id, Date.parse(snapshot.reportedAt));
+          }
+          return reported;
+        },
       });
       intents.start();
       reconciler.start();

@@ -45,6 +45,12 @@ export interface DeploymentReconcilerOptions {
   runUnderLease: RunUnderLease;
   intervalMs: number;
   leaseTtlMs: number;
+  /**
+   * When each instance's plugin last reported metrics (epoch ms; absent: none current). With it the
+   * health gate also asks a new instance for a report after it became RUNNING, when the group's
+   * platform reports metrics (some instance of the previous revisions has a current report).
+   */
+  metricsReportedAtMs?(instanceIds: readonly string[]): Promise<Map<string, number>>;
 }
 
 const RETIRING_STATES: ReadonlySet<InstanceState> = new Set(["DRAINING", "STOPPING"]);
@@ -164,13 +170,17 @@ export class DeploymentReconciler {
     const minHealthyMs = settings.minHealthySeconds * 1000;
     let failure: string | null = null;
     const newIds = new Set<string>();
+    const reports = settings.healthGate ? await this.metricsReports(revision, records) : null;
     for (const record of records) {
       if (record.deploymentRevision !== revision) continue;
       newIds.add(record.id);
       const tracked = (progress.instances[record.id] ??= {});
       if (record.state === "RUNNING") {
         tracked.runningSince ??= isoFromMs(nowMs);
-        if (!settings.healthGate || nowMs - parseIsoMs(tracked.runningSince, "runningSince") >= minHealthyMs) tracked.healthy = true;
+        const runningSinceMs = parseIsoMs(tracked.runningSince, "runningSince");
+        // Metrics reported since it runs, when the platform reports them (the old revision's instances do).
+        const reported = reports === null || (reports.get(record.id) ?? -1) >= runningSinceMs;
+        if (!settings.healthGate || (nowMs - runningSinceMs >= minHealthyMs && reported)) tracked.healthy = true;
       }
       if (record.state === "CRASHED" && !tracked.crashed) {
         tracked.crashed = true;
@@ -189,6 +199,17 @@ export class DeploymentReconciler {
     }
     if (!settings.healthGate) return null;
     return failure;
+  }
+
+  /**
+   * The metrics report times of the group's instances when its platform reports metrics (an
+   * instance of another revision has a current report); null when it does not, or nothing tells.
+   */
+  private async metricsReports(revision: number, records: readonly StoredInstance[]): Promise<Map<string, number> | null> {
+    if (!this.options.metricsReportedAtMs) return null;
+    const live = records.filter((r) => r.state === "RUNNING" || r.state === "DRAINING" || r.state === "STOPPING");
+    const reports = await this.options.metricsReportedAtMs(live.map((r) => r.id));
+    return live.some((r) => r.deploymentRevision !== revision && reports.has(r.id)) ? reports : null;
   }
 
   /** One rollout step: canary and promotion, the plan, completion (returns COMPLETED then). */
