@@ -4,18 +4,29 @@
 // compress). Prints the time of a backup and of a restore of its bundle, the event-loop delay during
 // each (goal p99 <= 50 ms: archive work must not block the loop, which also runs Raft), the peak RSS
 // over the baseline, and checks the restore brought every collection and template version back.
+// Then the restore's steps one at a time on the same bundle (verification alone, the datastores
+// part alone, the filesystem part alone), so a delay can be put down to one of them. With
+// `--cpu-prof DIR`, a CPU profile of the whole restore is written to DIR/restore.cpuprofile (open
+// it in Chrome DevTools).
 //
-//   npx tsx scripts/bench/backup.ts [--groups 1000] [--instances 10000] [--template-mb 200] [--templates 10]
+//   npx tsx scripts/bench/backup.ts [--groups 1000] [--instances 10000] [--template-mb 200] [--templates 10] [--cpu-prof DIR]
 import assert from "node:assert/strict";
+import { writeFile } from "node:fs/promises";
+import { Session } from "node:inspector/promises";
+import { join } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
+import { verifyBundle } from "../../src/backup/bundle-validator.js";
+import { applyBundle } from "../../src/backup/restore.js";
+import { systemClock } from "../../src/shared/clock.js";
 import { startTestApp } from "../../test/support/http-app.js";
 import { dumpCollections, populate, templateVersionDigests } from "../../test/backup/backup-fixtures.js";
-import { argNumber, progress, uptimeLine } from "./system-bench-support.js";
+import { argNumber, argString, progress, uptimeLine } from "./system-bench-support.js";
 
 const groups = argNumber("--groups", 1_000);
 const instances = argNumber("--instances", 10_000);
 const templateMb = argNumber("--template-mb", 200);
 const templates = Math.max(1, argNumber("--templates", 10));
+const cpuProfileDir = argString("--cpu-prof", "");
 
 interface Phase {
   seconds: number;
@@ -48,6 +59,25 @@ async function measure(work: () => Promise<unknown>): Promise<Phase> {
   };
 }
 
+/** Runs `work` under the V8 profiler and writes the profile to `path`. */
+async function profiled<T>(path: string, work: () => Promise<T>): Promise<T> {
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.setSamplingInterval", { interval: 1000 });
+  await session.post("Profiler.start");
+  try {
+    return await work();
+  } finally {
+    const { profile } = await session.post("Profiler.stop");
+    session.disconnect();
+    await writeFile(path, JSON.stringify(profile));
+    progress(`CPU profile of the restore written to ${path}`);
+  }
+}
+
+const row = (name: string, p: Phase) => [name, p.seconds, p.loopP50Ms, p.loopP99Ms, p.loopMaxMs, p.peakRssMb, p.peakRssOverBaselineMb];
+
 async function main(): Promise<void> {
   progress(`load before: ${uptimeLine()}`);
   const app = await startTestApp();
@@ -75,21 +105,42 @@ async function main(): Promise<void> {
     const backup = await measure(async () => (record = await app.backups.create()));
     progress("restore");
     await app.groups.create({ name: "after-backup", platform: "simulated" });
-    const restore = await measure(() => app.backups.restore(record.id, { dryRun: false, filesystem: true, datastores: true }));
+    const restoreWork = () => app.backups.restore(record.id, { dryRun: false, filesystem: true, datastores: true });
+    const restore = await measure(cpuProfileDir ? () => profiled(join(cpuProfileDir, "restore.cpuprofile"), restoreWork) : restoreWork);
 
     const actual = await dumpCollections(app.documents, { ignoreTokenVersions: true });
     expected.audit_log = expected.audit_log ?? [];
+    // The controller samples its metrics history on its own timer, so a slow run adds samples.
+    delete actual.metrics_history;
+    delete expected.metrics_history;
     assert.deepEqual(actual, expected, "the restore brought every collection back");
     assert.deepEqual(await templateVersionDigests(app.templates), expectedVersions, "and every template version");
 
+    // The restore's steps alone, on the same bundle: after a change, so each one has work to do.
+    progress("restore steps one at a time");
+    const bundle = join(app.dir, "backups", `${record.id}.tar.gz`);
+    const targets = { documents: app.documents, kv: app.kv, blobs: app.blobs, clock: systemClock };
+    const rollbackRoot = join(app.dir, "backups", "rollback", "bench");
+    await app.groups.create({ name: "after-restore", platform: "simulated" });
+    await app.templates.create({ name: "after-restore", description: "set aside by the restore", platform: "simulated" });
+    const extraBytes = Math.round((templateMb * 1024 ** 2) / templates);
+    await app.templates.upload("after-restore", undefined, [{ fileName: "extra.jar", data: Buffer.alloc(extraBytes, 7) }], false);
+    const verify = await measure(async () => assert.ok((await verifyBundle(bundle, record.id)).report.valid, "the bundle verifies"));
+    const datastores = await measure(() => applyBundle(bundle, record, { datastores: true, filesystem: false }, targets, rollbackRoot));
+    const filesystem = await measure(() => applyBundle(bundle, record, { datastores: false, filesystem: true }, targets, rollbackRoot));
+    assert.deepEqual(await templateVersionDigests(app.templates), expectedVersions, "the steps brought every template version back");
+
     const rows = [
       ["phase", "seconds", "loop p50 ms", "loop p99 ms", "loop max ms", "peak RSS MB", "peak RSS over baseline MB"],
-      ["backup", backup.seconds, backup.loopP50Ms, backup.loopP99Ms, backup.loopMaxMs, backup.peakRssMb, backup.peakRssOverBaselineMb],
-      ["restore", restore.seconds, restore.loopP50Ms, restore.loopP99Ms, restore.loopMaxMs, restore.peakRssMb, restore.peakRssOverBaselineMb],
+      row("backup", backup),
+      row("restore", restore),
+      row("  verify alone", verify),
+      row("  datastores alone", datastores),
+      row("  filesystem alone", filesystem),
     ];
-    for (const row of rows) console.log(row.map(String).join("\t"));
+    for (const line of rows) console.log(line.map(String).join("\t"));
     console.log(
-      `RESULT ${JSON.stringify({ groups, instances, templateMb, documents: record.mongoDocumentCount, blobs: record.blobs.count, bundleMb: Math.round(record.sizeBytes / 1024 ** 2), backup, restore })}`,
+      `RESULT ${JSON.stringify({ groups, instances, templateMb, documents: record.mongoDocumentCount, blobs: record.blobs.count, bundleMb: Math.round(record.sizeBytes / 1024 ** 2), backup, restore, steps: { verify, datastores, filesystem } })}`,
     );
     progress(`load after: ${uptimeLine()}`);
   } finally {
