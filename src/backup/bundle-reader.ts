@@ -147,10 +147,14 @@ export async function* linesOf(body: AsyncIterable<Buffer>, lineBytesMax: number
   for await (const chunk of body) {
     let start = 0;
     for (let at = chunk.indexOf(10); at >= 0; at = chunk.indexOf(10, start)) {
-      pending.push(chunk.subarray(start, at));
-      yield Buffer.concat(pending).toString("utf8");
-      pending = [];
-      pendingBytes = 0;
+      if (pending.length === 0)
+        yield chunk.toString("utf8", start, at); // the common case: no copy
+      else {
+        pending.push(chunk.subarray(start, at));
+        yield Buffer.concat(pending).toString("utf8");
+        pending = [];
+        pendingBytes = 0;
+      }
       start = at + 1;
     }
     if (start < chunk.length) {

@@ -9,20 +9,31 @@
  * Filesystem: every blob of the bundle is stored (content-addressed, so one already there is left
  * as it is); blobs the bundle does not hold are copied under the rollback root, then removed.
  *
+ * Nothing here holds the event loop for long (the controller also runs Raft): blob bytes are
+ * hashed chunk by chunk as they come out of the archive and, on the filesystem blob store, written
+ * as they come (never joined into one buffer, hashed once), set-aside blobs copied the same way;
+ * documents are imported in batches bounded by count and bytes, with a turn of the event loop
+ * between batches.
+ *
  * Every step can run again with the same outcome, which is what lets an interrupted restore be
  * finished on the next start (the journal in backup-service.ts).
  */
+import { createHash } from "node:crypto";
 import { mkdir, open, rename } from "node:fs/promises";
 import { join } from "node:path";
+import { setImmediate as nextTurn } from "node:timers/promises";
 import type { Clock } from "../shared/clock.js";
-import { assert } from "../shared/errors.js";
+import { AssertionError } from "../shared/errors.js";
+import { FsBlobStore } from "../store/fs-blob-store.js";
 import type { BlobStore, Doc, DocumentImportBatch, DocumentStore, KvStore } from "../store/ports.js";
 import { prefixGroupOf, type BundleManifest } from "./bundle-format.js";
 import { linesOf, readBundle, type BundleLimits } from "./bundle-reader.js";
 import { LINE_BYTES_MAX } from "./bundle-validator.js";
 
-/** Documents imported per batch. */
-const IMPORT_BATCH_DOCUMENTS = 500;
+/** Most documents per import batch. */
+const IMPORT_BATCH_DOCUMENTS = 100;
+/** Most bytes of document lines per import batch (a batch is parsed and written in one go). */
+const IMPORT_BATCH_BYTES = 512 * 1024;
 /** Attempts at raising one key-value counter against concurrent writers. */
 const COUNTER_ATTEMPTS_MAX = 16;
 
@@ -96,15 +107,19 @@ export async function applyBundle(
     for await (const entry of readBundle(path, limits)) {
       if (entry.kind === "documents" && parts.datastores) {
         let batch: Doc[] = [];
+        let batchBytes = 0;
         let yielded = false;
         for await (const line of linesOf(entry.body, LINE_BYTES_MAX)) {
           const doc = JSON.parse(line) as Doc;
           if (entry.key === "users") doc.tokenVersion = restoredTokenVersion(doc.tokenVersion, currentVersions.get(doc._id), restoreMs);
           batch.push(doc);
-          if (batch.length >= IMPORT_BATCH_DOCUMENTS) {
+          batchBytes += line.length;
+          if (batch.length >= IMPORT_BATCH_DOCUMENTS || batchBytes >= IMPORT_BATCH_BYTES) {
             yield { collection: entry.key, documents: batch };
             yielded = true;
             batch = [];
+            batchBytes = 0;
+            await nextTurn(); // timers and I/O (Raft among them) between two batches
           }
         }
         if (batch.length > 0 || !yielded) yield { collection: entry.key, documents: batch };
@@ -113,10 +128,7 @@ export async function applyBundle(
       } else if (entry.kind === "blob-index" && parts.filesystem) {
         for await (const line of linesOf(entry.body, 128)) bundleBlobs.add(line);
       } else if (entry.kind === "blob" && parts.filesystem) {
-        const chunks: Buffer[] = [];
-        for await (const chunk of entry.body) chunks.push(chunk);
-        const stored = await targets.blobs.put(Buffer.concat(chunks));
-        assert(stored === entry.key, `restored blob ${entry.key} hashes to its name`);
+        await restoreBlob(targets.blobs, entry.key, entry.body);
         entryCount++;
       }
     }
@@ -134,13 +146,38 @@ export async function applyBundle(
     const extra = (await targets.blobs.list()).filter((hash) => !bundleBlobs.has(hash));
     if (extra.length > 0) await mkdir(join(rollbackRoot, "blobs"), { recursive: true });
     for (const hash of extra) {
-      const data = await targets.blobs.get(hash);
-      if (data) await writeDurably(join(rollbackRoot, "blobs", hash), data);
+      const aside = join(rollbackRoot, "blobs", hash);
+      if (targets.blobs instanceof FsBlobStore) await targets.blobs.copyTo(hash, aside);
+      else {
+        const data = await targets.blobs.get(hash);
+        if (data) await writeDurably(aside, data);
+      }
       await targets.blobs.delete(hash);
       rolledAside++;
     }
   }
   return { ...planned, entryCount, rolledAside };
+}
+
+/**
+ * Stores the blob `hash` from its archive entry's chunks, which must hash to that name (an
+ * AssertionError otherwise, with nothing stored). The filesystem store writes the chunks as they
+ * come; another store gets the joined bytes, and only when it does not hold the blob yet.
+ */
+async function restoreBlob(blobs: BlobStore, hash: string, body: AsyncIterable<Buffer>): Promise<void> {
+  if (blobs instanceof FsBlobStore) {
+    await blobs.putStream(body, hash);
+    return;
+  }
+  const digest = createHash("sha256");
+  const held = await blobs.has(hash);
+  const chunks: Buffer[] = [];
+  for await (const chunk of body) {
+    digest.update(chunk);
+    if (!held) chunks.push(chunk);
+  }
+  if (digest.digest("hex") !== hash) throw new AssertionError(`restored blob ${hash} does not hash to its name`);
+  if (!held) await blobs.put(Buffer.concat(chunks));
 }
 
 /** Sets `key` to `value` unless it already holds a number at least as high. */

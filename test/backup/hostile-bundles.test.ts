@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -13,9 +13,11 @@ import { gunzipSync } from "node:zlib";
 import tarStream from "tar-stream";
 import { BackupService } from "../../src/backup/backup-service.js";
 import { DEFAULT_BUNDLE_LIMITS } from "../../src/backup/bundle-reader.js";
+import { verifyBundle } from "../../src/backup/bundle-validator.js";
+import { applyBundle } from "../../src/backup/restore.js";
 import { createLogService } from "../../src/logs/logger.js";
 import { systemClock } from "../../src/shared/clock.js";
-import { ApiError } from "../../src/shared/errors.js";
+import { ApiError, AssertionError } from "../../src/shared/errors.js";
 import { openLevelDocumentStore, type LevelDocumentStore } from "../../src/store/embedded/level-document-store.js";
 import { openFsBlobStore, type FsBlobStore } from "../../src/store/fs-blob-store.js";
 import { MemoryKvStore } from "../../src/store/memory/memory-kv-store.js";
@@ -179,5 +181,42 @@ describe("hostile bundles", () => {
     );
     const hash = createHash("sha256").update("x").digest("hex");
     await refuse(await repack((entries) => entries.push({ name: `blobs/${hash}`, type: "file", data: Buffer.from("x") })), /not listed/);
+  });
+
+  it("applying checks every blob against its name again: a bundle changed after verification stores no forged blob", async () => {
+    const validPath = join(dir, "valid.tar.gz");
+    const forgedPath = join(dir, "forged.tar.gz");
+    await writeFile(validPath, valid);
+    const { manifest } = await verifyBundle(validPath, null);
+    assert.ok(manifest);
+    await writeFile(
+      forgedPath,
+      await repack((entries) => {
+        const blob = entries.find((e) => /^blobs\/[0-9a-f]{64}$/.test(e.name))!;
+        blob.data = Buffer.from("forged bytes");
+      }),
+    );
+    const [held] = await blobs.list();
+    const targets = { documents, kv, blobs, clock: systemClock };
+    const parts = { datastores: false, filesystem: true };
+    try {
+      // The blob is held already: its bytes are still read and checked.
+      await assert.rejects(applyBundle(forgedPath, manifest, parts, targets, join(dir, "rollback-a")), AssertionError);
+      assert.deepEqual(await blobs.list(), [held]);
+      // Not held: streamed to a temp file, which is removed, and nothing is stored.
+      await blobs.delete(held);
+      await assert.rejects(applyBundle(forgedPath, manifest, parts, targets, join(dir, "rollback-b")), AssertionError);
+      assert.deepEqual(await blobs.list(), []);
+      assert.deepEqual(await readdir(join(dir, "blobs", "tmp")), []);
+      // The untouched bundle stores it again.
+      const applied = await applyBundle(validPath, manifest, parts, targets, join(dir, "rollback-c"));
+      assert.equal(applied.entryCount, 1);
+      assert.deepEqual(await blobs.list(), [held]);
+      assert.equal(Buffer.from((await blobs.get(held))!).toString(), "template bytes");
+    } finally {
+      if (!(await blobs.has(held))) await blobs.put(Buffer.from("template bytes"));
+      await rm(validPath, { force: true });
+      await rm(forgedPath, { force: true });
+    }
   });
 });

@@ -1,8 +1,16 @@
 // cloudctl backup and restore against a fake controller: the parts a restore asks for from its
-// flags, the confirmation prompt, dry runs, and verify's exit code.
+// flags, the confirmation prompt, dry runs, and verify's exit code. Download and upload against a
+// real controller: the bundle streamed to disk and checked against the recorded sha256, refusals
+// that leave nothing behind, and an upload recorded under the bundle's id.
 import assert from "node:assert/strict";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { restoreParts } from "../../src/cli/commands/backup.js";
+import { startTestApp, type TestApp } from "../support/http-app.js";
 import { bodiesOf, homeWithContext, runCli, startFakeController, type FakeController } from "./harness.js";
 
 const record = {
@@ -80,5 +88,96 @@ describe("cloudctl backup and restore", () => {
     } finally {
       dispose();
     }
+  });
+});
+
+describe("cloudctl backup download and upload against a real controller", () => {
+  let t: TestApp;
+  let home: string;
+  let disposeHome: () => void;
+  let work: string;
+  before(async () => {
+    t = await startTestApp();
+    ({ home, dispose: disposeHome } = homeWithContext(t.baseUrl, await t.tokenFor("ADMIN")));
+    work = await mkdtemp(join(tmpdir(), "cloudctl-backup-files-"));
+    await t.groups.create({ name: "lobby", platform: "simulated" });
+    await t.blobs.put(randomBytes(256 * 1024));
+  });
+  after(async () => {
+    disposeHome?.();
+    await t?.close();
+    if (work) await rm(work, { recursive: true, force: true });
+  });
+
+  const sha256Of = async (file: string) =>
+    createHash("sha256")
+      .update(await readFile(file))
+      .digest("hex");
+
+  test("download streams the bundle to the file, checked against the recorded sha256; upload records it again under its id", async () => {
+    const created = await runCli(["backup", "create", "--json"], { home });
+    assert.equal(created.code, 0, created.stderr);
+    const record = JSON.parse(created.stdout) as { id: string; sha256: string; sizeBytes: number };
+
+    const file = join(work, "bundle.tar.gz");
+    const downloaded = await runCli(["backup", "download", record.id, "--out", file], { home });
+    assert.equal(downloaded.code, 0, downloaded.stderr);
+    assert.match(downloaded.stdout, /sha256 matches the controller's/);
+    assert.equal(await sha256Of(file), record.sha256);
+    assert.equal((await readFile(file)).byteLength, record.sizeBytes);
+    assert.deepEqual(await readdir(work), ["bundle.tar.gz"], "no partial file is left");
+
+    const again = await runCli(["backup", "download", record.id, "--out", file], { home });
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /already exists/);
+    assert.equal(await sha256Of(file), record.sha256, "an existing file is not overwritten");
+
+    const unknown = await runCli(["backup", "download", "20200101T000000000Z-00000000", "--out", join(work, "none.tar.gz")], { home });
+    assert.equal(unknown.code, 4, unknown.stderr);
+    assert.deepEqual(await readdir(work), ["bundle.tar.gz"]);
+
+    // The bundle moves: deleted here, uploaded back, it is the same backup under the same id.
+    assert.equal((await runCli(["backup", "delete", record.id, "--yes"], { home })).code, 0);
+    const uploaded = await runCli(["backup", "upload", file], { home });
+    assert.equal(uploaded.code, 0, uploaded.stderr);
+    assert.equal(uploaded.stdout.trim(), record.id, "the id alone on stdout");
+    const shown = await t.request("GET", `/api/v1/backups/${record.id}`, { token: await t.tokenFor("ADMIN") });
+    assert.equal(shown.status, 200, shown.text);
+    assert.equal(shown.json.sha256, record.sha256);
+    const dry = await runCli(["restore", record.id, "--dry-run", "--json"], { home });
+    assert.equal(dry.code, 0, dry.stderr);
+    assert.ok(JSON.parse(dry.stdout).datastores.mongoCollections.includes("groups"));
+
+    const twice = await runCli(["backup", "upload", file], { home });
+    assert.equal(twice.code, 1);
+    assert.match(twice.stderr, /BACKUP_EXISTS|already exists/);
+  });
+
+  test("download refuses bytes that do not match the recorded sha256 and leaves no file", async () => {
+    const record = await t.backups.create();
+    const recordFile = join(t.dir, "backups", `${record.id}.json`);
+    await writeFile(recordFile, JSON.stringify({ ...record, sha256: "0".repeat(64) }));
+    const file = join(work, "mismatch.tar.gz");
+    const result = await runCli(["backup", "download", record.id, "--out", file], { home });
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /records 0{64}: nothing written/);
+    assert.ok(!existsSync(file) && !existsSync(`${file}.partial`));
+    await writeFile(recordFile, JSON.stringify(record));
+  });
+
+  test("upload refuses what is not a verified bundle and records nothing", async () => {
+    const before = (await t.backups.list()).map((r) => r.id);
+    const garbage = join(work, "garbage.tar.gz");
+    await writeFile(garbage, randomBytes(4096));
+    const refused = await runCli(["backup", "upload", garbage], { home });
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /does not verify|INVALID_BUNDLE/);
+    assert.deepEqual(
+      (await t.backups.list()).map((r) => r.id),
+      before,
+    );
+    const missing = await runCli(["backup", "upload", join(work, "absent.tar.gz")], { home });
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /does not exist/);
   });
 });

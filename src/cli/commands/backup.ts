@@ -1,12 +1,22 @@
 /**
- * `cloudctl backup create|list|show|verify|delete` and `cloudctl restore <id>` (spec document 2,
- * "Command-line client"). Restore parts: both by default; `--filesystem` and `--datastores` pick
- * parts (either alone restores only that part), `--no-files` and `--no-data` leave one out. A real
- * restore asks first (`--yes` skips the question); `--dry-run` never asks and changes nothing.
+ * `cloudctl backup create|list|show|verify|delete|download|upload` and `cloudctl restore <id>`
+ * (spec document 2, "Command-line client"). Restore parts: both by default; `--filesystem` and
+ * `--datastores` pick parts (either alone restores only that part), `--no-files` and `--no-data`
+ * leave one out. A real restore asks first (`--yes` skips the question); `--dry-run` never asks and
+ * changes nothing.
+ *
+ * `download` streams the bundle to `<file>.partial` while hashing it, checks the size and sha256 the
+ * controller records for the backup, and only then renames it to the file (default
+ * `backup-<id>.tar.gz`; an existing file is not overwritten). `upload` streams a file as the body
+ * and prints the id the controller recorded it under.
  */
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { link, open, stat, unlink } from "node:fs/promises";
+import { Readable } from "node:stream";
 import type { Command } from "commander";
-import { CliError } from "../exit-codes.js";
-import { listOf, segment } from "../http-client.js";
+import { CliError, ExitCode } from "../exit-codes.js";
+import { errorFromResponse, listOf, requestTimeoutMs, segment, type HttpClient } from "../http-client.js";
 import { formatBytes } from "../render.js";
 import type { RuntimeFactory } from "../runtime.js";
 
@@ -14,6 +24,8 @@ interface BackupRecord {
   id: string;
   createdAt?: string;
   sizeBytes?: number;
+  /** sha256 of the bundle file. */
+  sha256?: string;
   mongoDocumentCount?: number;
   profile?: string;
   documentStore?: string;
@@ -55,7 +67,7 @@ const backupPath = (id: string) => `/api/v1/backups/${segment(id)}`;
 
 /** Registers `backup` and `restore`. */
 export function registerBackupCommands(program: Command, runtime: RuntimeFactory): void {
-  const backup = program.command("backup").description("create, list and verify backups of the control plane");
+  const backup = program.command("backup").description("create, list, verify, download and upload backups of the control plane");
 
   backup
     .command("create")
@@ -142,6 +154,44 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
       rt.out.success(`deleted backup ${rt.out.accent(id)}`);
     });
 
+  backup
+    .command("download <id>")
+    .description("download a bundle, streamed to disk and checked against the sha256 the controller recorded")
+    .option("-o, --out <file>", "where to write it (default backup-<id>.tar.gz; never overwritten)")
+    .action(async (id: string, opts: { out?: string }, cmd: Command) => {
+      const rt = runtime(cmd);
+      const client = rt.client();
+      const file = opts.out ?? `backup-${id}.tar.gz`;
+      const record = (await client.get<BackupRecord>(backupPath(id))).data;
+      const written = await downloadBundle(client, `${backupPath(id)}/download`, file);
+      if (typeof record.sizeBytes === "number" && written.sizeBytes !== record.sizeBytes) {
+        await unlink(written.partial).catch(() => undefined);
+        throw new CliError(`download of backup ${id} is ${written.sizeBytes} bytes, the controller records ${record.sizeBytes}: nothing written`);
+      }
+      if (typeof record.sha256 === "string" && written.sha256 !== record.sha256) {
+        await unlink(written.partial).catch(() => undefined);
+        throw new CliError(`download of backup ${id} has sha256 ${written.sha256}, the controller records ${record.sha256}: nothing written`);
+      }
+      await keepAs(written.partial, file);
+      const checked = typeof record.sha256 === "string";
+      if (rt.json) return rt.out.raw(JSON.stringify({ id, file, sizeBytes: written.sizeBytes, sha256: written.sha256, sha256Checked: checked }));
+      rt.out.success(
+        `backup ${rt.out.accent(id)} written to ${file} (${formatBytes(written.sizeBytes)}, sha256 ${checked ? "matches the controller's" : written.sha256})`,
+      );
+    });
+
+  backup
+    .command("upload <file>")
+    .description("upload a bundle taken elsewhere (streamed; the controller verifies it) and print its id")
+    .action(async (file: string, _opts, cmd: Command) => {
+      const rt = runtime(cmd);
+      const response = await uploadBundle(rt.client(), "/api/v1/backups/upload", file);
+      if (rt.json) return rt.out.raw(response.raw);
+      const record = response.record;
+      rt.out.line(record.id);
+      rt.out.note(`uploaded: ${record.mongoDocumentCount ?? 0} documents, ${record.blobs?.count ?? 0} blobs, ${formatBytes(record.sizeBytes)}`);
+    });
+
   program
     .command("restore <id>")
     .description("restore a backup: replaces the users, groups, instances, templates and audit log (asks first unless --yes or --dry-run)")
@@ -176,4 +226,88 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
       ]);
       if (!dryRun && parts.datastores) rt.out.note("the users were restored: sign in again (cloudctl login)");
     });
+}
+
+/**
+ * Sends a request whose body may take as long as it takes. A download is aborted when its response
+ * headers do not come within the client's request timeout; an upload is not bounded (its answer
+ * only comes once the controller has received and verified the whole bundle).
+ */
+async function fetchStreaming(client: HttpClient, url: string, init: RequestInit & { duplex?: "half" }, headersTimeoutMs: number | null): Promise<Response> {
+  const controller = new AbortController();
+  const timer =
+    headersTimeoutMs === null ? undefined : setTimeout(() => controller.abort(new Error(`no response within ${headersTimeoutMs} ms`)), headersTimeoutMs);
+  try {
+    return await fetch(url, { ...init, signal: controller.signal });
+  } catch (error) {
+    const err = error as { message?: string; cause?: { code?: string; message?: string } };
+    throw new CliError(`cannot reach ${client.baseUrl}: ${err.cause?.code ?? err.cause?.message ?? err.message ?? String(error)}`, ExitCode.connection);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Streams a GET body to `<file>.partial`, hashing it as it comes. */
+async function downloadBundle(client: HttpClient, path: string, file: string): Promise<{ partial: string; sizeBytes: number; sha256: string }> {
+  if (await exists(file)) throw new CliError(`${file} already exists: remove it or choose another --out`);
+  const url = client.url(path);
+  const headers = { ...client.headers(true), accept: "application/gzip" };
+  client.logRequest("GET", url, headers);
+  const response = await fetchStreaming(client, url, { headers }, requestTimeoutMs);
+  if (!response.ok || !response.body) throw errorFromResponse(response.status, response.statusText, await response.text());
+  const partial = `${file}.partial`;
+  const handle = await open(partial, "w", 0o600);
+  const hash = createHash("sha256");
+  let sizeBytes = 0;
+  let complete = false;
+  try {
+    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+      hash.update(chunk);
+      for (let at = 0; at < chunk.byteLength;) at += (await handle.write(chunk, at)).bytesWritten;
+      sizeBytes += chunk.byteLength;
+    }
+    await handle.sync();
+    complete = true;
+  } catch (error) {
+    throw new CliError(`download broke off after ${sizeBytes} bytes: ${(error as Error).message}`, ExitCode.connection);
+  } finally {
+    await handle.close();
+    if (!complete) await unlink(partial).catch(() => undefined);
+  }
+  return { partial, sizeBytes, sha256: hash.digest("hex") };
+}
+
+/** Gives a checked download its name, refusing to replace a file that appeared meanwhile. */
+async function keepAs(partial: string, file: string): Promise<void> {
+  try {
+    await link(partial, file);
+  } catch (error) {
+    await unlink(partial).catch(() => undefined);
+    if ((error as { code?: string }).code === "EEXIST") throw new CliError(`${file} already exists: remove it or choose another --out`);
+    throw error;
+  }
+  await unlink(partial);
+}
+
+/** Streams `file` as the body of a POST; the record the controller answers with. */
+async function uploadBundle(client: HttpClient, path: string, file: string): Promise<{ raw: string; record: BackupRecord }> {
+  const info = await stat(file).catch((error: { code?: string; message?: string }) => {
+    throw new CliError(error.code === "ENOENT" ? `${file} does not exist` : `cannot read ${file}: ${error.message}`);
+  });
+  if (!info.isFile()) throw new CliError(`${file} is not a file`);
+  const url = client.url(path);
+  const headers = { ...client.headers(true), "content-type": "application/gzip", "content-length": String(info.size) };
+  client.logRequest("POST", url, headers);
+  const body = Readable.toWeb(createReadStream(file)) as ReadableStream<Uint8Array>;
+  const response = await fetchStreaming(client, url, { method: "POST", headers, body, duplex: "half" }, null);
+  const raw = await response.text();
+  if (!response.ok) throw errorFromResponse(response.status, response.statusText, raw);
+  return { raw, record: JSON.parse(raw) as BackupRecord };
+}
+
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
 }
