@@ -53,7 +53,11 @@ export function toLogRecordMessage(record: LogRecord): LogRecordMessage {
 
 /** A wire record (clamped here) as a buffer record. */
 export function fromLogRecordMessage(message: LogRecordMessage): LogRecord {
-  const record = clampLogRecord(message);
+  return fromDaemonRecord(clampLogRecord(message));
+}
+
+/** A daemon's record (already clamped) as a buffer record. */
+export function fromDaemonRecord(record: LogRecordMessage): LogRecord {
   const out: LogRecord = {
     seq: record.seq,
     ts: record.timestamp_ms,

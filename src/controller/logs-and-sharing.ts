@@ -10,6 +10,7 @@
  */
 import { loadOrCreateSigningSecret } from "../auth/signing-key.js";
 import type { ClusterService } from "../cluster/cluster-service.js";
+import { fromDaemonRecord } from "../cluster/node-logs.js";
 import type { ControllerConfig } from "../config/schema.js";
 import { NodeSessionRegistry } from "../coordination/session-registry.js";
 import { Tickets } from "../coordination/tickets.js";
@@ -25,7 +26,6 @@ import type { ControllerLogService } from "../logs/logger.js";
 import { LogStreamHub, type LogStreamHubOptions } from "../logs/log-stream.js";
 import { ClusterNodeLogs, type NodeLogHolders } from "../logs/node-log-access.js";
 import { NodeLogBuffers, type NodeLogBounds } from "../logs/node-log-buffers.js";
-import type { LogLevel, LogRecord } from "../logs/types.js";
 import type { MetricsService } from "../metrics/metrics.js";
 import { createShareMetrics } from "../metrics/share-metrics.js";
 import { ShareService, type PasteUploader } from "../share/share-service.js";
@@ -73,21 +73,6 @@ export interface LogsAndSharing {
   routeModules: RouteModule[];
   /** Ends the open log streams and the log reads between controllers. */
   stop(): void;
-}
-
-/** A daemon's record (already clamped) as a buffer record. */
-export function fromDaemonRecord(record: LogRecordMessage): LogRecord {
-  const out: LogRecord = {
-    seq: record.seq,
-    ts: record.timestamp_ms,
-    level: record.level as LogLevel,
-    logger: record.logger,
-    thread: record.thread,
-    message: record.message,
-  };
-  if (record.throwable !== "") out.throwable = record.throwable;
-  if (Object.keys(record.mdc).length > 0) out.mdc = record.mdc;
-  return out;
 }
 
 /** Builds the logs, diagnostics and sharing services and their routes. */
