@@ -184,6 +184,8 @@ describe("simulated server on the plugin SDK", { timeout: 120_000 }, () => {
     const proxy = await startSim(server, { CLOUD_SIM_MODE: "proxy", CLOUD_INSTANCE_ID: "proxy-1", CLOUD_GROUP: "proxy" });
     const backend = (id: string) => startSim(server, { CLOUD_INSTANCE_ID: id, CLOUD_GROUP: "game", CLOUD_SIM_EVENT_STREAM: "false" });
     const [game1, game2] = await Promise.all([backend("game-1"), backend("game-2")]);
+    // The backends listen before a transfer names them, as RUNNING servers do.
+    await Promise.all([game1, game2].map((game) => game.waitForLine("Done (")));
     server.handle("GET /api/plugin/instances", () => ({
       status: 200,
       body: [game1, game2].map((g, i) => ({ id: `game-${i + 1}`, group: "game", state: "RUNNING", port: g.port, playerCount: 0 })),
