@@ -124,7 +124,7 @@ describe("plugin SDK client rules", { timeout: 60_000 }, () => {
     assert.equal(sent.find((r) => r.path === "/api/plugin/events")?.headers["content-type"], "application/json");
   });
 
-  it("reports are fire-and-forget: the call returns at once, a 5xx or lost connection is sent again (3 attempts), a 4xx is not", async () => {
+  it("reports are fire-and-forget: the call returns at once, a 5xx or lost connection is sent again (up to 6 attempts), a 4xx is not", async () => {
     const warnings: string[] = [];
     const plugin = connect({ logger: { info: () => {}, warn: (m) => warnings.push(m) } });
     const joinAnswers = [503, 503, 200];
@@ -147,9 +147,9 @@ describe("plugin SDK client rules", { timeout: 60_000 }, () => {
     assert.deepEqual(
       warnings.sort(),
       [
-        "Plugin API player-join answered 503 (attempt 1/3)",
-        "Plugin API player-join answered 503 (attempt 2/3)",
-        "Plugin API player-leave answered 404 (attempt 1/3)",
+        "Plugin API player-join answered 503 (attempt 1/6)",
+        "Plugin API player-join answered 503 (attempt 2/6)",
+        "Plugin API player-leave answered 404 (attempt 1/6)",
       ].sort(),
     );
   });
@@ -194,7 +194,7 @@ describe("plugin SDK client rules", { timeout: 60_000 }, () => {
         .map((r) => Number(r.headers["x-cloud-sequence"]));
     assert.deepEqual(numbers("/api/plugin/player-join"), [1, 1], "the retry after a 503 sends the same number");
     assert.deepEqual(numbers("/api/plugin/metrics"), [2, 3], "the retry after a 500 takes a new number");
-    assert.deepEqual(warnings.sort(), ["Plugin API metrics answered 500 (attempt 1/3)", "Plugin API player-join answered 503 (attempt 1/3)"]);
+    assert.deepEqual(warnings.sort(), ["Plugin API metrics answered 500 (attempt 1/6)", "Plugin API player-join answered 503 (attempt 1/6)"]);
   });
 
   it("keeps at most sequencedInFlightMax mutating POSTs on the way, numbered in the order they are sent", async () => {

@@ -50,7 +50,7 @@ describe("plugin SDK against the controller", { timeout: 60_000 }, () => {
     await eventually(async () => (await t.instances.get("lobby-1")).playerCount === 0, "playerCount 0", 15_000);
     // Leaving twice: the controller answers 404, which is not sent again.
     plugin.client.reportPlayerLeave(STEVE);
-    await eventually(() => warnings.some((w) => w === "Plugin API player-leave answered 404 (attempt 1/3)"), "the 404 logged", 15_000);
+    await eventually(() => warnings.some((w) => w === "Plugin API player-leave answered 404 (attempt 1/6)"), "the 404 logged", 15_000);
     await eventually(() => plugin.transport.stats.reportsInFlight === 0, "reports settled", 15_000);
     assert.equal(warnings.filter((w) => w.includes("player-leave")).length, 1);
   });

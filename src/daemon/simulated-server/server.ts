@@ -258,14 +258,14 @@ function leave(name: string, how = "left the game"): void {
  * is the move. Transfers of one player run one after another.
  */
 const moves = new Map<string, Promise<void>>();
+/** Carries a transfer out after the player's earlier moves; rejects when it failed (the SDK then takes it again if it is re-sent). */
 function transferArrived(transfer: Transfer): Promise<void> {
   const uuid = transfer.playerUuid.toLowerCase();
-  const next = (moves.get(uuid) ?? Promise.resolve())
-    .then(() => carryOut(transfer))
-    .catch((error: Error) => log(`Transfer ${transfer.id}: ${error.message}`, "WARN"));
+  const attempt = (moves.get(uuid) ?? Promise.resolve()).then(() => carryOut(transfer));
+  const next = attempt.catch((error: Error) => log(`Transfer ${transfer.id}: ${error.message}`, "WARN"));
   moves.set(uuid, next);
   void next.finally(() => moves.get(uuid) === next && moves.delete(uuid));
-  return next;
+  return attempt;
 }
 
 async function carryOut(transfer: Transfer): Promise<void> {

@@ -97,14 +97,19 @@ export class PluginTransfers {
     if (event === "transfer") {
       if (this.seen.has(data.id)) return;
       this.remember(data.id, null);
-      for (const handler of [...this.handlers]) {
+      // When every handler failed, the transfer is handed out again if the controller sends it again
+      // (a reconnected stream re-sends what is pending): a move cut short by a failover is retried.
+      const runs = [...this.handlers].map((handler) => {
         try {
-          const running = handler(data);
-          if (running instanceof Promise) running.catch((error: unknown) => this.handlerFailed(error));
+          return Promise.resolve(handler(data));
         } catch (error) {
-          this.handlerFailed(error);
+          return Promise.reject(error as Error);
         }
-      }
+      });
+      void Promise.allSettled(runs).then((settled) => {
+        for (const run of settled) if (run.status === "rejected") this.handlerFailed(run.reason);
+        if (settled.length > 0 && settled.every((run) => run.status === "rejected") && this.seen.get(data.id) === null) this.seen.delete(data.id);
+      });
       return;
     }
     if (event !== "transfer-completed" && event !== "transfer-failed") return;

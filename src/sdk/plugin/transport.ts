@@ -14,8 +14,8 @@ import { silentLogger, type SdkLogger } from "./types.js";
 
 /** Spec document 3, "Limits": plugin request timeout. */
 export const pluginRequestTimeoutMs = 10_000;
-/** Attempts of a fire-and-forget report (network failure or 5xx: the controller did not take it). */
-export const reportAttemptsMax = 3;
+/** Attempts of a fire-and-forget report (network failure or 5xx): 200 ms doubling, 6.2 s in all, longer than a controller failover. */
+export const reportAttemptsMax = 6;
 /** Pause before the second attempt of a report; doubles for each further one. */
 export const reportRetryBaseMs = 200;
 /** Reports in flight at once; one more is dropped (and counted) rather than queued without bound. */
