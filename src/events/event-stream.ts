@@ -14,6 +14,7 @@
  *   connection;
  * - a client whose socket accepted nothing for the stall bound is cut, which frees its slot.
  */
+import { sseFrame, type SseWriter } from "../shared/sse.js";
 import type { GaugeHandle } from "../metrics/metrics.js";
 import type { Clock, Timer } from "../shared/clock.js";
 import { systemClock } from "../shared/clock.js";
@@ -37,14 +38,7 @@ export const EVENT_STREAM_SCAN_ENTRIES_MAX = 1_024;
 export const RESYNC_REQUIRED = "RESYNC_REQUIRED";
 
 /** What the stream writes to: an SSE response. */
-export interface EventStreamWriter {
-  /** Resolves once the text was handed on to the connection. */
-  write(text: string): Promise<unknown>;
-  onAbort(listener: () => void): void;
-  readonly aborted: boolean;
-  /** Ends the connection at once. */
-  cut(): void;
-}
+export type EventStreamWriter = SseWriter;
 
 /** Options of {@link EventStreamHub}. */
 export interface EventStreamHubOptions {
@@ -76,9 +70,7 @@ export interface StreamShape {
   greeting?: string;
 }
 
-/** One SSE frame with an event name and JSON data. */
-export const sseFrame = (event: string, data: unknown, id?: number): string =>
-  `${id === undefined ? "" : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+export { sseFrame };
 
 /** The streams of this controller: admission (the client cap) and delivery. */
 export class EventStreamHub {

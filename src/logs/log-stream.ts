@@ -15,6 +15,7 @@
  * A client is a bounded queue of its own (unlike the event stream, a log buffer has no stable
  * positions to keep a cursor into), so a slow reader costs at most the pending bound.
  */
+import { sseFrame, type SseWriter } from "../shared/sse.js";
 import { systemClock, type Clock, type Timer } from "../shared/clock.js";
 import { matchesQuery, type LogQuery } from "./log-query.js";
 import type { LogRecord } from "./types.js";
@@ -39,12 +40,7 @@ export interface LogSource {
 }
 
 /** An SSE response as the stream writes to it. */
-export interface LogStreamWriter {
-  write(text: string): Promise<unknown>;
-  onAbort(listener: () => void): void;
-  readonly aborted: boolean;
-  cut(): void;
-}
+export type LogStreamWriter = SseWriter;
 
 export interface LogStreamHubOptions {
   clock?: Clock;
@@ -54,9 +50,8 @@ export interface LogStreamHubOptions {
   writeStallMs?: number;
 }
 
-/** One SSE frame with an event name and JSON data. */
-export const logFrame = (event: string, data: unknown, id?: number): string =>
-  `${id === undefined ? "" : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+/** One SSE frame (the format every stream of the controller shares). */
+export const logFrame = sseFrame;
 
 /** Admission (the client cap) and delivery of log tails. */
 export class LogStreamHub {
