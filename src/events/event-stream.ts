@@ -14,7 +14,7 @@
  *   connection;
  * - a client whose socket accepted nothing for the stall bound is cut, which frees its slot.
  */
-import { sseFrame, type SseWriter } from "../shared/sse.js";
+import { idleUntilWoken, sseFrame, SSE_KEEP_ALIVE, type SseWriter } from "../shared/sse.js";
 import type { GaugeHandle } from "../metrics/metrics.js";
 import type { Clock, Timer } from "../shared/clock.js";
 import { systemClock } from "../shared/clock.js";
@@ -172,15 +172,9 @@ export class EventStreamHub {
           if (!(await write(batch))) return;
           continue;
         }
-        const idle = await new Promise<boolean>((resolve) => {
-          const timer: Timer = this.clock.setTimeout(() => resolve(true), this.keepAliveMs);
-          wake = () => {
-            timer.cancel();
-            resolve(false);
-          };
-        });
+        const idle = await idleUntilWoken(this.clock, this.keepAliveMs, (w) => (wake = w));
         wake = null;
-        if (idle && !(await write(": keep-alive\n\n"))) return;
+        if (idle && !(await write(SSE_KEEP_ALIVE))) return;
       }
     } finally {
       stopListening();

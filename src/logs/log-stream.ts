@@ -15,7 +15,7 @@
  * A client is a bounded queue of its own (unlike the event stream, a log buffer has no stable
  * positions to keep a cursor into), so a slow reader costs at most the pending bound.
  */
-import { sseFrame, type SseWriter } from "../shared/sse.js";
+import { idleUntilWoken, sseFrame, SSE_KEEP_ALIVE, type SseWriter } from "../shared/sse.js";
 import { systemClock, type Clock, type Timer } from "../shared/clock.js";
 import { matchesQuery, type LogQuery } from "./log-query.js";
 import type { LogRecord } from "./types.js";
@@ -146,15 +146,9 @@ export class LogStreamHub {
           if (text !== "" && !(await this.writeWithin(writer, text))) return;
           continue;
         }
-        const idle = await new Promise<boolean>((resolve) => {
-          const timer: Timer = this.clock.setTimeout(() => resolve(true), this.keepAliveMs);
-          wake = () => {
-            timer.cancel();
-            resolve(false);
-          };
-        });
+        const idle = await idleUntilWoken(this.clock, this.keepAliveMs, (w) => (wake = w));
         wake = null;
-        if (idle && !(await this.writeWithin(writer, ": keep-alive\n\n"))) return;
+        if (idle && !(await this.writeWithin(writer, SSE_KEEP_ALIVE))) return;
       }
     } finally {
       stop();

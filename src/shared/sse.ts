@@ -2,6 +2,7 @@
  * What the controller's server-sent event streams (the event stream, the plugin event stream, the
  * log tails) have in common: the frame format and the response they write to.
  */
+import type { Clock } from "./clock.js";
 
 /** One SSE frame with an event name, JSON data and, when given, an id. */
 export const sseFrame = (event: string, data: unknown, id?: number): string =>
@@ -15,4 +16,21 @@ export interface SseWriter {
   readonly aborted: boolean;
   /** Ends the connection at once. */
   cut(): void;
+}
+
+/** The comment line a stream sends when it has been idle for its keep-alive period. */
+export const SSE_KEEP_ALIVE = ": keep-alive\n\n";
+
+/**
+ * Waits `keepAliveMs`, or until the function handed to `setWake` is called (new data); true when
+ * the time ran out (a keep-alive is due).
+ */
+export function idleUntilWoken(clock: Clock, keepAliveMs: number, setWake: (wake: () => void) => void): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const timer = clock.setTimeout(() => resolve(true), keepAliveMs);
+    setWake(() => {
+      timer.cancel();
+      resolve(false);
+    });
+  });
 }

@@ -18,6 +18,7 @@ import type { MetricsService } from "../../metrics/metrics.js";
 import { addRoute, type RouteRegistry } from "../route.js";
 import { audited } from "../audited.js";
 import type { AppEnv } from "../types.js";
+import { SSE_KEEP_ALIVE } from "../../shared/sse.js";
 
 const tag = "Services";
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 256 }) });
@@ -180,7 +181,7 @@ async function streamConsole(stream: SSEStreamingApi, hub: ConsoleHub, instanceI
     wake?.();
   });
   // A keep-alive that cannot be written means the client is gone; onAbort ends the stream.
-  const keepAlive = setInterval(() => void stream.write(": keep-alive\n\n").catch(() => undefined), consoleKeepAliveMs);
+  const keepAlive = setInterval(() => void stream.write(SSE_KEEP_ALIVE).catch(() => undefined), consoleKeepAliveMs);
   try {
     await stream.writeSSE({ event: "connected", data: JSON.stringify({ instanceId }) });
     const backlog = hub.recent(instanceId);
