@@ -211,6 +211,9 @@ describe("simulated server on the plugin SDK", { timeout: 120_000 }, () => {
     await proxy.waitForLine("Moving Steve to game-2");
     await game2.waitForLine(`Steve[/127.0.0.1] logged in (uuid ${STEVE}) through proxy-1`);
     await game1.waitForLine("Steve moved on to another server");
+    // Each server reports on its own: game-2's join report is awaited before the proxy's leave, so the order below is fixed.
+    const backendJoins = () => server.requests.filter((r) => r.path === "/api/plugin/player-join" && (r.body as { group?: string }).group === "game");
+    await eventually(() => backendJoins().length >= 2, "game-2's join report", lineWaitMs);
     // Steve leaves the network at the proxy: the proxy reports it, game-2 drops him without a report.
     proxy.send("players leave Steve");
     await game2.waitForLine("Steve left the network");
