@@ -657,6 +657,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
     transfers.start();
     cleanups.push({ name: "transfers", run: () => transfers.stop() });
     drainTransfers.start();
+    scheduler.onDrainingAdopted((instanceId, group) => drainTransfers.adopt(instanceId, group));
     cleanups.push({ name: "drain transfers", run: () => drainTransfers.stop() });
     aggregates.start();
     cleanups.push({ name: "group aggregates", run: () => aggregates.stop() });

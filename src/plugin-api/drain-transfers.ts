@@ -25,6 +25,8 @@
  *   ({@link DrainTransfersDeps.emptied}). A move is not an event that crosses controllers
  *   (PLAYER_TRANSFER is not bridged), so the owner also reads the rosters of the instances
  *   draining here every {@link drainEmptyCheckIntervalMs}.
+ * - A scope taken over mid-drain: the new owner adopts the instance in DRAINING, which no state
+ *   change announces; the scheduler hands it over ({@link DrainTransfers.adopt}).
  *
  * Decisions: docs/decisions/plugin-api.md ("Drains move players"), docs/decisions/deployments.md.
  */
@@ -135,15 +137,30 @@ export class DrainTransfers {
     return this.groupLocks.run(group, () => this.move(instanceId, group));
   }
 
+  /**
+   * This controller took over the scope of an instance already DRAINING (its previous owner died
+   * mid-drain): the players still on it, and those whose transfer to it is pending, are moved as
+   * for a drain that started here; it is reported empty once no player is left.
+   */
+  adopt(instanceId: string, group: string): void {
+    if (!this.startDrain(instanceId, group)) return;
+    this.track(this.checkEmpty(instanceId));
+  }
+
+  private startDrain(instanceId: string, group: string): boolean {
+    if (!this.draining.has(instanceId) && this.draining.size >= drainingInstancesMax) {
+      this.deps.logger.warn(`Drain of ${instanceId}: ${drainingInstancesMax} instances draining already; its players are not moved`);
+      return false;
+    }
+    this.draining.set(instanceId, group);
+    this.track(this.moveOff(instanceId, group));
+    return true;
+  }
+
   private stateChanged(change: InstanceStateChangedPayload): void {
     const { instanceId, group, newState } = change;
     if (newState === "DRAINING") {
-      if (!this.draining.has(instanceId) && this.draining.size >= drainingInstancesMax) {
-        this.deps.logger.warn(`Drain of ${instanceId}: ${drainingInstancesMax} instances draining already; its players are not moved`);
-        return;
-      }
-      this.draining.set(instanceId, group);
-      this.track(this.moveOff(instanceId, group));
+      this.startDrain(instanceId, group);
     } else if (newState === "RUNNING") {
       // New room in the group: players who found none get another chance.
       for (const [id, of] of this.draining) if (of === group) this.track(this.moveOff(id, group));

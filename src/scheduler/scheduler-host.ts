@@ -107,6 +107,7 @@ export class SchedulerHost implements InstanceLifecycle {
   private readonly subscriptions: Subscription[] = [];
   private readonly pending = new Set<Promise<unknown>>();
   private unsubscribeReports: (() => void) | null = null;
+  private drainingAdopted: ((instanceId: string, group: string) => void) | null = null;
   private stopped = false;
   private started = false;
   private paused = false;
@@ -214,6 +215,7 @@ export class SchedulerHost implements InstanceLifecycle {
         if (doc.state === "STOPPING") track(this.dispatch.stop({ instanceId: doc.id, group: doc.group, node: doc.node }, kind === "FORCE_STOP"));
         else toInstance(doc.id, { type: kind });
       },
+      adoptedDraining: (doc) => this.drainingAdopted?.(doc.id, doc.group),
       effects: {
         instances: {
           dispatch: (ref) => track(this.dispatch.dispatch(ref)),
@@ -391,6 +393,15 @@ export class SchedulerHost implements InstanceLifecycle {
   /** Where console lines of instances go (the console hub of the console streams). */
   setConsole(sink: ConsoleSink): void {
     this.reports.console = sink;
+  }
+
+  /**
+   * Called for every instance adopted in DRAINING (a scope taken over mid-drain): whoever moves a
+   * draining instance's players (the drain transfers) carries on with it here, since no state
+   * change announces it.
+   */
+  onDrainingAdopted(listener: (instanceId: string, group: string) => void): void {
+    this.drainingAdopted = listener;
   }
 
   /** `cloud_scheduler_last_tick_lag_millis`: ms since the last successful tick, 0 before the first. */

@@ -41,6 +41,8 @@ export interface ScopeLifecycleDeps {
   inspect(event: InspectionEvent): void;
   /** An adopted instance's record holds a stop the previous owner acknowledged: carry it out. */
   completeStop(instance: Pick<InstanceFields, "id" | "group" | "node" | "state">, kind: StopRequest): void;
+  /** An instance was adopted DRAINING: its players still have to be moved (the previous owner may have died mid-drain). */
+  adoptedDraining(instance: Pick<InstanceFields, "id" | "group">): void;
 }
 
 /** The supervisors of the owned scopes, and the way events reach their actors. */
@@ -62,6 +64,7 @@ export class ScopeLifecycle {
     const groups = await this.groupsOfScope(scope);
     const adopted: ScopeInstance[] = [];
     const stops: InstanceFields[] = [];
+    const draining: InstanceFields[] = [];
     for (const group of groups) {
       const docs = await this.deps.instances.findDocs({ group: group.name });
       // The view of a group another controller scheduled may hold instances that finished (or were
@@ -84,6 +87,7 @@ export class ScopeLifecycle {
         });
         this.deps.supervised.follow(doc.id, doc.state);
         if (doc.stopRequested) stops.push(doc);
+        else if (doc.state === "DRAINING") draining.push(doc);
       }
     }
     if (this.fencingTokens.get(scope) !== fencingToken || this.stopped) return;
@@ -94,6 +98,7 @@ export class ScopeLifecycle {
       this.deps.logger.info(`Completing the ${doc.stopRequested} of ${doc.id} (${doc.state}) requested before ${scope} changed hands`);
       this.deps.completeStop(doc, doc.stopRequested!);
     }
+    for (const doc of draining) this.deps.adoptedDraining(doc);
   }
 
   /** The scope is no longer ours: its actors stop at once, nothing more is written for it. */

@@ -23,6 +23,7 @@ describe("scope lifecycle", () => {
   let snapshots: string[];
   let currentChecks: string[];
   let completedStops: string[];
+  let adoptedDraining: string[];
   let lifecycle: ScopeLifecycle;
   let group = "";
   let n = 0;
@@ -41,6 +42,7 @@ describe("scope lifecycle", () => {
     snapshots = [];
     currentChecks = [];
     completedStops = [];
+    adoptedDraining = [];
     const record = (name: string) => (ref: { instanceId: string }) => void effects.push(`${name} ${ref.instanceId}`);
     const instances: InstanceEffectsPort = {
       dispatch: record("dispatch"),
@@ -70,6 +72,7 @@ describe("scope lifecycle", () => {
       tuning: { instanceTimeouts: {}, evaluationIntervalMs: intervalMs, evaluationTimeoutMs: 5_000 },
       effects: { instances, groups },
       completeStop: (doc, kind) => void completedStops.push(`${doc.id} ${doc.state} ${kind}`),
+      adoptedDraining: (doc) => void adoptedDraining.push(`${doc.id} ${doc.group}`),
       inspect: (event: InspectionEvent) => {
         const id = (event.actorRef as { id?: string }).id ?? "";
         if (event.type === "@xstate.snapshot" && id.startsWith("instance:")) snapshots.push(`${id} ${String((event.snapshot as { value?: unknown }).value)}`);
@@ -160,6 +163,18 @@ describe("scope lifecycle", () => {
     await lifecycle.acquired(groupScope(group), 2);
     assert.deepEqual(completedStops.sort(), [`${group}-a RUNNING STOP`, `${group}-b STOPPING FORCE_STOP`]);
     assert.equal(supervised.stateOf(`${group}-a`), "RUNNING", "its actor was adopted first");
+    lifecycle.stop();
+  });
+
+  test("acquired: an instance adopted DRAINING is handed on (its players still to move), unless a stop of it is to be completed", async () => {
+    await fx.groups.create({ name: group, platform: "simulated", minInstances: 0 });
+    await fx.instances.save(instanceRecord({ id: `${group}-a`, group, node: "node-a", state: "DRAINING" }));
+    await fx.instances.save(instanceRecord({ id: `${group}-b`, group, node: "node-a", state: "DRAINING", stopRequested: "FORCE_STOP" }));
+    await fx.instances.save(instanceRecord({ id: `${group}-c`, group, node: "node-a", state: "RUNNING" }));
+    await lifecycle.acquired(groupScope(group), 3);
+    assert.deepEqual(adoptedDraining, [`${group}-a ${group}`]);
+    assert.equal(supervised.stateOf(`${group}-a`), "DRAINING", "its actor was adopted first");
+    assert.deepEqual(completedStops, [`${group}-b DRAINING FORCE_STOP`]);
     lifecycle.stop();
   });
 

@@ -74,6 +74,8 @@ export interface TestAppOptions {
   eventStreamTuning?: EventStreamOptions["tuning"];
   /** Bounds of the daemon log mirror and log streams, and the paste upload. */
   logsAndSharingTuning?: LogsAndSharingTuning;
+  /** Run the scheduler (scopes acquired and adopted at start; no daemon connects). Off by default. */
+  scheduler?: boolean;
 }
 
 export interface RequestOptions {
@@ -173,7 +175,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       logOut: { write: (chunk: string) => void logLines.push(chunk) },
       // Expiry is checked on read; the background sweep is off.
       openStores: (c, logs, clock) => openControllerStores(c, logs, clock, { ttlSweepIntervalMs: 0, kv: options.kv }),
-      components: { scheduler: false, daemonGateway: false, auditPruner: false },
+      components: { scheduler: options.scheduler ?? false, daemonGateway: false, auditPruner: false },
       passwordParams: options.realScryptCost ? undefined : TEST_SCRYPT,
       readiness: options.readiness,
       eventStreamTuning: options.eventStreamTuning,

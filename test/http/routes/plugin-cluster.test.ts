@@ -6,12 +6,16 @@
  * event stream open on the other.
  */
 import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { openRedisKvStore } from "../../../src/store/redis/redis-kv-store.js";
 import type { KvStore } from "../../../src/store/ports.js";
 import { startTestApp, type TestApp } from "../../support/http-app.js";
 import { startRedisServer, type RedisServer } from "../../support/redis-server.js";
 import { frameJson, openSse, type SseStream } from "../../support/sse-client.js";
+import { eventually } from "../../support/wait.js";
 
 const uuid = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, "0")}`;
 
@@ -82,5 +86,57 @@ describe("plugin API over two controllers sharing Redis", () => {
     const res = await a.request("POST", "/api/v1/services/lobby-2/workload-credentials/revoke", { token: admin });
     assert.equal(res.status, 200, res.text);
     assert.equal((await b.request("GET", "/api/plugin/players", { token })).status, 401, "refused on B by the next request");
+  });
+});
+
+describe("a scope taken over mid-drain", () => {
+  let redis: RedisServer;
+  let kv: KvStore;
+  let dir: string;
+  const apps: TestApp[] = [];
+
+  before(async () => {
+    redis = await startRedisServer();
+    kv = await openRedisKvStore({ uri: redis.uri });
+    dir = await mkdtemp(join(tmpdir(), "cloud-drain-takeover-"));
+  });
+  after(async () => {
+    for (const app of apps) await app.close();
+    await kv?.close();
+    await redis?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("the controller that adopts a DRAINING instance moves the players still on it", async () => {
+    const first = await startTestApp({ kv, dir });
+    apps.push(first);
+    await first.groups.create({ name: "lobby", platform: "paper" });
+    await first.nodes.upsert("n1", { host: "10.0.0.1" });
+    // The previous owner died after lobby-a went DRAINING and before its players were moved: the record says DRAINING, alice is still on it.
+    for (const [id, state] of [
+      ["lobby-a", "DRAINING"],
+      ["lobby-b", "RUNNING"],
+    ] as const) {
+      await first.instances.save({ id, group: "lobby", node: "n1", port: 30000, memoryMb: 512, state, playerCount: 0, startedAt: null, deploymentRevision: 1 });
+    }
+    const token = first.credentials.issueWorkloadToken({ instanceId: "lobby-a", group: "lobby", node: "n1" }).token;
+    const joined = await first.request("POST", "/api/plugin/player-join", { token, body: { uuid: uuid(7), name: "alice" } });
+    assert.equal(joined.status, 200, joined.text);
+    assert.equal((await first.transfers.pending()).length, 0, "no drain was started by a record written straight to the store");
+    await first.stop();
+
+    const next = await startTestApp({ kv, dir, scheduler: true });
+    apps.push(next);
+    const [transfer] = await eventually(
+      async () => {
+        const pending = await next.transfers.pending();
+        return pending.length ? pending : null;
+      },
+      "the adopted drain's transfer",
+      10_000,
+    );
+    assert.equal(transfer.playerUuid, uuid(7));
+    assert.equal(transfer.targetInstanceId, "lobby-b");
+    assert.equal(transfer.requestedBy, "drain:lobby-a");
   });
 });
