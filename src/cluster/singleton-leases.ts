@@ -14,6 +14,12 @@ export interface HeldLease {
   readonly fencingToken: number;
   /** Aborted when a renewal is refused or fails: the job must stop acting for the cluster. */
   readonly signal: AbortSignal;
+  /**
+   * Renews the lease through the Raft quorum now; rejects (and aborts `signal`) when it is no
+   * longer this controller's with this token. A job fences a write with it: once it resolves, no
+   * other controller can be granted the lease for a TTL (the leader's clock decides expiry).
+   */
+  confirm(): Promise<void>;
 }
 
 /** What the leases need of the cluster service. */
@@ -52,18 +58,24 @@ export class SingletonLeases {
     this.held.set(name, granted.fencingToken);
     const abort = new AbortController();
     const renewEveryMs = Math.max(1, Math.floor(ttlMs / 3));
-    let renewing: Promise<void> = Promise.resolve();
-    const timer = setInterval(() => {
-      renewing = this.cluster.commit<LeaseRecord>({ op: "lease.renew", name, holder, fencingToken: granted.fencingToken, ttlMs }).then(
+    const renew = (): Promise<boolean> =>
+      this.cluster.commit<LeaseRecord>({ op: "lease.renew", name, holder, fencingToken: granted.fencingToken, ttlMs }).then(
         (result) => {
           if (!result.ok) this.lose(name, abort, result.message);
+          return result.ok;
         },
-        (err: unknown) => this.lose(name, abort, err instanceof Error ? err.message : String(err)),
+        (err: unknown) => (this.lose(name, abort, err instanceof Error ? err.message : String(err)), false),
       );
+    let renewing: Promise<unknown> = Promise.resolve();
+    const timer = setInterval(() => {
+      renewing = renew();
     }, renewEveryMs);
     timer.unref();
+    const confirm = async (): Promise<void> => {
+      if (abort.signal.aborted || !(await renew())) throw new Error(`Singleton lease ${name} (fencing token ${granted.fencingToken}) is no longer held here`);
+    };
     try {
-      await fn({ name, fencingToken: granted.fencingToken, signal: abort.signal });
+      await fn({ name, fencingToken: granted.fencingToken, signal: abort.signal, confirm });
     } finally {
       clearInterval(timer);
       await renewing;

@@ -30,8 +30,25 @@ export const orphanLockMs = 60_000;
 /** Crash records read per step of one deployment. */
 const crashesPerStepMax = 200;
 
+/**
+ * The singleton lease the reconciler steps under. `confirm` renews it through the Raft quorum and
+ * rejects when it was lost: a success means no other controller can be granted it for a TTL.
+ */
+export interface ReconcilerLease {
+  readonly signal: AbortSignal;
+  readonly fencingToken: number;
+  confirm(): Promise<void>;
+}
+
 /** Runs a job while this controller holds a singleton lease; false when it does not. */
-export type RunUnderLease = (name: string, ttlMs: number, fn: (lease: { signal: AbortSignal }) => Promise<void>) => Promise<boolean>;
+export type RunUnderLease = (name: string, ttlMs: number, fn: (lease: ReconcilerLease) => Promise<void>) => Promise<boolean>;
+
+/** Thrown when a newer holder of the reconciler lease has written a deployment's progress: this controller's step is void. */
+export class StaleReconcilerError extends Error {
+  constructor(id: string, ours: number, theirs: number) {
+    super(`Deployment ${id}: progress written under fencing token ${theirs}, newer than this controller's ${ours}; step dropped`);
+  }
+}
 
 export interface DeploymentReconcilerOptions {
   collections: DeploymentCollections;
@@ -83,7 +100,7 @@ export class DeploymentReconciler {
         const held = await this.options.runUnderLease(DEPLOYMENT_RECONCILER_LEASE, this.options.leaseTtlMs, async (lease) => {
           logger.info("Deployment reconciler running on this controller");
           while (!this.stopped && !lease.signal.aborted) {
-            await this.stepAll(lease.signal);
+            await this.stepAll(lease);
             await this.sleep();
           }
         });
@@ -102,29 +119,43 @@ export class DeploymentReconciler {
     });
   }
 
-  /** One step of every active deployment (those with a lock). */
-  async stepAll(signal?: AbortSignal): Promise<void> {
+  /**
+   * One step of every active deployment (those with a lock). Under a lease every write is fenced:
+   * the lease is confirmed through Raft first, and a progress document written under a newer
+   * fencing token is never overwritten. Without one (tests stepping by hand) nothing is fenced.
+   */
+  async stepAll(lease?: ReconcilerLease): Promise<void> {
     const locks = await this.options.collections.locks.find();
     for (const lock of locks) {
-      if (this.stopped || signal?.aborted) return;
+      if (this.stopped || lease?.signal.aborted) return;
       try {
-        await this.step(lock.group, lock.revision, lock.createdAt, signal);
+        await this.step(lock.group, lock.revision, lock.createdAt, lease);
       } catch (err) {
         this.options.logger.warn(`Deployment ${lock.revision} of ${lock.group}: step failed; tried again next round`, err);
       }
     }
   }
 
-  private async step(groupName: string, revision: number, lockedAt: string, signal?: AbortSignal): Promise<void> {
+  private async step(groupName: string, revision: number, lockedAt: string, lease?: ReconcilerLease): Promise<void> {
     const { collections, clock } = this.options;
     const nowMs = clock.nowMs();
     const id = `${groupName}:${revision}`;
     const deployment = await collections.deployments.get(id);
     if (!deployment) {
-      if (nowMs - parseIsoMs(lockedAt, "createdAt") > orphanLockMs) await collections.locks.delete(groupName);
+      if (nowMs - parseIsoMs(lockedAt, "createdAt") > orphanLockMs) {
+        await lease?.confirm();
+        await collections.locks.delete(groupName);
+      }
       return;
     }
     const stored = await collections.progress.get(id);
+    const fence = async (): Promise<void> => {
+      if (!lease) return;
+      await lease.confirm();
+      const latest = await collections.progress.get(id);
+      const theirs = latest?.fencingToken ?? 0;
+      if (theirs > lease.fencingToken) throw new StaleReconcilerError(id, lease.fencingToken, theirs);
+    };
     const progress: StoredProgress = structuredClone(stored ?? initialProgress(deployment, isoFromMs(nowMs)));
     const group = await this.options.groups.getDoc(groupName);
     const records = group ? await this.options.instances.findDocs({ group: groupName }) : [];
@@ -149,19 +180,25 @@ export class DeploymentReconciler {
       }
     }
     if (progress.state && progress.state !== "COMPLETED" && group && (!stored || !stored.state)) {
+      await fence();
       await this.restoreGroupFields(groupName, deployment.previousRevision);
     }
-    if (signal?.aborted) return;
-    const changed = JSON.stringify({ ...progress, updatedAt: "" }) !== JSON.stringify({ ...(stored ?? {}), updatedAt: "" });
+    if (lease?.signal.aborted) return;
+    const changed = JSON.stringify({ ...progress, updatedAt: "", fencingToken: 0 }) !== JSON.stringify({ ...(stored ?? {}), updatedAt: "", fencingToken: 0 });
     if (changed) {
       progress.updatedAt = isoFromMs(nowMs);
+      if (lease) progress.fencingToken = lease.fencingToken;
+      await fence();
       await collections.progress.put(progress);
     }
     if (completed) {
       this.options.logger.info(`Deployment ${revision} of ${groupName}: ${completed}${progress.reason ? ` (${progress.reason})` : ""}`);
       this.options.events.publish(EventTypes.DEPLOYMENT_COMPLETED, { groupName, revision, outcome: completed });
     }
-    if (progress.state && progress.phase === "DONE") await collections.locks.delete(groupName);
+    if (progress.state && progress.phase === "DONE") {
+      if (!changed) await fence();
+      await collections.locks.delete(groupName);
+    }
   }
 
   /** Health bookkeeping of the new revision's instances; the reason when the gate failed. */

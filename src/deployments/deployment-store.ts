@@ -79,6 +79,8 @@ export type StoredProgress = Doc & {
   instances: Record<string, TrackedInstance>;
   intent: DeploymentIntent | null;
   updatedAt: string;
+  /** The reconciler lease's fencing token it was written under; a holder with an older one never overwrites it. */
+  fencingToken?: number;
 };
 
 export type StoredLock = Doc & { group: string; revision: number; createdAt: string };

@@ -194,6 +194,27 @@ describe("cluster service: singleton leases", () => {
     await h.stop();
   });
 
+  it("confirm renews through Raft while held, and rejects (aborting the job) once another controller was granted the lease", async () => {
+    const clock = new FakeClock(Date.now());
+    const h = await startHarness({ clock });
+    const ttlMs = 60_000;
+    const finished = h.cluster.runUnderLease("deployment-reconciler", ttlMs, async (lease) => {
+      clock.advance(ttlMs - 1);
+      await lease.confirm();
+      clock.advance(ttlMs - 1);
+      const refused = await h.cluster.commit<any>({ op: "lease.acquire", name: "deployment-reconciler", holder: "ctl-other", ttlMs });
+      assert.equal(refused.ok, false, "a confirmed lease runs a whole TTL from the confirmation");
+      clock.advance(2);
+      const stolen = await h.cluster.commit<any>({ op: "lease.acquire", name: "deployment-reconciler", holder: "ctl-other", ttlMs });
+      assert.equal(stolen.ok, true);
+      await assert.rejects(lease.confirm(), /no longer held here/);
+      assert.equal(lease.signal.aborted, true);
+      await assert.rejects(lease.confirm(), /no longer held here/, "and keeps rejecting");
+    });
+    assert.equal(await finished, true);
+    await h.stop();
+  });
+
   it("after stop, writes answer 503 RAFT_UNAVAILABLE and runUnderLease skips", async () => {
     const h = await startHarness();
     await h.stop();
