@@ -64,6 +64,7 @@ import { openPluginStream } from "../plugin-api/plugin-stream.js";
 import { SequenceGuard } from "../plugin-api/sequence-guard.js";
 import { TransferService } from "../plugin-api/transfers.js";
 import { DrainTransfers } from "../plugin-api/drain-transfers.js";
+import { KvMutex } from "../coordination/kv-mutex.js";
 import { MachineCredentials, nodeCredentialTtlMs } from "../plugin-api/credentials.js";
 import { PlayerService } from "../plugin-api/players.js";
 import { SchedulerHost, type SchedulerTuning } from "../scheduler/scheduler-host.js";
@@ -365,7 +366,16 @@ export async function startController(config: ControllerConfig, opts: StartContr
       }
     };
     const revisions = new RevisionStore(deploymentCollections, templateHash, () => isoFromMs(clock.nowMs()));
-    const deployments = new DeploymentService({ collections: deploymentCollections, revisions, groups, instances, templateHash, events, clock });
+    const deployments = new DeploymentService({
+      collections: deploymentCollections,
+      revisions,
+      groups,
+      instances,
+      templateHash,
+      events,
+      clock,
+      controlLock: new KvMutex(kv),
+    });
     const forgetDeployments = events.subscribe(EventTypes.GROUP_DELETED, (e) =>
       deployments
         .forgetGroup(String(e.data.groupName))

@@ -40,12 +40,19 @@ export interface DeploymentServiceDeps {
   templateHash: TemplateHashes;
   events: EventBus;
   clock: Clock;
+  /**
+   * Serialises an operator's control writes on one deployment across controllers (the read of
+   * the controls and their write); one controller's own mutex when absent (a single controller).
+   */
+  controlLock?: { run<T>(name: string, fn: () => Promise<T>): Promise<T> };
 }
 
 export class DeploymentService {
-  private readonly writes = new KeyedMutex();
+  private readonly writes: { run<T>(name: string, fn: () => Promise<T>): Promise<T> };
 
-  constructor(private readonly deps: DeploymentServiceDeps) {}
+  constructor(private readonly deps: DeploymentServiceDeps) {
+    this.writes = deps.controlLock ?? new KeyedMutex();
+  }
 
   /**
    * Starts a deployment of `groupName`: validates, freezes the next revision (the group's fields
@@ -193,7 +200,7 @@ export class DeploymentService {
     verb: string,
     change: (control: DeploymentControl, doc: StoredDeployment) => DeploymentControl,
   ): Promise<DeploymentDetail> {
-    return this.writes.run(revisionId(groupName, revision), async () => {
+    return this.writes.run(`deployment:${revisionId(groupName, revision)}`, async () => {
       const { doc, progress } = await this.require(groupName, revision);
       const state = effectiveState(doc, progress);
       if (TERMINAL_DEPLOYMENT_STATES.has(state)) throw conflict(`Cannot ${verb} deployment ${revision} of ${groupName}: it is ${state}`, "DEPLOYMENT_FINISHED");

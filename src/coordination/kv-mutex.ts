@@ -1,0 +1,59 @@
+/**
+ * A mutex across controllers, in the shared key-value store: read-modify-write sequences on one
+ * document (an operator's control of a deployment) taken through different controllers never
+ * interleave. The key holds a random owner value with a TTL, so a controller that dies holding it
+ * blocks the others for at most the TTL; release removes it only while it is still the owner's.
+ * Within one controller the same key is serialised in memory first, so local callers queue without
+ * polling the store.
+ */
+import { randomBytes } from "node:crypto";
+import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
+import { ApiError } from "../shared/errors.js";
+import type { KvStore } from "../store/ports.js";
+import { KV_KEY_PREFIX } from "./keys.js";
+
+/** `cloud:v1:mutex:<name>`: held while one controller runs a guarded sequence. */
+export const mutexKey = (name: string): string => `${KV_KEY_PREFIX}mutex:${name}`;
+
+export interface KvMutexOptions {
+  /** How long a holder keeps the key at most (a dead holder's key expires after it). Default 10 s. */
+  ttlMs?: number;
+  /** How long a caller waits for the key before 503 MUTEX_TIMEOUT. Default 5 s. */
+  waitMs?: number;
+  /** Pause between two attempts to take the key. Default 20 ms. */
+  retryMs?: number;
+}
+
+export class KvMutex {
+  private readonly local = new KeyedMutex();
+  private readonly ttlMs: number;
+  private readonly waitMs: number;
+  private readonly retryMs: number;
+
+  constructor(
+    private readonly kv: Pick<KvStore, "setIfAbsent" | "compareAndDelete">,
+    options: KvMutexOptions = {},
+  ) {
+    this.ttlMs = options.ttlMs ?? 10_000;
+    this.waitMs = options.waitMs ?? 5_000;
+    this.retryMs = options.retryMs ?? 20;
+  }
+
+  /** Runs `fn` while this caller alone, across the cluster, holds `name`. */
+  run<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    return this.local.run(name, async () => {
+      const key = mutexKey(name);
+      const owner = randomBytes(12).toString("base64url");
+      const deadline = Date.now() + this.waitMs;
+      while (!(await this.kv.setIfAbsent(key, owner, { ttlMs: this.ttlMs }))) {
+        if (Date.now() >= deadline) throw new ApiError(503, "MUTEX_TIMEOUT", `Another controller is changing ${name}; try again`);
+        await new Promise((resolve) => setTimeout(resolve, this.retryMs));
+      }
+      try {
+        return await fn();
+      } finally {
+        await this.kv.compareAndDelete(key, owner);
+      }
+    });
+  }
+}
