@@ -55,7 +55,7 @@ export interface BackupServiceDeps {
    * Runs a restore of the datastores with the cluster in maintenance (restore-coordination.ts);
    * without it the restore runs under nobody's feet but its own.
    */
-  maintenance?: { run<T>(id: string, work: () => Promise<T>): Promise<T> };
+  maintenance?: { run<T>(id: string, work: () => Promise<T>, options?: { finishing?: boolean }): Promise<T> };
   /** Runs after the datastores were restored, still in maintenance: stops the processes the restored records do not hold. */
   afterDatastores?: () => Promise<void>;
   limits?: BundleLimits;
@@ -99,8 +99,13 @@ export class BackupService {
           `or remove ${JOURNAL_FILE} to start with the stores as the interrupted restore left them`,
       );
     });
-    await applyBundle(this.bundlePath(record.id), record, journal.parts, this.targets(), journal.rollbackRoot, this.limits);
-    await this.removeJournal();
+    const finish = async () => {
+      await applyBundle(this.bundlePath(record.id), record, journal.parts, this.targets(), journal.rollbackRoot, this.limits);
+      await this.removeJournal();
+    };
+    // The other controllers of a cluster pause while the datastores are written again, as for the restore itself.
+    if (journal.parts.datastores && this.deps.maintenance) await this.deps.maintenance.run(journal.id, finish, { finishing: true });
+    else await finish();
     this.deps.onRestored?.();
     this.deps.logger.info(`Restore of backup ${journal.id} finished`);
   }

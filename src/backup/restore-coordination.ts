@@ -39,6 +39,11 @@ export interface RestoreMaintenance {
   startedAt: string;
 }
 
+export interface RestoreRunOptions {
+  /** Finishing a restore an earlier process was killed in: its flag, when still up, is taken over. */
+  finishing?: boolean;
+}
+
 /** What a controller does when the flag goes up and when it comes down. */
 export interface RestoreHooks {
   /** Give up every scheduling scope and acquire none (the processes keep running). */
@@ -102,14 +107,19 @@ export class RestoreCoordination {
    * RESTORE_IN_PROGRESS when another restore holds the cluster; 503 CLUSTER_NOT_QUIET when some
    * controller still holds a scheduling scope after `quietTimeoutMs` (nothing was changed then).
    */
-  async run<T>(id: string, work: () => Promise<T>): Promise<T> {
+  async run<T>(id: string, work: () => Promise<T>, options: RestoreRunOptions = {}): Promise<T> {
     const { kv, logger } = this.deps;
     const flag: RestoreMaintenance = { id, controllerId: this.deps.controllerId, startedAt: new Date(this.deps.clock.nowMs()).toISOString() };
     const value = JSON.stringify(flag);
     const ttlMs = this.deps.maintenanceTtlMs ?? RESTORE_MAINTENANCE_TTL_MS;
     if (!(await kv.setIfAbsent(RESTORE_MAINTENANCE_KEY, value, { ttlMs }))) {
-      const other = parseFlag(await kv.get(RESTORE_MAINTENANCE_KEY));
-      throw new ApiError(409, "RESTORE_IN_PROGRESS", `A restore is in progress${other ? ` (backup ${other.id} on controller ${other.controllerId})` : ""}`);
+      const stored = await kv.get(RESTORE_MAINTENANCE_KEY);
+      const other = parseFlag(stored);
+      // The interrupted restore's own flag (still up when its controller restarts within the TTL) is taken over.
+      const takenOver =
+        options.finishing === true && stored !== null && other?.id === id && (await kv.compareAndSet(RESTORE_MAINTENANCE_KEY, stored, value, { ttlMs }));
+      if (!takenOver)
+        throw new ApiError(409, "RESTORE_IN_PROGRESS", `A restore is in progress${other ? ` (backup ${other.id} on controller ${other.controllerId})` : ""}`);
     }
     this.own = flag;
     const renewal = this.deps.clock.setInterval(

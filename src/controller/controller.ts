@@ -81,6 +81,7 @@ import { openControllerStores, type ControllerStores } from "./stores.js";
 import { BackupService } from "../backup/backup-service.js";
 import { backupRoutes } from "../http/routes/backups.js";
 import { RestoreCoordination, RESTORE_POLL_INTERVAL_MS } from "../backup/restore-coordination.js";
+import { ClusterIdentityStore } from "../cluster/cluster-identity.js";
 import { stopUnrecordedInstances } from "../backup/unrecorded-instances.js";
 import { groupResource, leaseTokenKey } from "../coordination/keys.js";
 import { LOCAL_SCOPE_TOKEN } from "../scheduler/scopes.js";
@@ -301,6 +302,15 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const version = opts.version ?? resolveVersionInfo({ rootDir: findRootDir(), env });
     let memberId = "";
     let restoreCoordination: RestoreCoordination | null = null;
+    const startupRestoreCoordination = () =>
+      new RestoreCoordination({
+        kv,
+        controllerId: new ClusterIdentityStore(resolve(config.raft.dataDir)).ensureNodeId(),
+        clock,
+        logger: logs.logger("cloud.backup"),
+        hooks: { pause: async () => undefined, resume: async () => undefined, reloadAuth: () => undefined },
+        quietTimeoutMs: restoreQuietTimeoutMs(config),
+      });
     let stopStrays: (() => Promise<unknown>) | null = null;
     const backups = new BackupService({
       documents,
@@ -317,8 +327,9 @@ export async function startController(config: ControllerConfig, opts: StartContr
       clock,
       logger: logs.logger("cloud.backup"),
       onRestored: () => auth.invalidate(),
-      // Bound once the scheduler exists (below); a restore needs a serving controller anyway.
-      maintenance: { run: (id, work) => (restoreCoordination ? restoreCoordination.run(id, work) : work()) },
+      // Bound once the scheduler exists (below). Before it, only a restore interrupted by a kill is
+      // finished (at start): the other controllers pause for it; this one schedules nothing yet.
+      maintenance: { run: (id, work, o) => (restoreCoordination ?? startupRestoreCoordination()).run(id, work, o) },
       afterDatastores: async () => {
         await stopStrays?.();
       },
@@ -503,8 +514,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       clock,
       logger: logs.logger("cloud.backup"),
       hooks: { pause: () => scheduler.pauseScheduling(), resume: () => scheduler.resumeScheduling(), reloadAuth: () => auth.invalidate() },
-      // A dead controller's scope leases expire within one lease TTL; the others release theirs within a poll.
-      quietTimeoutMs: 2 * config.scheduler.evaluationIntervalSeconds * 1000 + 2 * RESTORE_POLL_INTERVAL_MS + RESTORE_QUIET_MARGIN_MS,
+      quietTimeoutMs: restoreQuietTimeoutMs(config),
     });
     metrics.setGaugeSources({
       schedulerLastTickLagMillis: () => scheduler.lastTickLagMs(),
@@ -783,6 +793,11 @@ type FetchHandler = Parameters<typeof serve>[0]["fetch"];
 
 /** Slack on top of a lease TTL and two polls before a restore gives up waiting for the scopes to be released. */
 const RESTORE_QUIET_MARGIN_MS = 10_000;
+
+/** How long a restore waits for every scope lease to be released: a dead controller's expire within one lease TTL; the others release theirs within a poll. */
+function restoreQuietTimeoutMs(config: ControllerConfig): number {
+  return 2 * config.scheduler.evaluationIntervalSeconds * 1000 + 2 * RESTORE_POLL_INTERVAL_MS + RESTORE_QUIET_MARGIN_MS;
+}
 
 /** The document store a `database.uri` selects, as backup manifests name it. */
 function documentStoreKind(uri: string | undefined): string {
