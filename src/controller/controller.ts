@@ -483,6 +483,12 @@ export async function startController(config: ControllerConfig, opts: StartContr
         reconcileIntervalMs: config.scheduler.reconcileIntervalSeconds * 1000,
         ...opts.schedulerTuning,
       },
+      playerCounts: async (ids) => {
+        const registry = players;
+        if (!registry) return new Map();
+        const counts = await Promise.all(ids.map(async (id) => [id, await registry.knownCountOn(id)] as const));
+        return new Map(counts.filter((entry): entry is readonly [string, number] => entry[1] !== null));
+      },
       loadSamples: async (ids) =>
         (await Promise.all(ids.map((id) => instanceMetrics.latest(id)))).flatMap((s) =>
           s ? [{ instanceId: s.instanceId, tps1m: s.tps1m, msptAvg: s.msptAvg, reportedAtMs: Date.parse(s.reportedAt) }] : [],
@@ -522,14 +528,13 @@ export async function startController(config: ControllerConfig, opts: StartContr
       workflowsHealingActions: () => scheduler.waitingWorkflows().healingActions,
     });
     const aggregates = new GroupAggregatesPublisher(instances, events, clock, logs.logger("cloud.players"));
+    scheduler.onPlayerCountWritten((_id, group) => aggregates.groupChanged(group));
     players = new PlayerService(
       kv,
       events,
       clock,
-      async (id, count) => {
-        await scheduler.playerCountChanged(id, count);
-        await aggregates.instanceChanged(id);
-      },
+      // The group's owner writes the count to the record and marks the aggregates (onPlayerCountWritten below).
+      (id, count) => scheduler.playerCountChanged(id, count),
       logs.logger("cloud.players"),
     );
     const deliveries = new PluginDeliveries(kv, logs.logger("cloud.plugin"));

@@ -252,8 +252,17 @@ export class PlayerService {
 
   /** Players on one instance (the size of its roster). */
   async countOn(instanceId: string): Promise<number> {
+    return (await this.knownCountOn(instanceId)) ?? 0;
+  }
+
+  /**
+   * The players on one server, or null when the registry holds no roster of it: no player was
+   * ever reported there, or the registry was lost (the development profile's in-memory store after
+   * a restart) — not evidence that nobody is on it.
+   */
+  async knownCountOn(instanceId: string): Promise<number | null> {
     const roster = parseRoster(await this.kv.get(rosterKey(instanceId)));
-    return roster ? Object.keys(roster.players).length : 0;
+    return roster ? Object.keys(roster.players).length : null;
   }
 
   /**
@@ -318,7 +327,7 @@ export class PlayerService {
     throw new Error(`player ${uuid}: ${registryUpdateAttemptsMax} concurrent updates in a row`);
   }
 
-  /** Compare-and-set loop on a roster; returns the roster's new size. An empty roster is deleted. */
+  /** Compare-and-set loop on a roster; returns the roster's new size. An emptied roster stays (see {@link knownCountOn}). */
   private async updateRoster(
     instanceId: string,
     instance: { group: string; proxy: boolean } | null,
@@ -333,8 +342,9 @@ export class PlayerService {
       change(next.players);
       const size = Object.keys(next.players).length;
       let written: boolean;
+      // An emptied roster is kept (removed when the instance finishes): "no roster" then means the registry does not know the instance.
       if (text === null) written = size === 0 ? true : await this.kv.setIfAbsent(key, JSON.stringify(next));
-      else written = size === 0 ? await this.kv.compareAndDelete(key, text) : await this.kv.compareAndSet(key, text, JSON.stringify(next));
+      else written = await this.kv.compareAndSet(key, text, JSON.stringify(next));
       if (written) return size;
     }
     throw new Error(`roster of ${instanceId}: ${registryUpdateAttemptsMax} concurrent updates in a row`);

@@ -34,6 +34,13 @@ export interface InstanceOperationsDeps {
   send(nodeId: string, command: InstanceCommand): Promise<CommandResult>;
   /** The player count on the record, in order with the instance's state writes. */
   savePlayerCount(instanceId: string, playerCount: number): Promise<void>;
+  /**
+   * Whether this controller writes the instance's record: its owner, or any controller while no
+   * scheduler runs here. Elsewhere the owner follows the registry (player-count-sync.ts).
+   */
+  writesRecordOf(instanceId: string): boolean;
+  /** A count was written to the record (the group's aggregates changed). */
+  playerCountWritten(instanceId: string, group: string): void;
   /** The owner's durable stop intent on the record (fenced; {@link ScopeLostError} when the scope moved); false when finished. */
   requestStop(instanceId: string, group: string, kind: StopRequest): Promise<boolean>;
   toInstance(instanceId: string, event: InstanceEvent): void;
@@ -104,7 +111,10 @@ export class InstanceOperations {
   async playerCountChanged(id: string, playerCount: number): Promise<void> {
     const live = this.deps.live.get(id);
     if (live) this.deps.live.setPlayerCount(id, playerCount);
+    if (!this.deps.writesRecordOf(id)) return;
     await this.deps.savePlayerCount(id, playerCount);
+    const group = live?.group ?? (await this.deps.instances.getDoc(id))?.group;
+    if (group !== undefined) this.deps.playerCountWritten(id, group);
     if (playerCount === 0 && this.deps.supervised.stateOf(id) === "DRAINING") this.deps.toInstance(id, { type: "EMPTY" });
     if (live) this.deps.toGroup(live.group, { type: "CHANGED" });
   }

@@ -46,6 +46,7 @@ import { LiveInstances } from "./live-instances.js";
 import { NodeReconciler } from "./node-reconciler.js";
 import { NodeWatch } from "./node-watch.js";
 import { defaultSchedulerTuning, type SchedulerTuning } from "./scheduler-tuning.js";
+import { PlayerCountSync } from "./player-count-sync.js";
 import type { LoadSample } from "./scaling.js";
 import { ScopeLifecycle } from "./scope-lifecycle.js";
 import { SchedulerTicks } from "./scheduler-ticks.js";
@@ -80,6 +81,8 @@ export interface SchedulerHostOptions {
   revisions?: RevisionSource;
   /** The instances' latest reported load (metrics snapshots), for groups that scale on load. */
   loadSamples?(instanceIds: readonly string[]): Promise<LoadSample[]>;
+  /** The player registry's count of each instance (absent: none); without it the counts are only those reported here. */
+  playerCounts?(instanceIds: readonly string[]): Promise<Map<string, number>>;
 }
 
 /** The result of `POST /api/v1/groups/{group}/start`. */
@@ -103,6 +106,8 @@ export class SchedulerHost implements InstanceLifecycle {
   private readonly evaluator: GroupEvaluator;
   private readonly reports: DaemonReportRouter;
   private readonly reconciler: NodeReconciler;
+  private readonly countSync: PlayerCountSync | null;
+  private countWritten: ((instanceId: string, group: string) => void) | null = null;
   private readonly ticks: SchedulerTicks;
   private readonly subscriptions: Subscription[] = [];
   private readonly pending = new Set<Promise<unknown>>();
@@ -115,7 +120,14 @@ export class SchedulerHost implements InstanceLifecycle {
   private readonly trackedGroups = new Set<string>();
   private readonly scopeListener = {
     // Adopted records are checked against the nodes at once: a final report may have passed while nobody owned them.
-    acquired: (scope: string, token: number) => this.track(this.scopes.acquired(scope, token).then(() => this.reconciler.request())),
+    // Their player counts are read from the registry too: a count the previous owner never wrote is repaired.
+    acquired: (scope: string, token: number) =>
+      this.track(
+        this.scopes.acquired(scope, token).then(() => {
+          this.reconciler.request();
+          return this.countSync?.sweep();
+        }),
+      ),
     lost: (scope: string) => this.scopes.lost(scope),
   };
 
@@ -256,6 +268,9 @@ export class SchedulerHost implements InstanceLifecycle {
       fencingTokenOf,
       send: (nodeId, command) => this.dispatch.send(nodeId, command),
       savePlayerCount: (id, count) => this.records.savePlayerCount(id, count),
+      // While no scheduler runs here nobody is shadowed: the count is written where it was reported.
+      writesRecordOf: (id) => !this.started || supervised.has(id),
+      playerCountWritten: (id, group) => this.countWritten?.(id, group),
       requestStop: (id, group, kind) => this.records.requestStop(id, group, kind),
       toInstance,
       toGroup,
@@ -287,6 +302,18 @@ export class SchedulerHost implements InstanceLifecycle {
       reconcile: (nodeId, reports, asked) => this.reports.reconcile(nodeId, reports, asked),
       ownsAnything: () => this.scopes.ownsAnything(),
     });
+    const { playerCounts } = options;
+    this.countSync = playerCounts
+      ? new PlayerCountSync({
+          supervised,
+          live,
+          clock,
+          logger,
+          intervalMs: tuning.playerCountSyncIntervalMs,
+          counts: (ids) => playerCounts(ids),
+          apply: (id, count) => this.operations.playerCountChanged(id, count),
+        })
+      : null;
     this.sweeper = new FinishedSweeper({
       groups: options.groups,
       instances: options.instances,
@@ -318,6 +345,12 @@ export class SchedulerHost implements InstanceLifecycle {
       events.subscribe(EventTypes.NODE_DISCONNECTED, (e) => nodeEvent(e.data.nodeId, "DISCONNECTED")),
       events.subscribe(EventTypes.NODE_DRAIN_REQUESTED, (e) => nodeEvent(e.data.nodeId, "DRAIN")),
       events.subscribe(EventTypes.NODE_DRAIN_COMPLETED, (e) => nodeEvent(e.data.nodeId, "UNDRAIN")),
+      // A player route handled by another controller changed the registry: the owner writes the count.
+      ...[EventTypes.PLAYER_CONNECTED, EventTypes.PLAYER_DISCONNECTED].map((type) =>
+        events.subscribe(type, (e) => {
+          if (e.source.startsWith("peer:")) this.track(this.countSync?.refresh([String(e.data.instanceId)]) ?? Promise.resolve());
+        }),
+      ),
     );
     this.unsubscribeReports = this.options.daemons.onReport((report) => this.reports.route(report));
     await this.nodes.start();
@@ -330,6 +363,7 @@ export class SchedulerHost implements InstanceLifecycle {
     this.sweeper.start();
     this.reconciler.start();
     this.ticks.start();
+    this.countSync?.start();
   }
 
   /**
@@ -381,6 +415,7 @@ export class SchedulerHost implements InstanceLifecycle {
     this.sweeper.stop();
     this.reconciler.stop();
     this.ticks.stop();
+    await this.countSync?.stop();
     await this.options.scopes.stop();
     this.scopes.stop();
     this.nodes.stop();
@@ -393,6 +428,11 @@ export class SchedulerHost implements InstanceLifecycle {
   /** Where console lines of instances go (the console hub of the console streams). */
   setConsole(sink: ConsoleSink): void {
     this.reports.console = sink;
+  }
+
+  /** Called after a player count was written to an instance's record here (the group's aggregates changed). */
+  onPlayerCountWritten(listener: (instanceId: string, group: string) => void): void {
+    this.countWritten = listener;
   }
 
   /**

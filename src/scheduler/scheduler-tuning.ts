@@ -21,6 +21,8 @@ export interface SchedulerTuning {
   startingPerNodeMax: number;
   /** scheduler.reconcileIntervalSeconds × 1000: how often the owned instances are checked against their nodes. */
   reconcileIntervalMs: number;
+  /** How often the owner reads its instances' player counts from the registry (player-count-sync.ts). */
+  playerCountSyncIntervalMs: number;
 }
 
 /** Defaults: the configured keys' defaults from the schema; finished instances stay visible for ten minutes. */
@@ -33,4 +35,5 @@ export const defaultSchedulerTuning: SchedulerTuning = {
   nodeListCacheMs: 1_000,
   startingPerNodeMax: configDefaults.scheduler.maxStartingPerNode,
   reconcileIntervalMs: configDefaults.scheduler.reconcileIntervalSeconds * 1000,
+  playerCountSyncIntervalMs: 2_000,
 };

@@ -25,6 +25,7 @@ describe("instance operations", () => {
   let owned: boolean;
   let scopeMoved: boolean;
   let finishMeanwhile: boolean;
+  let countsWritten: string[];
   let ops: InstanceOperations;
   let group = "";
   let n = 0;
@@ -47,6 +48,7 @@ describe("instance operations", () => {
     owned = true;
     scopeMoved = false;
     finishMeanwhile = false;
+    countsWritten = [];
     ops = new InstanceOperations({
       instances: fx.instances,
       groups: fx.groups,
@@ -69,6 +71,8 @@ describe("instance operations", () => {
         told.push(`${id} ${kind} recorded before ${actorEvents.length} actor events`);
         return true;
       },
+      writesRecordOf: (id) => supervised.has(id),
+      playerCountWritten: (id, g) => void countsWritten.push(`${id} ${g}`),
       toInstance: (id: string, event: InstanceEvent) => void actorEvents.push(`${id} ${event.type}`),
       toGroup: (g, event) => void groupEvents.push(`${g} ${event.type}`),
     });
@@ -154,5 +158,16 @@ describe("instance operations", () => {
     await ops.playerCountChanged(`${group}-1`, 0);
     assert.deepEqual(actorEvents, [`${group}-1 EMPTY`]);
     assert.deepEqual(groupEvents, [`${group} CHANGED`, `${group} CHANGED`]);
+    assert.deepEqual(countsWritten, [`${group}-1 ${group}`, `${group}-1 ${group}`]);
+  });
+
+  test("player counts of an instance another controller schedules: the view here changes, the record is the owner's to write", async () => {
+    await running(`${group}-2`, false);
+    await fx.instances.save({ ...(await fx.instances.getDoc(`${group}-2`))!, state: "DRAINING" });
+    await ops.playerCountChanged(`${group}-2`, 3);
+    assert.equal(live.get(`${group}-2`)?.playerCount, 3);
+    const doc = await fx.instances.getDoc(`${group}-2`);
+    assert.deepEqual([doc?.playerCount, doc?.state], [0, "DRAINING"], "the record (and the owner's state in it) untouched");
+    assert.deepEqual([countsWritten, groupEvents, actorEvents], [[], [], []]);
   });
 });
