@@ -360,8 +360,10 @@ export async function startController(config: ControllerConfig, opts: StartContr
 
     const instances = new InstanceService(documents, clock);
     const crashes = new CrashService(documents, clock);
-    const groups = new GroupService(documents, events, clock, instances);
-    const nodes = new NodeService(documents, events, clock, instances);
+    // Several controllers write groups, nodes and deployment controls: each record's read-modify-write runs under a cluster-wide lock.
+    const recordLocks = new KvMutex(kv);
+    const groups = new GroupService(documents, events, clock, instances, recordLocks.scoped("group:"));
+    const nodes = new NodeService(documents, events, clock, instances, undefined, recordLocks.scoped("node:"));
     const nodeTokens = new NodeTokenService(documents, clock);
     // The player registry lives in the key-value store; its counts feed the overview.
     let players: PlayerService | null = null;
@@ -385,7 +387,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       templateHash,
       events,
       clock,
-      controlLock: new KvMutex(kv),
+      controlLock: recordLocks,
     });
     const forgetDeployments = events.subscribe(EventTypes.GROUP_DELETED, (e) =>
       deployments

@@ -7,7 +7,7 @@
  * polling the store.
  */
 import { randomBytes } from "node:crypto";
-import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
+import { KeyedMutex, type KeyedLock } from "../domain/shared/keyed-mutex.js";
 import { ApiError } from "../shared/errors.js";
 import type { KvStore } from "../store/ports.js";
 import { KV_KEY_PREFIX } from "./keys.js";
@@ -24,7 +24,7 @@ export interface KvMutexOptions {
   retryMs?: number;
 }
 
-export class KvMutex {
+export class KvMutex implements KeyedLock {
   private readonly local = new KeyedMutex();
   private readonly ttlMs: number;
   private readonly waitMs: number;
@@ -37,6 +37,11 @@ export class KvMutex {
     this.ttlMs = options.ttlMs ?? 10_000;
     this.waitMs = options.waitMs ?? 5_000;
     this.retryMs = options.retryMs ?? 20;
+  }
+
+  /** The same mutex with every name prefixed (`group:`, `node:`, …), so record kinds never share a key. */
+  scoped(prefix: string): KeyedLock {
+    return { run: (name, fn) => this.run(`${prefix}${name}`, fn) };
   }
 
   /** Runs `fn` while this caller alone, across the cluster, holds `name`. */

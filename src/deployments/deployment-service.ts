@@ -7,7 +7,7 @@
 import type { GroupService, StoredGroup } from "../domain/groups/group-service.js";
 import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
 import type { InstanceService } from "../domain/instances/instance-service.js";
-import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
+import { KeyedMutex, type KeyedLock } from "../domain/shared/keyed-mutex.js";
 import { isoFromMs } from "../domain/shared/time.js";
 import { EventTypes } from "../events/event-types.js";
 import type { EventBus } from "../events/types.js";
@@ -44,11 +44,11 @@ export interface DeploymentServiceDeps {
    * Serialises an operator's control writes on one deployment across controllers (the read of
    * the controls and their write); one controller's own mutex when absent (a single controller).
    */
-  controlLock?: { run<T>(name: string, fn: () => Promise<T>): Promise<T> };
+  controlLock?: KeyedLock;
 }
 
 export class DeploymentService {
-  private readonly writes: { run<T>(name: string, fn: () => Promise<T>): Promise<T> };
+  private readonly writes: KeyedLock;
 
   constructor(private readonly deps: DeploymentServiceDeps) {
     this.writes = deps.controlLock ?? new KeyedMutex();

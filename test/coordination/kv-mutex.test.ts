@@ -6,6 +6,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { KvMutex, mutexKey } from "../../src/coordination/kv-mutex.js";
 import { DeploymentService } from "../../src/deployments/deployment-service.js";
+import { GroupService } from "../../src/domain/groups/group-service.js";
+import { KeyedMutex } from "../../src/domain/shared/keyed-mutex.js";
 import { openDeploymentCollections } from "../../src/deployments/deployment-store.js";
 import { RevisionStore } from "../../src/deployments/revision-store.js";
 import { isoFromMs } from "../../src/domain/shared/time.js";
@@ -96,5 +98,26 @@ describe("KvMutex over Redis", () => {
       const shown = await a.show(group, revision);
       assert.deepEqual([shown.state, shown.promoted], ["PAUSED", true], `round ${round}: both controls kept`);
     }
+  });
+
+  it("a PATCH of a group on one controller and the scheduler's write of it on another both take effect", async () => {
+    const groupsOn = (lock: (kv: KvStore) => ReturnType<KvMutex["scoped"]>) =>
+      stores.map((kv) => new GroupService(t.documents, t.events, systemClock, t.instances, lock(kv)));
+    /** One round: a PATCH of maxInstances through A while B pauses the group; what the record keeps. */
+    const round = async (a: GroupService, b: GroupService, name: string) => {
+      await a.create({ name, platform: "simulated", maxInstances: 5 });
+      await Promise.all([a.update(name, { maxInstances: 7 }), b.setSchedulingState(name, { paused: true })]);
+      const doc = await a.getDoc(name);
+      return [doc?.maxInstances, doc?.paused];
+    };
+    const [localA, localB] = groupsOn(() => new KeyedMutex());
+    const unguarded = [];
+    for (let n = 0; n < 5; n++) unguarded.push(await round(localA, localB, `unguarded${n}`));
+    assert.ok(
+      unguarded.some(([max, paused]) => max !== 7 || paused !== true),
+      `each controller's own mutex alone loses one of the writes: ${JSON.stringify(unguarded)}`,
+    );
+    const [a, b] = groupsOn((kv) => new KvMutex(kv).scoped("group:"));
+    for (let n = 0; n < 5; n++) assert.deepEqual(await round(a, b, `guarded${n}`), [7, true], `round ${n}`);
   });
 });

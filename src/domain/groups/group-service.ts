@@ -8,7 +8,7 @@ import { conflict, notFound, validationError } from "../../shared/errors.js";
 import { EventTypes, type GroupMaintenanceChangedPayload } from "../../events/event-types.js";
 import type { EventBus } from "../../events/types.js";
 import { DuplicateKeyError, type Collection, type DocumentStore } from "../../store/ports.js";
-import { KeyedMutex } from "../shared/keyed-mutex.js";
+import { KeyedMutex, type KeyedLock } from "../shared/keyed-mutex.js";
 import { isoFromMs } from "../shared/time.js";
 import { checkSchema } from "../shared/validate.js";
 import {
@@ -69,15 +69,21 @@ const noAggregates: GroupAggregates = { runningInstances: 0, totalPlayers: 0 };
 /** Creates, reads, updates and deletes groups, publishing the GROUP_* events. */
 export class GroupService {
   private readonly groups: Collection<StoredGroup>;
-  private readonly writes = new KeyedMutex();
+  private readonly writes: KeyedLock;
 
   constructor(
     store: DocumentStore,
     private readonly events: EventBus,
     private readonly clock: Clock,
     private readonly aggregates: GroupAggregateSource,
+    /**
+     * Serialises each group's read-modify-writes (PATCHes, the scheduler's fields, operator stops,
+     * deployments). Several controllers write groups: the controller passes a cluster-wide lock.
+     */
+    writes: KeyedLock = new KeyedMutex(),
   ) {
     this.groups = store.collection<StoredGroup>(GROUPS_COLLECTION);
+    this.writes = writes;
   }
 
   /** Every group in list form, ordered by name. */

@@ -10,7 +10,7 @@ import { conflict, notFound } from "../../shared/errors.js";
 import { EventTypes, type NodeDrainCompletedPayload, type NodeDrainRequestedPayload } from "../../events/event-types.js";
 import type { EventBus } from "../../events/types.js";
 import type { Collection, Doc, DocumentStore } from "../../store/ports.js";
-import { KeyedMutex } from "../shared/keyed-mutex.js";
+import { KeyedMutex, type KeyedLock } from "../shared/keyed-mutex.js";
 import { isoFromMs } from "../shared/time.js";
 import type { NodeRecord, NodeState } from "./node-schemas.js";
 
@@ -70,7 +70,7 @@ export interface DeleteNodeOptions {
 export class NodeService {
   private readonly nodes: Collection<StoredNode>;
   private readonly revocations: Collection<StoredRevocation>;
-  private readonly writes = new KeyedMutex();
+  private readonly writes: KeyedLock;
   /** Per node id, who is told when its certificate is revoked (the daemon gateway's connections). */
   private readonly revocationListeners = new Map<string, Set<() => void>>();
 
@@ -80,7 +80,10 @@ export class NodeService {
     private readonly clock: Clock,
     private readonly instanceCounts: NodeInstanceCounts,
     private readonly drainOptions: DrainOptions = defaultDrainOptions,
+    /** Serialises each node's read-modify-writes; the controller passes a cluster-wide lock (several controllers write nodes). */
+    writes: KeyedLock = new KeyedMutex(),
   ) {
+    this.writes = writes;
     this.nodes = store.collection<StoredNode>(NODES_COLLECTION, {
       indexes: [{ name: "nodes_state", field: "state" }],
     });

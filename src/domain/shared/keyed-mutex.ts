@@ -3,7 +3,12 @@
  * or two drains of one node, never interleave their read and their write. Keys with no waiter are
  * forgotten, so the map holds at most one entry per key currently in use.
  */
-export class KeyedMutex {
+/** Runs read-modify-write sequences one at a time per key (within a controller, or across the cluster). */
+export interface KeyedLock {
+  run<T>(key: string, fn: () => Promise<T>): Promise<T>;
+}
+
+export class KeyedMutex implements KeyedLock {
   private readonly tails = new Map<string, Promise<void>>();
 
   /** Runs `fn` after every earlier `run` with the same key has settled. */
