@@ -17,6 +17,7 @@ import { registerInstanceCommands } from "./commands/instance.js";
 import { registerLogCommands } from "./commands/logs.js";
 import { registerNodeCommands } from "./commands/node.js";
 import { registerPluginCommands } from "./commands/plugin.js";
+import { registerShareCommands } from "./commands/share.js";
 import { registerStatusCommands } from "./commands/status.js";
 import { registerTemplateCommands } from "./commands/template.js";
 import { CliError, ExitCode, exitCodesHelp } from "./exit-codes.js";
@@ -75,6 +76,7 @@ export function buildProgram(io: ProcessIo): Command {
   registerBackupCommands(program, runtime);
   registerEventCommands(program, runtime);
   registerLogCommands(program, runtime);
+  registerShareCommands(program, runtime);
   registerNodeCommands(program, runtime);
   registerDeployCommands(program, runtime);
   registerClusterCommands(program, runtime);

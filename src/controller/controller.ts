@@ -584,6 +584,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       metrics,
       documents,
       kv,
+      audit,
       clock,
       cluster,
       connectedHere: (nodeId) => gateway.isConnected(nodeId),

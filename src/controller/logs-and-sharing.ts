@@ -1,13 +1,15 @@
 /**
  * The logs, diagnostics and sharing part of the composition: the per-node buffers of the daemon
  * log mirror, the log streams and their tickets, the redacted diagnostics bundle with every secret
- * the controller knows, the share service, and their route modules. Built by `startController`,
+ * the controller knows, the share service (with its records of what was shared), and their route
+ * modules. Built by `startController`,
  * which hands the gateway {@link LogsAndSharing.onLogRecord}.
  *
  * On the production profile a node's log is read where its daemon's stream is held: the
  * node-session registry names the holder, and the cluster's `ReadNodeLogs` call (served here from
  * the per-node buffers) reads its records (`src/logs/node-log-access.ts`).
  */
+import type { AuditRecorder } from "../audit/types.js";
 import { loadOrCreateSigningSecret } from "../auth/signing-key.js";
 import type { ClusterService } from "../cluster/cluster-service.js";
 import { fromDaemonRecord } from "../cluster/node-logs.js";
@@ -21,6 +23,7 @@ import type { OverviewService } from "../domain/overview/overview-service.js";
 import type { RouteModule } from "../http/route.js";
 import { diagnosticsRoutes } from "../http/routes/diagnostics.js";
 import { logRoutes, type LogStreamTicket, type NodeLogAccess } from "../http/routes/logs.js";
+import { shareRoutes } from "../http/routes/shares.js";
 import type { ReadinessProbe, VersionInfo } from "../http/routes/system.js";
 import type { ControllerLogService } from "../logs/logger.js";
 import { LogStreamHub, type LogStreamHubOptions } from "../logs/log-stream.js";
@@ -28,7 +31,7 @@ import { ClusterNodeLogs, type NodeLogHolders } from "../logs/node-log-access.js
 import { NodeLogBuffers, type NodeLogBounds } from "../logs/node-log-buffers.js";
 import type { MetricsService } from "../metrics/metrics.js";
 import { createShareMetrics } from "../metrics/share-metrics.js";
-import { ShareService, type PasteUploader } from "../share/share-service.js";
+import { ShareService, type PasteRemover, type PasteUploader } from "../share/share-service.js";
 import type { Clock } from "../shared/clock.js";
 import type { DocumentStore, KvStore } from "../store/ports.js";
 import type { LogRecordMessage } from "../wire/daemon-proto.js";
@@ -39,6 +42,8 @@ export interface LogsAndSharingTuning {
   logStream?: LogStreamHubOptions;
   /** Replaces the PrivateBin upload (tests of failures that a real service cannot be made to give). */
   upload?: PasteUploader;
+  /** Replaces the PrivateBin delete. */
+  remove?: PasteRemover;
   /** How often a node's log tail on a controller without its stream asks the holder (500 ms). */
   nodeLogPollIntervalMs?: number;
 }
@@ -50,6 +55,8 @@ export interface LogsAndSharingOptions {
   metrics: MetricsService;
   documents: DocumentStore;
   kv: KvStore;
+  /** Share creations and revokes are audited. */
+  audit: AuditRecorder;
   clock: Clock;
   cluster: ClusterService;
   /** Whether this controller's daemon gateway holds a node's stream now. */
@@ -86,7 +93,9 @@ export function buildLogsAndSharing(options: LogsAndSharingOptions): LogsAndShar
     metrics: createShareMetrics(options.metrics),
     clock,
     logger: logs.logger("cloud.share"),
+    documents: options.documents,
     upload: tuning?.upload,
+    remove: tuning?.remove,
   });
 
   const knownSecrets = async (): Promise<string[]> => {
@@ -156,8 +165,9 @@ export function buildLogsAndSharing(options: LogsAndSharingOptions): LogsAndShar
     diagnostics,
     onLogRecord: (nodeId, record) => nodeLogs.append(nodeId, fromDaemonRecord(record), record.dropped_before),
     routeModules: [
-      logRoutes({ logs, nodeLogs: nodeLogAccess, requireNode: (id) => options.nodes.get(id), hub, tickets, share, diagnostics }),
-      diagnosticsRoutes({ diagnostics, share, crashes: options.crashes }),
+      logRoutes({ logs, nodeLogs: nodeLogAccess, requireNode: (id) => options.nodes.get(id), hub, tickets, share, diagnostics, audit: options.audit }),
+      diagnosticsRoutes({ diagnostics, share, crashes: options.crashes, audit: options.audit }),
+      shareRoutes({ share, audit: options.audit }),
     ],
     stop: () => {
       hub.stop();

@@ -1,7 +1,7 @@
 /**
  * The sharing metrics of spec document 2's list (`cloud_share_*`), registered on the metrics
- * service's own registry. `cloud_share_revocations_total` waits for a share revoke route
- * (docs/decisions/metrics.md). When metrics are disabled every handle is a no-op and nothing is
+ * service's own registry: uploads, upstream failures, upload sizes and revocations
+ * (docs/decisions/logs.md). When metrics are disabled every handle is a no-op and nothing is
  * registered.
  */
 import { Counter, Histogram } from "prom-client";
@@ -15,9 +15,14 @@ export interface ShareMetrics {
   upstreamError(status: string): void;
   /** Size in bytes of a redacted upload. */
   uploadBytes(bytes: number): void;
+  /** One revoke attempt ending in `outcome`. */
+  revocation(outcome: ShareRevocationOutcome): void;
 }
 
-const noop: ShareMetrics = { attempt: () => {}, upstreamError: () => {}, uploadBytes: () => {} };
+/** The spec's outcomes of a revoke attempt: deleted, the service failed, or no delete token to send. */
+export type ShareRevocationOutcome = "success" | "error" | "missing-token";
+
+const noop: ShareMetrics = { attempt: () => {}, upstreamError: () => {}, uploadBytes: () => {}, revocation: () => {} };
 
 /** Registers the `cloud_share_*` metrics on `metrics.registry`. */
 export function createShareMetrics(metrics: Pick<MetricsService, "enabled" | "registry">): ShareMetrics {
@@ -42,9 +47,16 @@ export function createShareMetrics(metrics: Pick<MetricsService, "enabled" | "re
     buckets: [1_024, 16_384, 65_536, 262_144, 1_048_576, 4_194_304, 16_777_216],
     registers,
   });
+  const revocations = new Counter({
+    name: "cloud_share_revocations_total",
+    help: "Share revoke attempts by outcome (success, error, missing-token)",
+    labelNames: ["outcome"] as const,
+    registers,
+  });
   return {
     attempt: (kind, outcome) => attempts.inc({ kind, outcome }),
     upstreamError: (status) => upstreamErrors.inc({ status }),
     uploadBytes: (bytes) => uploadBytes.observe(bytes),
+    revocation: (outcome) => revocations.inc({ outcome }),
   };
 }

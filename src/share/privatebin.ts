@@ -8,8 +8,10 @@
  * the answer is `{"status":0,"id":…,"url":…,"deletetoken":…}` or `{"status":1,"message":…}`.
  * Encryption: AES-256-GCM under a key derived with PBKDF2-HMAC-SHA256 from 32 random bytes (and
  * the paste password appended, for a password-protected paste), the JSON of `adata` as additional
- * data, the plaintext `{"paste":text}` compressed with raw deflate. Deletion: `GET
- * <service>?pasteid=<id>&deletetoken=<token>`.
+ * data, the plaintext `{"paste":text}` compressed with raw deflate. Deletion: `POST <service>`
+ * with the same header and `{"pasteid":…,"deletetoken":…}`, answered `{"status":0,"id":…}` or
+ * `{"status":1,"message":…}` (a browser opens the equivalent `GET
+ * <service>?pasteid=<id>&deletetoken=<token>`).
  *
  * The key derivation and the cipher run on Node's thread pool (async pbkdf2, async deflate); only
  * the final GCM pass over the compressed text runs on the event loop.
@@ -43,8 +45,10 @@ export interface PasteCreated {
   /** The link that opens the paste (with the key in its fragment). */
   url: string;
   id: string;
-  /** Opening this deletes the paste. */
+  /** Opening this deletes the paste (empty when the service gave no delete token). */
   deleteUrl: string;
+  /** The paste's delete token; empty when the service gave none. A secret: whoever holds it can delete the paste. */
+  deleteToken: string;
 }
 
 /** The paste service answered an error, could not be reached, or answered something else. */
@@ -132,5 +136,42 @@ export async function createPrivateBinPaste(serviceUrl: string, request: PasteRe
   const url = `${base.toString()}?${answer.id}#${base58Encode(key)}`;
   const deleteToken = typeof answer.deletetoken === "string" ? answer.deletetoken : "";
   const deleteUrl = deleteToken === "" ? "" : `${base.toString()}?pasteid=${encodeURIComponent(answer.id)}&deletetoken=${encodeURIComponent(deleteToken)}`;
-  return { url, id: answer.id, deleteUrl };
+  return { url, id: answer.id, deleteUrl, deleteToken };
+}
+
+/** What a delete asks of the service at `serviceUrl`. */
+export interface PasteDeletion {
+  pasteId: string;
+  deleteToken: string;
+}
+
+/**
+ * Asks the PrivateBin instance at `serviceUrl` to delete a paste with its delete token; rejects
+ * with {@link PasteUpstreamError} when it cannot be reached, answers an HTTP error, or refuses
+ * (`status` 1: a wrong token, or a paste that is already gone).
+ */
+export async function deletePrivateBinPaste(serviceUrl: string, deletion: PasteDeletion, timeoutMs: number): Promise<void> {
+  let response: Response;
+  try {
+    response = await fetch(serviceUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-requested-with": "JSONHttpRequest", accept: "application/json" },
+      body: JSON.stringify({ pasteid: deletion.pasteId, deletetoken: deletion.deleteToken }),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+  } catch (err) {
+    throw new PasteUpstreamError("network", `The paste service cannot be reached: ${(err as Error).message}`);
+  }
+  const body = await response.text().catch(() => "");
+  if (!response.ok) throw new PasteUpstreamError(String(response.status), `The paste service answered HTTP ${response.status}`);
+  let answer: { status?: unknown; message?: unknown };
+  try {
+    answer = JSON.parse(body) as typeof answer;
+  } catch {
+    throw new PasteUpstreamError(String(response.status), "The paste service answered something other than JSON");
+  }
+  if (answer.status !== 0) {
+    const message = typeof answer.message === "string" ? answer.message.slice(0, 200) : "no reason given";
+    throw new PasteUpstreamError(String(response.status), `The paste service did not delete the paste: ${message}`);
+  }
 }

@@ -9,13 +9,31 @@
  *
  * `share.enabled` false answers 409 SHARE_DISABLED before anything is read; a failure of the paste
  * service answers 502 PASTE_UPSTREAM_ERROR. Every attempt counts in the `cloud_share_*` metrics.
+ *
+ * Every successful share is recorded (`share-records.ts`) before it is answered, with the paste's
+ * delete token, so that it can be listed and revoked later: a revoke asks the service that holds
+ * the paste to delete it and then marks the record revoked. A revoke that fails upstream (502
+ * PASTE_UPSTREAM_ERROR) leaves the record as it was, so it can be retried; a share whose service
+ * gave no delete token cannot be revoked (409 SHARE_NOT_REVOCABLE), nor can one already revoked
+ * (409 SHARE_ALREADY_REVOKED). Revoking works whatever `share.enabled` says: switching uploads off
+ * must not strand what was already shared.
  */
 import { randomBytes } from "node:crypto";
 import type { Logger } from "../logs/types.js";
 import type { ShareMetrics } from "../metrics/share-metrics.js";
 import type { Clock } from "../shared/clock.js";
-import { ApiError, conflict } from "../shared/errors.js";
-import { createPrivateBinPaste, PasteUpstreamError, type PasteCreated, type PasteRequest, type PrivateBinExpiry } from "./privatebin.js";
+import type { DocumentStore } from "../store/ports.js";
+import { ApiError, conflict, notFound } from "../shared/errors.js";
+import {
+  createPrivateBinPaste,
+  deletePrivateBinPaste,
+  PasteUpstreamError,
+  type PasteCreated,
+  type PasteDeletion,
+  type PasteRequest,
+  type PrivateBinExpiry,
+} from "./privatebin.js";
+import { ShareRecords, shareRecordView, SHARE_LIST_LIMIT_DEFAULT, type ShareDoc, type ShareRecord } from "./share-records.js";
 
 export const SHARE_EXPIRIES = ["1h", "1d", "30d", "never"] as const;
 export type ShareExpiry = (typeof SHARE_EXPIRIES)[number];
@@ -27,6 +45,8 @@ export type ShareKind = "logs" | "diagnostics" | "crash";
 export const SHARE_TEXT_CHARS_MAX = 4 * 1024 * 1024;
 /** How long one upload may take. */
 export const SHARE_UPLOAD_TIMEOUT_MS = 15_000;
+/** How long one delete at the paste service may take. */
+export const SHARE_DELETE_TIMEOUT_MS = 15_000;
 /** Characters of a generated paste password. */
 const PASSWORD_BYTES = 12;
 
@@ -46,6 +66,8 @@ export interface ShareOptions {
 
 /** The answer of a share. */
 export interface ShareResult {
+  /** The record's id: list it, or revoke the share, under `/api/v1/shares/{id}`. */
+  id: string;
   url: string;
   kind: ShareKind;
   expiry: ShareExpiry;
@@ -63,6 +85,8 @@ export interface ShareResult {
 
 /** The uploader; PrivateBin by default, replaced in tests of the service alone. */
 export type PasteUploader = (serviceUrl: string, request: PasteRequest, timeoutMs: number) => Promise<PasteCreated>;
+/** The deleter; PrivateBin by default. */
+export type PasteRemover = (serviceUrl: string, deletion: PasteDeletion, timeoutMs: number) => Promise<void>;
 
 export interface ShareServiceOptions {
   /** controller.yml `share`. */
@@ -70,17 +94,26 @@ export interface ShareServiceOptions {
   metrics: ShareMetrics;
   clock: Clock;
   logger: Logger;
+  /** Where the share records are kept. */
+  documents: DocumentStore;
   upload?: PasteUploader;
+  remove?: PasteRemover;
 }
 
 export const shareDisabled = () => conflict("Sharing is disabled (share.enabled is false)", "SHARE_DISABLED");
 
-/** Uploads redacted support text. */
+/** Uploads redacted support text, and lists and revokes what was shared. */
 export class ShareService {
   private readonly upload: PasteUploader;
+  private readonly remove: PasteRemover;
+  private readonly records: ShareRecords;
+  /** Revokes in flight on this controller, by record id: a second one waits for the first. */
+  private readonly revoking = new Map<string, Promise<unknown>>();
 
   constructor(private readonly options: ShareServiceOptions) {
     this.upload = options.upload ?? createPrivateBinPaste;
+    this.remove = options.remove ?? deletePrivateBinPaste;
+    this.records = new ShareRecords(options.documents, options.clock);
   }
 
   get enabled(): boolean {
@@ -92,8 +125,8 @@ export class ShareService {
     if (!this.enabled) throw shareDisabled();
   }
 
-  /** Uploads `text` (already redacted) and answers the link. */
-  async share(kind: ShareKind, text: string, options: ShareOptions = {}): Promise<ShareResult> {
+  /** Uploads `text` (already redacted) for `createdBy`, records the share and answers the link. */
+  async share(kind: ShareKind, text: string, options: ShareOptions, createdBy: string): Promise<ShareResult> {
     this.requireEnabled();
     const expiry = options.expiry ?? SHARE_EXPIRY_DEFAULT;
     const isPublic = options.public ?? !this.options.config.defaultPrivate;
@@ -118,17 +151,107 @@ export class ShareService {
     }
     metrics.attempt(kind, "success");
     const ms = EXPIRY[expiry].ms;
-    logger.info(`Shared ${kind} (${body.length} characters, expiry ${expiry}, ${isPublic ? "public" : "private"}${burnAfterRead ? ", burn after read" : ""})`);
+    const expiresAt = ms === null ? null : new Date(clock.nowMs() + ms).toISOString();
+    const serviceUrl = this.options.config.serviceUrl;
+    let record: ShareDoc;
+    try {
+      record = await this.records.create({
+        kind,
+        pasteId: created.id,
+        url: created.url,
+        serviceUrl,
+        deleteToken: created.deleteToken,
+        expiry,
+        expiresAt,
+        public: isPublic,
+        burnAfterRead,
+        sizeChars: body.length,
+        createdBy,
+      });
+    } catch (err) {
+      // Unrecorded, the paste could never be revoked from here: take it back rather than leave it.
+      logger.error(`Recording the ${kind} share (paste ${created.id}) failed; deleting the paste: ${(err as Error).message}`);
+      if (created.deleteToken !== "") {
+        await this.remove(serviceUrl, { pasteId: created.id, deleteToken: created.deleteToken }, SHARE_DELETE_TIMEOUT_MS).catch((removeErr: Error) =>
+          logger.warn(`Deleting the unrecorded paste ${created.id} failed: ${removeErr.message}`),
+        );
+      }
+      throw err;
+    }
+    logger.info(
+      `Shared ${kind} as ${record._id} by ${createdBy} (${body.length} characters, expiry ${expiry}, ${isPublic ? "public" : "private"}${burnAfterRead ? ", burn after read" : ""})`,
+    );
     return {
+      id: record._id,
       url: created.url,
       kind,
       expiry,
-      expiresAt: ms === null ? null : new Date(clock.nowMs() + ms).toISOString(),
+      expiresAt,
       public: isPublic,
       burnAfterRead,
       ...(password === undefined ? {} : { password }),
       deleteUrl: created.deleteUrl,
       sizeChars: body.length,
     };
+  }
+
+  /** The recorded shares that have not ended, newest first (without delete tokens). */
+  async list(limit = SHARE_LIST_LIMIT_DEFAULT): Promise<ShareRecord[]> {
+    return (await this.records.list(limit)).map(shareRecordView);
+  }
+
+  /** One recorded share; 404 NOT_FOUND when unknown or ended. */
+  async get(id: string): Promise<ShareRecord> {
+    return shareRecordView(await this.requireRecord(id));
+  }
+
+  /**
+   * Revokes a share for `username`: the paste service deletes the paste, then the record is marked
+   * revoked. Answers the record before and after. 404 NOT_FOUND, 409 SHARE_ALREADY_REVOKED, 409
+   * SHARE_NOT_REVOCABLE (no delete token), 502 PASTE_UPSTREAM_ERROR (record unchanged).
+   */
+  async revoke(id: string, username: string): Promise<{ before: ShareRecord; after: ShareRecord }> {
+    for (let inFlight = this.revoking.get(id); inFlight; inFlight = this.revoking.get(id)) await inFlight.catch(() => undefined);
+    const attempt = this.revokeNow(id, username);
+    this.revoking.set(id, attempt);
+    try {
+      return await attempt;
+    } finally {
+      this.revoking.delete(id);
+    }
+  }
+
+  private async revokeNow(id: string, username: string): Promise<{ before: ShareRecord; after: ShareRecord }> {
+    const { metrics, logger } = this.options;
+    const record = await this.requireRecord(id);
+    if (record.revokedAt !== null) throw conflict(`Share ${id} was already revoked at ${record.revokedAt} by ${record.revokedBy}`, "SHARE_ALREADY_REVOKED");
+    if (record.deleteToken === "") {
+      metrics.revocation("missing-token");
+      throw conflict(`Share ${id} cannot be revoked: the paste service gave no delete token`, "SHARE_NOT_REVOCABLE");
+    }
+    try {
+      await this.remove(record.serviceUrl, { pasteId: record.pasteId, deleteToken: record.deleteToken }, SHARE_DELETE_TIMEOUT_MS);
+    } catch (err) {
+      metrics.revocation("error");
+      metrics.upstreamError(err instanceof PasteUpstreamError ? err.status : "network");
+      logger.warn(`Revoking share ${id} (paste ${record.pasteId}) failed: ${(err as Error).message}`);
+      throw new ApiError(502, "PASTE_UPSTREAM_ERROR", (err as Error).message);
+    }
+    let revoked: ShareDoc;
+    try {
+      revoked = await this.records.markRevoked(record, username);
+    } catch (err) {
+      logger.error(`Share ${id}: the paste ${record.pasteId} was deleted but the record could not be marked revoked: ${(err as Error).message}`);
+      throw err;
+    }
+    metrics.revocation("success");
+    logger.info(`Revoked share ${id} (${record.kind}, paste ${record.pasteId}) by ${username}`);
+    return { before: shareRecordView(record), after: shareRecordView(revoked) };
+  }
+
+  private async requireRecord(id: string): Promise<ShareDoc> {
+    const record = await this.records.get(id);
+    if (!record) throw notFound(`Share ${id} not found`);
+    return record;
   }
 }

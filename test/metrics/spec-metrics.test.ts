@@ -76,7 +76,6 @@ const NOT_YET_REGISTERED: ReadonlyMap<string, string> = new Map([
   ["cloud_module_classloader_tracked_total", "module class loaders"],
   ["cloud_module_classloader_collected_total", "module class loaders"],
   ["cloud_module_classloader_leaked_total", "module class loaders"],
-  ["cloud_share_revocations_total", "a share revoke route"],
 ]);
 
 /** cloud_* metrics beyond the spec's list (docs/decisions/metrics.md). */

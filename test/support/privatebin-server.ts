@@ -1,10 +1,14 @@
 /**
  * A small HTTP server on 127.0.0.1 that speaks the PrivateBin JSON API (format version 2) for the
  * sharing tests: `POST /` with `X-Requested-With: JSONHttpRequest` stores a paste and answers
- * `{"status":0,"id","url","deletetoken"}` (or `{"status":1,"message"}` for a malformed one), `GET
- * /?pasteid=…&deletetoken=…` deletes. {@link PrivateBinServer.open} decrypts a stored paste with
- * the key of a link's fragment (and a password), written here from the format's description, so
- * the tests read back what a PrivateBin reader would see. `failWith` makes it answer an HTTP error.
+ * `{"status":0,"id","url","deletetoken"}` (or `{"status":1,"message"}` for a malformed one); the
+ * same POST with `{"pasteid","deletetoken"}` deletes one (`{"status":0,"id"}`, or `{"status":1,
+ * "message"}` for a wrong token or a paste that is gone), as does `GET
+ * /?pasteid=…&deletetoken=…`; `GET /?<id>` with the header reads one (`{"status":0,"id","adata",
+ * "ct","meta"}` or `{"status":1,"message"}`). {@link PrivateBinServer.open} decrypts a stored paste
+ * with the key of a link's fragment (and a password), written here from the format's description,
+ * so the tests read back what a PrivateBin reader would see. `failWith` makes it answer an HTTP
+ * error; `withoutDeleteTokens` makes it store pastes without answering a delete token.
  */
 import { createDecipheriv, pbkdf2Sync, randomBytes } from "node:crypto";
 import { createServer, type Server } from "node:http";
@@ -27,6 +31,10 @@ export interface PrivateBinServer {
   requests: { method: string; path: string; requestedWith: string | undefined }[];
   /** Answer every request with this HTTP status (null: behave). */
   failWith: number | null;
+  /** Answer new pastes without a `deletetoken` (as an instance may). */
+  withoutDeleteTokens: boolean;
+  /** Reads a paste over the API, as a reader's browser does: its JSON answer. */
+  read(pasteId: string): Promise<{ status: number; id?: string; message?: string }>;
   /** Decrypts the paste a link points at; throws when the key (or password) is wrong. */
   open(link: string, password?: string): string;
   close(): Promise<void>;
@@ -57,7 +65,14 @@ function base58Decode(text: string): Buffer {
 export async function startPrivateBinServer(): Promise<PrivateBinServer> {
   const pastes = new Map<string, StoredPaste>();
   const requests: PrivateBinServer["requests"] = [];
-  const state = { failWith: null as number | null };
+  const state = { failWith: null as number | null, withoutDeleteTokens: false };
+  const deletePaste = (pasteId: unknown, deleteToken: unknown): { status: number; id?: string; message?: string } => {
+    const paste = typeof pasteId === "string" ? pastes.get(pasteId) : undefined;
+    if (!paste) return { status: 1, message: "Paste does not exist, has expired or has been deleted." };
+    if (typeof deleteToken !== "string" || paste.deleteToken !== deleteToken) return { status: 1, message: "Wrong deletion token. Paste was not deleted." };
+    pastes.delete(paste.id);
+    return { status: 0, id: paste.id };
+  };
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
@@ -70,23 +85,26 @@ export async function startPrivateBinServer(): Promise<PrivateBinServer> {
       if (state.failWith !== null) return answer(state.failWith, { status: 1, message: "failing on purpose" });
       const url = new URL(req.url ?? "/", "http://127.0.0.1");
       if (req.method === "GET" && url.searchParams.has("pasteid")) {
-        const paste = pastes.get(url.searchParams.get("pasteid")!);
-        if (!paste || paste.deleteToken !== url.searchParams.get("deletetoken")) return answer(200, { status: 1, message: "Wrong deletion token" });
-        pastes.delete(paste.id);
-        return answer(200, { status: 0, id: paste.id });
+        return answer(200, deletePaste(url.searchParams.get("pasteid"), url.searchParams.get("deletetoken")));
+      }
+      if (req.method === "GET" && url.search.length > 1 && req.headers["x-requested-with"] === "JSONHttpRequest") {
+        const paste = pastes.get(url.search.slice(1));
+        if (!paste) return answer(200, { status: 1, message: "Paste does not exist, has expired or has been deleted." });
+        return answer(200, { status: 0, id: paste.id, adata: paste.adata, ct: paste.ct, meta: paste.meta });
       }
       if (req.method !== "POST" || req.headers["x-requested-with"] !== "JSONHttpRequest") return answer(200, { status: 1, message: "not an API call" });
-      let body: { v?: unknown; adata?: unknown; ct?: unknown; meta?: { expire?: string } };
+      let body: { v?: unknown; adata?: unknown; ct?: unknown; meta?: { expire?: string }; pasteid?: unknown; deletetoken?: unknown };
       try {
         body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as typeof body;
       } catch {
         return answer(200, { status: 1, message: "Invalid data." });
       }
+      if (body.pasteid !== undefined && body.deletetoken !== undefined) return answer(200, deletePaste(body.pasteid, body.deletetoken));
       if (body.v !== 2 || !Array.isArray(body.adata) || typeof body.ct !== "string") return answer(200, { status: 1, message: "Invalid data." });
       const id = randomBytes(8).toString("hex");
       const deleteToken = randomBytes(16).toString("hex");
       pastes.set(id, { id, deleteToken, adata: body.adata as StoredPaste["adata"], ct: body.ct, meta: body.meta ?? {} });
-      answer(200, { status: 0, id, url: `/?${id}`, deletetoken: deleteToken });
+      answer(200, { status: 0, id, url: `/?${id}`, ...(state.withoutDeleteTokens ? {} : { deletetoken: deleteToken }) });
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -100,6 +118,16 @@ export async function startPrivateBinServer(): Promise<PrivateBinServer> {
     },
     set failWith(status) {
       state.failWith = status;
+    },
+    get withoutDeleteTokens() {
+      return state.withoutDeleteTokens;
+    },
+    set withoutDeleteTokens(value) {
+      state.withoutDeleteTokens = value;
+    },
+    async read(pasteId) {
+      const response = await fetch(`http://127.0.0.1:${port}/?${pasteId}`, { headers: { "x-requested-with": "JSONHttpRequest" } });
+      return (await response.json()) as { status: number; id?: string; message?: string };
     },
     open(link, password = "") {
       const parsed = new URL(link);

@@ -66,7 +66,7 @@ export function registerCrashCommands(program: Command, runtime: RuntimeFactory)
       const client = rt.client();
       const path = `/api/v1/crashes/${segment(id)}`;
       if (opts.share) {
-        const response = await client.post<{ url?: string; password?: string; expiresAt?: string | null }>(`${path}/share`, {
+        const response = await client.post<{ id?: string; url?: string; password?: string; expiresAt?: string | null }>(`${path}/share`, {
           expiry: opts.expiry,
           public: Boolean(opts.public),
           burnAfterRead: Boolean(opts.burnAfterRead),

@@ -6,8 +6,8 @@
  * `--logger` prefix, as HUMAN lines (`--json`: the controller's answer as returned). `--follow`
  * replays them and then prints new records until interrupted (the log stream with a ticket;
  * `--json` is ignored). `--share` uploads the redacted controller log instead (with `--expiry`,
- * `--public`, `--burn-after-read`) and prints the link; it cannot be combined with `--follow`, and
- * a daemon's log has no share route.
+ * `--public`, `--burn-after-read`) and prints the link (and the share's id, which `cloudctl share
+ * revoke` takes); it cannot be combined with `--follow`, and a daemon's log has no share route.
  *
  * `diagnostics bundle` writes the redacted diagnostics as a tar.gz with the entries manifest.json,
  * readiness.json, overview.json, settings.json, config.json, redis.json (the key-value summary),
@@ -78,6 +78,7 @@ interface ShareFlags {
 }
 
 interface ShareAnswer {
+  id?: string;
   url?: string;
   password?: string;
   expiresAt?: string | null;
@@ -85,12 +86,14 @@ interface ShareAnswer {
 
 const shareBody = (opts: ShareFlags) => ({ expiry: opts.expiry, public: Boolean(opts.public), burnAfterRead: Boolean(opts.burnAfterRead) });
 
-/** Prints a share's link, and the password a private share needs. */
+/** Prints a share's link, the password a private share needs, and the id that revokes it. */
 export function printShare(out: Output, raw: string, answer: ShareAnswer | undefined): void {
   if (out.json) return out.raw(raw);
   out.line(answer?.url ?? raw);
   if (answer?.password) out.line(`password: ${answer.password}`);
+  if (answer?.id) out.line(`share: ${answer.id}`);
   out.note(out.colors.dim(answer?.expiresAt ? `expires ${answer.expiresAt}` : "never expires"));
+  if (answer?.id) out.note(out.colors.dim(`revoke with: cloudctl share revoke ${answer.id}`));
 }
 
 function addShareFlags(command: Command): Command {

@@ -10,6 +10,7 @@ import { Type } from "@sinclair/typebox";
 import type { CrashService } from "../../domain/crashes/crash-service.js";
 import { DIAGNOSTICS_LOG_LINES_MAX, type DiagnosticsService } from "../../diagnostics/diagnostics-service.js";
 import { redactValue } from "../../diagnostics/redaction.js";
+import type { AuditRecorder } from "../../audit/types.js";
 import type { ShareService } from "../../share/share-service.js";
 import { forbidden } from "../../shared/errors.js";
 import type { Principal } from "../../auth/principal.js";
@@ -17,6 +18,7 @@ import { addRoute, type RouteRegistry } from "../route.js";
 import type { AppEnv } from "../types.js";
 import { parseLevel } from "./logs.js";
 import { ShareOptionsSchema, ShareResultSchema } from "./share-schemas.js";
+import { auditShareCreated } from "./shares.js";
 
 const BundleQueryFields = {
   logLines: Type.Optional(Type.Integer({ minimum: 0, maximum: DIAGNOSTICS_LOG_LINES_MAX, description: "Log records included (default 500; 0 for none)" })),
@@ -38,10 +40,13 @@ const requirePermission = (principal: Principal | null, permission: string) => {
   if (!principal?.permissions.has(permission)) throw forbidden(`Missing permission: ${permission}`);
 };
 
+const username = (principal: Principal | null) => principal?.username ?? "system";
+
 export interface DiagnosticsRoutesDeps {
   diagnostics: DiagnosticsService;
   share: ShareService;
   crashes: Pick<CrashService, "get">;
+  audit: AuditRecorder;
 }
 
 /** Mounts the diagnostics and share routes. */
@@ -74,12 +79,19 @@ export function diagnosticsRoutes(deps: DiagnosticsRoutesDeps): (app: Hono<AppEn
         body: Type.Object({ ...BundleQueryFields, ...ShareOptionsSchema.properties }, { additionalProperties: false }),
         response: ShareResultSchema,
       },
-      async ({ body, principal }) => {
+      async ({ body, principal, c }) => {
         requirePermission(principal, "system.diagnostics");
         deps.share.requireEnabled();
         const level = parseLevel(body.logLevel);
         const text = await deps.diagnostics.collectText({ logLines: body.logLines, logLevel: level });
-        return deps.share.share("diagnostics", text, { expiry: body.expiry, public: body.public, burnAfterRead: body.burnAfterRead });
+        const shared = await deps.share.share(
+          "diagnostics",
+          text,
+          { expiry: body.expiry, public: body.public, burnAfterRead: body.burnAfterRead },
+          username(principal),
+        );
+        await auditShareCreated(deps.audit, c, shared);
+        return shared;
       },
     );
 
@@ -96,13 +108,15 @@ export function diagnosticsRoutes(deps: DiagnosticsRoutesDeps): (app: Hono<AppEn
         body: ShareOptionsSchema,
         response: ShareResultSchema,
       },
-      async ({ params, body, principal }) => {
+      async ({ params, body, principal, c }) => {
         requirePermission(principal, "crashes.view");
         deps.share.requireEnabled();
         const crash = redactValue(await deps.crashes.get(params.id), await deps.diagnostics.knownSecrets());
         const { logTail, ...record } = crash;
         const text = `${JSON.stringify(record, null, 2)}\n\n--- last console lines (${logTail.length}) ---\n${logTail.join("\n")}\n`;
-        return deps.share.share("crash", text, body);
+        const shared = await deps.share.share("crash", text, body, username(principal));
+        await auditShareCreated(deps.audit, c, shared);
+        return shared;
       },
     );
   };

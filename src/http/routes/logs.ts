@@ -23,11 +23,13 @@ import { LOG_LEVELS, selectRecords, type LogQuery } from "../../logs/log-query.j
 import { logFrame, type LogSource, type LogStreamHub, type LogStreamWriter } from "../../logs/log-stream.js";
 import type { NodeLogRead } from "../../logs/node-log-buffers.js";
 import type { LogLevel, LogRecord } from "../../logs/types.js";
+import type { AuditRecorder } from "../../audit/types.js";
 import type { ShareService } from "../../share/share-service.js";
 import { forbidden, validationError } from "../../shared/errors.js";
 import { addRoute, type RouteRegistry } from "../route.js";
 import type { AppContext, AppEnv } from "../types.js";
 import { ShareOptionsSchema, ShareResultSchema } from "./share-schemas.js";
+import { auditShareCreated } from "./shares.js";
 
 const tag = "Logs";
 /** Records one read returns at most (the controller buffer's capacity). */
@@ -57,6 +59,7 @@ export interface LogRoutesDeps {
   tickets: Tickets<LogStreamTicket>;
   share: ShareService;
   diagnostics: DiagnosticsService;
+  audit: AuditRecorder;
 }
 
 const FilterFields = {
@@ -201,11 +204,18 @@ export function logRoutes(deps: LogRoutesDeps): (app: Hono<AppEnv>, registry: Ro
         body: Type.Object({ ...FilterFields, ...ShareOptionsSchema.properties }, { additionalProperties: false }),
         response: ShareResultSchema,
       },
-      async ({ body, principal }) => {
+      async ({ body, principal, c }) => {
         if (!principal?.permissions.has("system.logs.view")) throw forbidden("Missing permission: system.logs.view");
         deps.share.requireEnabled();
         const text = await deps.diagnostics.logText(deps.logs.recent(), toQuery(body));
-        return deps.share.share("logs", text, { expiry: body.expiry, public: body.public, burnAfterRead: body.burnAfterRead });
+        const shared = await deps.share.share(
+          "logs",
+          text,
+          { expiry: body.expiry, public: body.public, burnAfterRead: body.burnAfterRead },
+          principal.username,
+        );
+        await auditShareCreated(deps.audit, c, shared);
+        return shared;
       },
     );
 

@@ -1,4 +1,4 @@
-/** Request and response schemas shared by the share routes (logs, diagnostics, crashes). */
+/** Request and response schemas shared by the share routes (logs, diagnostics, crashes, shares). */
 import { Type } from "@sinclair/typebox";
 import { SHARE_EXPIRIES } from "../../share/share-service.js";
 
@@ -18,6 +18,7 @@ export const ShareOptionsSchema = Type.Object(
 );
 
 export const ShareResultSchema = Type.Object({
+  id: Type.String({ description: "The share's record: GET or DELETE (revoke) /api/v1/shares/{id}" }),
   url: Type.String(),
   kind: Type.String(),
   expiry: Type.String(),
@@ -27,4 +28,22 @@ export const ShareResultSchema = Type.Object({
   password: Type.Optional(Type.String({ description: "Needed besides the link to open a private share" })),
   deleteUrl: Type.String(),
   sizeChars: Type.Integer(),
+});
+
+/** A recorded share (`GET /api/v1/shares`): never its delete token. */
+export const ShareRecordSchema = Type.Object({
+  id: Type.String(),
+  kind: Type.String({ description: "logs, diagnostics or crash" }),
+  pasteId: Type.String(),
+  url: Type.String(),
+  expiry: Type.String(),
+  expiresAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
+  public: Type.Boolean(),
+  burnAfterRead: Type.Boolean(),
+  sizeChars: Type.Integer(),
+  createdBy: Type.String(),
+  createdAt: Type.String({ format: "date-time" }),
+  revokedAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
+  revokedBy: Type.Union([Type.String(), Type.Null()]),
+  revocable: Type.Boolean({ description: "Not revoked, and the paste service gave a delete token" }),
 });
