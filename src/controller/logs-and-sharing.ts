@@ -9,6 +9,7 @@
  * node-session registry names the holder, and the cluster's `ReadNodeLogs` call (served here from
  * the per-node buffers) reads its records (`src/logs/node-log-access.ts`).
  */
+import { KvMutex } from "../coordination/kv-mutex.js";
 import type { AuditRecorder } from "../audit/types.js";
 import { loadOrCreateSigningSecret } from "../auth/signing-key.js";
 import type { ClusterService } from "../cluster/cluster-service.js";
@@ -96,6 +97,8 @@ export function buildLogsAndSharing(options: LogsAndSharingOptions): LogsAndShar
     documents: options.documents,
     upload: tuning?.upload,
     remove: tuning?.remove,
+    // A second revoke of one share through another controller waits, then finds it revoked (409), without a second delete upstream.
+    revokeLock: new KvMutex(kv).scoped("share:"),
   });
 
   const knownSecrets = async (): Promise<string[]> => {

@@ -98,6 +98,8 @@ export interface ShareServiceOptions {
   documents: DocumentStore;
   upload?: PasteUploader;
   remove?: PasteRemover;
+  /** Serialises revokes of one share across controllers (a cluster-wide lock); within this controller alone when absent. */
+  revokeLock?: { run<T>(shareId: string, fn: () => Promise<T>): Promise<T> };
 }
 
 export const shareDisabled = () => conflict("Sharing is disabled (share.enabled is false)", "SHARE_DISABLED");
@@ -212,7 +214,8 @@ export class ShareService {
    */
   async revoke(id: string, username: string): Promise<{ before: ShareRecord; after: ShareRecord }> {
     for (let inFlight = this.revoking.get(id); inFlight; inFlight = this.revoking.get(id)) await inFlight.catch(() => undefined);
-    const attempt = this.revokeNow(id, username);
+    const { revokeLock } = this.options;
+    const attempt = revokeLock ? revokeLock.run(id, () => this.revokeNow(id, username)) : this.revokeNow(id, username);
     this.revoking.set(id, attempt);
     try {
       return await attempt;
