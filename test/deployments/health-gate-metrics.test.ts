@@ -5,12 +5,12 @@
 // on a fake clock against the real stores of a test app.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { DeploymentReconciler } from "../../src/deployments/deployment-reconciler.js";
-import { openDeploymentCollections, type DeploymentCollections } from "../../src/deployments/deployment-store.js";
-import type { RevisionStore } from "../../src/deployments/revision-store.js";
+import type { DeploymentReconciler } from "../../src/deployments/deployment-reconciler.js";
+import type { DeploymentCollections } from "../../src/deployments/deployment-store.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { startTestApp, type TestApp } from "../support/http-app.js";
 import { instanceRecord } from "../scheduler/support.js";
+import { handSteppedReconciler } from "./reconciler-fixture.js";
 
 describe("deployment health gate with reported metrics", () => {
   const clock = new FakeClock(Date.parse("2026-06-01T12:00:00Z"));
@@ -24,22 +24,9 @@ describe("deployment health gate with reported metrics", () => {
   before(async () => {
     t = await startTestApp({ clock });
     admin = await t.tokenFor("ADMIN");
-    collections = openDeploymentCollections(t.documents);
-    reconciler = new DeploymentReconciler({
-      collections,
-      // Only a rollback reads revisions; no step here rolls back.
-      revisions: {} as RevisionStore,
-      groups: t.groups,
-      instances: t.instances,
-      crashes: t.crashes,
-      events: t.events,
-      clock,
-      logger: t.logs.logger("test.deployments"),
-      runUnderLease: async () => false,
-      intervalMs: 1_000,
-      leaseTtlMs: 15_000,
+    ({ reconciler, collections } = handSteppedReconciler(t, clock, {
       metricsReportedAtMs: async (ids) => new Map(ids.filter((id) => reports.has(id)).map((id) => [id, reports.get(id)!])),
-    });
+    }));
   });
   after(async () => t.close());
 

@@ -5,12 +5,12 @@
 // the real stores of a test app.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { DeploymentReconciler, type ReconcilerLease } from "../../src/deployments/deployment-reconciler.js";
-import { openDeploymentCollections, type DeploymentCollections } from "../../src/deployments/deployment-store.js";
-import type { RevisionStore } from "../../src/deployments/revision-store.js";
+import type { DeploymentReconciler, ReconcilerLease } from "../../src/deployments/deployment-reconciler.js";
+import type { DeploymentCollections } from "../../src/deployments/deployment-store.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { startTestApp, type TestApp } from "../support/http-app.js";
 import { instanceRecord } from "../scheduler/support.js";
+import { handSteppedReconciler } from "./reconciler-fixture.js";
 
 describe("deployment reconciler fencing", () => {
   const clock = new FakeClock(Date.parse("2026-06-01T12:00:00Z"));
@@ -36,20 +36,7 @@ describe("deployment reconciler fencing", () => {
   before(async () => {
     t = await startTestApp({ clock });
     admin = await t.tokenFor("ADMIN");
-    collections = openDeploymentCollections(t.documents);
-    reconciler = new DeploymentReconciler({
-      collections,
-      revisions: {} as RevisionStore,
-      groups: t.groups,
-      instances: t.instances,
-      crashes: t.crashes,
-      events: t.events,
-      clock,
-      logger: t.logs.logger("test.deployments"),
-      runUnderLease: async () => false,
-      intervalMs: 1_000,
-      leaseTtlMs: 15_000,
-    });
+    ({ reconciler, collections } = handSteppedReconciler(t, clock));
   });
   after(async () => t.close());
 
