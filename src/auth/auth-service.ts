@@ -3,6 +3,7 @@
  * verification into a {@link Principal}. Users and roles are managed through {@link users} and
  * {@link roles}; this service and those directories are the only code touching their collections.
  */
+import { KeyedMutex, type KeyedLock } from "../domain/shared/keyed-mutex.js";
 import { randomBytes, randomUUID, webcrypto } from "node:crypto";
 import { errors as joseErrors, jwtVerify, SignJWT } from "jose";
 import type { AuthConfig } from "./config.js";
@@ -52,6 +53,8 @@ export interface AuthServiceDeps {
   passwordParams?: ScryptParams;
   /** Called after a revocation entry is written: a user's token version moved, so its earlier tokens stop verifying. */
   tokensRevoked?: () => void;
+  /** Serialises the user and role directories' writes; cluster-wide when the controller passes a key-value lock. */
+  directoryLock?: KeyedLock;
 }
 
 interface VerifiedClaims {
@@ -90,8 +93,9 @@ export class AuthService {
   private readonly verifiedTokens = new Map<string, VerifiedClaims>();
 
   constructor(private readonly deps: AuthServiceDeps) {
-    this.roles = new RoleDirectory(deps.documents, deps.clock);
-    this.users = new UserDirectory(deps.documents, this.roles, deps.clock, deps.passwordParams, deps.tokensRevoked);
+    const lock = deps.directoryLock ?? new KeyedMutex();
+    this.roles = new RoleDirectory(deps.documents, deps.clock, lock);
+    this.users = new UserDirectory(deps.documents, this.roles, deps.clock, deps.passwordParams, deps.tokensRevoked, lock);
   }
 
   /** Loads (or creates) the shared signing secret and creates the first admin when no user exists. */

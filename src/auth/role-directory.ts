@@ -3,10 +3,14 @@
  * stored in the collection `roles` (`_id` = role name). Permissions are validated against the
  * catalog.
  */
+import { KeyedMutex, type KeyedLock } from "../domain/shared/keyed-mutex.js";
 import type { Clock } from "../shared/clock.js";
 import { ApiError, conflict, notFound, validationError } from "../shared/errors.js";
 import { DuplicateKeyError, type Collection, type Doc, type DocumentStore } from "../store/ports.js";
 import { BUILT_IN_ROLES, builtInRole, isKnownPermission, PERMISSION_CATALOG } from "./permissions.js";
+
+/** The one lock key of the user and role directories' writes. */
+export const DIRECTORY_LOCK = "directory";
 
 export const ROLES_COLLECTION = "roles";
 /** Role names: a letter, then letters, digits, `_`, `.` or `-`; at most 64 characters. */
@@ -57,6 +61,8 @@ export class RoleDirectory {
   constructor(
     documents: DocumentStore,
     private readonly clock: Clock,
+    /** Serialises role writes with the user directory's (see {@link DIRECTORY_LOCK}). */
+    private readonly writes: KeyedLock = new KeyedMutex(),
   ) {
     this.roles = documents.collection<RoleDoc>(ROLES_COLLECTION);
   }
@@ -126,27 +132,32 @@ export class RoleDirectory {
   }
 
   /** Changes a custom role; returns the role before and after. */
-  async update(name: string, changes: RoleChanges): Promise<{ before: RoleView; after: RoleView }> {
+  update(name: string, changes: RoleChanges): Promise<{ before: RoleView; after: RoleView }> {
     if (builtInRole(name)) throw protectedRole(name.toUpperCase());
-    const doc = await this.roles.get(name);
-    if (!doc) throw notFound(`Role not found: ${name}`);
-    const next: RoleDoc = {
-      ...doc,
-      description: changes.description ?? doc.description,
-      permissions: changes.permissions ? checkPermissions(changes.permissions) : doc.permissions,
-      updatedAt: new Date(this.clock.nowMs()).toISOString(),
-    };
-    await this.roles.put(next);
-    return { before: toView(doc), after: toView(next) };
+    return this.writes.run(DIRECTORY_LOCK, async () => {
+      const doc = await this.roles.get(name);
+      if (!doc) throw notFound(`Role not found: ${name}`);
+      const next: RoleDoc = {
+        ...doc,
+        description: changes.description ?? doc.description,
+        permissions: changes.permissions ? checkPermissions(changes.permissions) : doc.permissions,
+        updatedAt: new Date(this.clock.nowMs()).toISOString(),
+      };
+      await this.roles.put(next);
+      return { before: toView(doc), after: toView(next) };
+    });
   }
 
   /** Deletes a custom role that no user holds (`inUse` answers that); returns the deleted role. */
-  async delete(name: string, inUse: (role: string) => Promise<boolean>): Promise<RoleView> {
+  delete(name: string, inUse: (role: string) => Promise<boolean>): Promise<RoleView> {
     if (builtInRole(name)) throw protectedRole(name.toUpperCase());
-    const doc = await this.roles.get(name);
-    if (!doc) throw notFound(`Role not found: ${name}`);
-    if (await inUse(doc.name)) throw conflict(`Role ${name} is still assigned to users`, "ROLE_IN_USE");
-    await this.roles.delete(doc._id);
-    return toView(doc);
+    // Under the directory's lock: a user given the role meanwhile is seen by `inUse`.
+    return this.writes.run(DIRECTORY_LOCK, async () => {
+      const doc = await this.roles.get(name);
+      if (!doc) throw notFound(`Role not found: ${name}`);
+      if (await inUse(doc.name)) throw conflict(`Role ${name} is still assigned to users`, "ROLE_IN_USE");
+      await this.roles.delete(doc._id);
+      return toView(doc);
+    });
   }
 }

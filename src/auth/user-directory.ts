@@ -3,6 +3,8 @@
  * scrypt password hash that never leaves this module, role names and a token version that a password
  * change bumps (so earlier tokens stop verifying).
  */
+import { KeyedMutex, type KeyedLock } from "../domain/shared/keyed-mutex.js";
+import { DIRECTORY_LOCK } from "./role-directory.js";
 import { randomUUID } from "node:crypto";
 import type { Clock } from "../shared/clock.js";
 import { conflict, notFound, validationError } from "../shared/errors.js";
@@ -64,6 +66,12 @@ export class UserDirectory {
     private readonly passwordParams?: ScryptParams,
     /** Called after a write that revokes the user's tokens (the token version moved). */
     private readonly tokensRevoked: () => void = () => undefined,
+    /**
+     * Serialises the directory's read-modify-writes (a password change and a role change of one
+     * user; two demotions that must leave one ADMIN), with the role directory's: one key,
+     * {@link DIRECTORY_LOCK}. Cluster-wide when the controller passes a key-value lock.
+     */
+    private readonly writes: KeyedLock = new KeyedMutex(),
   ) {
     this.users = documents.collection<UserDoc>(USERS_COLLECTION, {
       indexes: [{ name: "users_username", field: "username", unique: true }],
@@ -125,7 +133,11 @@ export class UserDirectory {
   }
 
   /** Changes password and/or roles; returns the user before and after. */
-  async update(username: string, changes: UserChanges): Promise<{ before: UserView; after: UserView }> {
+  update(username: string, changes: UserChanges): Promise<{ before: UserView; after: UserView }> {
+    return this.writes.run(DIRECTORY_LOCK, () => this.updateNow(username, changes));
+  }
+
+  private async updateNow(username: string, changes: UserChanges): Promise<{ before: UserView; after: UserView }> {
     const doc = await this.require(username);
     const next: UserDoc = { ...doc, updatedAt: new Date(this.clock.nowMs()).toISOString() };
     if (changes.roles !== undefined) {
@@ -143,12 +155,14 @@ export class UserDirectory {
   }
 
   /** Deletes `username` on behalf of `actor`: never oneself, never the last admin. */
-  async delete(username: string, actor: string): Promise<UserView> {
-    const doc = await this.require(username);
-    if (doc.username === actor) throw conflict("You cannot delete your own user", "CANNOT_DELETE_SELF");
-    if (doc.roles.includes(ADMIN_ROLE) && (await this.adminCount()) <= 1) throw lastAdmin();
-    await this.users.delete(doc._id);
-    return toUserView(doc);
+  delete(username: string, actor: string): Promise<UserView> {
+    return this.writes.run(DIRECTORY_LOCK, async () => {
+      const doc = await this.require(username);
+      if (doc.username === actor) throw conflict("You cannot delete your own user", "CANNOT_DELETE_SELF");
+      if (doc.roles.includes(ADMIN_ROLE) && (await this.adminCount()) <= 1) throw lastAdmin();
+      await this.users.delete(doc._id);
+      return toUserView(doc);
+    });
   }
 
   /** Inserts a user document as is (bootstrap); false when the username already exists. */

@@ -289,6 +289,9 @@ export async function startController(config: ControllerConfig, opts: StartContr
     // Runs after the HTTP server closed and before the stores close: handlers may still write.
     cleanups.push({ name: "event bus", run: () => flushWithin(events, EVENT_FLUSH_TIMEOUT_MS, log) });
     const { documents, kv, blobs } = stores;
+    // Several controllers write groups, nodes, templates, join tokens, users and roles, and
+    // deployment controls: each record's read-modify-write runs under a cluster-wide lock.
+    const recordLocks = new KvMutex(kv);
 
     const auth = new AuthService({
       documents,
@@ -298,6 +301,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       env,
       passwordParams: opts.passwordParams,
       tokensRevoked: () => metrics.jwtRevocations.inc(),
+      directoryLock: recordLocks.scoped("auth:"),
     });
     const version = opts.version ?? resolveVersionInfo({ rootDir: findRootDir(), env });
     let memberId = "";
@@ -360,15 +364,21 @@ export async function startController(config: ControllerConfig, opts: StartContr
 
     const instances = new InstanceService(documents, clock);
     const crashes = new CrashService(documents, clock);
-    // Several controllers write groups, nodes and deployment controls: each record's read-modify-write runs under a cluster-wide lock.
-    const recordLocks = new KvMutex(kv);
     const groups = new GroupService(documents, events, clock, instances, recordLocks.scoped("group:"));
     const nodes = new NodeService(documents, events, clock, instances, undefined, recordLocks.scoped("node:"));
-    const nodeTokens = new NodeTokenService(documents, clock);
+    const nodeTokens = new NodeTokenService(documents, clock, recordLocks.scoped("node-token:"));
     // The player registry lives in the key-value store; its counts feed the overview.
     let players: PlayerService | null = null;
     const overview = new OverviewService(groups, instances, nodes, { onlineCount: () => (players ? players.onlineCount() : Promise.resolve(0)) });
-    const templates = new TemplateService({ documents, blobs, events, clock, spoolDirectory: opts.templateSpoolDirectory });
+    // A template write (an import of a large archive) may hold the lock a while: others wait up to a minute.
+    const templates = new TemplateService({
+      documents,
+      blobs,
+      events,
+      clock,
+      spoolDirectory: opts.templateSpoolDirectory,
+      writeLock: recordLocks.scoped("template:", { waitMs: 60_000 }),
+    });
     const deploymentCollections = openDeploymentCollections(documents);
     const templateHash = async (name: string) => {
       try {

@@ -1,8 +1,9 @@
 /**
  * A mutex across controllers, in the shared key-value store: read-modify-write sequences on one
  * document (an operator's control of a deployment) taken through different controllers never
- * interleave. The key holds a random owner value with a TTL, so a controller that dies holding it
- * blocks the others for at most the TTL; release removes it only while it is still the owner's.
+ * interleave. The key holds a random owner value with a TTL, renewed every third of it while the
+ * holder works (a long template import keeps it), so a controller that dies holding it blocks the
+ * others for at most the TTL; release removes it only while it is still the owner's.
  * Within one controller the same key is serialised in memory first, so local callers queue without
  * polling the store.
  */
@@ -31,7 +32,7 @@ export class KvMutex implements KeyedLock {
   private readonly retryMs: number;
 
   constructor(
-    private readonly kv: Pick<KvStore, "setIfAbsent" | "compareAndDelete">,
+    private readonly kv: Pick<KvStore, "setIfAbsent" | "compareAndSet" | "compareAndDelete">,
     options: KvMutexOptions = {},
   ) {
     this.ttlMs = options.ttlMs ?? 10_000;
@@ -40,23 +41,30 @@ export class KvMutex implements KeyedLock {
   }
 
   /** The same mutex with every name prefixed (`group:`, `node:`, …), so record kinds never share a key. */
-  scoped(prefix: string): KeyedLock {
-    return { run: (name, fn) => this.run(`${prefix}${name}`, fn) };
+  scoped(prefix: string, options: { waitMs?: number } = {}): KeyedLock {
+    return { run: (name, fn) => this.run(`${prefix}${name}`, fn, options.waitMs) };
   }
 
-  /** Runs `fn` while this caller alone, across the cluster, holds `name`. */
-  run<T>(name: string, fn: () => Promise<T>): Promise<T> {
+  /** Runs `fn` while this caller alone, across the cluster, holds `name` (waiting `waitMs` at most for it). */
+  run<T>(name: string, fn: () => Promise<T>, waitMs = this.waitMs): Promise<T> {
     return this.local.run(name, async () => {
       const key = mutexKey(name);
       const owner = randomBytes(12).toString("base64url");
-      const deadline = Date.now() + this.waitMs;
+      const deadline = Date.now() + waitMs;
       while (!(await this.kv.setIfAbsent(key, owner, { ttlMs: this.ttlMs }))) {
         if (Date.now() >= deadline) throw new ApiError(503, "MUTEX_TIMEOUT", `Another controller is changing ${name}; try again`);
         await new Promise((resolve) => setTimeout(resolve, this.retryMs));
       }
+      // A renewal that fails leaves the key to expire: the holder cannot be stopped half-way, so it finishes.
+      const renewal = setInterval(
+        () => void this.kv.compareAndSet(key, owner, owner, { ttlMs: this.ttlMs }).catch(() => undefined),
+        Math.floor(this.ttlMs / 3),
+      );
+      renewal.unref();
       try {
         return await fn();
       } finally {
+        clearInterval(renewal);
         await this.kv.compareAndDelete(key, owner);
       }
     });

@@ -20,7 +20,7 @@ import { badRequest, conflict, notFound, validationError } from "../shared/error
 import { EventTypes } from "../events/event-types.js";
 import type { EventBus } from "../events/types.js";
 import type { BlobStore, DocumentStore } from "../store/ports.js";
-import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
+import { KeyedMutex, type KeyedLock } from "../domain/shared/keyed-mutex.js";
 import { ArchiveSpool } from "./archive-spool.js";
 import { FileBlobs } from "./file-blobs.js";
 import { FileTree } from "./file-tree.js";
@@ -84,6 +84,8 @@ export interface TemplateServiceDeps {
   limits?: Partial<TemplateLimits>;
   /** Where archives are unpacked before their files are stored; the system temporary directory by default. */
   spoolDirectory?: string;
+  /** Serialises template writes; cluster-wide when the controller passes a key-value lock. This controller's alone by default. */
+  writeLock?: KeyedLock;
 }
 
 /** Owns templates, their versions and their blobs; routes call this, never the stores. */
@@ -93,12 +95,13 @@ export class TemplateService {
   private readonly text: TemplateTextTools;
   private readonly fileBlobs: FileBlobs;
   private readonly events: EventBus;
-  private readonly lock = new KeyedMutex();
+  private readonly lock: KeyedLock;
   private readonly spoolDirectory: string;
 
   constructor(deps: TemplateServiceDeps) {
     this.limits = { ...DEFAULT_TEMPLATE_LIMITS, ...deps.limits };
     this.spoolDirectory = deps.spoolDirectory ?? tmpdir();
+    this.lock = deps.writeLock ?? new KeyedMutex();
     this.fileBlobs = new FileBlobs(deps.blobs);
     this.events = deps.events;
     this.store = new TemplateStore({

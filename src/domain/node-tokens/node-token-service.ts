@@ -14,7 +14,7 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypt
 import type { Clock } from "../../shared/clock.js";
 import { notFound } from "../../shared/errors.js";
 import { DuplicateKeyError, type Collection, type Doc, type DocumentStore } from "../../store/ports.js";
-import { KeyedMutex } from "../shared/keyed-mutex.js";
+import { KeyedMutex, type KeyedLock } from "../shared/keyed-mutex.js";
 import { isoFromMs } from "../shared/time.js";
 import { checkSchema } from "../shared/validate.js";
 import { NodeTokenCreateSchema, type CreatedNodeToken, type NodeToken, type NodeTokenCreate, type TokenStatus } from "./node-token-schemas.js";
@@ -84,12 +84,15 @@ export class NodeTokenService {
   private readonly tokens: Collection<StoredNodeToken>;
   private readonly claims: Collection<StoredNodeTokenClaim>;
   /** Serializes the record updates of one token (revoke and the used mark never overwrite each other). */
-  private readonly writes = new KeyedMutex();
+  private readonly writes: KeyedLock;
 
   constructor(
     store: DocumentStore,
     private readonly clock: Clock,
+    /** Cluster-wide when the controller passes a key-value lock (several controllers revoke and redeem). */
+    writes: KeyedLock = new KeyedMutex(),
   ) {
+    this.writes = writes;
     this.tokens = store.collection<StoredNodeToken>(NODE_TOKENS_COLLECTION, {
       indexes: [
         { name: "node_tokens_hash", field: "hash", unique: true },
