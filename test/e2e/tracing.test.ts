@@ -4,73 +4,10 @@
 // (parent-based sampling). Along the way, the scheduler's tick metrics and the node-drain and
 // healing gauges move on the running controller.
 import assert from "node:assert/strict";
-import { createServer, type Server } from "node:http";
-import { promisify } from "node:util";
-import { gunzip } from "node:zlib";
 import { after, before, describe, it } from "node:test";
 import { api, cleanupDirs, createToken, spawnDaemon, startGatewayController, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import { SpanKinds, startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.js";
 import { eventually } from "../support/wait.js";
-
-interface ReceivedSpan {
-  service: string;
-  traceId: string;
-  spanId: string;
-  parentSpanId: string;
-  name: string;
-  kind: number;
-}
-
-/** OTLP JSON ids are hex; base64 is accepted too (the protobuf-JSON mapping). */
-const hexId = (id: string | undefined) => (!id ? "" : /^[0-9a-f]+$/i.test(id) ? id.toLowerCase() : Buffer.from(id, "base64").toString("hex"));
-
-/** An OTLP/HTTP trace receiver (JSON bodies, gzip or not) on 127.0.0.1. */
-async function startOtlpReceiver(): Promise<{ url: string; spans: ReceivedSpan[]; requests: { path: string; contentType: string }[]; close(): Promise<void> }> {
-  const spans: ReceivedSpan[] = [];
-  const requests: { path: string; contentType: string }[] = [];
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", async () => {
-      requests.push({ path: req.url ?? "", contentType: req.headers["content-type"] ?? "" });
-      try {
-        let body = Buffer.concat(chunks);
-        if (req.headers["content-encoding"] === "gzip") body = await promisify(gunzip)(body);
-        const decoded = JSON.parse(body.toString("utf8")) as {
-          resourceSpans?: {
-            resource?: { attributes?: { key: string; value: { stringValue?: string } }[] };
-            scopeSpans?: { spans?: { traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number }[] }[];
-          }[];
-        };
-        for (const resourceSpans of decoded.resourceSpans ?? []) {
-          const service = resourceSpans.resource?.attributes?.find((a) => a.key === "service.name")?.value.stringValue ?? "";
-          for (const scope of resourceSpans.scopeSpans ?? []) {
-            for (const span of scope.spans ?? []) {
-              spans.push({
-                service,
-                traceId: hexId(span.traceId),
-                spanId: hexId(span.spanId),
-                parentSpanId: hexId(span.parentSpanId),
-                name: span.name,
-                kind: span.kind,
-              });
-            }
-          }
-        }
-        res.writeHead(200, { "content-type": "application/json" }).end("{}");
-      } catch (err) {
-        res.writeHead(400).end(String(err));
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  return {
-    url: `http://127.0.0.1:${port}`,
-    spans,
-    requests,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 const metricValue = async (c: GatewayController, name: string): Promise<number> => {
   const text = await (await fetch(`${c.url}/metrics`)).text();
@@ -79,12 +16,10 @@ const metricValue = async (c: GatewayController, name: string): Promise<number> 
   return Number(line.slice(name.length + 1));
 };
 
-/** OTLP span kinds. */
-const SERVER = 2;
-const CLIENT = 3;
+const { SERVER, CLIENT } = SpanKinds;
 
 describe("tracing from a plugin through the controller to the daemon", { timeout: 150_000 }, () => {
-  let receiver: Awaited<ReturnType<typeof startOtlpReceiver>>;
+  let receiver: OtlpReceiver;
   let c: GatewayController;
   let daemon: DaemonProcess | undefined;
   let instance: { id: string; group: string; node: string };
