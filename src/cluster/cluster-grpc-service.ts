@@ -12,6 +12,7 @@ import type { GatewayService } from "../gateway/daemon-gateway.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
 import { ApiError } from "../shared/errors.js";
+import { SpanKind, SpanStatusCode, type Tracing } from "../shared/tracing.js";
 import { ClusterCommandSchema, HOST_PORT_PATTERN, MEMBER_ID_PATTERN, MembershipContextSchema, type UnstampedCommand } from "./cluster-commands.js";
 import { raftUnavailable } from "./cluster-errors.js";
 import {
@@ -39,6 +40,8 @@ export interface ClusterGrpcServiceOptions {
   readonly audit: AuditRecorder;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** This controller's tracer: a forwarded command runs in a span of its own (none without). */
+  readonly tracing?: Tracing;
 }
 
 const memberId = new RegExp(MEMBER_ID_PATTERN);
@@ -139,9 +142,28 @@ export function clusterMembershipService(options: ClusterGrpcServiceOptions): Ga
       }),
 
       ForwardNodeCommand: unary<ForwardNodeCommandRequest, ForwardNodeCommandResponse>(async (call) => {
-        requireMember(call);
+        const caller = requireMember(call);
         const { nodeId, command } = readForwardNodeCommand(call.request);
-        return { result: await cluster.runForwardedCommand(nodeId, command) };
+        const tracing = options.tracing;
+        if (!tracing?.enabled) return { result: await cluster.runForwardedCommand(nodeId, command) };
+        // The server side of the hop: a child of the forwarding controller's command span, and the
+        // parent of the daemon's (docs/decisions/tracing.md).
+        return tracing.inSpan(
+          `forwarded ${command.type}`,
+          {
+            kind: SpanKind.SERVER,
+            traceparent: command.traceparent,
+            attributes: { "cloud.node.id": nodeId, "cloud.command": command.type, "cloud.forwarded_by": caller },
+          },
+          async (span) => {
+            const result = await cluster.runForwardedCommand(nodeId, { ...command, traceparent: tracing.traceparent() || command.traceparent });
+            if (!result.ok) {
+              span.setAttribute("cloud.error_code", result.error_code);
+              span.setStatus({ code: SpanStatusCode.ERROR, message: result.error_code });
+            }
+            return { result };
+          },
+        );
       }),
 
       ReadNodeLogs: unary<ReadNodeLogsRequest, ReadNodeLogsResponse>(async (call) => {

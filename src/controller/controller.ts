@@ -458,7 +458,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         return { token: issued.token, expires_at_ms: issued.expiresAtMs };
       },
       httpPort: () => httpPort,
-      services: [clusterMembershipService({ cluster, audit, clock, logger: logs.logger("cloud.cluster") })],
+      services: [clusterMembershipService({ cluster, audit, clock, logger: logs.logger("cloud.cluster"), tracing })],
       onLogRecord: (nodeId, record) => logsAndSharing?.onLogRecord(nodeId, record),
     });
     cleanups.push({ name: "daemon gateway", run: () => gateway.stop() });
