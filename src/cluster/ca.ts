@@ -7,6 +7,7 @@
  * far less variable than node-forge's pure JavaScript prime search, which blocks the event loop for
  * up to seconds) and then handed to node-forge, which builds and signs the X.509 certificates.
  */
+import type { Doc } from "../store/ports.js";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { isIP } from "node:net";
 import forge from "node-forge";
@@ -175,4 +176,16 @@ export function certificateFingerprintSha256(certPem: string): string {
 export function certificateCommonName(certPem: string): string | null {
   const field = forge.pki.certificateFromPem(certPem).subject.getField("CN") as { value?: unknown } | null;
   return typeof field?.value === "string" ? field.value : null;
+}
+
+/** Collection holding the cluster CA document (the gateway creates it; the Raft-held cluster state takes it over). */
+export const CLUSTER_CA_COLLECTION = "cluster_ca";
+/** Id of the one CA document. */
+export const CLUSTER_CA_DOCUMENT_ID = "cluster";
+
+/** The stored cluster CA. */
+export interface StoredClusterCa extends Doc {
+  certPem: string;
+  keyPem: string;
+  createdAt: string;
 }

@@ -8,7 +8,7 @@
  *   material is the source of truth; every controller writes it here before its gateway starts.
  */
 import type { ClusterCa } from "./ca.js";
-import { CLUSTER_CA_COLLECTION, CLUSTER_CA_DOCUMENT_ID } from "../gateway/cluster-ca-store.js";
+import { CLUSTER_CA_COLLECTION, CLUSTER_CA_DOCUMENT_ID, type StoredClusterCa } from "./ca.js";
 import { DuplicateKeyError, type Doc, type DocumentStore } from "../store/ports.js";
 
 export const CLUSTER_META_COLLECTION = "cluster_meta";
@@ -16,12 +16,6 @@ export const CLUSTER_META_DOCUMENT_ID = "cluster";
 
 interface StoredClusterMeta extends Doc {
   clusterId: string;
-  createdAt: string;
-}
-
-interface StoredClusterCa extends Doc {
-  certPem: string;
-  keyPem: string;
   createdAt: string;
 }
 

@@ -8,7 +8,6 @@ import * as grpc from "@grpc/grpc-js";
 import { Type } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import type { AuditRecorder } from "../audit/types.js";
-import type { GatewayService } from "../gateway/daemon-gateway.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
 import { ApiError } from "../shared/errors.js";
@@ -70,11 +69,17 @@ const MembershipRequestSchema = Type.Object(
 const invalid = (message: string) => new ApiError(400, "INVALID_ARGUMENT", message);
 const unauthenticated = (code: string, message: string) => new ApiError(401, code, message);
 
+/** A gRPC service and its handlers, in the shape a gRPC server adds (the gateway's serves this one). */
+export interface ClusterGrpcBinding {
+  definition: grpc.ServiceDefinition;
+  implementation: grpc.UntypedServiceImplementation;
+}
+
 /**
  * The service definition and its handlers, for the gateway's server. The composition root builds
  * it over the cluster service; the service itself does not know this adapter.
  */
-export function clusterMembershipService(options: ClusterGrpcServiceOptions): GatewayService {
+export function clusterMembershipService(options: ClusterGrpcServiceOptions): ClusterGrpcBinding {
   const { cluster, logger } = options;
 
   const unary =

@@ -76,7 +76,7 @@ import { startClusterService } from "../cluster/start-cluster.js";
 import type { BlobStore, DocumentStore, KvStore } from "../store/ports.js";
 import { clusterRoutes } from "../http/routes/cluster.js";
 import { eventRoutes } from "../http/routes/events.js";
-import { startEventStream, type EventStream, type EventStreamOptions } from "../events/start-event-stream.js";
+import { startEventStream, type EventStream, type EventStreamOptions } from "./event-stream.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
 import { BackupService } from "../backup/backup-service.js";
 import { backupRoutes } from "../http/routes/backups.js";

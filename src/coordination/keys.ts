@@ -24,10 +24,7 @@ export const ticketKey = (ticket: string): string => `${KV_KEY_PREFIX}ticket:${t
 /** The pub/sub channel of the cross-controller event bridge. */
 export const EVENT_BRIDGE_CHANNEL = `${KV_KEY_PREFIX}events`;
 
-/** `cloud:v1:events:sequence`: the counter every journaled event takes its sequence from. */
-export const EVENT_JOURNAL_COUNTER_KEY = `${KV_KEY_PREFIX}events:sequence`;
-/** `cloud:v1:events:journal`: the list of the newest journaled events, and the channel announcing each. */
-export const EVENT_JOURNAL_KEY = `${KV_KEY_PREFIX}events:journal`;
+// The event journal's keys (`cloud:v1:events:sequence`, `cloud:v1:events:journal`) are defined beside it: src/events/event-journal.ts.
 
 /** `cloud:v1:login:account:<sha256 of the username>`: the account's login streak (`src/auth/login-throttle.ts`). */
 export const loginAccountKey = (usernameDigest: string): string => `${KV_KEY_PREFIX}login:account:${usernameDigest}`;

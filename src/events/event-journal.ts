@@ -19,7 +19,6 @@ import type { Clock, Timer } from "../shared/clock.js";
 import { systemClock } from "../shared/clock.js";
 import { assert } from "../shared/errors.js";
 import { parseSequencedEntry, type KvStore, type SequencedEntry, type SequencedLog } from "../store/ports.js";
-import { EVENT_JOURNAL_COUNTER_KEY, EVENT_JOURNAL_KEY } from "../coordination/keys.js";
 import { SSE_EXCLUDED_EVENT_TYPES } from "./event-types.js";
 import type { CloudEvent, EventBus, Subscription } from "./types.js";
 
@@ -33,6 +32,11 @@ export const JOURNAL_CATCH_UP_INTERVAL_MS = 5_000;
 export const JOURNAL_APPENDS_IN_FLIGHT_MAX = 10_000;
 /** Entries held while a gap before them is filled; beyond it the gap is declared a hole at once. */
 export const JOURNAL_HELD_ENTRIES_MAX = 4_096;
+
+/** `cloud:v1:events:sequence`: the counter every journaled event takes its sequence from. */
+export const EVENT_JOURNAL_COUNTER_KEY = "cloud:v1:events:sequence";
+/** `cloud:v1:events:journal`: the list of the newest journaled events, and the channel announcing each. */
+export const EVENT_JOURNAL_KEY = "cloud:v1:events:journal";
 
 /** The journal's log in the key-value store. */
 export const EVENT_JOURNAL_LOG: SequencedLog = {

@@ -33,3 +33,12 @@ export interface EventFilterBuilder {
   field(name: string, value: unknown): EventFilterBuilder;
   subscribe(handler: EventHandler): Subscription;
 }
+
+/** Payload of an event-stream ticket. */
+export interface EventStreamTicket {
+  /** `events`: the general stream of a signed-in user; `plugin-events`: the plugin event stream of `instanceId`. */
+  readonly kind: "events" | "plugin-events";
+  readonly username: string;
+  readonly instanceId?: string;
+  readonly [field: string]: unknown;
+}

@@ -4,21 +4,18 @@
  * a concurrent creator loses the insert race and reads the winner's CA, so every controller sharing
  * the store signs with the same CA. See docs/decisions/daemon-stream.md.
  */
-import { createClusterCa, issueNodeCertificate, type CertificateAndKey, type ClusterCa } from "../cluster/ca.js";
+import {
+  CLUSTER_CA_COLLECTION,
+  CLUSTER_CA_DOCUMENT_ID,
+  createClusterCa,
+  issueNodeCertificate,
+  type CertificateAndKey,
+  type ClusterCa,
+  type StoredClusterCa,
+} from "../cluster/ca.js";
 import type { Clock } from "../shared/clock.js";
-import { DuplicateKeyError, type Doc, type DocumentStore } from "../store/ports.js";
+import { DuplicateKeyError, type DocumentStore } from "../store/ports.js";
 import { CONTROLLER_CERTIFICATE_NAME } from "../wire/certificate-names.js";
-
-/** Collection holding the cluster CA document. */
-export const CLUSTER_CA_COLLECTION = "cluster_ca";
-/** Id of the one CA document. */
-export const CLUSTER_CA_DOCUMENT_ID = "cluster";
-
-interface StoredClusterCa extends Doc {
-  certPem: string;
-  keyPem: string;
-  createdAt: string;
-}
 
 /** Reads the cluster CA, creating and storing it on first use. */
 export async function loadOrCreateClusterCa(documents: DocumentStore, clock: Clock): Promise<ClusterCa> {

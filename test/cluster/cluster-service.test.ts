@@ -22,7 +22,7 @@ import { createLogService } from "../../src/logs/logger.js";
 import type { Clock } from "../../src/shared/clock.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { ApiError } from "../../src/shared/errors.js";
-import { CLUSTER_CA_COLLECTION, CLUSTER_CA_DOCUMENT_ID } from "../../src/gateway/cluster-ca-store.js";
+import { CLUSTER_CA_COLLECTION, CLUSTER_CA_DOCUMENT_ID } from "../../src/cluster/ca.js";
 import { openDocumentStore } from "../../src/store/open.js";
 import type { DocumentStore } from "../../src/store/ports.js";
 

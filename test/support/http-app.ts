@@ -38,7 +38,7 @@ import type { DrainTransfers } from "../../src/plugin-api/drain-transfers.js";
 import type { Clock } from "../../src/shared/clock.js";
 import type { BlobStore, DocumentStore, KvStore } from "../../src/store/ports.js";
 import type { TemplateService } from "../../src/templates/template-service.js";
-import type { EventStream, EventStreamOptions } from "../../src/events/start-event-stream.js";
+import type { EventStream, EventStreamOptions } from "../../src/controller/event-stream.js";
 import type { MetricsHistory } from "../../src/metrics/metrics-history.js";
 import type { BackupService } from "../../src/backup/backup-service.js";
 import type { LogsAndSharing, LogsAndSharingTuning } from "../../src/controller/logs-and-sharing.js";

@@ -12,7 +12,7 @@ import { streamSSE } from "hono/streaming";
 import { Type } from "@sinclair/typebox";
 import type { Tickets } from "../../coordination/tickets.js";
 import { sseFrame, type EventStreamHub, type StreamShape } from "../../events/event-stream.js";
-import type { EventStreamTicket } from "../../events/start-event-stream.js";
+import type { EventStreamTicket } from "../../events/types.js";
 import { validationError } from "../../shared/errors.js";
 import { addRoute, type RouteRegistry } from "../route.js";
 import type { AppEnv } from "../types.js";

@@ -11,7 +11,7 @@ import type { GroupService } from "../../domain/groups/group-service.js";
 import type { InstanceService } from "../../domain/instances/instance-service.js";
 import type { Tickets } from "../../coordination/tickets.js";
 import { CUSTOM_EVENT_TYPE_PATTERN } from "../../events/event-types.js";
-import type { EventStreamTicket } from "../../events/start-event-stream.js";
+import type { EventStreamTicket } from "../../events/types.js";
 import type { EventBus } from "../../events/types.js";
 import type { MachineCredentials } from "../../plugin-api/credentials.js";
 import type { InstanceMetricsService } from "../../plugin-api/instance-metrics.js";

@@ -1,5 +1,5 @@
 /**
- * Builds the event stream of a controller: the cluster-wide journal over the key-value store, the
+ * Builds the event stream of a controller (composition): the cluster-wide journal over the key-value store, the
  * SSE hub serving it, and the single-use tickets of the stream. The composition root starts it
  * before serving HTTP and stops it before the HTTP server closes, which ends every open stream.
  */
@@ -8,9 +8,9 @@ import type { Logger } from "../logs/types.js";
 import type { MetricsService } from "../metrics/metrics.js";
 import type { Clock } from "../shared/clock.js";
 import type { KvStore } from "../store/ports.js";
-import { EventJournal, type EventJournalOptions } from "./event-journal.js";
-import { EventStreamHub, type EventStreamHubOptions } from "./event-stream.js";
-import type { EventBus } from "./types.js";
+import { EventJournal, type EventJournalOptions } from "../events/event-journal.js";
+import { EventStreamHub, type EventStreamHubOptions } from "../events/event-stream.js";
+import type { EventBus, EventStreamTicket } from "../events/types.js";
 
 /**
  * Plugin event streams per controller: one per instance that opens one (proxies, and servers
@@ -18,15 +18,6 @@ import type { EventBus } from "./types.js";
  * a few hundred servers neither starves the dashboard nor is refused.
  */
 export const PLUGIN_STREAM_CLIENTS_MAX = 2_000;
-
-/** Payload of an event-stream ticket. */
-export interface EventStreamTicket {
-  /** `events`: the general stream of a signed-in user; `plugin-events`: the plugin event stream of `instanceId`. */
-  readonly kind: "events" | "plugin-events";
-  readonly username: string;
-  readonly instanceId?: string;
-  readonly [field: string]: unknown;
-}
 
 export interface EventStreamOptions {
   kv: KvStore;
