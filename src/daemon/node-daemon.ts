@@ -6,6 +6,7 @@
  * (main.ts) adds configuration loading, signals and exit statuses.
  */
 import { instancesMemoryMb } from "./instance-memory.js";
+import { readFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { Clock } from "../shared/clock.js";
@@ -13,7 +14,7 @@ import { createTracing } from "../shared/tracing.js";
 import { createCommandHandler } from "./command-handler.js";
 import type { DaemonConfig } from "./config.js";
 import { ControllerEndpoint } from "./controller-endpoint.js";
-import { GatewayClient, type ClientLogger, type ClientState, type GatewayClientError } from "./gateway-client.js";
+import { GatewayClient, IDENTITY_FILES, type ClientLogger, type ClientState, type GatewayClientError } from "./gateway-client.js";
 import { InstanceReporter } from "./instance-reports.js";
 import { InstanceRunner } from "./instance-runner.js";
 import { PluginRelay } from "./plugin-relay.js";
@@ -126,7 +127,12 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
   });
   // Instances are given the relay, never a controller's address: it follows the stream's failover.
   const handler = createCommandHandler({ runner, controllerUrl: () => relay.url });
-  const tracing = createTracing(config.telemetry, { name: "cloud-daemon", version: options.daemonVersion, instanceId: config.nodeId ?? config.hostname });
+  // The spans name the node: configured, or the id a join stored in the data directory (a first join learns it only later).
+  const tracing = createTracing(config.telemetry, {
+    name: "cloud-daemon",
+    version: options.daemonVersion,
+    instanceId: config.nodeId ?? config.hostname ?? storedNodeId(config.dataDir),
+  });
   const client = new GatewayClient({
     controllers: config.controllers,
     token: config.token,
@@ -198,4 +204,13 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
     },
     killAllNow: () => runner.killAllNow(),
   };
+}
+
+/** The node id a join stored in `dataDir` (read once at start), if any. */
+function storedNodeId(dataDir: string): string | undefined {
+  try {
+    return readFileSync(join(dataDir, IDENTITY_FILES.nodeId), "utf8").trim() || undefined;
+  } catch {
+    return undefined;
+  }
 }
