@@ -549,6 +549,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       (id, count) => scheduler.playerCountChanged(id, count),
       logs.logger("cloud.players"),
     );
+    const playerRegistry = players;
     const deliveries = new PluginDeliveries(kv, logs.logger("cloud.plugin"));
     await deliveries.start();
     cleanups.push({ name: "plugin deliveries", run: () => deliveries.stop() });
@@ -646,7 +647,10 @@ export async function startController(config: ControllerConfig, opts: StartContr
         eventRoutes({
           hub: eventStream.hub,
           tickets: eventStream.tickets,
-          plugin: { hub: eventStream.pluginHub, open: (id) => openPluginStream({ deliveries, transfers, logger: logs.logger("cloud.plugin") }, id) },
+          plugin: {
+            hub: eventStream.pluginHub,
+            open: (id) => openPluginStream({ deliveries, transfers, players: playerRegistry, logger: logs.logger("cloud.plugin") }, id),
+          },
         }),
         backupRoutes(backups, audit),
         metricsHistoryRoutes({ history: metricsHistory, enabled: metrics.enabled, clock }),
@@ -689,8 +693,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       cleanups.push({ name: "credential refresh", run: () => clearInterval(credentialTimer) });
     }
 
-    players.start();
-    const playerRegistry = players;
+    await players.start();
     cleanups.push({ name: "players", run: () => playerRegistry.stop() });
     transfers.start();
     cleanups.push({ name: "transfers", run: () => transfers.stop() });

@@ -68,6 +68,8 @@ export interface StreamShape {
   side?: StreamSideChannel;
   /** The `message` of the connected frame. */
   greeting?: string;
+  /** Further fields of the connected frame (the plugin stream's `registryEpoch`). */
+  connectedFields?: Record<string, unknown>;
 }
 
 export { sseFrame };
@@ -129,7 +131,7 @@ export class EventStreamHub {
     const write = (text: string) => this.writeWithin(writer, text);
     try {
       const greeting = shape.greeting ?? "Connected to the event stream";
-      if (!(await write(sseFrame("connected", { message: greeting, latestSequence: journal.latestSequence })))) return;
+      if (!(await write(sseFrame("connected", { message: greeting, latestSequence: journal.latestSequence, ...shape.connectedFields })))) return;
       // A position ahead of this controller may have been announced elsewhere first: read the log.
       if (position !== null && position > journal.latestSequence) await journal.catchUp();
       let cursor: number;

@@ -14,8 +14,14 @@
  * finished instance takes its players with it. The counts feed `playerCount`, the group aggregates
  * and DYNAMIC scaling through {@link PlayerCountListener}; PLAYER_CONNECTED, PLAYER_DISCONNECTED,
  * PLAYER_TRANSFER and PLAYER_JOURNEY are published on the bus (docs/decisions/plugin-api.md).
+ *
+ * The registry has an epoch (`cloud:v1:players:epoch`, a random id written once, no expiry): a
+ * store that lost its data (the development profile's memory store after a restart, a flushed
+ * Redis) gets a new one. Plugins are told it on their event stream and report their players again
+ * when it changed, so a lost registry fills itself again.
  */
-import type { Clock } from "../shared/clock.js";
+import { randomUUID } from "node:crypto";
+import type { Clock, Timer } from "../shared/clock.js";
 import { EventTypes, type InstanceStateChangedPayload, type PlayerPayload, type PlayerTransferPayload } from "../events/event-types.js";
 import type { CloudEvent, EventBus, Subscription } from "../events/types.js";
 import type { KvStore } from "../store/ports.js";
@@ -29,6 +35,14 @@ export const playerKey = (uuid: string): string => `${KV_KEY_PREFIX}player:${uui
 export const ROSTER_KEY_PREFIX = `${KV_KEY_PREFIX}roster:`;
 /** `cloud:v1:roster:<instanceId>`: the players on one instance. */
 export const rosterKey = (instanceId: string): string => `${ROSTER_KEY_PREFIX}${instanceId}`;
+
+/** `cloud:v1:players:epoch`: the registry's epoch; a new one means the registry was lost. */
+export const PLAYER_REGISTRY_EPOCH_KEY = `${KV_KEY_PREFIX}players:epoch`;
+/** How often each controller reads the epoch, so a store flushed while it runs is noticed without a reconnect. */
+export const registryEpochCheckIntervalMs = 5_000;
+
+/** Told the registry's new epoch when this controller finds it changed. */
+export type RegistryEpochListener = (epoch: string) => void;
 
 /** Compare-and-set attempts of one update before it gives up (contention beyond it is a bug or an attack). */
 export const registryUpdateAttemptsMax = 64;
@@ -101,6 +115,10 @@ export type JourneyEntry = {
 export class PlayerService {
   private subscription: Subscription | null = null;
   private readonly arrivals: PlayerArrivalListener[] = [];
+  private readonly epochListeners = new Set<RegistryEpochListener>();
+  private epochTimer: Timer | null = null;
+  private knownEpoch: string | null = null;
+  private epochCheck: Promise<string> | null = null;
 
   constructor(
     private readonly kv: KvStore,
@@ -110,8 +128,18 @@ export class PlayerService {
     private readonly logger?: Logger,
   ) {}
 
-  /** Drops the players of instances that finished (the controller that published the change does it). */
-  start(): void {
+  /**
+   * Makes sure the registry has an epoch, then drops the players of instances that finished (the
+   * controller that published the change does it) and re-reads the epoch every
+   * {@link registryEpochCheckIntervalMs}.
+   */
+  async start(): Promise<void> {
+    await this.epoch();
+    this.epochTimer ??= this.clock.setInterval(
+      () => void this.epoch().catch((err: unknown) => this.logger?.warn("Reading the player registry's epoch failed", err)),
+      registryEpochCheckIntervalMs,
+      { unref: true },
+    );
     this.subscription = this.events.subscribe(EventTypes.INSTANCE_STATE_CHANGED, async (event: CloudEvent) => {
       if (event.source.startsWith("peer:")) return;
       const data = event.data as InstanceStateChangedPayload;
@@ -121,6 +149,40 @@ export class PlayerService {
 
   stop(): void {
     this.subscription?.unsubscribe();
+    this.epochTimer?.cancel();
+    this.epochTimer = null;
+  }
+
+  /**
+   * The registry's epoch, read from the store (one read); a missing key (the store lost its data) is
+   * created with a fresh id first (`setIfAbsent`: controllers finding it missing at once agree on
+   * one). Listeners hear of an epoch other than the last one this controller saw.
+   */
+  epoch(): Promise<string> {
+    this.epochCheck ??= this.readEpoch().finally(() => (this.epochCheck = null));
+    return this.epochCheck;
+  }
+
+  /** Calls `listener` with the new epoch whenever this controller finds the registry's epoch changed; returns the function that stops it. */
+  onEpochChange(listener: RegistryEpochListener): () => void {
+    this.epochListeners.add(listener);
+    return () => this.epochListeners.delete(listener);
+  }
+
+  private async readEpoch(): Promise<string> {
+    let epoch = await this.kv.get(PLAYER_REGISTRY_EPOCH_KEY);
+    for (let attempt = 0; epoch === null && attempt < registryUpdateAttemptsMax; attempt++) {
+      await this.kv.setIfAbsent(PLAYER_REGISTRY_EPOCH_KEY, randomUUID());
+      epoch = await this.kv.get(PLAYER_REGISTRY_EPOCH_KEY);
+    }
+    if (epoch === null) throw new Error(`player registry epoch: deleted ${registryUpdateAttemptsMax} times in a row`);
+    const previous = this.knownEpoch;
+    this.knownEpoch = epoch;
+    if (previous !== null && previous !== epoch) {
+      this.logger?.warn(`The player registry's epoch changed (${previous} -> ${epoch}): the store lost the registry; plugins report their players again`);
+      for (const listener of [...this.epochListeners]) listener(epoch);
+    }
+    return epoch;
   }
 
   /** Calls `listener` whenever a player arrives on a server. */

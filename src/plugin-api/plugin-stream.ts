@@ -7,6 +7,11 @@
  * them). Besides the journal, frames addressed to this instance: `event: transfer` (a transfer it
  * has to carry out; every pending one again when the stream opens), `event: transfer-completed`
  * and `event: transfer-failed`, each with the transfer as data (`transfers.ts`).
+ *
+ * The `connected` frame carries `registryEpoch`, the player registry's epoch read as the stream
+ * opens (`players.ts`); when this controller finds the epoch changed while the stream is open,
+ * `event: registry-epoch` `{registryEpoch}` says so. A plugin that saw another epoch before reports
+ * its players again (docs/decisions/plugin-sdk.md).
  */
 import type { JournalEntry } from "../events/event-journal.js";
 import type { StreamShape } from "../events/event-stream.js";
@@ -14,6 +19,7 @@ import { sseFrame } from "../events/event-stream.js";
 import { EventTypes, isBuiltInEventType } from "../events/event-types.js";
 import type { Logger } from "../logs/types.js";
 import type { PluginDeliveries } from "./plugin-deliveries.js";
+import type { PlayerService } from "./players.js";
 import type { TransferService } from "./transfers.js";
 
 /** Built-in types a plugin's stream carries (spec document 3: "Player events a plugin may subscribe to"). */
@@ -28,6 +34,9 @@ export const pluginStreamQueuedFramesMax = 1_000;
 /** Message of the plugin stream's connected frame. */
 export const PLUGIN_STREAM_GREETING = "Connected to the plugin event stream";
 
+/** The frame telling an open plugin stream that the player registry's epoch changed. */
+export const REGISTRY_EPOCH_FRAME = "registry-epoch";
+
 /** Whether a journal entry goes to the plugin stream of `instanceId`. */
 export function acceptsForPlugin(entry: JournalEntry, instanceId: string): boolean {
   if (PLUGIN_STREAM_EVENT_TYPES.has(entry.type)) return true;
@@ -40,17 +49,19 @@ export interface PluginStream {
   close(): void;
 }
 
-/** Opens the instance's stream shape: listens for its deliveries first, then queues every pending transfer. */
+/**
+ * Opens the instance's stream shape: listens for its deliveries and for changes of the registry's
+ * epoch first, then queues every pending transfer and reads the epoch for the connected frame.
+ */
 export async function openPluginStream(
-  deps: { deliveries: PluginDeliveries; transfers: TransferService; logger: Logger },
+  deps: { deliveries: PluginDeliveries; transfers: TransferService; players: Pick<PlayerService, "epoch" | "onEpochChange">; logger: Logger },
   instanceId: string,
 ): Promise<PluginStream> {
   const queue: string[] = [];
   const sent = new Set<string>();
   const listeners = new Set<() => void>();
   let dropped = 0;
-  const push = (event: string, data: Record<string, unknown>) => {
-    const key = `${event}:${String(data.id)}`;
+  const push = (event: string, data: Record<string, unknown>, key = `${event}:${String(data.id)}`) => {
     if (sent.has(key)) return;
     if (sent.size >= pluginStreamQueuedFramesMax * 10) sent.clear();
     sent.add(key);
@@ -61,9 +72,16 @@ export async function openPluginStream(
     queue.push(sseFrame(event, data));
     for (const listener of [...listeners]) listener();
   };
-  const detach = deps.deliveries.attach(instanceId, (delivery) => push(delivery.event, delivery.data));
+  const detachDeliveries = deps.deliveries.attach(instanceId, (delivery) => push(delivery.event, delivery.data));
+  const detachEpoch = deps.players.onEpochChange((epoch) => push(REGISTRY_EPOCH_FRAME, { registryEpoch: epoch }, `${REGISTRY_EPOCH_FRAME}:${epoch}`));
+  const detach = () => {
+    detachDeliveries();
+    detachEpoch();
+  };
+  let registryEpoch: string;
   try {
     for (const transfer of await deps.transfers.pendingFor(instanceId)) push("transfer", { ...transfer });
+    registryEpoch = await deps.players.epoch();
   } catch (err) {
     detach();
     throw err;
@@ -72,6 +90,7 @@ export async function openPluginStream(
     shape: {
       accept: (entry) => acceptsForPlugin(entry, instanceId),
       greeting: PLUGIN_STREAM_GREETING,
+      connectedFields: { registryEpoch },
       side: {
         take: () => queue.splice(0, queue.length),
         listen: (listener) => {
