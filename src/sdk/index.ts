@@ -15,9 +15,18 @@ export {
   type TransferHandler,
   type TransferOutcomeHandler,
 } from "./plugin/transfers.js";
-export { PlayerManager, CloudPlayer, type PlayerConnections } from "./plugin/players.js";
+export { PlayerManager, CloudPlayer, type LocalPlayer, type PlayerConnections } from "./plugin/players.js";
+export { PlayerRejoiner, rejoinsInFlightMax } from "./plugin/rejoin.js";
 export { PluginEventBus, PLAYER_EVENT_TYPES, RESYNC_REQUIRED, type EventHandler, type EventFilterBuilder, type Subscription } from "./plugin/event-bus.js";
-export { PluginEventStream, SseParser, EVENT_STREAM_PATH, type EventStreamOptions, type SseFrame } from "./plugin/event-stream.js";
+export {
+  PluginEventStream,
+  SseParser,
+  EVENT_STREAM_PATH,
+  REGISTRY_EPOCH_FRAME,
+  type EventStreamOptions,
+  type RegistryEpochListener,
+  type SseFrame,
+} from "./plugin/event-stream.js";
 export {
   PluginTransport,
   newTraceparent,

@@ -52,6 +52,8 @@ export interface SpecServer {
   /** Pretends the buffer lost everything up to `earliest`: a resume from before it gets RESYNC_REQUIRED. */
   forgetBefore(earliest: number): void;
   openStreams(): number;
+  /** The player registry's epoch named by the `connected` frame of every stream opened from now on (none when null). */
+  setRegistryEpoch(epoch: string | null): void;
   close(): Promise<void>;
 }
 
@@ -69,6 +71,7 @@ export async function startSpecServer(options: { token?: string; refreshDelayMs?
   let refreshes = 0;
   let ticketCounter = 0;
   let earliest = 1;
+  let registryEpoch: string | null = null;
 
   const frame = (event: string, data: unknown, id?: number) => `${id === undefined ? "" : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
   const eventFrame = (e: (typeof events)[number]) =>
@@ -116,7 +119,7 @@ export async function startSpecServer(options: { token?: string; refreshDelayMs?
       return;
     }
     const latest = events.length;
-    res.write(frame("connected", { message: "Connected to the event stream", latestSequence: latest }));
+    res.write(frame("connected", { message: "Connected to the event stream", latestSequence: latest, ...(registryEpoch === null ? {} : { registryEpoch }) }));
     const from = recorded.query.get("lastSequence");
     if (from !== null) {
       const position = Number(from);
@@ -189,6 +192,7 @@ export async function startSpecServer(options: { token?: string; refreshDelayMs?
     },
     forgetBefore: (value) => void (earliest = value),
     openStreams: () => streams.size,
+    setRegistryEpoch: (epoch) => void (registryEpoch = epoch),
     close: async () => {
       for (const res of streams) res.destroy();
       server.closeAllConnections();

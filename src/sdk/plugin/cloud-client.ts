@@ -113,6 +113,14 @@ export class CloudClient {
     this.transport.report("/api/plugin/player-join", { uuid, name, group: this.identity.group });
   }
 
+  /**
+   * A player this instance holds, reported again (`POST /api/plugin/player-join`, the client rules of
+   * every report): the registry lost it. Resolves once the report is settled; never rejects.
+   */
+  rejoinPlayer(uuid: string, name: string): Promise<void> {
+    return this.transport.reportSettled("/api/plugin/player-join", { uuid, name, group: this.identity.group });
+  }
+
   /** A player left this instance (fire-and-forget `POST /api/plugin/player-leave`). */
   reportPlayerLeave(uuid: string): void {
     this.transport.report("/api/plugin/player-leave", { uuid });

@@ -1,13 +1,15 @@
 /**
  * The entry point of a plugin: `connectToCloud()` reads the environment the daemon gives every
  * instance (`CLOUD_CONTROLLER_URL`, `CLOUD_WORKLOAD_TOKEN`, `CLOUD_INSTANCE_ID`, `CLOUD_GROUP`) and
- * wires the client, the players, the event bus, the event stream and the command registry.
+ * wires the client, the players, the event bus, the event stream and the command registry. When the
+ * event stream names a new player registry epoch, the players this instance holds are reported again.
  */
 import { CloudClient, type WorkloadKind } from "./cloud-client.js";
 import { CommandRegistry, type CommandRegistryOptions } from "./commands/registry.js";
 import { PluginEventBus } from "./event-bus.js";
 import { PluginEventStream, type EventStreamOptions } from "./event-stream.js";
 import { PlayerManager } from "./players.js";
+import { PlayerRejoiner } from "./rejoin.js";
 import { PluginTransfers } from "./transfers.js";
 import { PluginTransport } from "./transport.js";
 import { silentLogger, type SdkLogger } from "./types.js";
@@ -45,6 +47,8 @@ export interface CloudPlugin {
   readonly eventStream: PluginEventStream;
   /** Transfers this instance has to carry out, and outcomes, from the event stream. */
   readonly transfers: PluginTransfers;
+  /** Reports the local players again when the controller lost its player registry. */
+  readonly rejoiner: PlayerRejoiner;
   readonly commands: CommandRegistry;
   readonly transport: PluginTransport;
   /** Closes the event stream (if it was started), the player view's subscriptions and the token renewal. */
@@ -81,6 +85,8 @@ export function connectToCloud(options: ConnectOptions = {}): CloudPlugin {
   players.follow(events, (error) => logger.warn(`Reloading the players failed: ${error.message}`));
   const transfers = new PluginTransfers(logger);
   const eventStream = new PluginEventStream(transport, events, { logger, ...options.eventStream }, transfers);
+  const rejoiner = new PlayerRejoiner(client, players, logger);
+  const stopRejoining = eventStream.onRegistryEpochChange(() => void rejoiner.rejoinAll());
   const commands = new CommandRegistry({
     lookups: {
       players,
@@ -95,9 +101,11 @@ export function connectToCloud(options: ConnectOptions = {}): CloudPlugin {
     events,
     eventStream,
     transfers,
+    rejoiner,
     commands,
     transport,
     close: async () => {
+      stopRejoining();
       players.unfollow();
       transport.close();
       await eventStream.stop();

@@ -6,6 +6,12 @@
  * RESYNC_REQUIRED tells the bus (and the PlayerManager) to fetch state again. An event whose
  * sequence was already delivered is skipped. Frames addressed to this instance alone (`transfer`,
  * `transfer-completed`, `transfer-failed`, the Transfer as data, no id) go to PluginTransfers.
+ *
+ * The `connected` frame names the player registry's epoch (`registryEpoch`), and `event:
+ * registry-epoch` says it changed while connected. The stream remembers the last epoch; a different
+ * one later (the controller's store lost the registry) is told to the onRegistryEpochChange
+ * listeners, which report this instance's players again. The first epoch a process sees changes
+ * nothing: its players are reported as they join.
  */
 import type { IncomingMessage } from "node:http";
 import { RESYNC_REQUIRED, type PluginEventBus } from "./event-bus.js";
@@ -21,6 +27,11 @@ export const reconnectDelayMsMax = 5_000;
 export const streamIdleTimeoutMs = 45_000;
 /** An SSE frame longer than this ends the connection (a stream that never sends a blank line). */
 export const frameCharsMax = 1024 * 1024;
+/** The frame saying the player registry's epoch changed while the stream is open. */
+export const REGISTRY_EPOCH_FRAME = "registry-epoch";
+
+/** Told the registry's new epoch and the one seen before it. */
+export type RegistryEpochListener = (epoch: string, previous: string) => void;
 
 export interface EventStreamOptions {
   logger?: SdkLogger;
@@ -81,6 +92,8 @@ export class PluginEventStream {
   private wake: (() => void) | null = null;
   private connects = 0;
   private connectedWaiters: (() => void)[] = [];
+  private epoch: string | null = null;
+  private readonly epochListeners = new Set<RegistryEpochListener>();
 
   constructor(
     private readonly transport: PluginTransport,
@@ -107,6 +120,17 @@ export class PluginEventStream {
   /** Connections made so far (the first included). */
   get connectCount(): number {
     return this.connects;
+  }
+
+  /** The player registry's epoch the controller named last (null before it named one). */
+  get registryEpoch(): string | null {
+    return this.epoch;
+  }
+
+  /** Calls `listener` whenever the registry's epoch differs from the one named before; returns the function that stops it. */
+  onRegistryEpochChange(listener: RegistryEpochListener): () => void {
+    this.epochListeners.add(listener);
+    return () => this.epochListeners.delete(listener);
   }
 
   /** Resolves once the stream said `connected` (now, if it already has). */
@@ -197,8 +221,10 @@ export class PluginEventStream {
           if (frame.event === "connected") {
             outcome = "connected";
             this.connects += 1;
+            this.noteEpoch(frame);
             this.setConnected(true);
-          } else if (frame.event === "error") {
+          } else if (frame.event === REGISTRY_EPOCH_FRAME) this.noteEpoch(frame);
+          else if (frame.event === "error") {
             this.logger.warn(`Event stream refused: ${messageOf(frame.data)}`);
           } else if (frame.event === "message") this.handleMessage(frame);
           else if (frame.event.startsWith("transfer")) this.handleTransfer(frame);
@@ -207,6 +233,28 @@ export class PluginEventStream {
       response.on("error", finish);
       response.on("close", finish);
     });
+  }
+
+  /** Remembers the `registryEpoch` of a frame; a different one than before is told to the listeners. */
+  private noteEpoch(frame: SseFrame): void {
+    let epoch: unknown;
+    try {
+      epoch = (JSON.parse(frame.data) as { registryEpoch?: unknown } | null)?.registryEpoch;
+    } catch {
+      return;
+    }
+    if (typeof epoch !== "string" || epoch === "" || epoch === this.epoch) return;
+    const previous = this.epoch;
+    this.epoch = epoch;
+    if (previous === null) return;
+    this.logger.info(`The player registry's epoch changed (${previous} -> ${epoch}): the controller lost it`);
+    for (const listener of [...this.epochListeners]) {
+      try {
+        listener(epoch, previous);
+      } catch (error) {
+        this.logger.warn(`A registry epoch listener failed: ${(error as Error).message}`);
+      }
+    }
   }
 
   private handleTransfer(frame: SseFrame): void {

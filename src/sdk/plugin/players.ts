@@ -69,8 +69,16 @@ export class CloudPlayer {
   }
 }
 
+/** A player connected to this instance, as the platform reported it. */
+export interface LocalPlayer {
+  uuid: string;
+  name: string;
+}
+
 export class PlayerManager {
   private readonly byUuid = new Map<string, PlayerView>();
+  /** The players this instance holds (trackLocalJoin until trackLocalLeave), whatever the network view says. */
+  private readonly local = new Map<string, LocalPlayer>();
   private readonly subscriptions: Subscription[] = [];
   private connections: PlayerConnections = notConnectedHere;
 
@@ -108,7 +116,24 @@ export class PlayerManager {
     for (const view of players.slice(0, playersKnownMax)) this.byUuid.set(view.uuid, view);
   }
 
-  /** Records a player connected to this instance (the platform saw the login). */
+  /**
+   * The players connected to this instance (a proxy: those it holds; a server: those on it), from
+   * trackLocalJoin until trackLocalLeave. They are reported again when the registry was lost.
+   */
+  localPlayers(): LocalPlayer[] {
+    return [...this.local.values()];
+  }
+
+  /** Whether the player (UUID, any case) is connected to this instance. */
+  isLocal(uuid: string): boolean {
+    return this.local.has(uuid.toLowerCase());
+  }
+
+  /**
+   * Records a player connected to this instance (the platform saw the login). Call it with every
+   * player the instance takes, and trackLocalLeave when it goes (a leave, or handed to another
+   * server): these are the players reported again when the registry was lost.
+   */
   trackLocalJoin(uuid: string, name: string, proxyInstanceId: string | null = null): PlayerView {
     const view = normalizePlayerView({
       uuid,
@@ -119,10 +144,13 @@ export class PlayerManager {
       connectedAt: new Date().toISOString(),
     });
     this.remember(view);
+    if (this.local.has(view.uuid) || this.local.size < playersKnownMax) this.local.set(view.uuid, { uuid: view.uuid, name });
     return view;
   }
 
+  /** The player is no longer connected to this instance (it left, or moved to another server). */
   trackLocalLeave(uuid: string): void {
+    this.local.delete(uuid.toLowerCase());
     const known = this.byUuid.get(uuid.toLowerCase());
     if (known && known.instanceId === this.client.instanceId()) this.byUuid.delete(known.uuid);
   }

@@ -200,13 +200,23 @@ export class PluginTransport {
    * (bounded); what still fails is logged.
    */
   report(path: string, body: unknown): void {
+    void this.reportSettled(path, body);
+  }
+
+  /**
+   * {@link report}, with a promise that resolves once the report is settled: carried out, refused,
+   * given up after its attempts, or dropped because too many were in flight. It never rejects.
+   */
+  reportSettled(path: string, body: unknown): Promise<void> {
     if (this.reportsInFlight >= reportsInFlightMax) {
       this.reportsDropped += 1;
       this.logger.warn(`Plugin API ${path.replace("/api/plugin/", "")} dropped: ${reportsInFlightMax} reports already in flight`);
-      return;
+      return Promise.resolve();
     }
     this.reportsInFlight += 1;
-    void this.reportWithRetries(path, body).finally(() => (this.reportsInFlight -= 1));
+    return this.reportWithRetries(path, body)
+      .catch((error: Error) => this.logger.warn(`Plugin API ${path.replace("/api/plugin/", "")} failed: ${error.message}`))
+      .finally(() => (this.reportsInFlight -= 1));
   }
 
   /**
