@@ -1,6 +1,9 @@
 // Players and controller restarts, with a real daemon and simulated servers: players joining through
 // the plugin API fill a DYNAMIC group, which scales up; a controller restart adopts the running
-// instances — same ids, same processes, nothing started again.
+// instances — same ids, same processes, nothing started again. The restarted controller's player
+// registry (the development profile's memory store) starts empty under a new epoch: the simulated
+// servers' SDK sees it on its reconnected event stream and reports its players again, so they are
+// listed on their instance once more and a later leave counts.
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import { serverProcesses } from "../support/instance-processes.js";
@@ -22,6 +25,7 @@ const waitMs = 45_000;
 
 interface Instance {
   id: string;
+  node: string;
   state: string;
   playerCount: number;
 }
@@ -103,5 +107,34 @@ describe("players and controller restarts", { timeout: 240_000 }, () => {
     for (const id of idsBefore) assert.equal(pidsAfter.get(id), pidsBefore.get(id), `${id} is the same process`);
     assert.equal(eventsOf(second, "INSTANCE_STATE_CHANGED").length, 0, "no state changed across the restart");
     assert.equal((await api(second, "GET", `/api/v1/services/${only.id}`)).json.playerCount, 1, "players kept");
+
+    // The registry healed: alice is listed again, on the instance she is on, and nowhere else.
+    const workload = second.controller.services.credentials.issueWorkloadToken({ instanceId: only.id, group: "arena", node: only.node }).token;
+    const pluginPlayers = async () => {
+      const res = await fetch(`${second.url}/api/plugin/players`, { headers: { authorization: `Bearer ${workload}` } });
+      assert.equal(res.status, 200);
+      return (await res.json()) as { uuid: string; name: string; instanceId: string | null; group: string | null }[];
+    };
+    const listed = await eventually(
+      async () => {
+        const list = await pluginPlayers();
+        return list.length > 0 ? list : null;
+      },
+      `alice reported again after the restart\n${second.logs().slice(-4_000)}`,
+      waitMs,
+    );
+    assert.deepEqual(
+      listed.map((p) => [p.name, p.instanceId, p.group]),
+      [["alice", only.id, "arena"]],
+    );
+    assert.equal(eventsOf(second, "PLAYER_CONNECTED").filter((e) => e.data.name === "alice").length, 1, "reported once");
+    assert.equal((await api(second, "GET", `/api/v1/services/${only.id}`)).json.playerCount, 1, "the count follows the healed roster");
+    assert.equal((await api(second, "GET", "/api/v1/groups/arena")).json.totalPlayers, 1);
+    for (const other of idsBefore.filter((id) => id !== only.id))
+      assert.equal((await api(second, "GET", `/api/v1/services/${other}`)).json.playerCount, 0, `${other} still empty`);
+    // Known again, so a leave counts: before the registry healed it would have been a 404 and the count stuck at 1.
+    await api(second, "POST", `/api/v1/services/${only.id}/command`, { command: "players leave alice" });
+    await eventually(async () => (await api(second, "GET", `/api/v1/services/${only.id}`)).json.playerCount === 0, "playerCount 0 after the leave", waitMs);
+    assert.deepEqual(await pluginPlayers(), []);
   });
 });
