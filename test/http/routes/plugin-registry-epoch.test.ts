@@ -11,6 +11,7 @@ import { FakeClock } from "../../support/fake-clock.js";
 import { startTestApp, type TestApp } from "../../support/http-app.js";
 import { frameJson, openSse, type SseStream } from "../../support/sse-client.js";
 import { eventually } from "../../support/wait.js";
+import { instanceRecord } from "../../scheduler/support.js";
 
 const WAIT_MS = 10_000;
 const alice = "00000000-0000-4000-8000-000000000001";
@@ -37,17 +38,7 @@ describe("plugin API: the player registry's epoch", () => {
     t = await startTestApp({ clock });
     await t.groups.create({ name: "lobby", platform: "paper" });
     await t.nodes.upsert("n1", { host: "10.0.0.1" });
-    await t.instances.save({
-      id: "lobby-1",
-      group: "lobby",
-      node: "n1",
-      port: 30000,
-      memoryMb: 512,
-      state: "RUNNING",
-      playerCount: 0,
-      startedAt: null,
-      deploymentRevision: 1,
-    });
+    await t.instances.save(instanceRecord({ id: "lobby-1", group: "lobby", node: "n1", state: "RUNNING", deploymentRevision: 1 }));
     token = t.credentials.issueWorkloadToken({ instanceId: "lobby-1", group: "lobby", node: "n1" }).token;
   });
   after(async () => {
