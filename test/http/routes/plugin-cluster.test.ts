@@ -10,6 +10,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { Redis } from "ioredis";
+import { PLAYER_REGISTRY_EPOCH_KEY } from "../../../src/plugin-api/players.js";
 import { openRedisKvStore } from "../../../src/store/redis/redis-kv-store.js";
 import type { KvStore } from "../../../src/store/ports.js";
 import { startTestApp, type TestApp } from "../../support/http-app.js";
@@ -75,6 +77,35 @@ describe("plugin API over two controllers sharing Redis", () => {
     const [frame] = await stream.waitFor(1, (f) => f.event === "transfer", 10_000);
     assert.equal(frameJson(frame).id, queued.json.id);
     assert.equal(await b.transfers.pendingCount(), 1, "B sees the transfer A queued");
+  });
+
+  it("a Redis that lost its data (FLUSHALL) gets a new registry epoch, announced on the plugin streams of both controllers", async () => {
+    const [a, b] = apps;
+    const streamOn = async (app: TestApp, instanceId: string, group: string) => {
+      const token = app.credentials.issueWorkloadToken({ instanceId, group, node: "n1" }).token;
+      const ticket = await app.request("POST", "/api/plugin/events/ticket", { token });
+      assert.equal(ticket.status, 200, ticket.text);
+      const stream = await openSse(`${app.baseUrl}/api/v1/events/stream?ticket=${ticket.json.ticket}`);
+      streams.push(stream);
+      const [connected] = await stream.waitFor(1);
+      return { stream, epoch: frameJson(connected).registryEpoch as string };
+    };
+    const onA = await streamOn(a, "lobby-1", "lobby");
+    const onB = await streamOn(b, "proxy-1", "proxy");
+    assert.ok(onA.epoch, "the connected frame names the epoch");
+    assert.equal(onB.epoch, onA.epoch, "one epoch for the cluster");
+    assert.equal(await stores[0].get(PLAYER_REGISTRY_EPOCH_KEY), onA.epoch);
+    const flushed = new Redis(redis.uri, { maxRetriesPerRequest: 2 });
+    try {
+      await flushed.flushall();
+    } finally {
+      flushed.disconnect();
+    }
+    const announced = async (stream: SseStream) => frameJson((await stream.waitFor(1, (f) => f.event === "registry-epoch", 15_000))[0]).registryEpoch as string;
+    const [newOnA, newOnB] = await Promise.all([announced(onA.stream), announced(onB.stream)]);
+    assert.notEqual(newOnA, onA.epoch, "a new epoch after the store lost the old one");
+    assert.equal(newOnB, newOnA, "both controllers announce the same new epoch");
+    assert.equal(await stores[0].get(PLAYER_REGISTRY_EPOCH_KEY), newOnA);
   });
 
   it("an instance's tokens revoked through A are refused on B at once", async () => {
