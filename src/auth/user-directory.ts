@@ -112,24 +112,20 @@ export class UserDirectory {
   async create(input: { username: string; password: string; roles: string[] }): Promise<UserView> {
     if (!USERNAME_REGEX.test(input.username)) throw validationError(`username: must match ${USERNAME_PATTERN}`);
     checkPassword(input.password);
-    const roles = await this.roles.resolveNames(input.roles);
-    const now = new Date(this.clock.nowMs()).toISOString();
-    const doc: UserDoc = {
-      _id: randomUUID(),
-      username: input.username,
-      passwordHash: await hashPassword(input.password, this.passwordParams),
-      roles,
-      tokenVersion: 1,
-      createdAt: now,
-      updatedAt: now,
-    };
-    try {
-      await this.users.insert(doc);
-    } catch (err) {
-      if (err instanceof DuplicateKeyError) throw conflict(`User already exists: ${input.username}`);
-      throw err;
-    }
-    return toUserView(doc);
+    const passwordHash = await hashPassword(input.password, this.passwordParams);
+    // Under the directory's lock: a role deleted meanwhile is not given to the new user.
+    return this.writes.run(DIRECTORY_LOCK, async () => {
+      const roles = await this.roles.resolveNames(input.roles);
+      const now = new Date(this.clock.nowMs()).toISOString();
+      const doc: UserDoc = { _id: randomUUID(), username: input.username, passwordHash, roles, tokenVersion: 1, createdAt: now, updatedAt: now };
+      try {
+        await this.users.insert(doc);
+      } catch (err) {
+        if (err instanceof DuplicateKeyError) throw conflict(`User already exists: ${input.username}`);
+        throw err;
+      }
+      return toUserView(doc);
+    });
   }
 
   /** Changes password and/or roles; returns the user before and after. */

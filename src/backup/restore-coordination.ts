@@ -115,9 +115,10 @@ export class RestoreCoordination {
     if (!(await kv.setIfAbsent(RESTORE_MAINTENANCE_KEY, value, { ttlMs }))) {
       const stored = await kv.get(RESTORE_MAINTENANCE_KEY);
       const other = parseFlag(stored);
-      // The interrupted restore's own flag (still up when its controller restarts within the TTL) is taken over.
-      const takenOver =
-        options.finishing === true && stored !== null && other?.id === id && (await kv.compareAndSet(RESTORE_MAINTENANCE_KEY, stored, value, { ttlMs }));
+      // The interrupted restore's own flag (still up when its controller restarts within the TTL) is
+      // taken over; another controller's live restore of the same backup never is.
+      const ours = other?.id === id && other.controllerId === this.deps.controllerId;
+      const takenOver = options.finishing === true && stored !== null && ours && (await kv.compareAndSet(RESTORE_MAINTENANCE_KEY, stored, value, { ttlMs }));
       if (!takenOver)
         throw new ApiError(409, "RESTORE_IN_PROGRESS", `A restore is in progress${other ? ` (backup ${other.id} on controller ${other.controllerId})` : ""}`);
     }

@@ -333,7 +333,14 @@ export async function startController(config: ControllerConfig, opts: StartContr
       onRestored: () => auth.invalidate(),
       // Bound once the scheduler exists (below). Before it, only a restore interrupted by a kill is
       // finished (at start): the other controllers pause for it; this one schedules nothing yet.
-      maintenance: { run: (id, work, o) => (restoreCoordination ?? startupRestoreCoordination()).run(id, work, o) },
+      maintenance: {
+        run: (id, work, o) => {
+          if (restoreCoordination) return restoreCoordination.run(id, work, o);
+          if (o?.finishing) return startupRestoreCoordination().run(id, work, o);
+          // Requests are served a moment before the scheduler can be paused for a restore.
+          return Promise.reject(new ApiError(503, "NOT_READY", "The controller is still starting; try the restore again in a moment"));
+        },
+      },
       afterDatastores: async () => {
         await stopStrays?.();
       },

@@ -65,7 +65,8 @@ export class KvMutex implements KeyedLock {
         return await fn();
       } finally {
         clearInterval(renewal);
-        await this.kv.compareAndDelete(key, owner);
+        // A release that fails costs the others at most the TTL; it never hides what `fn` did.
+        await this.kv.compareAndDelete(key, owner).catch(() => false);
       }
     });
   }

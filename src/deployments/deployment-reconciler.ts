@@ -152,9 +152,12 @@ export class DeploymentReconciler {
     const fence = async (): Promise<void> => {
       if (!lease) return;
       await lease.confirm();
+      // Written meanwhile under a newer token: another holder took over. A higher token already there
+      // when this step read it (tokens of an earlier Raft history, after a restore into a new cluster)
+      // does not stop a holder whose lease was just confirmed.
       const latest = await collections.progress.get(id);
       const theirs = latest?.fencingToken ?? 0;
-      if (theirs > lease.fencingToken) throw new StaleReconcilerError(id, lease.fencingToken, theirs);
+      if (theirs > lease.fencingToken && JSON.stringify(latest) !== JSON.stringify(stored)) throw new StaleReconcilerError(id, lease.fencingToken, theirs);
     };
     const progress: StoredProgress = structuredClone(stored ?? initialProgress(deployment, isoFromMs(nowMs)));
     const group = await this.options.groups.getDoc(groupName);

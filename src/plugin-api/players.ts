@@ -38,6 +38,8 @@ export const rosterKey = (instanceId: string): string => `${ROSTER_KEY_PREFIX}${
 
 /** `cloud:v1:players:epoch`: the registry's epoch; a new one means the registry was lost. */
 export const PLAYER_REGISTRY_EPOCH_KEY = `${KV_KEY_PREFIX}players:epoch`;
+/** After a new epoch (or a start), how long a missing roster means "not reported again yet" rather than "nobody". */
+export const registrySettleMs = 30_000;
 /** How often each controller reads the epoch, so a store flushed while it runs is noticed without a reconnect. */
 export const registryEpochCheckIntervalMs = 5_000;
 
@@ -118,6 +120,8 @@ export class PlayerService {
   private readonly epochListeners = new Set<RegistryEpochListener>();
   private epochTimer: Timer | null = null;
   private knownEpoch: string | null = null;
+  /** When this controller first read the current epoch (ms); rosters missing this long after it mean nobody. */
+  private epochSeenAtMs: number | null = null;
   private epochCheck: Promise<string> | null = null;
 
   constructor(
@@ -177,6 +181,7 @@ export class PlayerService {
     }
     if (epoch === null) throw new Error(`player registry epoch: deleted ${registryUpdateAttemptsMax} times in a row`);
     const previous = this.knownEpoch;
+    if (epoch !== previous) this.epochSeenAtMs = this.clock.nowMs();
     this.knownEpoch = epoch;
     if (previous !== null && previous !== epoch) {
       this.logger?.warn(`The player registry's epoch changed (${previous} -> ${epoch}): the store lost the registry; plugins report their players again`);
@@ -318,13 +323,16 @@ export class PlayerService {
   }
 
   /**
-   * The players on one server, or null when the registry holds no roster of it: no player was
-   * ever reported there, or the registry was lost (the development profile's in-memory store after
-   * a restart) — not evidence that nobody is on it.
+   * The players on one server, or null while that is unknown: no roster of it, and the registry's
+   * epoch is younger than {@link registrySettleMs} here (the registry was just lost — the
+   * development profile's in-memory store after a restart — and the plugins are still reporting
+   * their players again). A roster still missing after that means nobody is on it.
    */
   async knownCountOn(instanceId: string): Promise<number | null> {
     const roster = parseRoster(await this.kv.get(rosterKey(instanceId)));
-    return roster ? Object.keys(roster.players).length : null;
+    if (roster) return Object.keys(roster.players).length;
+    const settled = this.epochSeenAtMs !== null && this.clock.nowMs() - this.epochSeenAtMs >= registrySettleMs;
+    return settled ? 0 : null;
   }
 
   /**

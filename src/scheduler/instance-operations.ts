@@ -110,9 +110,13 @@ export class InstanceOperations {
   /** The player count of an instance changed (plugin player routes). */
   async playerCountChanged(id: string, playerCount: number): Promise<void> {
     const live = this.deps.live.get(id);
-    if (live) this.deps.live.setPlayerCount(id, playerCount);
-    if (!this.deps.writesRecordOf(id)) return;
+    if (!this.deps.writesRecordOf(id)) {
+      if (live) this.deps.live.setPlayerCount(id, playerCount);
+      return;
+    }
+    // The view changes once the record did: a failed write leaves them apart, and the owner's next pass writes again.
     await this.deps.savePlayerCount(id, playerCount);
+    if (live) this.deps.live.setPlayerCount(id, playerCount);
     const group = live?.group ?? (await this.deps.instances.getDoc(id))?.group;
     if (group !== undefined) this.deps.playerCountWritten(id, group);
     if (playerCount === 0 && this.deps.supervised.stateOf(id) === "DRAINING") this.deps.toInstance(id, { type: "EMPTY" });

@@ -55,7 +55,10 @@ export class PlayerCountSync {
         const count = counts.get(id);
         const live = this.deps.live.get(id);
         if (count === undefined || !live || !this.deps.supervised.has(id) || live.playerCount === count) continue;
-        await this.deps.apply(id, count);
+        // One instance whose write fails does not hold up the others; it is tried again next pass.
+        await this.deps
+          .apply(id, count)
+          .catch((err: unknown) => this.deps.logger.warn(`Writing the player count ${count} of ${id} failed; next pass in one interval`, err));
       }
     }
   }

@@ -5,7 +5,7 @@
 // the killed restore is the state it leaves before it changes anything: its journal beside the
 // bundle. A flag the interrupted restore left up (a restart within its TTL) is taken over.
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -80,9 +80,15 @@ describe("finishing an interrupted restore on a cluster", () => {
     assert.match(bLog(), /Scheduling resumed from the stored records \((maintenance lifted|a restore finished meanwhile)\)/);
   });
 
-  it("a flag the interrupted restore left up is taken over; another restore's flag refuses the start", async () => {
+  it("the flag the interrupted restore left up is taken over; another controller's or another restore's flag refuses the start", async () => {
     const { dir, kv, backupId } = await interruptedRestore("two");
-    await kv.set(RESTORE_MAINTENANCE_KEY, JSON.stringify({ id: backupId, controllerId: "ctl-killed", startedAt: new Date().toISOString() }), { ttlMs: 60_000 });
+    // The flag names the backup and this controller (its member id, kept in its Raft directory).
+    const ownId = (await readFile(join(dir, "raft", "node-id"), "utf8")).trim();
+    const flagOf = (controllerId: string) => JSON.stringify({ id: backupId, controllerId, startedAt: new Date().toISOString() });
+    // The same backup restored by another controller right now is not taken over.
+    await kv.set(RESTORE_MAINTENANCE_KEY, flagOf("ctl-another"), { ttlMs: 60_000 });
+    await assert.rejects(startTestApp({ kv, dir }), new RegExp(`A restore is in progress \\(backup ${backupId} on controller ctl-another\\)`));
+    await kv.set(RESTORE_MAINTENANCE_KEY, flagOf(ownId), { ttlMs: 60_000 });
     const a = await startTestApp({ kv, dir });
     apps.push(a);
     assert.deepEqual(

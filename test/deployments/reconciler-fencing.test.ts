@@ -19,14 +19,18 @@ describe("deployment reconciler fencing", () => {
   let collections: DeploymentCollections;
   let reconciler: DeploymentReconciler;
 
-  /** A lease with `fencingToken` whose confirmation succeeds while `held()` says so, and counts its calls. */
-  const leaseOf = (fencingToken: number, held: () => boolean = () => true) => {
+  /**
+   * A lease with `fencingToken` whose confirmation succeeds while `held()` says so, and counts its
+   * calls; `duringConfirm` runs inside the first confirmation (what happens while the holder stalls).
+   */
+  const leaseOf = (fencingToken: number, held: () => boolean = () => true, duringConfirm?: () => Promise<void>) => {
     const lease = {
       signal: new AbortController().signal,
       fencingToken,
       confirmations: 0,
       async confirm() {
         lease.confirmations++;
+        if (lease.confirmations === 1) await duringConfirm?.();
         if (!held()) throw new Error("lease lost");
       },
     };
@@ -72,11 +76,29 @@ describe("deployment reconciler fencing", () => {
     // The new instance runs: the next step would record its health clock.
     await t.instances.save({ ...instanceRecord({ id: "cutoff-new", group: "cutoff", node: "node-a", state: "RUNNING" }), deploymentRevision: revision });
     clock.advance(1_000);
-    await reconciler.stepAll(leaseOf(4)); // a controller that still believes it holds the lease with token 4
-    assert.deepEqual(await collections.progress.get(id), newer, "the stale holder's step was dropped");
-    await reconciler.stepAll(leaseOf(9));
+    // A controller that believes it holds the lease with token 4 stalls in its confirmation; meanwhile the holder with token 12 writes.
+    let written: unknown = null;
+    const newerHolder = async () => {
+      await reconciler.stepAll(leaseOf(12));
+      written = await collections.progress.get(id);
+    };
+    await reconciler.stepAll(leaseOf(4, () => true, newerHolder));
+    assert.equal((written as { fencingToken?: number } | null)?.fencingToken, 12);
+    assert.deepEqual(await collections.progress.get(id), written, "the stale holder's step was dropped");
     const after = await collections.progress.get(id);
     assert.ok(after?.instances["cutoff-new"]?.runningSince, "the current holder's step is written");
-    assert.equal(after.fencingToken, 9);
+    assert.notDeepEqual(newer, after);
+  });
+
+  it("tokens of an earlier Raft history already on the progress do not stop a holder whose lease is confirmed", async () => {
+    const { id } = await rollingRestart("history");
+    await reconciler.stepAll(leaseOf(900));
+    assert.equal((await collections.progress.get(id))?.fencingToken, 900);
+    // A restore into a new cluster: its grants start low again. Nobody else writes meanwhile.
+    await t.instances.save({ ...instanceRecord({ id: "history-extra", group: "history", node: "node-a", state: "RUNNING" }), deploymentRevision: 0 });
+    clock.advance(1_000);
+    const restarted = leaseOf(3);
+    await reconciler.stepAll(restarted);
+    assert.equal((await collections.progress.get(id))?.fencingToken, 3, "the confirmed holder writes and stamps its own token");
   });
 });
