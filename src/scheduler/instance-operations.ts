@@ -32,8 +32,8 @@ export interface InstanceOperationsDeps {
   fencingTokenOf(group: string): number | null;
   /** One daemon command; failures come back as refused results. */
   send(nodeId: string, command: InstanceCommand): Promise<CommandResult>;
-  /** The player count on the record, in order with the instance's state writes. */
-  savePlayerCount(instanceId: string, playerCount: number): Promise<void>;
+  /** The player count on the record, in order with the instance's state writes; fenced by the scope when `fenced`. */
+  savePlayerCount(instanceId: string, playerCount: number, fenced: boolean): Promise<void>;
   /**
    * Whether this controller writes the instance's record: its owner, or any controller while no
    * scheduler runs here. Elsewhere the owner follows the registry (player-count-sync.ts).
@@ -115,7 +115,13 @@ export class InstanceOperations {
       return;
     }
     // The view changes once the record did: a failed write leaves them apart, and the owner's next pass writes again.
-    await this.deps.savePlayerCount(id, playerCount);
+    try {
+      await this.deps.savePlayerCount(id, playerCount, this.deps.supervised.has(id));
+    } catch (err) {
+      // The scope moved while the count was being written: the new owner writes it from the registry.
+      if (err instanceof ScopeLostError) return;
+      throw err;
+    }
     if (live) this.deps.live.setPlayerCount(id, playerCount);
     const group = live?.group ?? (await this.deps.instances.getDoc(id))?.group;
     if (group !== undefined) this.deps.playerCountWritten(id, group);

@@ -67,11 +67,16 @@ export class InstanceRecordWriter {
     this.deps.track(this.writeState({ instanceId, group: context.group, node: context.node, from: previous, to: next }));
   }
 
-  /** The plugin reported a player count: written after the state writes before it. */
-  savePlayerCount(instanceId: string, playerCount: number): Promise<void> {
+  /**
+   * The plugin reported a player count: written after the state writes before it. `fenced` (the
+   * owner's write) is checked against the group's scope like a state write ({@link ScopeLostError}
+   * when it moved: the new owner writes the count).
+   */
+  savePlayerCount(instanceId: string, playerCount: number, fenced: boolean): Promise<void> {
     return this.recordWrites.run(instanceId, async () => {
       const doc = await this.deps.instances.getDoc(instanceId);
       if (!doc || FINISHED_STATES.has(doc.state)) return;
+      if (fenced) await this.deps.ensureCurrent(doc.group);
       await this.deps.instances.save({ ...doc, playerCount });
     });
   }

@@ -267,7 +267,7 @@ export class SchedulerHost implements InstanceLifecycle {
       logger,
       fencingTokenOf,
       send: (nodeId, command) => this.dispatch.send(nodeId, command),
-      savePlayerCount: (id, count) => this.records.savePlayerCount(id, count),
+      savePlayerCount: (id, count, fenced) => this.records.savePlayerCount(id, count, fenced),
       // While no scheduler runs here nobody is shadowed: the count is written where it was reported.
       writesRecordOf: (id) => !this.started || supervised.has(id),
       playerCountWritten: (id, group) => this.countWritten?.(id, group),

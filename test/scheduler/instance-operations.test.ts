@@ -59,6 +59,7 @@ describe("instance operations", () => {
       fencingTokenOf: () => (owned ? 3 : null),
       send: async (_nodeId, command) => (commands.push(command), answers.shift() ?? { command_id: "c", ok: true, error_code: "", message: "" }),
       savePlayerCount: async (id, count) => {
+        if (scopeMoved) throw new ScopeLostError(groupScope(group));
         const doc = (await fx.instances.getDoc(id))!;
         await fx.instances.save({ ...doc, playerCount: count });
       },
@@ -159,6 +160,14 @@ describe("instance operations", () => {
     assert.deepEqual(actorEvents, [`${group}-1 EMPTY`]);
     assert.deepEqual(groupEvents, [`${group} CHANGED`, `${group} CHANGED`]);
     assert.deepEqual(countsWritten, [`${group}-1 ${group}`, `${group}-1 ${group}`]);
+  });
+
+  test("player counts: a scope that moved while the count was written leaves it to the new owner (no error, the view unchanged)", async () => {
+    await running(`${group}-3`, true);
+    scopeMoved = true;
+    await ops.playerCountChanged(`${group}-3`, 6);
+    assert.equal(live.get(`${group}-3`)?.playerCount, 0);
+    assert.deepEqual([countsWritten, groupEvents], [[], []]);
   });
 
   test("player counts of an instance another controller schedules: the view here changes, the record is the owner's to write", async () => {

@@ -153,16 +153,31 @@ describe("instance record writer", () => {
     const w = writer();
     const actor = followedActor(w);
     actor.send({ type: "DISPATCHED" });
-    await w.savePlayerCount(id, 12);
+    await w.savePlayerCount(id, 12, true);
     await settled();
     const record = (await fx.instances.getDoc(id))!;
     assert.deepEqual([record.state, record.playerCount], ["PREPARING", 12]);
     actor.send({ type: "STOP" });
     actor.send({ type: "EXITED", exitCode: 0 });
     await settled();
-    await w.savePlayerCount(id, 5);
+    await w.savePlayerCount(id, 5, true);
     assert.equal((await fx.instances.getDoc(id))!.playerCount, 0);
     actor.stop();
+  });
+
+  test("the owner's player count is fenced by the scope: after it moved, nothing is written", async () => {
+    const w = writer();
+    const actor = followedActor(w);
+    actor.send({ type: "DISPATCHED" });
+    await settled();
+    actor.stop();
+    const before = (await fx.instances.getDoc(id))!;
+    assert.equal(before.state, "PREPARING");
+    const moved = writer({ ensureCurrent: async () => Promise.reject(new ScopeLostError("group:lobby")) });
+    await assert.rejects(moved.savePlayerCount(id, 9, true), ScopeLostError);
+    assert.deepEqual(await fx.instances.getDoc(id), before, "the record untouched");
+    await moved.savePlayerCount(id, 9, false);
+    assert.equal((await fx.instances.getDoc(id))!.playerCount, 9, "an unfenced write (no scheduler on this controller) lands");
   });
 
   test("a requested stop is written in order with the states, fenced, never weakened, and kept by later state writes", async () => {
