@@ -12,8 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { AuditService } from "../../src/audit/audit-service.js";
-import { createClusterCa, issueNodeCertificate, type CertificateAndKey } from "../../src/cluster/ca.js";
-import { clusterMembershipService } from "../../src/cluster/cluster-grpc-service.js";
+import { createClusterCa, issueNodeCertificate } from "../../src/cluster/ca.js";
 import { ClusterIdentityStore } from "../../src/cluster/cluster-identity.js";
 import {
   callUnary,
@@ -38,6 +37,7 @@ import { MemoryKvStore } from "../../src/store/memory/memory-kv-store.js";
 import { openDocumentStore } from "../../src/store/open.js";
 import type { DocumentStore } from "../../src/store/ports.js";
 import { freePorts } from "./support/free-ports.js";
+import { serveClusterService } from "./support/member-server.js";
 import { eventually } from "../support/wait.js";
 
 const fastTuning: Partial<RaftTuning> = { tickIntervalMs: 20, electionTicks: 10, heartbeatTicks: 1, commitTimeoutMs: 800 };
@@ -74,31 +74,6 @@ interface Member {
   grpcAddr: string;
   gateway: StandInGateway;
   relay: DaemonRelay;
-}
-
-/** The certificate provider of the daemon gateway: client certificates requested and verified, not required. */
-function serverCredentials(caPem: string, identity: CertificateAndKey): grpc.ServerCredentials {
-  const ca = { caCertificate: Buffer.from(caPem) };
-  const id = { certificate: Buffer.from(identity.certPem), privateKey: Buffer.from(identity.keyPem) };
-  const provider: grpc.experimental.CertificateProvider = {
-    addCaCertificateListener: (listener) => queueMicrotask(() => listener(ca)),
-    removeCaCertificateListener: () => undefined,
-    addIdentityCertificateListener: (listener) => queueMicrotask(() => listener(id)),
-    removeIdentityCertificateListener: () => undefined,
-  };
-  return grpc.experimental.createCertificateProviderServerCredentials(provider, provider, false);
-}
-
-async function serve(cluster: ClusterService, audit: AuditService, port: number): Promise<grpc.Server> {
-  const material = cluster.material()!;
-  const server = new grpc.Server();
-  const service = clusterMembershipService({ cluster, audit, clock: systemClock, logger });
-  server.addService(service.definition, service.implementation);
-  const identity = issueNodeCertificate({ certPem: material.caCertPem, keyPem: material.caKeyPem }, { nodeId: controllerServerName });
-  await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`127.0.0.1:${port}`, serverCredentials(material.caCertPem, identity), (error, bound) => (error ? reject(error) : resolve(bound))),
-  );
-  return server;
 }
 
 function client(address: string, credentials: grpc.ChannelCredentials): ClusterMembershipClient {
@@ -166,7 +141,7 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
       configPath: null,
       tuning: fastTuning,
     });
-    const server = await serve(cluster, audit, grpcPort);
+    const server = await serveClusterService(cluster, audit, grpcPort, logger);
     cluster.announce({ httpPort: 1, grpcPort });
     const gateway = new StandInGateway();
     const relay = new DaemonRelay({
