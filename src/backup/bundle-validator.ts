@@ -147,7 +147,10 @@ export async function verifyBundle(path: string, id: string | null, limits?: Bun
     else if (found.sha256 !== expected.sha256 || found.sizeBytes !== expected.sizeBytes || (lines !== null && found.lines !== lines))
       report.checksumMismatches.push(file);
   };
+  const named = new Set<string>();
   for (const collection of manifest.collections) {
+    if (named.has(collection.name)) report.problems.push(`the manifest names collection ${collection.name} twice`);
+    named.add(collection.name);
     if (!isBundledCollection(collection.name)) report.problems.push(`the manifest names collection ${collection.name}, which a backup bundle never holds`);
     if (collection.file !== documentsEntry(collection.name)) report.problems.push(`the manifest puts collection ${collection.name} in ${collection.file}`);
     checkPart(collection.file, collection, collection.documentCount);
