@@ -56,7 +56,7 @@ export const PERMISSION_CATALOG: readonly PermissionInfo[] = [
   p("CLUSTER_MANAGE", "Change cluster membership, join tokens, seed and shared config", "admin"),
   p("BACKUPS_VIEW", "List and verify backups", "view"),
   p("BACKUPS_MANAGE", "Create and prune backups", "operate"),
-  p("BACKUPS_RESTORE", "Restore a backup", "admin"),
+  p("BACKUPS_RESTORE", "Restore a backup; download and upload bundles (they hold every user and the audit log)", "admin"),
 ];
 
 /** Every permission name. */

@@ -79,6 +79,7 @@ import { eventRoutes } from "../http/routes/events.js";
 import { startEventStream, type EventStream, type EventStreamOptions } from "./event-stream.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
 import { BackupService } from "../backup/backup-service.js";
+import { clusterBundleKeySource, type BundleKeySource } from "../backup/bundle-auth.js";
 import { backupRoutes } from "../http/routes/backups.js";
 import { RestoreCoordination, RESTORE_POLL_INTERVAL_MS } from "../backup/restore-coordination.js";
 import { ClusterIdentityStore } from "../cluster/cluster-identity.js";
@@ -316,6 +317,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
         quietTimeoutMs: restoreQuietTimeoutMs(config),
       });
     let stopStrays: (() => Promise<unknown>) | null = null;
+    // Bound once the cluster service exists (below): bundles are authenticated with its key.
+    let bundleKey: BundleKeySource = () => null;
     const backups = new BackupService({
       documents,
       kv,
@@ -328,6 +331,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         profile: config.runtime.profile,
         documentStore: documentStoreKind(config.database.uri),
       },
+      bundleKey: () => bundleKey(),
       clock,
       logger: logs.logger("cloud.backup"),
       onRestored: () => auth.invalidate(),
@@ -368,6 +372,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const tracing = createTracing(config.telemetry, { name: "cloud-controller", instanceId: cluster.nodeId });
     cleanups.push({ name: "tracing", run: () => tracing.shutdown() });
     memberId = cluster.nodeId;
+    bundleKey = clusterBundleKeySource(cluster);
 
     const instances = new InstanceService(documents, clock);
     const crashes = new CrashService(documents, clock);
