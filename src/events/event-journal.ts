@@ -54,6 +54,8 @@ export interface JournalEntry {
   readonly source: string | null;
   /** `{type, sequence, source, timestamp, data}` as JSON text, serialized once for every client. */
   readonly json: string;
+  /** The stream's frame of it (`id`, `event: message`, `data`), made once for every client. */
+  readonly frame: string;
 }
 
 /** Options of {@link EventJournal}. */
@@ -339,7 +341,8 @@ export class EventJournal {
       data: parsed.data ?? {},
     });
     const source = typeof parsed.source === "string" ? parsed.source : null;
-    this.ring[entry.sequence % this.capacity] = { sequence: entry.sequence, type, source, json };
+    const frame = `id: ${entry.sequence}\nevent: message\ndata: ${json}\n\n`;
+    this.ring[entry.sequence % this.capacity] = { sequence: entry.sequence, type, source, json, frame };
     this.latest = entry.sequence;
     if (this.buffered < this.capacity) this.buffered++;
   }
