@@ -14,7 +14,7 @@ import { MemoryKvStore } from "../../src/store/memory/memory-kv-store.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { eventually } from "../support/wait.js";
 
-const silent = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+const silent = { name: "cloud.events.test", trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
 
 /** A sink that records every write; `full` makes writes report a full socket until `drain()`. */
 class RecordingSink implements SseSink {
