@@ -14,7 +14,14 @@ import { MemoryKvStore } from "../../src/store/memory/memory-kv-store.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { eventually } from "../support/wait.js";
 
-const silent = { name: "cloud.events.test", trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+const silent = {
+  name: "cloud.events.test",
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};
 
 /** A sink that records every write; `full` makes writes report a full socket until `drain()`. */
 class RecordingSink implements SseSink {
@@ -181,5 +188,36 @@ describe("event stream hub", () => {
     assert.ok(sink.text().endsWith(": keep-alive\n\n"));
     sink.close();
     await eventually(() => hub.clientCount === 0, "client released");
+  });
+
+  it("journal entries carry the event as {type, sequence, source, timestamp, data} JSON, made once, whatever the data or the writer", async () => {
+    const data = { text: 'quote " backslash \\ line\n tab\t unicode é 😀 \u2028', nested: { list: [1, 2.5, -0, 1e21, null, true] }, empty: {} };
+    bus.publish("TEST:TRICKY", data, "source-1");
+    await eventually(() => journal.entry(journal.latestSequence)?.type === "TEST:TRICKY", "the event journaled");
+    const entry = journal.entry(journal.latestSequence)!;
+    const parsed = JSON.parse(entry.json) as { timestamp: string };
+    assert.equal(entry.json, JSON.stringify({ type: "TEST:TRICKY", sequence: entry.sequence, source: "source-1", timestamp: parsed.timestamp, data }));
+    assert.equal(entry.frame, `id: ${entry.sequence}\nevent: message\ndata: ${entry.json}\n\n`);
+    // Another writer's layout (spaces, other keys, a missing field) is serialized field by field.
+    for (const value of [
+      '{ "type": "TEST:SPACED", "source": "x", "timestamp": "t", "data": {} }',
+      '{"type":"TEST:EXTRA","source":"x","timestamp":"t","data":{},"more":1}',
+      '{"type":"TEST:BARE"}',
+    ]) {
+      const sequence = await kv.appendSequenced(EVENT_JOURNAL_LOG, value);
+      await eventually(() => journal.latestSequence >= sequence, "the entry journaled");
+      const other = journal.entry(sequence)!;
+      const fields = JSON.parse(value) as Record<string, unknown>;
+      assert.equal(
+        other.json,
+        JSON.stringify({
+          type: fields.type,
+          sequence: other.sequence,
+          source: fields.source ?? null,
+          timestamp: fields.timestamp ?? null,
+          data: fields.data ?? {},
+        }),
+      );
+    }
   });
 });
