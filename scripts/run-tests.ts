@@ -1,13 +1,10 @@
 // Runs every test file under test/ (or those named on the command line) with node:test and tsx,
-// each file in its own process, several at once in two lanes:
-//
-// - the heavy lane: files that start real processes or servers (test/e2e/, controller processes,
-//   PostgreSQL, Redis, simulated game servers); TEST_HEAVY_CONCURRENCY at once (default 1), the
-//   longest first;
-// - the light lane: every other file; TEST_CONCURRENCY at once (default 2), the longest first.
-//
-// Both lanes run side by side, so the long end-to-end files overlap the many short unit files
-// instead of queueing with them. A file's output is printed in one piece when it ends (in full
+// each file in its own process, TEST_CONCURRENCY files at once (default 3). Heavy files — those
+// that start real processes or servers (test/e2e/, controller processes, PostgreSQL, Redis,
+// simulated game servers) — take at most TEST_HEAVY_CONCURRENCY of those slots (default 2); a
+// free slot takes the longest heavy file while fewer run, else the longest light one, so no slot
+// idles while files wait, the long end-to-end files overlap the many short unit files instead of
+// queueing with them, and the short files fill the end. A file's output is printed in one piece when it ends (in full
 // when it failed or with TEST_VERBOSE=1, else one line), so concurrent files never interleave.
 // Every file has a time bound (TEST_FILE_TIMEOUT_MS, default 20 minutes): a file still running
 // then is killed with its process group and counted as failed. Durations are kept in the system's
@@ -21,8 +18,8 @@ import { performance } from "node:perf_hooks";
 
 const root = join(import.meta.dirname, "..");
 const durationsPath = join(tmpdir(), "cloud-test-durations.json");
-const lightConcurrency = positiveInt(process.env.TEST_CONCURRENCY, 2);
-const heavyConcurrency = positiveInt(process.env.TEST_HEAVY_CONCURRENCY, 1);
+const concurrency = positiveInt(process.env.TEST_CONCURRENCY, 3);
+const heavyConcurrency = Math.min(concurrency, positiveInt(process.env.TEST_HEAVY_CONCURRENCY, 2));
 const fileTimeoutMs = positiveInt(process.env.TEST_FILE_TIMEOUT_MS, 20 * 60_000);
 const verbose = process.env.TEST_VERBOSE === "1";
 /** Slowest files listed at the end. */
@@ -126,19 +123,27 @@ function killGroup(child: ChildProcess): void {
   }
 }
 
-/** Runs `files` with at most `concurrency` at once, reporting each as it ends. */
-async function runLane(files: string[], lane: Outcome["lane"], concurrency: number, report: (outcome: Outcome) => void): Promise<Outcome[]> {
-  const queue = [...files];
+/** Runs every file, `concurrency` at once and at most `heavyConcurrency` heavy ones, reporting each as it ends. */
+async function runAll(heavy: string[], light: string[], report: (outcome: Outcome) => void): Promise<Outcome[]> {
   const outcomes: Outcome[] = [];
-  await Promise.all(
-    Array.from({ length: Math.min(concurrency, queue.length) }, async () => {
-      for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
-        const outcome = await runFile(file, lane);
-        outcomes.push(outcome);
-        report(outcome);
-      }
-    }),
-  );
+  let heavyRunning = 0;
+  const next = (): { file: string; lane: Outcome["lane"] } | undefined => {
+    if (heavy.length > 0 && heavyRunning < heavyConcurrency) return { file: heavy.shift()!, lane: "heavy" };
+    if (light.length > 0) return { file: light.shift()!, lane: "light" };
+    return undefined;
+  };
+  const slot = async (): Promise<void> => {
+    for (let job = next(); job !== undefined; job = next()) {
+      if (job.lane === "heavy") heavyRunning += 1;
+      const outcome = await runFile(job.file, job.lane);
+      if (job.lane === "heavy") heavyRunning -= 1;
+      outcomes.push(outcome);
+      report(outcome);
+    }
+  };
+  // A slot that finds only heavy files left while the heavy cap is reached ends: the slots running
+  // heavy files take the rest.
+  await Promise.all(Array.from({ length: concurrency }, slot));
   return outcomes;
 }
 
@@ -156,7 +161,7 @@ async function main(): Promise<void> {
   const heavy = files.filter(isHeavy).sort(byLongest);
   const light = files.filter((file) => !heavy.includes(file)).sort(byLongest);
   console.log(
-    `${files.length} test files: ${light.length} light (${lightConcurrency} at once), ${heavy.length} heavy (${heavyConcurrency} at once); ${availableParallelism()} CPUs`,
+    `${files.length} test files, ${concurrency} at once: ${light.length} light, ${heavy.length} heavy (at most ${heavyConcurrency} at once); ${availableParallelism()} CPUs`,
   );
 
   const startedMs = performance.now();
@@ -172,7 +177,7 @@ async function main(): Promise<void> {
   };
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);
-  const outcomes = (await Promise.all([runLane(heavy, "heavy", heavyConcurrency, report), runLane(light, "light", lightConcurrency, report)])).flat();
+  const outcomes = await runAll(heavy, light, report);
 
   writeFileSync(durationsPath, JSON.stringify({ ...known, ...Object.fromEntries(outcomes.map((o) => [o.file, Math.round(o.ms)])) }, null, 1));
   const failed = outcomes.filter((o) => !o.ok);
