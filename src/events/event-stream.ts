@@ -138,7 +138,12 @@ export class EventStreamHub {
    * the error event `Too many connections` and the stream ends. Resolves once the client is gone.
    */
   async serve(sink: SseSink, position: number | null, shape: StreamShape = {}): Promise<void> {
-    if (this.admitted >= this.clientsMax || this.journal.stopped) {
+    if (this.journal.stopped) {
+      // The controller is stopping: the stream ends at once, as every open one does.
+      sink.end();
+      return;
+    }
+    if (this.admitted >= this.clientsMax) {
       sink.write(sseFrame("error", { message: "Too many connections" }));
       sink.end();
       return;
