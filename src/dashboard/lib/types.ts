@@ -165,6 +165,7 @@ export interface Deployment {
   createdBy: string;
   createdAt: string;
   finishedAt: string | null;
+  /** The single form only (not in lists). */
   progress: { newInstances: number; newHealthy: number; oldInstances: number; retired: number };
   instances: DeploymentInstance[];
 }

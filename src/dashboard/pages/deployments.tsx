@@ -74,7 +74,7 @@ function GroupDeployments({ group, startOpen }: { group: string; startOpen: bool
               { title: "State", render: (d) => <StateBadge state={d.state} /> },
               { title: "Phase", render: (d) => d.phase },
               { title: "Strategy", render: (d) => d.settings.strategy },
-              { title: "Progress", render: (d) => `${d.progress.newHealthy}/${d.desiredInstances ?? d.progress.newInstances} healthy` },
+              { title: "Outcome", render: (d) => d.outcome ?? (d.reason || "–") },
               { title: "Started", render: (d) => time(d.createdAt) },
               { title: "By", render: (d) => d.createdBy },
             ]}
