@@ -7,7 +7,8 @@ import "uplot/dist/uPlot.min.css";
 import "./styles/app.css";
 import { App } from "./app.js";
 import { apiBase, dashboardBase } from "./lib/base.js";
-import { saveToken, takeHandoff } from "./lib/session.js";
+import { saveToken } from "./lib/session.js";
+import { takeHandoff } from "./lib/handoff.js";
 import { applyTheme, loadTheme } from "./lib/theme.js";
 
 const api = apiBase(dashboardBase(location.href));

@@ -3,12 +3,13 @@
  * the central error handler, and every route module. `createHttpApp` is pure wiring; serving it on a
  * port is the composition root's job (`@hono/node-server`).
  *
- * Chain, outermost first: HTTP metrics (every request, whatever answers) -> client address -> unread
+ * Chain, outermost first: HTTP metrics (every request, whatever answers) -> security headers (CSP,
+ * nosniff, no framing; on every answer) -> client address -> unread
  * body drain -> CORS -> subnet guard (only `/api/*`; `/metrics` skips it) -> request id + correlation
  * -> per-IP rate limit -> JWT authentication -> per-user rate limit -> restore gate (writes answer 503
  * while a restore holds the cluster) -> UTF-8 URL check -> body size
  * limit -> route (authorization, then body parsing and validation). docs/decisions/http-auth.md
- * explains each step.
+ * explains each step. The dashboard's files are served under `/ui/` (docs/decisions/dashboard.md).
  */
 import { Hono } from "hono";
 import type { AuditService } from "../audit/audit-service.js";

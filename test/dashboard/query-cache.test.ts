@@ -71,7 +71,7 @@ describe("query cache", () => {
     const clock = new FakeClock();
     const cache = new QueryCache(fakeTimers(clock));
     let loads = 0;
-    const rows = [{ id: "a", state: "STARTING" }];
+    const rows: readonly { id: string; state: string }[] = [{ id: "a", state: "STARTING" }];
     let shown: readonly { id: string; state: string }[] = [];
     cache.watch(
       "instances",

@@ -18,3 +18,10 @@ export function saveBlob(blob: Blob, name: string): void {
   link.remove();
   window.setTimeout(() => URL.revokeObjectURL(url), 30_000);
 }
+
+/** A multipart body with the files under the field `file` (template uploads and imports). */
+export function fileForm(...files: File[]): FormData {
+  const form = new FormData();
+  for (const f of files) form.append("file", f, f.name);
+  return form;
+}

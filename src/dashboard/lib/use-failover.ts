@@ -7,7 +7,8 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { useApp } from "./app-context.js";
 import { failoverTarget, type MemberAddress } from "./failover.js";
-import { loadToken, withHandoff } from "./session.js";
+import { loadToken } from "./session.js";
+import { withHandoff } from "./handoff.js";
 import type { StreamStatus } from "../live/types.js";
 
 export const FAILOVER_AFTER_MS = 6_000;

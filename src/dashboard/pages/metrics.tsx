@@ -8,6 +8,7 @@ import { useApp, useQuery } from "../lib/app-context.js";
 import type { GroupListItem, HistoryAnswer, Instance, KeysetPage } from "../lib/types.js";
 import { Card, ErrorBox, Field, Loading, PageHeader } from "../ui/controls.js";
 import { Chart, type ChartSeries } from "../ui/chart.js";
+import { meanSeries } from "../lib/series.js";
 
 const RANGES: [string, number][] = [
   ["1 hour", 3600_000],
@@ -23,17 +24,6 @@ const GROUPS_CHARTED = 8;
 const pick = (answer: HistoryAnswer | undefined, name: string, label = name): ChartSeries[] => [
   { label, points: answer?.series.find((s) => s.name === name)?.points ?? [] },
 ];
-
-/** The mean per timestamp of several series. */
-export function meanSeries(series: readonly (readonly (readonly [number, number])[])[]): [number, number][] {
-  const sums = new Map<number, [number, number]>();
-  for (const points of series)
-    for (const [t, v] of points) {
-      const s = sums.get(t) ?? [0, 0];
-      sums.set(t, [s[0] + v, s[1] + 1]);
-    }
-  return [...sums].sort((a, b) => a[0] - b[0]).map(([t, [sum, n]]) => [t, sum / n]);
-}
 
 export function MetricsPage() {
   const { api } = useApp();

@@ -6,14 +6,13 @@
 import { useEffect, useState } from "preact/hooks";
 import { useApp, useQuery } from "../lib/app-context.js";
 import { errorMessage } from "../lib/api.js";
-import { download } from "../lib/download.js";
+import { download, fileForm } from "../lib/download.js";
 import { bytes } from "../lib/format.js";
 import { href, navigate, type Route } from "../lib/router.js";
 import type { FileEntry, Template } from "../lib/types.js";
 import { Button, Card, ErrorBox, Loading } from "../ui/controls.js";
 import { useConfirm } from "../ui/dialog.js";
 import { DataTable } from "../ui/table.js";
-import { fileForm } from "./templates.js";
 
 const join = (dir: string, name: string) => (dir ? `${dir}/${name}` : name);
 

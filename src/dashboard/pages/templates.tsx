@@ -2,6 +2,7 @@
 import { useState } from "preact/hooks";
 import { ofTypes, useApp, useQuery } from "../lib/app-context.js";
 import { errorMessage } from "../lib/api.js";
+import { fileForm } from "../lib/download.js";
 import { bytes, short } from "../lib/format.js";
 import { href, navigate, type Route } from "../lib/router.js";
 import type { Template } from "../lib/types.js";
@@ -99,11 +100,4 @@ function TemplateList() {
       </Dialog>
     </>
   );
-}
-
-/** A multipart body with the files under the field `file`. */
-export function fileForm(...files: File[]): FormData {
-  const form = new FormData();
-  for (const f of files) form.append("file", f, f.name);
-  return form;
 }

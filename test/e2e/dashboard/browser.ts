@@ -49,6 +49,9 @@ export async function launchBrowser(): Promise<Browser> {
     timeout: 60_000,
   });
   context.setDefaultTimeout(STEP_TIMEOUT_MS);
+  // Functions handed to page.evaluate are compiled by tsx, which wraps named ones in `__name(...)`;
+  // the page needs that helper (a no-op) for them to run.
+  await context.addInitScript({ content: "globalThis.__name = (fn) => fn;" });
   return {
     context,
     newPage: () => context.newPage(),
