@@ -34,6 +34,7 @@ function argValue(name: string, fallback: number): number {
   return value;
 }
 
+const progress = (message: string) => process.stderr.write(`bench: ${message}\n`);
 const round = (n: number, digits = 0) => Math.round(n * 10 ** digits) / 10 ** digits;
 const percentile = (values: number[], p: number) => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -88,6 +89,7 @@ async function main(): Promise<void> {
       }),
     );
     await inBatches(docs, (doc) => app.instances.save(doc));
+    progress(`seeded ${groupsCount} groups and ${docs.length} instances`);
     const token = await app.tokenFor("ADMIN");
     const ui = `${app.baseUrl}/ui/`;
     const handoff = (route: string) => `${ui}#${route}?handoff=${encodeURIComponent(JSON.stringify({ token, lastSequence: null }))}`;
@@ -116,6 +118,7 @@ async function main(): Promise<void> {
         ),
       );
 
+    progress(`initial load measured (${initialLoadBytes} bytes)`);
     // Signed in (the token handed over in the fragment, as a failover does): overview, groups, instances with their data.
     const overview: number[] = [];
     const groupList: number[] = [];
@@ -147,6 +150,7 @@ async function main(): Promise<void> {
       await n.close();
     }
 
+    progress("page loads measured");
     // A state change on screen at N events/s.
     const live = await browser.newPage();
     await live.goto(handoff("/groups"));
