@@ -19,6 +19,8 @@ import { DIAGNOSTICS_ENTRIES, diagnosticsEntries, diagnosticsTar, humanLogLine }
 import { passwordProblem, permissionSections } from "../../src/dashboard/lib/users.js";
 import { event, fakeTimers, settle } from "./fakes.js";
 
+/** The patch as a query of mutable rows takes it. */
+const patchRows = (rows: GroupRow[], batch: Parameters<typeof patchGroupRows>[1]) => patchGroupRows(rows, batch) as GroupRow[];
 const row = (name: string, extra: Partial<GroupRow> = {}): GroupRow => ({ name, maintenance: false, runningInstances: 1, totalPlayers: 0, ...extra });
 
 describe("group rows patched from events", () => {
@@ -71,7 +73,7 @@ describe("replay: events seen during a fetch patch its answer", () => {
     const cache = new QueryCache(fakeTimers(clock));
     let release: (rows: GroupRow[]) => void = () => undefined;
     const states: QueryState<GroupRow[]>[] = [];
-    cache.watch("groups", { load: () => new Promise<GroupRow[]>((r) => (release = r)), patch: patchGroupRows, replay: true }, (s) => states.push(s));
+    cache.watch("groups", { load: () => new Promise<GroupRow[]>((r) => (release = r)), patch: patchRows, replay: true }, (s) => states.push(s));
     await settle();
     // While the fetch is in flight, the group goes into maintenance.
     cache.events([event(1, "GROUP_MAINTENANCE_CHANGED", { groupName: "a", maintenance: true })]);
@@ -85,7 +87,7 @@ describe("replay: events seen during a fetch patch its answer", () => {
     const cache = new QueryCache(fakeTimers(clock));
     let release: (rows: GroupRow[]) => void = () => undefined;
     const states: QueryState<GroupRow[]>[] = [];
-    cache.watch("groups", { load: () => new Promise<GroupRow[]>((r) => (release = r)), patch: patchGroupRows }, (s) => states.push(s));
+    cache.watch("groups", { load: () => new Promise<GroupRow[]>((r) => (release = r)), patch: patchRows }, (s) => states.push(s));
     await settle();
     cache.events([event(1, "GROUP_MAINTENANCE_CHANGED", { groupName: "a", maintenance: true })]);
     release([row("a")]);
@@ -99,7 +101,7 @@ describe("replay: events seen during a fetch patch its answer", () => {
     const releases: ((rows: GroupRow[]) => void)[] = [];
     const states: QueryState<GroupRow[]>[] = [];
     const load = () => new Promise<GroupRow[]>((r) => releases.push(r));
-    cache.watch("groups", { load, patch: patchGroupRows, replay: true, minIntervalMs: 1 }, (s) => states.push(s));
+    cache.watch("groups", { load, patch: patchRows, replay: true, minIntervalMs: 1 }, (s) => states.push(s));
     await settle();
     const flood = Array.from({ length: REPLAY_EVENTS_MAX + 1 }, (_, i) => event(i + 1, "GROUP_MAINTENANCE_CHANGED", { groupName: "a", maintenance: true }));
     cache.events(flood);

@@ -1,8 +1,8 @@
 /**
- * A tar archive (POSIX ustar) of a few small in-memory files, and its gzip through the browser's
- * CompressionStream: enough for the diagnostics bundle, which the page assembles itself so that it
- * downloads the same tar.gz as `cloudctl diagnostics bundle`. Regular files only; a name is at most
- * 100 bytes of ASCII (no prefix field), a file under 8 GiB (eleven octal digits).
+ * A tar archive (POSIX ustar) of a few small in-memory files (gzipped by lib/gzip.ts): enough for the
+ * diagnostics bundle, which the page assembles itself so that it downloads the same tar.gz as
+ * `cloudctl diagnostics bundle`. Regular files only; a name is at most 100 bytes of ASCII (no prefix
+ * field), a file under 8 GiB (eleven octal digits).
  */
 
 export interface TarEntry {
@@ -69,13 +69,4 @@ export function tarArchive(entries: readonly TarEntry[]): Uint8Array {
     at += part.length;
   }
   return out;
-}
-
-/** True where the page can gzip by itself (CompressionStream: Chromium 80, Firefox 113, Safari 16.4). */
-export const canGzip = (): boolean => typeof CompressionStream === "function";
-
-/** `bytes` gzipped. */
-export async function gzip(bytes: Uint8Array): Promise<Blob> {
-  const stream = new Blob([bytes as BlobPart]).stream().pipeThrough(new CompressionStream("gzip"));
-  return new Blob([await new Response(stream).arrayBuffer()], { type: "application/gzip" });
 }

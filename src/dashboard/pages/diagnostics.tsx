@@ -8,7 +8,7 @@ import { useApp, useQuery } from "../lib/app-context.js";
 import { errorMessage } from "../lib/api.js";
 import { saveBlob } from "../lib/download.js";
 import { diagnosticsTar, type DiagnosticsView } from "../lib/diagnostics-bundle.js";
-import { canGzip, gzip } from "../lib/tar.js";
+import { canGzip, gzip } from "../lib/gzip.js";
 import { time } from "../lib/format.js";
 import type { ShareResult } from "../lib/types.js";
 import { Badge, Button, Can, Card, Field, PageHeader, QueryView } from "../ui/controls.js";
