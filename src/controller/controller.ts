@@ -654,6 +654,9 @@ export async function startController(config: ControllerConfig, opts: StartContr
         eventRoutes({
           hub: eventStream.hub,
           tickets: eventStream.tickets,
+          permissionsOf: (username) => auth.permissionsOfUser(username),
+          clock,
+          logger: logs.logger("cloud.events.stream"),
           plugin: {
             hub: eventStream.pluginHub,
             open: (id) => openPluginStream({ deliveries, transfers, players: playerRegistry, logger: logs.logger("cloud.plugin") }, id),

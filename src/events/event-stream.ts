@@ -11,7 +11,7 @@
  *   `{type: "RESYNC_REQUIRED", lastSequence, earliestSequence, latestSequence, timestamp}` whose id
  *   is the latest sequence; the stream goes on from there and the client refetches state over REST;
  * - a comment line when nothing was written for the keep-alive interval, so proxies keep the
- *   connection;
+ *   connection (counted from the last write, not from the last event the stream skipped);
  * - a client whose socket accepted nothing for the stall bound is cut, which frees its slot.
  */
 import { idleUntilWoken, sseFrame, SSE_KEEP_ALIVE, type SseWriter } from "../shared/sse.js";
@@ -128,7 +128,14 @@ export class EventStreamHub {
     const stopListening = journal.listen(() => wake?.());
     const stopSide = shape.side?.listen(() => wake?.());
     writer.onAbort(() => wake?.());
-    const write = (text: string) => this.writeWithin(writer, text);
+    // The keep-alive is due after keepAliveMs without a write, however often the journal woke the
+    // loop meanwhile: a filtered stream (a plugin's) is woken by every event it then skips.
+    let lastWriteMs = this.clock.nowMs();
+    const write = async (text: string) => {
+      const written = await this.writeWithin(writer, text);
+      lastWriteMs = this.clock.nowMs();
+      return written;
+    };
     try {
       const greeting = shape.greeting ?? "Connected to the event stream";
       if (!(await write(sseFrame("connected", { message: greeting, latestSequence: journal.latestSequence, ...shape.connectedFields })))) return;
@@ -174,7 +181,12 @@ export class EventStreamHub {
           if (!(await write(batch))) return;
           continue;
         }
-        const idle = await idleUntilWoken(this.clock, this.keepAliveMs, (w) => (wake = w));
+        const quietMs = this.clock.nowMs() - lastWriteMs;
+        if (quietMs >= this.keepAliveMs) {
+          if (!(await write(SSE_KEEP_ALIVE))) return;
+          continue;
+        }
+        const idle = await idleUntilWoken(this.clock, this.keepAliveMs - quietMs, (w) => (wake = w));
         wake = null;
         if (idle && !(await write(SSE_KEEP_ALIVE))) return;
       }
