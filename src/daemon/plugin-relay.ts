@@ -12,7 +12,7 @@ import { Agent, createServer, type IncomingMessage, type Server, type ServerResp
 import type { Socket } from "node:net";
 import { systemClock, type Clock, type Timer } from "../shared/clock.js";
 import type { ClientLogger } from "./gateway-client.js";
-import { claimedInstanceOf, type RelayCallerCheck } from "./relay-callers.js";
+import { claimOf, type RelayCallerCheck } from "./relay-callers.js";
 import { answerError, RELAY_ERROR_CODES, RelayedRequest, type RelayCore } from "./relayed-request.js";
 
 export { controllerConnectTimeoutMs, RELAY_ERROR_CODES } from "./relayed-request.js";
@@ -251,8 +251,9 @@ export class PluginRelay {
       return;
     }
     // The body waits unread (no listener yet) while the caller is looked up.
-    const claimed = claimedInstanceOf(req.headers.authorization);
-    callers.admits(req.socket, claimed).then(
+    const claim = claimOf(req.rawHeaders);
+    const verdict = claim.ok ? callers.admits(req.socket, claim.instanceId) : Promise.resolve(claim);
+    verdict.then(
       (verdict) => {
         if (res.writableEnded || res.destroyed) return;
         if (verdict.ok) {

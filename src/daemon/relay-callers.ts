@@ -36,16 +36,31 @@ export interface RelayCallerCheck {
   admits(socket: Socket, claimed: string | null): Promise<CallerVerdict>;
 }
 
-/** The instance a `Bearer wl.<claims>.<signature>` header names (the `iid` claim), else null. The signature is the controller's to check. */
-export function claimedInstanceOf(authorization: string | undefined): string | null {
-  const match = /^Bearer wl\.([A-Za-z0-9_-]{1,2048})\.[A-Za-z0-9_-]+$/.exec(authorization ?? "");
-  if (!match) return null;
+/** How the controller reads an Authorization header (`src/http/middleware/authenticate.ts`). */
+const BEARER_PATTERN = /^Bearer\s+(\S+)\s*$/i;
+
+/** Which instance a call speaks for, as far as the relay can tell before the controller checks the token. */
+export type CallClaim = { ok: true; instanceId: string | null } | { ok: false; reason: string };
+
+/**
+ * The instance the call's workload token names (its `iid` claim, read as the controller reads it:
+ * `wl.<base64url JSON>.<signature>`), null for a call without a workload token. The signature is the
+ * controller's to check; a changed claim fails there. More than one Authorization header is refused:
+ * the relay forwards headers as they came, and it must judge the token the controller will see.
+ */
+export function claimOf(rawHeaders: readonly string[]): CallClaim {
+  const values: string[] = [];
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === "authorization") values.push(rawHeaders[i + 1]!);
+  if (values.length > 1) return { ok: false, reason: "the call carries more than one Authorization header" };
+  const token = values.length === 1 ? BEARER_PATTERN.exec(values[0]!)?.[1] : undefined;
+  const parts = token?.split(".");
+  if (!parts || parts.length !== 3 || parts[0] !== "wl") return { ok: true, instanceId: null };
   try {
-    const claims = JSON.parse(Buffer.from(match[1]!, "base64url").toString("utf8")) as { iid?: unknown };
-    return typeof claims.iid === "string" && claims.iid !== "" ? claims.iid : null;
+    const claims = JSON.parse(Buffer.from(parts[1]!, "base64url").toString("utf8")) as { iid?: unknown };
+    return { ok: true, instanceId: typeof claims.iid === "string" ? claims.iid : null };
   } catch {
-    // Unreadable claims name no instance.
-    return null;
+    // Claims the controller cannot read either: the token names no instance and is refused there.
+    return { ok: true, instanceId: null };
   }
 }
 

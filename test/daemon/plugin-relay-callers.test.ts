@@ -69,9 +69,9 @@ class InstanceProcess {
   get pid(): number {
     return this.child.pid!;
   }
-  async call(url: string, options: { method?: string; token?: string; fromChild?: boolean } = {}): Promise<number> {
+  async call(url: string, options: { method?: string; token?: string; scheme?: string; fromChild?: boolean } = {}): Promise<number> {
     const expected = this.answers.length + 1;
-    const headers: Record<string, string> = options.token ? { authorization: `Bearer ${options.token}` } : {};
+    const headers: Record<string, string> = options.token ? { authorization: `${options.scheme ?? "Bearer"} ${options.token}` } : {};
     this.child.stdin.write(`${JSON.stringify({ url, method: options.method ?? "POST", headers, fromChild: options.fromChild ?? false })}\n`);
     while (this.answers.length < expected) {
       await new Promise<void>((resolve, reject) => {
@@ -93,10 +93,11 @@ class InstanceProcess {
   }
 }
 
-/** One call from this test's own process (no instance's) on a fresh connection. */
-function strayCall(url: string, token?: string, method = "POST"): Promise<number> {
+/** One call from this test's own process (no instance's) on a fresh connection; `headers` as raw name/value pairs. */
+function strayCall(url: string, token?: string, method = "POST", headers: string[] = token ? ["Authorization", `Bearer ${token}`] : []): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(url, { method, headers: token ? { authorization: `Bearer ${token}` } : {}, agent: false }, (res) => {
+    // Raw headers get no Host of Node's own.
+    const req = httpRequest(url, { method, headers: ["Host", new URL(url).host, ...headers], agent: false }, (res) => {
       res.resume();
       res.on("end", () => resolve(res.statusCode ?? 0));
     });
@@ -158,6 +159,13 @@ describe("the relay ties each call to the calling instance", { timeout: 120_000 
     assert.equal(await b.call(`${relayUrl}/api/plugin/player-join`, { token: tokenOf("inst-a") }), 403, "another instance");
     assert.equal(await strayCall(`${relayUrl}/api/plugin/player-join`, tokenOf("inst-a")), 403, "a stray local process");
     assert.equal(await strayCall(`${relayUrl}/api/plugin/player-join`, tokenOf("inst-b")), 403, "a stray local process with B's token");
+    assert.equal(
+      await b.call(`${relayUrl}/api/plugin/player-join`, { token: tokenOf("inst-a"), scheme: "bearer" }),
+      403,
+      "the scheme in lower case, as the controller accepts it",
+    );
+    const twice = ["Authorization", `Bearer ${tokenOf("inst-b")}`, "Authorization", `Bearer ${tokenOf("inst-a")}`];
+    assert.equal(await strayCall(`${relayUrl}/api/plugin/player-join`, undefined, "POST", twice), 403, "two Authorization headers");
     assert.equal(forwarded.length, before, "nothing reached the controller");
     assert.equal(await b.call(`${relayUrl}/api/plugin/player-join`, { token: tokenOf("inst-b") }), 200, "B's own token from B");
   });
