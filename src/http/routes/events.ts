@@ -13,7 +13,6 @@
  * `event: error` `{"message":"Forbidden"}` (`src/events/event-access.ts`).
  */
 import type { Hono } from "hono";
-import { streamSSE } from "hono/streaming";
 import { Type } from "@sinclair/typebox";
 import type { Tickets } from "../../coordination/tickets.js";
 import { EVENTS_VIEW, watchStreamAccess, type PermissionsOf } from "../../events/event-access.js";
@@ -23,6 +22,7 @@ import type { Logger } from "../../logs/types.js";
 import type { Clock } from "../../shared/clock.js";
 import { forbidden, validationError } from "../../shared/errors.js";
 import { addRoute, type RouteRegistry } from "../route.js";
+import { openSseResponse } from "../sse-response.js";
 import type { AppEnv } from "../types.js";
 
 const tag = "Events";
@@ -91,55 +91,39 @@ export function eventRoutes(deps: EventRoutesDeps): (app: Hono<AppEnv>, registry
         // A user's ticket opens the stream only while the user holds events.view.
         const permissions = ticket?.kind === "events" ? await deps.permissionsOf(ticket.username) : null;
         if (ticket?.kind === "events" && !permissions?.has(EVENTS_VIEW)) throw forbidden(`Missing permission: ${EVENTS_VIEW}`);
-        const outgoing = (c.env as { outgoing?: { destroy(): void } } | undefined)?.outgoing;
-        return streamSSE(c, async (stream) => {
-          if (ticket === null) {
-            await stream.write(sseFrame("error", { message: "Unauthorized" }));
-            return;
-          }
-          let plugin: { shape: StreamShape; close(): void } | null = null;
-          let userShape: StreamShape | undefined;
-          let stopAccess = () => {};
-          if (ticket.kind === "plugin-events") plugin = await deps.plugin!.open(ticket.instanceId!);
-          else {
-            const access = watchStreamAccess({
-              username: ticket.username,
-              permissions: permissions!,
-              permissionsOf: deps.permissionsOf,
-              clock: deps.clock,
-              onLost: () => {
-                void stream
-                  .write(sseFrame("error", { message: "Forbidden" }))
-                  .catch(() => undefined)
-                  .finally(() => stream.abort());
-              },
-              onRefreshFailed: (err) => deps.logger.warn(`Cannot read the permissions of ${ticket.username} for an open event stream`, err),
-            });
-            stopAccess = () => access.stop();
-            userShape = { accept: (entry) => access.accept(entry) };
-          }
-          const hub = plugin ? deps.plugin!.hub : deps.hub;
-          try {
-            await hub.serve(
-              {
-                write: (text) => stream.write(text),
-                onAbort: (listener) => stream.onAbort(listener),
-                get aborted() {
-                  return stream.aborted || stream.closed;
-                },
-                cut: () => {
-                  stream.abort();
-                  outgoing?.destroy();
-                },
-              },
-              position,
-              plugin?.shape ?? userShape,
-            );
-          } finally {
-            stopAccess();
-            plugin?.close();
-          }
+        if (ticket === null) {
+          const { sink, response } = openSseResponse(c);
+          sink.write(sseFrame("error", { message: "Unauthorized" }));
+          sink.end();
+          return response;
+        }
+        // Opened before the response: a failure here is answered with the error envelope.
+        const plugin = ticket.kind === "plugin-events" ? await deps.plugin!.open(ticket.instanceId!) : null;
+        const { sink, response } = openSseResponse(c);
+        let userShape: StreamShape | undefined;
+        let stopAccess = () => {};
+        if (ticket.kind === "events") {
+          const access = watchStreamAccess({
+            username: ticket.username,
+            permissions: permissions!,
+            permissionsOf: deps.permissionsOf,
+            clock: deps.clock,
+            onLost: () => {
+              sink.write(sseFrame("error", { message: "Forbidden" }));
+              sink.end();
+            },
+            onRefreshFailed: (err) => deps.logger.warn(`Cannot read the permissions of ${ticket.username} for an open event stream`, err),
+          });
+          stopAccess = () => access.stop();
+          userShape = { accept: (entry) => access.accept(entry) };
+        }
+        const hub = plugin ? deps.plugin!.hub : deps.hub;
+        // The stream outlives the handler: the hub writes to the response until the client goes.
+        void hub.serve(sink, position, plugin?.shape ?? userShape).finally(() => {
+          stopAccess();
+          plugin?.close();
         });
+        return response;
       },
     );
   };
