@@ -36,6 +36,7 @@ export function parsePublicKey(entry: string, origin: string): TrustedKey {
   } catch (error) {
     throw new Error(
       `modules.signing.publicKeys: ${entry.trim().startsWith("-----BEGIN") ? "a PEM entry" : entry} is not a public key (${(error as Error).message})`,
+      { cause: error },
     );
   }
   if (key.asymmetricKeyType !== "ed25519") throw new Error(`modules.signing.publicKeys: ${origin} key is ${key.asymmetricKeyType}, not ed25519`);
