@@ -45,7 +45,7 @@ describe("module worker isolation", () => {
     await mkdir(directory, { recursive: true });
     await writeFile(join(directory, "index.mjs"), source);
     const manifest = validateModuleManifest({ id, version: "1.0.0", backend: { entrypoint: "index.mjs" } });
-    const runtime = new ModuleRuntime({ manifest, directory, bundleSha256: "0".repeat(64) }, deps(hangTimeoutMs, heapMb));
+    const runtime = new ModuleRuntime({ manifest, directory, bundleSha256: "0".repeat(64), backendHash: "0".repeat(64) }, deps(hangTimeoutMs, heapMb));
     runtimes.push(runtime);
     return runtime;
   };

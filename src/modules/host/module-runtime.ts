@@ -25,6 +25,8 @@ export interface LoadableModule {
   directory: string;
   /** sha256 of the bundle file. */
   bundleSha256: string;
+  /** sha256 over the files outside the frontend: equal when only the frontend changed. */
+  backendHash: string;
 }
 
 /** Why a module is FAILED. */
