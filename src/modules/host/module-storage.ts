@@ -92,16 +92,33 @@ export class ModuleStorageHost {
     for (const [field, condition] of Object.entries(filter as Filter)) {
       if (field === RESERVED_FIELD) throw new InvalidArgumentError(`the field ${RESERVED_FIELD} is reserved`);
       if (field === "_id") {
-        if (typeof condition === "string") scoped._id = `${collection}/${condition}`;
-        else if (condition && typeof condition === "object" && Array.isArray(condition.$in) && Object.keys(condition).length === 1)
-          scoped._id = { $in: condition.$in.map((id) => `${collection}/${String(id)}`) };
-        else throw new InvalidArgumentError("_id filters are an id or {$in: [ids]}");
+        scoped._id = this.scopedId(collection, condition);
         continue;
       }
       scoped[field] = condition;
     }
     scoped[RESERVED_FIELD] = collection;
     return scoped;
+  }
+
+  /** An `_id` condition on the stored ids: an id, `$in` ids, or string bounds, each under the collection's prefix. */
+  private scopedId(collection: string, condition: Filter[string]): Filter[string] {
+    const prefixed = (id: unknown) => {
+      if (typeof id !== "string") throw new InvalidArgumentError("_id conditions compare strings");
+      return `${collection}/${id}`;
+    };
+    if (typeof condition === "string") return prefixed(condition);
+    if (condition === null || typeof condition !== "object") throw new InvalidArgumentError("_id conditions compare strings");
+    const range: Record<string, unknown> = {};
+    for (const [operator, value] of Object.entries(condition)) {
+      if (operator === "$in" && Array.isArray(value)) range.$in = value.map(prefixed);
+      else if (["$gt", "$gte", "$lt", "$lte"].includes(operator)) range[operator] = prefixed(value);
+      else throw new InvalidArgumentError(`_id condition ${operator} is not supported`);
+    }
+    // Without an upper bound a range would run into the next collection's ids.
+    if (range.$lt === undefined && range.$lte === undefined && range.$in === undefined) range.$lt = `${collection}0`;
+    if (range.$gt === undefined && range.$gte === undefined && range.$in === undefined) range.$gte = `${collection}/`;
+    return range as Filter[string];
   }
 
   private async withinQuota(grant: StorageGrant, isNew: () => Promise<boolean>): Promise<void> {
