@@ -1,5 +1,5 @@
 /**
- * Opens a module bundle: a gzip-compressed tar (`.tgz`, the format `cloudctl module pack` writes; a
+ * Opens a module bundle: a gzip-compressed tar (`.tgz`, the format pack.ts writes; a
  * plain tar is read too) or a ZIP, unpacked with the templates' archive readers into a spool on disk
  * (links, special files, unsafe paths, bombs and too many entries refused as they are read). Then
  * the bundle's own rules: `META-INF/cloud/module.yaml` present and valid, the backend entrypoint

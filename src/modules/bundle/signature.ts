@@ -1,7 +1,7 @@
 /**
  * Module signatures: a detached Ed25519 signature over the 32-byte sha256 digest of the bundle file
  * (docs/decisions/modules.md, "Signing"). The sidecar holds the 64 signature bytes raw (what
- * `openssl pkeyutl -sign -rawin` writes) or in base64 (what `cloudctl module sign` writes). The
+ * `openssl pkeyutl -sign -rawin` writes) or in base64 (what examples/motd-module/build.ts writes). The
  * controller trusts the public keys of `modules.signing.publicKeys` (PEM text or a PEM file's path)
  * and, on the development profile only, the development key of the repository's example module.
  */

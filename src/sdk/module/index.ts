@@ -1,7 +1,7 @@
 /**
  * The platform module SDK (`cloud-control-plane/module`): what a controller module builds against
  * (spec document 3). It imports nothing from the rest of the package, so a module bundles it (with
- * esbuild, as `cloudctl module new` sets up) and runs it inside its own worker thread of the
+ * esbuild, as examples/motd-module/build.ts does) and runs it inside its own worker thread of the
  * controller. Errors are told apart by `kind`, so use the `is…` helpers rather than `instanceof`.
  */
 export type {
@@ -56,3 +56,4 @@ export { matchRouteTemplate, parseRouteTemplate, pathSegmentsOf, type RouteTempl
 export { ModuleRouteTable, type RegisteredModuleRoute } from "./route-registrar.js";
 export { moduleRequest, ModuleResponseRecorder, applyBodyType, messageOf, type RequestData, type ResponseData } from "./request.js";
 export { findModuleRoute, responseForError, runModuleRoute } from "./route-dispatch.js";
+export { startModuleHarness, type HarnessOptions, type ModuleHarness } from "./testing.js";
