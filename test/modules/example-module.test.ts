@@ -10,6 +10,7 @@ import { after, before, describe, it } from "node:test";
 import { buildMotdModule, type BuiltModule } from "../../examples/motd-module/build.js";
 import type { CloudEvent } from "../../src/events/types.js";
 import { startTestApp, type TestApp } from "../support/http-app.js";
+import { frameJson, openSse, type SseStream } from "../support/sse-client.js";
 import { eventually } from "../support/wait.js";
 import { call, upgradeModule, uploadModule } from "./support/module-api.js";
 
@@ -20,6 +21,7 @@ describe("the example module on one controller", () => {
   let v1: BuiltModule;
   let v2: BuiltModule;
   const events: CloudEvent[] = [];
+  let capabilityStream: SseStream;
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), "example-module-"));
@@ -29,8 +31,11 @@ describe("the example module on one controller", () => {
     assert.equal(t.config.modules.signing.required, true);
     admin = await t.tokenFor("ADMIN");
     t.events.subscribeAll((event) => void events.push(event));
+    const ticket = await call(t.baseUrl, admin, "POST", "/api/v1/events/ticket");
+    capabilityStream = await openSse(`${t.baseUrl}/api/v1/modules/platform/capabilities/stream?ticket=${ticket.json.ticket}`);
   });
   after(async () => {
+    capabilityStream.close();
     await t.close();
     await rm(dir, { recursive: true, force: true });
   });
@@ -45,6 +50,10 @@ describe("the example module on one controller", () => {
     assert.deepEqual(installed.json.capabilities.provides, [{ id: "motd-text", version: "1.0.0", deprecated: false }]);
     assert.ok(events.some((e) => e.type === "MODULE_LOADED" && e.data.moduleName === "motd" && e.data.hasFrontend === true));
     assert.ok(existsSync(join(t.dir, "modules", "frontend", "motd", "module-frontend.json")), "the frontend is staged");
+    // The capability stream carries the CAPABILITY_* events only.
+    const [registered] = await capabilityStream.waitFor(1, (f) => f.event === "message" && frameJson(f).type === "CAPABILITY_REGISTERED");
+    assert.equal(frameJson(registered).data.capabilityId, "motd-text");
+    assert.ok(capabilityStream.frames.every((f) => f.event !== "message" || frameJson(f).type.startsWith("CAPABILITY_")));
 
     assert.equal((await call(t.baseUrl, admin, "GET", "/api/v1/modules/motd/message")).json.text, "Welcome to the network!");
     const set = await call(t.baseUrl, admin, "PUT", "/api/v1/modules/motd/message", JSON.stringify({ text: "Event tonight" }), { "X-User-Id": "alice" });

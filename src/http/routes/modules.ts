@@ -8,7 +8,7 @@
  */
 import { tmpdir } from "node:os";
 import type { Hono } from "hono";
-import { streamSSE } from "hono/streaming";
+import { openSseResponse } from "../sse-response.js";
 import { Type } from "@sinclair/typebox";
 import type { AuditRecorder } from "../../audit/types.js";
 import type { Tickets } from "../../coordination/tickets.js";
@@ -272,28 +272,15 @@ export function moduleManagementRoutes(deps: ModuleRouteDeps): (app: Hono<AppEnv
       async ({ query, c }) => {
         const position = parseResumePosition(query.lastSequence, c.req.header("last-event-id"));
         const redeemed = query.ticket ? await deps.tickets.redeem(query.ticket) : null;
-        const outgoing = (c.env as { outgoing?: { destroy(): void } } | undefined)?.outgoing;
-        return streamSSE(c, async (stream) => {
-          if (redeemed?.kind !== "events") {
-            await stream.write(sseFrame("error", { message: "Unauthorized" }));
-            return;
-          }
-          await deps.hub.serve(
-            {
-              write: (text) => stream.write(text),
-              onAbort: (listener) => stream.onAbort(listener),
-              get aborted() {
-                return stream.aborted || stream.closed;
-              },
-              cut: () => {
-                stream.abort();
-                outgoing?.destroy();
-              },
-            },
-            position,
-            { accept: (entry) => entry.type.startsWith("CAPABILITY_"), greeting: "Capability changes" },
-          );
-        });
+        const { sink, response } = openSseResponse(c);
+        if (redeemed?.kind !== "events") {
+          sink.write(sseFrame("error", { message: "Unauthorized" }));
+          sink.end();
+          return response;
+        }
+        // The stream outlives the handler: the hub writes to the response until the client goes.
+        void deps.hub.serve(sink, position, { accept: (entry) => entry.type.startsWith("CAPABILITY_"), greeting: "Capability changes" });
+        return response;
       },
     );
 
