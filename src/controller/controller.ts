@@ -622,6 +622,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       logs,
       metrics,
       clock,
+      permissionsOf: (username) => auth.permissionsOfUser(username),
       spoolDirectory: opts.templateSpoolDirectory,
       tuning: opts.moduleTuning,
     });

@@ -39,6 +39,8 @@ export interface ModulesOptions {
   /** Where uploads and downloads are spooled; the system temporary directory by default. */
   spoolDirectory?: string;
   tuning?: Partial<ModulePlatformTuning>;
+  /** The permissions a user holds now: the capability-change stream checks modules.view with it. */
+  permissionsOf: (username: string) => Promise<ReadonlySet<string> | null>;
 }
 
 /** The built module platform and its routes. */
@@ -77,7 +79,14 @@ export function buildModules(options: ModulesOptions): Modules {
   return {
     platform,
     routeModules: [
-      moduleManagementRoutes({ platform, audit: options.audit, hub: options.eventStream.hub, tickets: options.eventStream.tickets, spoolDirectory }),
+      moduleManagementRoutes({
+        platform,
+        audit: options.audit,
+        hub: options.eventStream.hub,
+        tickets: options.eventStream.tickets,
+        permissionsOf: options.permissionsOf,
+        spoolDirectory,
+      }),
       moduleMountedRoutes(platform.manager),
     ],
     start: () => platform.start(),

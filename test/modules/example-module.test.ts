@@ -54,6 +54,15 @@ describe("the example module on one controller", () => {
     const [registered] = await capabilityStream.waitFor(1, (f) => f.event === "message" && frameJson(f).type === "CAPABILITY_REGISTERED");
     assert.equal(frameJson(registered).data.capabilityId, "motd-text");
     assert.ok(capabilityStream.frames.every((f) => f.event !== "message" || frameJson(f).type.startsWith("CAPABILITY_")));
+    // A user who may read events but not modules is refused the capability stream.
+    assert.equal((await t.request("POST", "/api/v1/roles", { token: admin, body: { name: "events-only", permissions: ["events.view"] } })).status, 201);
+    await t.auth.users.create({ username: "events-only", password: "events-only-password", roles: ["events-only"] });
+    const eventsOnly = await t.login("events-only", "events-only-password");
+    const ticket = await call(t.baseUrl, eventsOnly, "POST", "/api/v1/events/ticket");
+    assert.equal(ticket.status, 200, ticket.text);
+    const refused = await call(t.baseUrl, null, "GET", `/api/v1/modules/platform/capabilities/stream?ticket=${ticket.json.ticket}`);
+    assert.equal(refused.status, 403, refused.text);
+    assert.equal(refused.json.error.code, "FORBIDDEN");
 
     assert.equal((await call(t.baseUrl, admin, "GET", "/api/v1/modules/motd/message")).json.text, "Welcome to the network!");
     const set = await call(t.baseUrl, admin, "PUT", "/api/v1/modules/motd/message", JSON.stringify({ text: "Event tonight" }), { "X-User-Id": "alice" });

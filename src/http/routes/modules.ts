@@ -17,7 +17,7 @@ import type { EventStreamTicket } from "../../events/types.js";
 import { MODULE_BUNDLE_BYTES_MAX, SIGNATURE_BYTES_MAX } from "../../modules/bundle/bundle-limits.js";
 import type { ModulePlatform } from "../../modules/module-platform.js";
 import type { UploadedBundle } from "../../modules/module-service.js";
-import { ApiError } from "../../shared/errors.js";
+import { ApiError, forbidden } from "../../shared/errors.js";
 import { isCleanlyDecodedName } from "../../shared/unicode.js";
 import { spoolMultipart } from "../../templates/upload-spool.js";
 import { audited } from "../audited.js";
@@ -124,6 +124,8 @@ export interface ModuleRouteDeps {
   /** The event stream's hub and tickets: the capability-change stream uses them. */
   hub: EventStreamHub;
   tickets: Tickets<EventStreamTicket>;
+  /** The permissions a user holds now (null: no such user): the capability-change stream needs modules.view. */
+  permissionsOf: (username: string) => Promise<ReadonlySet<string> | null>;
   spoolDirectory?: string;
 }
 
@@ -272,6 +274,8 @@ export function moduleManagementRoutes(deps: ModuleRouteDeps): (app: Hono<AppEnv
       async ({ query, c }) => {
         const position = parseResumePosition(query.lastSequence, c.req.header("last-event-id"));
         const redeemed = query.ticket ? await deps.tickets.redeem(query.ticket) : null;
+        if (redeemed?.kind === "events" && !(await deps.permissionsOf(redeemed.username))?.has("modules.view"))
+          throw forbidden("Missing permission: modules.view");
         const { sink, response } = openSseResponse(c);
         if (redeemed?.kind !== "events") {
           sink.write(sseFrame("error", { message: "Unauthorized" }));
