@@ -64,6 +64,7 @@ export const BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
   "node_token_claims",
   "node_tokens",
   "nodes",
+  "platform_modules",
   "roles",
   "shares",
   "template_versions",
@@ -71,8 +72,15 @@ export const BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
   "users",
 ]);
 
+/**
+ * The document collections of platform modules, one per module (`module_<id>`, see
+ * src/modules/host/module-storage.ts): bundled like the listed ones. The installed bundles
+ * themselves are blobs of the shared blob store, and their signatures are in `platform_modules`.
+ */
+export const MODULE_COLLECTION_PATTERN = /^module_[a-z0-9_]{1,43}$/;
+
 /** True when a bundle may hold the collection `name` (see {@link BUNDLED_COLLECTIONS}). */
-export const isBundledCollection = (name: string): boolean => BUNDLED_COLLECTIONS.has(name);
+export const isBundledCollection = (name: string): boolean => BUNDLED_COLLECTIONS.has(name) || MODULE_COLLECTION_PATTERN.test(name);
 
 /** Collections every bundle holds (empty or not): without users nobody could sign in after a restore. */
 export const REQUIRED_COLLECTIONS: readonly string[] = ["users", "roles", "groups", "instances", "templates", "template_versions", "audit_log"];
