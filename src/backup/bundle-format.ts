@@ -23,10 +23,11 @@ export const BUNDLE_DIRECTORIES = ["documents/", "kv/", "blobs/"] as const;
 
 /**
  * Collections never bundled: the cluster's identity (which cluster a database belongs to and its
- * CA, both owned by Raft) and the signing secrets. A bundle restored elsewhere must not make a
- * database claim another cluster, and a downloaded bundle must not carry keys that sign tokens.
+ * CA, both owned by Raft), the signing secrets and the fencing tokens' high-water marks. A bundle
+ * restored elsewhere must not make a database claim another cluster, a downloaded bundle must not
+ * carry keys that sign tokens, and a restore must never lower a fencing token the daemons have seen.
  */
-export const EXCLUDED_COLLECTIONS: ReadonlySet<string> = new Set(["cluster_meta", "cluster_ca", "system_secrets"]);
+export const EXCLUDED_COLLECTIONS: ReadonlySet<string> = new Set(["cluster_meta", "cluster_ca", "system_secrets", "fencing_tokens"]);
 
 /** Collections every bundle holds (empty or not): without users nobody could sign in after a restore. */
 export const REQUIRED_COLLECTIONS: readonly string[] = ["users", "roles", "groups", "instances", "templates", "template_versions", "audit_log"];
