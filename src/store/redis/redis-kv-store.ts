@@ -274,6 +274,9 @@ async function quit(connection: Redis): Promise<void> {
     await connection.quit();
   } catch {
     // The connection is already broken: closing it hard is all that is left to do.
+  } finally {
+    // Also closes what QUIT leaves open: through Sentinel, the failover detector's connections to
+    // the Sentinels (they would reconnect for ever once the Sentinels are gone).
     connection.disconnect();
   }
 }
