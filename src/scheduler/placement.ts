@@ -59,7 +59,8 @@ export type PlacementResult = Placement | PlacementFailure;
 
 interface NodeUsage {
   reservedMemoryMb: number;
-  ports: Set<number>;
+  /** Instances per port (a claim refused for a port briefly sits beside the reservation that holds it). */
+  ports: Map<number, number>;
   instancesByGroup: Map<string, number>;
 }
 
@@ -84,7 +85,7 @@ export class PlacementIndex {
     if (FINISHED_STATES.has(instance.state)) return;
     const u = this.usageOf(instance.node);
     u.reservedMemoryMb += instance.memoryMb;
-    u.ports.add(instance.port);
+    u.ports.set(instance.port, (u.ports.get(instance.port) ?? 0) + 1);
     u.instancesByGroup.set(instance.group, (u.instancesByGroup.get(instance.group) ?? 0) + 1);
   }
 
@@ -93,7 +94,9 @@ export class PlacementIndex {
     const u = this.usage.get(instance.node);
     if (!u) return;
     u.reservedMemoryMb -= instance.memoryMb;
-    u.ports.delete(instance.port);
+    const onPort = (u.ports.get(instance.port) ?? 0) - 1;
+    if (onPort > 0) u.ports.set(instance.port, onPort);
+    else u.ports.delete(instance.port);
     const left = (u.instancesByGroup.get(instance.group) ?? 0) - 1;
     if (left > 0) u.instancesByGroup.set(instance.group, left);
     else u.instancesByGroup.delete(instance.group);
@@ -122,7 +125,7 @@ export class PlacementIndex {
   private usageOf(nodeId: string): NodeUsage {
     let u = this.usage.get(nodeId);
     if (!u) {
-      u = { reservedMemoryMb: 0, ports: new Set(), instancesByGroup: new Map() };
+      u = { reservedMemoryMb: 0, ports: new Map(), instancesByGroup: new Map() };
       this.usage.set(nodeId, u);
     }
     return u;

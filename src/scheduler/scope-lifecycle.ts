@@ -62,10 +62,14 @@ export class ScopeLifecycle {
       return;
     }
     const groups = await this.groupsOfScope(scope);
+    // The scope of a group that no longer exists is held only while its instances live on (its
+    // owner died while stopping them, or they ran on a lost node): they are adopted and stopped.
+    const deleted = groups.length === 0 && scope.startsWith("group:") ? scope.slice("group:".length) : null;
     const adopted: ScopeInstance[] = [];
     const stops: InstanceFields[] = [];
     const draining: InstanceFields[] = [];
-    for (const group of groups) {
+    const orphans = deleted === null ? [] : [{ name: deleted, static: false }];
+    for (const group of [...groups, ...orphans]) {
       const docs = await this.deps.instances.findDocs({ group: group.name });
       // The view of a group another controller scheduled may hold instances that finished (or were
       // deleted) meanwhile: the records read now replace it, or they would count towards the group.
@@ -86,7 +90,8 @@ export class ScopeLifecycle {
           timeouts: this.deps.tuning.instanceTimeouts,
         });
         this.deps.supervised.follow(doc.id, doc.state);
-        if (doc.stopRequested) stops.push(doc);
+        if (deleted !== null) stops.push({ ...doc, stopRequested: doc.stopRequested ?? "STOP" });
+        else if (doc.stopRequested) stops.push(doc);
         else if (doc.state === "DRAINING") draining.push(doc);
       }
     }
@@ -94,6 +99,7 @@ export class ScopeLifecycle {
     const supervisor = existing ?? this.createSupervisor(scope);
     supervisor.send({ type: "SCOPE_ACQUIRED", fencingToken, groups: groups.map((g) => this.scopeGroup(g)), instances: adopted });
     this.deps.logger.info(`Scheduling scope ${scope} (fencing token ${fencingToken}): ${groups.length} groups, ${adopted.length} live instances adopted`);
+    if (deleted !== null && adopted.length > 0) this.deps.logger.warn(`Group ${deleted} no longer exists: stopping its ${adopted.length} live instance(s)`);
     for (const doc of stops) {
       this.deps.logger.info(`Completing the ${doc.stopRequested} of ${doc.id} (${doc.state}) requested before ${scope} changed hands`);
       this.deps.completeStop(doc, doc.stopRequested!);

@@ -15,6 +15,7 @@ import { Redis } from "ioredis";
 import { environOf, serverProcesses } from "../support/instance-processes.js";
 import { ClusterHarness, type ClusterMemberProcess } from "./cluster-harness.js";
 import { eventually } from "../support/wait.js";
+import { frameJson, openSse } from "../support/sse-client.js";
 import { cleanupDirs, spawnDaemon, type DaemonProcess } from "../gateway/harness.js";
 import { startPostgresServer, type PostgresServer } from "../support/postgres-server.js";
 import { startRedisServer, type RedisServer } from "../support/redis-server.js";
@@ -399,6 +400,19 @@ describe("plugin calls follow the daemon when its controller dies", { timeout: 3
       const res = await plugin(gameToken, "GET", "/api/plugin/players");
       return res.status === 200 ? (res.json as Listed[]) : null;
     };
+    /** The console lines a surviving controller holds for an instance (its backlog), for diagnostics. */
+    const consoleBacklog = async (id: string): Promise<string[]> => {
+      try {
+        const member = live()[0];
+        const ticket = (await member.call("POST", `/api/v1/services/${id}/console/ticket`)).json.ticket as string;
+        const stream = await openSse(`${member.process!.url}/api/v1/services/${id}/console?ticket=${ticket}`);
+        await sleep(2_000);
+        stream.close();
+        return stream.frames.filter((f) => f.event === "console").map((f) => String(frameJson(f).line));
+      } catch (err) {
+        return [`(no console: ${(err as Error).message})`];
+      }
+    };
     const command = async (id: string, line: string) => assert.ok((await call("POST", `/api/v1/services/${id}/command`, { command: line })).status < 300);
 
     // Four players on the proxy, each placed on a game server by a transfer the proxy carries out.
@@ -437,22 +451,37 @@ describe("plugin calls follow the daemon when its controller dies", { timeout: 3
       assert.fail(`transfer of ${uuid} never accepted`);
     };
     const killedAtMs = Date.now();
+    const killedOutput = new Map<string, string>();
     const [statuses] = await Promise.all([
       Promise.all(placed.map((p, i) => sleep(i * 40).then(() => request(p.uuid)))),
-      sleep(50).then(() => harness.kill9(victim)),
+      sleep(50).then(async () => {
+        const output = victim.process?.output;
+        await harness.kill9(victim);
+        if (output) killedOutput.set(victim.name, output());
+      }),
     ]);
     victim.process = null;
     killed = victim;
     const arrivedAt = new Map<string, number>();
-    await eventually(
-      async () => {
-        const list = await registry();
-        for (const p of list ?? []) if (targetOf.get(p.uuid) === p.instanceId && !arrivedAt.has(p.uuid)) arrivedAt.set(p.uuid, Date.now());
-        return arrivedAt.size === placed.length;
-      },
-      () => `every player on the other game server (arrived: ${arrivedAt.size}/${placed.length})`,
-      { timeoutMs: waitMs, intervalMs: 100 },
-    );
+    try {
+      await eventually(
+        async () => {
+          const list = await registry();
+          for (const p of list ?? []) if (targetOf.get(p.uuid) === p.instanceId && !arrivedAt.has(p.uuid)) arrivedAt.set(p.uuid, Date.now());
+          return arrivedAt.size === placed.length;
+        },
+        () => `every player on the other game server (arrived: ${arrivedAt.size}/${placed.length})`,
+        { timeoutMs: waitMs, intervalMs: 100 },
+      );
+    } catch (err) {
+      // What the proxy and the controllers said about the transfers, for the failure's reader.
+      for (const id of [proxy, ...games]) console.log(`---- console of ${id}\n${(await consoleBacklog(id)).join("\n")}`);
+      for (const m of members) {
+        const lines = (m.process?.output() ?? killedOutput.get(m.name) ?? "").split("\n").filter((l) => /[Tt]ransfer|plugin stream/.test(l));
+        console.log(`---- ${m.name}: transfer log lines\n${lines.slice(-60).join("\n")}`);
+      }
+      throw err;
+    }
     const latencies = placed.map((p) => arrivedAt.get(p.uuid)! - requested.get(p.uuid)!).sort((a, b) => a - b);
     const sinceKill = Math.max(...[...arrivedAt.values()].map((t) => t - killedAtMs));
     console.log(

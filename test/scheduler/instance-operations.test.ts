@@ -82,7 +82,7 @@ describe("instance operations", () => {
   async function running(id: string, follow: boolean, state: "RUNNING" | "DRAINING" | "STOPPED" = "RUNNING"): Promise<void> {
     const record = instanceRecord({ id, group, node: "node-a", state });
     await fx.instances.save(record);
-    live.put(record, follow);
+    live.put(record);
     if (follow) supervised.follow(id, state);
   }
   const bodyOf = (command: InstanceCommand | undefined) => command?.body as { fencing_token: number; instance_id: string } | undefined;

@@ -24,8 +24,11 @@ export const NODE_CERTIFICATE_REVOCATIONS_COLLECTION = "node_certificate_revocat
 
 /** The stored fields of a node: the record without the computed instance count and revocation. */
 export type NodeFields = Omit<NodeRecord, "instanceCount" | "certificateRevoked" | "certificateRevokedAt">;
-/** The stored node document, keyed by node id. */
-export type StoredNode = NodeFields & Doc;
+/**
+ * The stored node document, keyed by node id. `sessionEpoch` numbers the node's daemon sessions
+ * (one more for each session opened, on whichever controller): the newest session owns liveness.
+ */
+export type StoredNode = NodeFields & Doc & { sessionEpoch?: number };
 /** A revocation of a node's certificate, keyed by node id. */
 export type StoredRevocation = Doc & { nodeId: string; revokedAt: string };
 
@@ -228,6 +231,11 @@ export class NodeService {
    * state is given; fields not given keep their stored values.
    */
   async upsert(id: string, update: NodeUpsert): Promise<NodeRecord> {
+    return this.upsertWith(id, update, (next) => next);
+  }
+
+  /** {@link upsert}, with `adjust` applied to the merged document before it is written (under the same lock). */
+  private upsertWith(id: string, update: NodeUpsert, adjust: (next: StoredNode) => StoredNode): Promise<NodeRecord> {
     return this.writes.run(id, async () => {
       const current = await this.nodes.get(id);
       const nowIso = isoFromMs(this.clock.nowMs());
@@ -247,9 +255,54 @@ export class NodeService {
         lastHeartbeatAt: null,
         drainRequestedAt: null,
       };
-      const next: StoredNode = { ...base, ...update, _id: id, id, registeredAt: base.registeredAt };
+      const next: StoredNode = adjust({ ...base, ...update, _id: id, id, registeredAt: base.registeredAt });
       await this.nodes.put(next);
       return this.recordOf(next);
+    });
+  }
+
+  /**
+   * A daemon session of the node opened: the record takes `update` (the hello's figures) and the
+   * next session epoch, and an UNREACHABLE or OFFLINE node is ONLINE again (DRAINING when a drain is
+   * pending: its drainRequestedAt survived the outage). Returns the record and the session's epoch.
+   */
+  async openSession(id: string, update: NodeUpsert): Promise<{ record: NodeRecord; sessionEpoch: number }> {
+    let sessionEpoch = 0;
+    const record = await this.upsertWith(id, update, (next) => {
+      sessionEpoch = (next.sessionEpoch ?? 0) + 1;
+      const back = next.state === "UNREACHABLE" || next.state === "OFFLINE";
+      return { ...next, sessionEpoch, state: back ? (next.drainRequestedAt !== null ? "DRAINING" : "ONLINE") : next.state };
+    });
+    return { record, sessionEpoch };
+  }
+
+  /**
+   * The session numbered `sessionEpoch` ended. True when it was the node's newest session (no
+   * other opened since, on any controller); then, with `markUnreachable`, an ONLINE or DRAINING
+   * node becomes UNREACHABLE (a pending drain is kept). A session replaced by a newer one changes
+   * nothing: liveness follows the newest session.
+   */
+  async endSession(id: string, sessionEpoch: number, markUnreachable: boolean): Promise<boolean> {
+    return this.writes.run(id, async () => {
+      const current = await this.nodes.get(id);
+      if (!current || (current.sessionEpoch ?? 0) > sessionEpoch) return false;
+      if (markUnreachable && (current.state === "ONLINE" || current.state === "DRAINING")) await this.nodes.put({ ...current, state: "UNREACHABLE" });
+      return true;
+    });
+  }
+
+  /**
+   * UNREACHABLE → OFFLINE (its grace period ended). True once OFFLINE (by this call or another
+   * controller's), or when the node is no longer registered; false when it is ONLINE or DRAINING
+   * again (a session came back).
+   */
+  async markOffline(id: string): Promise<boolean> {
+    return this.writes.run(id, async () => {
+      const current = await this.nodes.get(id);
+      if (!current || current.state === "OFFLINE") return true;
+      if (current.state !== "UNREACHABLE") return false;
+      await this.nodes.put({ ...current, state: "OFFLINE" });
+      return true;
     });
   }
 

@@ -1,0 +1,262 @@
+/**
+ * One placement view of every node, shared by every controller that places instances: the
+ * placement ledgers of the key-value store (placement-ledger.ts), read into a {@link PlacementIndex}
+ * that placement decides on. A decision is made on the view as this controller last read it; the
+ * claim that follows re-reads the chosen machine's ledger and enters the reservations with one
+ * compare-and-set of it, so two controllers can never both take a port or the last memory of a
+ * node: the second claim finds the first and is refused (the evaluator places that instance again).
+ * A claim's read also refreshes the view of that machine; {@link PlacementView.refresh} reads every
+ * ledger (at start, every reconcile interval, and before a placement failure is reported).
+ *
+ * Reservations leave the ledger when their instance ends (the owner releases them), and the
+ * owner's reconcile round repairs what a crash or a lost store left behind (placement-repair.ts).
+ */
+import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
+import type { KvStore } from "../store/ports.js";
+import {
+  applyClaims,
+  decodeLedger,
+  encodeLedger,
+  encodeReservation,
+  PLACEMENT_LEDGER_PREFIX,
+  placementLedgerKey,
+  type ClaimRefusal,
+  type LedgerEntry,
+  type Reservation,
+} from "./placement-ledger.js";
+import { PlacementIndex, type PlacementInstance } from "./placement.js";
+
+/** Compare-and-set attempts of one ledger change before it gives up (every failed one means another controller wrote). */
+export const ledgerWriteAttemptsMax = 32;
+
+/** Thrown when a ledger kept changing under every attempt of a write. */
+export class LedgerContendedError extends Error {
+  readonly code = "LEDGER_CONTENDED";
+  constructor(readonly host: string) {
+    super(`The placement ledger of ${host} changed under ${ledgerWriteAttemptsMax} attempts in a row`);
+  }
+}
+
+interface HostLedger {
+  /** The value last read or written (null: no ledger). */
+  text: string | null;
+  entries: Map<string, LedgerEntry>;
+}
+
+const indexed = (r: Reservation): PlacementInstance => ({ group: r.group, node: r.node, port: r.port, memoryMb: r.memoryMb, state: "SCHEDULED" });
+
+/** The shared reservations of every node, as this controller last read them. */
+export class PlacementView {
+  /** What placement decides on: every reservation read, and this controller's placements not claimed yet. */
+  readonly index: PlacementIndex;
+  private readonly hosts = new Map<string, HostLedger>();
+  private readonly nodeHosts = new Map<string, string>();
+  /** What the index holds per instance id (ledger entries and holds). */
+  private readonly inIndex = new Map<string, PlacementInstance>();
+  /** Placements made here and not claimed yet. */
+  private readonly held = new Map<string, Reservation>();
+  private readonly writes = new KeyedMutex();
+
+  constructor(private readonly kv: KvStore) {
+    this.index = new PlacementIndex((nodeId) => this.hostOf(nodeId));
+  }
+
+  /** Records the machine of a node (its reported host); nodes on one machine share its ports and its ledger. */
+  setNodeHost(nodeId: string, host: string): void {
+    this.nodeHosts.set(nodeId, host);
+  }
+
+  hostOf(nodeId: string): string {
+    return this.nodeHosts.get(nodeId) ?? nodeId;
+  }
+
+  /** Whether a reservation of `instanceId` is in the view (claimed, or held here). */
+  has(instanceId: string): boolean {
+    return this.inIndex.has(instanceId);
+  }
+
+  /** Every claimed reservation the view holds. */
+  reservations(): Reservation[] {
+    const all: Reservation[] = [];
+    for (const ledger of this.hosts.values()) for (const entry of ledger.entries.values()) all.push(entry.reservation);
+    return all;
+  }
+
+  /** Reads every ledger again. */
+  async refresh(): Promise<void> {
+    const keys = await this.kv.keys(PLACEMENT_LEDGER_PREFIX);
+    const seen = new Set<string>();
+    for (const key of keys) {
+      const host = key.slice(PLACEMENT_LEDGER_PREFIX.length);
+      seen.add(host);
+      this.absorb(host, await this.kv.get(key));
+    }
+    for (const host of [...this.hosts.keys()]) if (!seen.has(host)) this.absorb(host, null);
+  }
+
+  /** A placement just made here: in the index at once (the next decision sees it), claimed by {@link claim}. */
+  hold(reservation: Reservation): void {
+    this.unindex(reservation.instanceId);
+    this.held.set(reservation.instanceId, reservation);
+    this.reindex(reservation.instanceId, indexed(reservation));
+  }
+
+  /** A hold given up (its placement was not claimed, or its record not written). */
+  unhold(instanceId: string): void {
+    if (!this.held.delete(instanceId)) return;
+    this.unindex(instanceId);
+    for (const ledger of this.hosts.values()) {
+      const entry = ledger.entries.get(instanceId);
+      if (entry) this.reindex(instanceId, indexed(entry.reservation));
+    }
+  }
+
+  /**
+   * Enters held reservations into their machines' ledgers (one compare-and-set per machine), each
+   * checked against the ledger as it is now. Returns the refused ones with the reason; they are no
+   * longer held. `capacityMb` is a node's memory budget (its record's totalMemoryMb).
+   */
+  async claim(reservations: readonly Reservation[], capacityMb: (nodeId: string) => number): Promise<Map<string, ClaimRefusal>> {
+    const byHost = new Map<string, Reservation[]>();
+    for (const r of reservations) {
+      const host = this.hostOf(r.node);
+      byHost.set(host, [...(byHost.get(host) ?? []), r]);
+    }
+    const refusals = new Map<string, ClaimRefusal>();
+    await Promise.all(
+      [...byHost].map(async ([host, claims]) => {
+        // The verdicts of the attempt that was written (an attempt that lost the race is redone).
+        let refused = new Map<string, ClaimRefusal>();
+        try {
+          await this.update(host, (entries) => {
+            refused = applyClaims(entries, claims, capacityMb);
+            return claims.length > refused.size;
+          });
+        } catch (err) {
+          for (const claim of claims) this.unhold(claim.instanceId);
+          throw err;
+        }
+        for (const [id, why] of refused) refusals.set(id, why);
+        for (const claim of claims) {
+          if (refusals.has(claim.instanceId)) this.unhold(claim.instanceId);
+          else this.held.delete(claim.instanceId);
+        }
+      }),
+    );
+    return refusals;
+  }
+
+  /** Removes an ended instance's reservation from its machine's ledger. */
+  async release(instanceId: string, node: string): Promise<void> {
+    const host = this.hostHolding(instanceId) ?? this.hostOf(node);
+    await this.update(host, (entries) => entries.delete(instanceId));
+  }
+
+  /** Removes reservations found stale (their instance ended, or never got a record). */
+  async forget(stale: readonly Reservation[]): Promise<void> {
+    const byHost = new Map<string, Set<string>>();
+    for (const r of stale) {
+      const host = this.hostHolding(r.instanceId) ?? this.hostOf(r.node);
+      byHost.set(host, (byHost.get(host) ?? new Set()).add(r.instanceId));
+    }
+    for (const [host, ids] of byHost) {
+      await this.update(host, (entries) => {
+        let changed = false;
+        for (const id of ids) changed = entries.delete(id) || changed;
+        return changed;
+      });
+    }
+  }
+
+  /**
+   * Enters reservations of instances that already run and are missing from the ledgers (adopted
+   * from the records, or a key-value store that lost its data), without a capacity check: what
+   * runs is the truth the view must show.
+   */
+  async ensure(running: readonly Reservation[]): Promise<void> {
+    const byHost = new Map<string, Reservation[]>();
+    for (const r of running) {
+      const host = this.hostOf(r.node);
+      byHost.set(host, [...(byHost.get(host) ?? []), r]);
+    }
+    for (const [host, list] of byHost) {
+      await this.update(host, (entries) => {
+        let changed = false;
+        for (const r of list) {
+          const current = entries.get(r.instanceId)?.reservation;
+          if (current && current.node === r.node && current.port === r.port && current.memoryMb === r.memoryMb) continue;
+          entries.set(r.instanceId, { reservation: r, line: encodeReservation(r) });
+          changed = true;
+        }
+        return changed;
+      });
+    }
+  }
+
+  /**
+   * One change of a machine's ledger: read, change (`mutate` returns whether it changed anything),
+   * compare-and-set; again from the read when another controller wrote in between. Changes of one
+   * machine by this controller run one at a time.
+   */
+  private update(host: string, mutate: (entries: Map<string, LedgerEntry>) => boolean): Promise<void> {
+    const key = placementLedgerKey(host);
+    return this.writes.run(host, async () => {
+      for (let attempt = 0; attempt < ledgerWriteAttemptsMax; attempt++) {
+        const text = await this.kv.get(key);
+        const entries = new Map(this.absorb(host, text).entries);
+        if (!mutate(entries)) return;
+        const next = encodeLedger(entries.values());
+        const written =
+          text === null
+            ? next === "" || (await this.kv.setIfAbsent(key, next))
+            : next === ""
+              ? await this.kv.compareAndDelete(key, text)
+              : await this.kv.compareAndSet(key, text, next);
+        if (written) {
+          this.absorb(host, next === "" ? null : next, entries);
+          return;
+        }
+      }
+      throw new LedgerContendedError(host);
+    });
+  }
+
+  /** Takes a ledger's text into the view (decoding it only when it changed); `decoded` when the caller has its entries. */
+  private absorb(host: string, text: string | null, decoded?: Map<string, LedgerEntry>): HostLedger {
+    const current = this.hosts.get(host);
+    if (current && current.text === text) return current;
+    const entries = decoded ?? decodeLedger(text);
+    const before = current?.entries ?? new Map<string, LedgerEntry>();
+    for (const [id, entry] of before) {
+      if (entries.get(id)?.line === entry.line || this.held.has(id)) continue;
+      this.unindex(id);
+    }
+    for (const [id, entry] of entries) {
+      this.setNodeHost(entry.reservation.node, host);
+      if (before.get(id)?.line === entry.line || this.held.has(id)) continue;
+      this.reindex(id, indexed(entry.reservation));
+    }
+    const ledger = { text, entries };
+    if (text === null && entries.size === 0) this.hosts.delete(host);
+    else this.hosts.set(host, ledger);
+    return ledger;
+  }
+
+  private hostHolding(instanceId: string): string | undefined {
+    for (const [host, ledger] of this.hosts) if (ledger.entries.has(instanceId)) return host;
+    return undefined;
+  }
+
+  private reindex(id: string, instance: PlacementInstance): void {
+    this.unindex(id);
+    this.inIndex.set(id, instance);
+    this.index.add(instance);
+  }
+
+  private unindex(id: string): void {
+    const current = this.inIndex.get(id);
+    if (!current) return;
+    this.index.remove(current);
+    this.inIndex.delete(id);
+  }
+}
