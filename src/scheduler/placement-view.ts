@@ -13,17 +13,7 @@
  */
 import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
 import type { KvStore } from "../store/ports.js";
-import {
-  applyClaims,
-  decodeLedger,
-  encodeLedger,
-  encodeReservation,
-  PLACEMENT_LEDGER_PREFIX,
-  placementLedgerKey,
-  type ClaimRefusal,
-  type LedgerEntry,
-  type Reservation,
-} from "./placement-ledger.js";
+import { encodeReservation, HostLedger, PLACEMENT_LEDGER_PREFIX, placementLedgerKey, type ClaimRefusal, type Reservation } from "./placement-ledger.js";
 import { PlacementIndex, type PlacementInstance } from "./placement.js";
 
 /** Compare-and-set attempts of one ledger change before it gives up (every failed one means another controller wrote). */
@@ -37,12 +27,6 @@ export class LedgerContendedError extends Error {
   }
 }
 
-interface HostLedger {
-  /** The value last read or written (null: no ledger). */
-  text: string | null;
-  entries: Map<string, LedgerEntry>;
-}
-
 const indexed = (r: Reservation): PlacementInstance => ({ group: r.group, node: r.node, port: r.port, memoryMb: r.memoryMb, state: "SCHEDULED" });
 
 /** The shared reservations of every node, as this controller last read them. */
@@ -51,6 +35,8 @@ export class PlacementView {
   readonly index: PlacementIndex;
   private readonly hosts = new Map<string, HostLedger>();
   private readonly nodeHosts = new Map<string, string>();
+  /** The machine whose ledger holds each claimed reservation read. */
+  private readonly hostOfInstance = new Map<string, string>();
   /** What the index holds per instance id (ledger entries and holds). */
   private readonly inIndex = new Map<string, PlacementInstance>();
   /** Placements made here and not claimed yet. */
@@ -96,7 +82,6 @@ export class PlacementView {
 
   /** A placement just made here: in the index at once (the next decision sees it), claimed by {@link claim}. */
   hold(reservation: Reservation): void {
-    this.unindex(reservation.instanceId);
     this.held.set(reservation.instanceId, reservation);
     this.reindex(reservation.instanceId, indexed(reservation));
   }
@@ -105,10 +90,9 @@ export class PlacementView {
   unhold(instanceId: string): void {
     if (!this.held.delete(instanceId)) return;
     this.unindex(instanceId);
-    for (const ledger of this.hosts.values()) {
-      const entry = ledger.entries.get(instanceId);
-      if (entry) this.reindex(instanceId, indexed(entry.reservation));
-    }
+    const host = this.hostOfInstance.get(instanceId);
+    const entry = host === undefined ? undefined : this.hosts.get(host)?.entries.get(instanceId);
+    if (entry) this.reindex(instanceId, indexed(entry.reservation));
   }
 
   /**
@@ -120,17 +104,18 @@ export class PlacementView {
     const byHost = new Map<string, Reservation[]>();
     for (const r of reservations) {
       const host = this.hostOf(r.node);
-      byHost.set(host, [...(byHost.get(host) ?? []), r]);
+      const list = byHost.get(host);
+      if (list) list.push(r);
+      else byHost.set(host, [r]);
     }
     const refusals = new Map<string, ClaimRefusal>();
     await Promise.all(
       [...byHost].map(async ([host, claims]) => {
-        // The verdicts of the attempt that was written (an attempt that lost the race is redone).
-        let refused = new Map<string, ClaimRefusal>();
+        let refused: Map<string, ClaimRefusal>;
         try {
-          await this.update(host, (entries) => {
-            refused = applyClaims(entries, claims, capacityMb);
-            return claims.length > refused.size;
+          refused = await this.write(host, (ledger) => {
+            const plan = ledger.planClaims(claims, capacityMb);
+            return { text: plan.text, result: plan.refusals, commit: (text: string) => ledger.apply(plan.accepted, text) };
           });
         } catch (err) {
           for (const claim of claims) this.unhold(claim.instanceId);
@@ -138,8 +123,11 @@ export class PlacementView {
         }
         for (const [id, why] of refused) refusals.set(id, why);
         for (const claim of claims) {
-          if (refusals.has(claim.instanceId)) this.unhold(claim.instanceId);
-          else this.held.delete(claim.instanceId);
+          if (refused.has(claim.instanceId)) this.unhold(claim.instanceId);
+          else {
+            this.held.delete(claim.instanceId);
+            this.hostOfInstance.set(claim.instanceId, host);
+          }
         }
       }),
     );
@@ -147,24 +135,21 @@ export class PlacementView {
   }
 
   /** Removes an ended instance's reservation from its machine's ledger. */
-  async release(instanceId: string, node: string): Promise<void> {
-    const host = this.hostHolding(instanceId) ?? this.hostOf(node);
-    await this.update(host, (entries) => entries.delete(instanceId));
+  release(instanceId: string, node: string): Promise<void> {
+    return this.forget([{ instanceId, node }]);
   }
 
   /** Removes reservations found stale (their instance ended, or never got a record). */
-  async forget(stale: readonly Reservation[]): Promise<void> {
-    const byHost = new Map<string, Set<string>>();
+  async forget(stale: readonly Pick<Reservation, "instanceId" | "node">[]): Promise<void> {
+    const byHost = new Map<string, string[]>();
     for (const r of stale) {
-      const host = this.hostHolding(r.instanceId) ?? this.hostOf(r.node);
-      byHost.set(host, (byHost.get(host) ?? new Set()).add(r.instanceId));
+      const host = this.hostOfInstance.get(r.instanceId) ?? this.hostOf(r.node);
+      const list = byHost.get(host);
+      if (list) list.push(r.instanceId);
+      else byHost.set(host, [r.instanceId]);
     }
     for (const [host, ids] of byHost) {
-      await this.update(host, (entries) => {
-        let changed = false;
-        for (const id of ids) changed = entries.delete(id) || changed;
-        return changed;
-      });
+      await this.write(host, (ledger) => ({ text: ledger.planRemoval(ids), result: undefined, commit: (text) => this.dropped(ledger, ids, text) }));
     }
   }
 
@@ -175,76 +160,92 @@ export class PlacementView {
    */
   async ensure(running: readonly Reservation[]): Promise<void> {
     const byHost = new Map<string, Reservation[]>();
-    for (const r of running) {
-      const host = this.hostOf(r.node);
-      byHost.set(host, [...(byHost.get(host) ?? []), r]);
-    }
+    for (const r of running) byHost.set(this.hostOf(r.node), [...(byHost.get(this.hostOf(r.node)) ?? []), r]);
     for (const [host, list] of byHost) {
-      await this.update(host, (entries) => {
-        let changed = false;
-        for (const r of list) {
-          const current = entries.get(r.instanceId)?.reservation;
-          if (current && current.node === r.node && current.port === r.port && current.memoryMb === r.memoryMb) continue;
-          entries.set(r.instanceId, { reservation: r, line: encodeReservation(r) });
-          changed = true;
-        }
-        return changed;
+      await this.write(host, (ledger) => {
+        const missing = list.filter((r) => {
+          const current = ledger.entries.get(r.instanceId)?.reservation;
+          return !current || current.node !== r.node || current.port !== r.port || current.memoryMb !== r.memoryMb;
+        });
+        const plan = ledger.planClaims(missing, () => Number.POSITIVE_INFINITY);
+        // Ports held twice (what runs disagrees with the ledger) are entered all the same.
+        const text =
+          plan.refusals.size === 0
+            ? plan.text
+            : [
+                ...[...ledger.entries.values()].filter((e) => !missing.some((m) => m.instanceId === e.reservation.instanceId)).map((e) => e.line),
+                ...missing.map(encodeReservation),
+              ].join("\n");
+        return {
+          text,
+          result: undefined,
+          commit: (written) => {
+            ledger.apply(missing, written);
+            for (const r of missing) if (!this.held.has(r.instanceId)) this.reindex(r.instanceId, indexed(r));
+          },
+        };
       });
+      for (const r of list) this.hostOfInstance.set(r.instanceId, host);
     }
   }
 
   /**
-   * One change of a machine's ledger: read, change (`mutate` returns whether it changed anything),
-   * compare-and-set; again from the read when another controller wrote in between. Changes of one
-   * machine by this controller run one at a time.
+   * One change of a machine's ledger: read, plan (`plan` answers the text to write, or null for
+   * nothing), compare-and-set, then commit the plan to the cached ledger; again from the read when
+   * another controller wrote in between. Changes of one machine by this controller run one at a time.
    */
-  private update(host: string, mutate: (entries: Map<string, LedgerEntry>) => boolean): Promise<void> {
+  private write<T>(host: string, plan: (ledger: HostLedger) => { text: string | null; result: T; commit: (text: string) => void }): Promise<T> {
     const key = placementLedgerKey(host);
     return this.writes.run(host, async () => {
       for (let attempt = 0; attempt < ledgerWriteAttemptsMax; attempt++) {
-        const text = await this.kv.get(key);
-        const entries = new Map(this.absorb(host, text).entries);
-        if (!mutate(entries)) return;
-        const next = encodeLedger(entries.values());
+        const current = await this.kv.get(key);
+        const ledger = this.absorb(host, current);
+        const next = plan(ledger);
+        if (next.text === null || next.text === current) return next.result;
         const written =
-          text === null
-            ? next === "" || (await this.kv.setIfAbsent(key, next))
-            : next === ""
-              ? await this.kv.compareAndDelete(key, text)
-              : await this.kv.compareAndSet(key, text, next);
+          current === null
+            ? next.text === "" || (await this.kv.setIfAbsent(key, next.text))
+            : next.text === ""
+              ? await this.kv.compareAndDelete(key, current)
+              : await this.kv.compareAndSet(key, current, next.text);
         if (written) {
-          this.absorb(host, next === "" ? null : next, entries);
-          return;
+          next.commit(next.text);
+          this.hosts.set(host, ledger);
+          return next.result;
         }
       }
       throw new LedgerContendedError(host);
     });
   }
 
-  /** Takes a ledger's text into the view (decoding it only when it changed); `decoded` when the caller has its entries. */
-  private absorb(host: string, text: string | null, decoded?: Map<string, LedgerEntry>): HostLedger {
+  private dropped(ledger: HostLedger, ids: readonly string[], text: string): void {
+    ledger.drop(ids, text);
+    for (const id of ids) {
+      this.hostOfInstance.delete(id);
+      if (!this.held.has(id)) this.unindex(id);
+    }
+  }
+
+  /** Takes a ledger's text into the view (decoding it only when it changed since read or written). */
+  private absorb(host: string, text: string | null): HostLedger {
     const current = this.hosts.get(host);
     if (current && current.text === text) return current;
-    const entries = decoded ?? decodeLedger(text);
-    const before = current?.entries ?? new Map<string, LedgerEntry>();
+    const next = HostLedger.decode(text);
+    const before = current?.entries ?? new Map();
     for (const [id, entry] of before) {
-      if (entries.get(id)?.line === entry.line || this.held.has(id)) continue;
-      this.unindex(id);
+      if (next.entries.get(id)?.line === entry.line) continue;
+      if (this.hostOfInstance.get(id) === host) this.hostOfInstance.delete(id);
+      if (!this.held.has(id)) this.unindex(id);
     }
-    for (const [id, entry] of entries) {
+    for (const [id, entry] of next.entries) {
       this.setNodeHost(entry.reservation.node, host);
+      this.hostOfInstance.set(id, host);
       if (before.get(id)?.line === entry.line || this.held.has(id)) continue;
       this.reindex(id, indexed(entry.reservation));
     }
-    const ledger = { text, entries };
-    if (text === null && entries.size === 0) this.hosts.delete(host);
-    else this.hosts.set(host, ledger);
-    return ledger;
-  }
-
-  private hostHolding(instanceId: string): string | undefined {
-    for (const [host, ledger] of this.hosts) if (ledger.entries.has(instanceId)) return host;
-    return undefined;
+    if (text === null) this.hosts.delete(host);
+    else this.hosts.set(host, next);
+    return next;
   }
 
   private reindex(id: string, instance: PlacementInstance): void {

@@ -65,12 +65,17 @@ export class ScopeLifecycle {
     // The scope of a group that no longer exists is held only while its instances live on (its
     // owner died while stopping them, or they ran on a lost node): they are adopted and stopped.
     const deleted = groups.length === 0 && scope.startsWith("group:") ? scope.slice("group:".length) : null;
+    const orphans = deleted === null ? [] : [{ name: deleted, static: false }];
+    const read: { group: { name: string; static: boolean }; docs: InstanceFields[] }[] = [];
+    for (const group of [...groups, ...orphans]) read.push({ group, docs: await this.deps.instances.findDocs({ group: group.name }) });
+    // Lost (or taken again with another token) while the records were read: nothing is adopted.
+    // The live view and the supervised instances change only below, with no await in between, so
+    // a scope lost during the reads leaves nothing behind.
+    if (this.fencingTokens.get(scope) !== fencingToken || this.stopped) return;
     const adopted: ScopeInstance[] = [];
     const stops: InstanceFields[] = [];
     const draining: InstanceFields[] = [];
-    const orphans = deleted === null ? [] : [{ name: deleted, static: false }];
-    for (const group of [...groups, ...orphans]) {
-      const docs = await this.deps.instances.findDocs({ group: group.name });
+    for (const { group, docs } of read) {
       // The view of a group another controller scheduled may hold instances that finished (or were
       // deleted) meanwhile: the records read now replace it, or they would count towards the group.
       const current = new Set(docs.filter((doc) => group.static || !FINISHED_STATES.has(doc.state)).map((doc) => doc.id));
@@ -95,7 +100,6 @@ export class ScopeLifecycle {
         else if (doc.state === "DRAINING") draining.push(doc);
       }
     }
-    if (this.fencingTokens.get(scope) !== fencingToken || this.stopped) return;
     const supervisor = existing ?? this.createSupervisor(scope);
     supervisor.send({ type: "SCOPE_ACQUIRED", fencingToken, groups: groups.map((g) => this.scopeGroup(g)), instances: adopted });
     this.deps.logger.info(`Scheduling scope ${scope} (fencing token ${fencingToken}): ${groups.length} groups, ${adopted.length} live instances adopted`);

@@ -110,6 +110,18 @@ describe("scope lifecycle", () => {
     lifecycle.stop();
   });
 
+  test("a scope lost while its records are being read adopts nothing: no instance is left supervised without an actor", async () => {
+    await seed();
+    const acquiring = lifecycle.acquired(groupScope(group), 5);
+    lifecycle.lost(groupScope(group)); // the lease moved before the reads returned
+    await acquiring;
+    await flush();
+    assert.equal(supervised.size, 0, "nothing supervised");
+    assert.deepEqual(live.ofGroup(group), [], "nothing in the live view");
+    assert.deepEqual(effects, [], "nothing dispatched");
+    lifecycle.stop();
+  });
+
   test("the scope of a group that no longer exists: its live instances are adopted and stopped", async () => {
     // The group was deleted and its owner died while stopping its instances.
     await fx.instances.save(instanceRecord({ id: `${group}-x`, group, node: "node-a", state: "RUNNING" }));
