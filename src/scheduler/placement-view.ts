@@ -49,7 +49,9 @@ export class PlacementView {
 
   /** Records the machine of a node (its reported host); nodes on one machine share its ports and its ledger. */
   setNodeHost(nodeId: string, host: string): void {
+    if (this.nodeHosts.get(nodeId) === host) return;
     this.nodeHosts.set(nodeId, host);
+    this.index.rehost(nodeId);
   }
 
   hostOf(nodeId: string): string {
