@@ -13,6 +13,9 @@ import type { Hello, NodeStatusReport } from "../wire/daemon-proto.js";
 import type { GatewayNodes } from "./gateway-types.js";
 import { NodeWriteQueue } from "./node-write-queue.js";
 
+/** Attempts to record a session's opening (each bounded by the node record lock's wait). */
+const openSessionAttemptsMax = 6;
+
 /** What the liveness records need: the node service, the bus, a logger and the session registry. */
 export interface NodeLivenessDeps {
   nodes: GatewayNodes;
@@ -50,7 +53,7 @@ export class NodeLivenessRecords {
     this.writes.enqueue(nodeId, "the connection", async () => {
       let sessionEpoch: number | undefined;
       try {
-        sessionEpoch = await this.markConnected(nodeId, hello, nowIso);
+        sessionEpoch = await this.openSession(nodeId, hello, nowIso);
         this.epochs.set(sessionId, sessionEpoch);
       } finally {
         this.deps.events.publish(EventTypes.NODE_CONNECTED, { nodeId, sessionId, timestamp: nowIso, sessionEpoch } satisfies NodeConnectedPayload);
@@ -108,6 +111,24 @@ export class NodeLivenessRecords {
   /** Resolves once every record write queued so far has settled (before the stores close). */
   settled(): Promise<void> {
     return this.writes.settled();
+  }
+
+  /**
+   * Records the opening, tried again while the session is open: a session without an epoch is
+   * never entered in the session registry, so no other controller could reach the daemon. The
+   * node's record lock may be held by a controller that just died (the daemon came here because
+   * of that): each attempt waits for the lock at most its wait, and the dead holder's key expires
+   * after its TTL, so a few attempts outlast it.
+   */
+  private async openSession(nodeId: string, hello: Hello, nowIso: string): Promise<number> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.markConnected(nodeId, hello, nowIso);
+      } catch (err) {
+        if (attempt >= openSessionAttemptsMax || !this.deps.hasSession(nodeId)) throw err;
+        this.deps.logger.warn(`Recording the connection of node ${nodeId} failed (attempt ${attempt} of ${openSessionAttemptsMax}); trying again`, err);
+      }
+    }
   }
 
   /** Records the opening (the hello's figures, the next epoch; back ONLINE or DRAINING); returns the session's epoch. */
