@@ -33,8 +33,13 @@ const pluginRequestTimeoutMs = 10_000;
  * the relay waits up to 10 s for the next session; 15 s leaves room for a loaded machine.
  */
 const outageBoundMs = 15_000;
-/** Calls kept going after the daemon is on a surviving controller: they must all succeed. */
+/**
+ * Calls kept going after the daemon is on a surviving controller (they must all succeed): at least
+ * this long, and until each server made {@link callsAfterReconnectMin} of them (a loaded machine
+ * makes fewer calls a second).
+ */
 const callsAfterReconnectMs = 5_000;
+const callsAfterReconnectMin = 10;
 
 interface Call {
   op: "join" | "leave";
@@ -58,7 +63,8 @@ const instanceCount = 2;
 const uuidOf = (server: number, n: number) => `00000000-0000-4000-8${server.toString(16).padStart(3, "0")}-${n.toString(16).padStart(12, "0")}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe("plugin calls follow the daemon when its controller dies", { timeout: 300_000 }, () => {
+// Bounded for a loaded 2-core machine: three controller starts, a relaunch and two failovers.
+describe("plugin calls follow the daemon when its controller dies", { timeout: 900_000 }, () => {
   let postgres: PostgresServer;
   let redis: RedisServer;
   let redisClient: Redis;
@@ -155,7 +161,17 @@ describe("plugin calls follow the daemon when its controller dies", { timeout: 3
       },
       `${instanceCount} RUNNING instances with their processes`,
       waitMs,
-    );
+    ).catch(async (err: unknown) => {
+      // Where the group's instances are, and what the controllers and the daemon said, for the failure's reader.
+      console.log(`---- group\n${(await a.call("GET", `/api/v1/groups/${group}`)).text}`);
+      console.log(`---- services\n${(await a.call("GET", `/api/v1/services?group=${group}`)).text}`);
+      for (const m of members) {
+        const lines = (m.process?.output() ?? "").split("\n").filter((l) => /WARN|ERROR|plugfail/.test(l));
+        console.log(`---- ${m.name}: warnings and the group's lines\n${lines.slice(-40).join("\n")}`);
+      }
+      console.log(`---- daemon output\n${daemon.output().split("\n").slice(-40).join("\n")}`);
+      throw err;
+    });
     servers = running.map((r) => {
       const pid = processesOf(r.id)[0];
       const env = environOf(pid);
@@ -247,10 +263,23 @@ describe("plugin calls follow the daemon when its controller dies", { timeout: 3
         },
         "the daemon's session on a surviving controller",
         { timeoutMs: waitMs, intervalMs: 20 },
-      );
+      ).catch((err: unknown) => {
+        // What the survivors and the daemon said about the node's sessions, for the failure's reader.
+        for (const m of live()) {
+          const lines = (m.process?.output() ?? "").split("\n").filter((l) => /[Ss]ession|connection of node|MUTEX/.test(l));
+          console.log(`---- ${m.name}: session log lines\n${lines.slice(-40).join("\n")}`);
+        }
+        console.log(`---- daemon output\n${daemon.output().split("\n").slice(-40).join("\n")}`);
+        throw err;
+      });
       const reconnectMs = Date.now() - killedAtMs;
       const reconnectedAtMs = Date.now();
       await sleep(callsAfterReconnectMs);
+      await eventually(
+        () => streams.every((s) => s.calls.filter((c) => c.startMs >= reconnectedAtMs).length >= callsAfterReconnectMin),
+        `${callsAfterReconnectMin} plugin calls per server after the reconnect`,
+        { timeoutMs: waitMs, intervalMs: 100 },
+      );
       stopTraffic = true;
       await Promise.all(streams.map((s) => s.done));
 
@@ -277,7 +306,7 @@ describe("plugin calls follow the daemon when its controller dies", { timeout: 3
       assert.ok(outageMs < outageBoundMs, `plugin calls succeed again within ${outageBoundMs} ms: ${summary}`);
       for (const { server, calls: list } of streams) {
         const afterReconnect = list.filter((c) => c.startMs >= reconnectedAtMs);
-        assert.ok(afterReconnect.length >= 10, `${server.id}: calls were made after the reconnect: ${afterReconnect.length}`);
+        assert.ok(afterReconnect.length >= callsAfterReconnectMin, `${server.id}: calls were made after the reconnect: ${afterReconnect.length}`);
         assert.ok(
           afterReconnect.every((c) => c.status === 200),
           `${server.id}: every call started after the reconnect succeeds: ${afterReconnect.filter((c) => c.status !== 200).length} failed`,
