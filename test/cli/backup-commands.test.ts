@@ -21,9 +21,10 @@ const record = {
   documentStore: "embedded",
   blobs: { count: 3 },
 };
-const report = (body: { dryRun: boolean; filesystem: boolean; datastores: boolean }) => ({
+const report = (body: { dryRun: boolean; filesystem: boolean; datastores: boolean; foreign?: boolean }) => ({
   id: record.id,
   dryRun: body.dryRun,
+  foreign: body.foreign === true,
   filesystem: { applied: !body.dryRun && body.filesystem, entryCount: 3, rollbackRoot: body.dryRun || !body.filesystem ? null : "/data/backups/rollback/x" },
   datastores: {
     applied: !body.dryRun && body.datastores,
@@ -84,6 +85,30 @@ describe("cloudctl backup and restore", () => {
       assert.deepEqual(bodiesOf(server, "POST", "/api/v1/restore"), [
         { id: record.id, dryRun: true, filesystem: false, datastores: true },
         { id: record.id, dryRun: false, filesystem: true, datastores: false },
+      ]);
+    } finally {
+      dispose();
+    }
+  });
+
+  test("restore --foreign asks for a foreign bundle, says so in its question and report; --help offers it", async () => {
+    const { home, dispose } = homeWithContext(server.url);
+    try {
+      const help = await runCli(["restore", "--help"], { home });
+      assert.equal(help.code, 0, help.stderr);
+      assert.match(help.stdout, /--foreign\s+take a bundle this cluster did not make/);
+      const before = bodiesOf(server, "POST", "/api/v1/restore").length;
+      const declined = await runCli(["restore", record.id, "--foreign"], { home, stdin: "n\n" });
+      assert.equal(declined.code, 0, declined.stderr);
+      assert.match(declined.stdout + declined.stderr, /another cluster's: its users and roles replace these/);
+      const dry = await runCli(["restore", record.id, "--dry-run", "--foreign"], { home });
+      assert.equal(dry.code, 0, dry.stderr);
+      assert.match(dry.stdout, /foreign\s+yes: not authenticated by this cluster/);
+      const plain = await runCli(["restore", record.id, "--dry-run"], { home });
+      assert.match(plain.stdout, /foreign\s+no/);
+      assert.deepEqual(bodiesOf(server, "POST", "/api/v1/restore").slice(before), [
+        { id: record.id, dryRun: true, filesystem: true, datastores: true, foreign: true },
+        { id: record.id, dryRun: true, filesystem: true, datastores: true },
       ]);
     } finally {
       dispose();
