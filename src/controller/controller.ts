@@ -501,6 +501,9 @@ export async function startController(config: ControllerConfig, opts: StartContr
       logger: logs.logger("cloud.coordination"),
     });
     const instanceMetrics = new InstanceMetricsService(kv, events, clock, (id, tps) => metricsHistory.reportTps(id, tps));
+    // The highest of the group's lease tokens (counter or durable mark: no token above it was ever issued); the development profile's constant token without one.
+    const groupTokenCeiling = async (group: string) =>
+      Math.max(Number(await kv.get(leaseTokenKey(groupResource(group)))) || 0, await fencingHighWater.highest(groupResource(group))) || LOCAL_SCOPE_TOKEN;
     const scheduler = new SchedulerHost({
       groups,
       instances,
@@ -514,6 +517,9 @@ export async function startController(config: ControllerConfig, opts: StartContr
       clock,
       logger: logs.logger("cloud.scheduler"),
       metrics,
+      kv,
+      sessionHeld: (nodeId) => coordination.sessionHeld(nodeId),
+      strayFencingToken: groupTokenCeiling,
       revisions,
       tuning: {
         evaluationIntervalMs: config.scheduler.evaluationIntervalSeconds * 1000,
@@ -542,9 +548,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
           return result?.ok ? (result.instances ?? []) : null;
         },
         liveRecords: async () => new Map((await instances.findDocs()).filter((doc) => !FINISHED_STATES.has(doc.state)).map((doc) => [doc.id, doc.node])),
-        // The highest of the group's lease tokens (counter or durable mark); the development profile's constant token without one.
-        fencingToken: async (group) =>
-          Math.max(Number(await kv.get(leaseTokenKey(groupResource(group)))) || 0, await fencingHighWater.highest(groupResource(group))) || LOCAL_SCOPE_TOKEN,
+        fencingToken: groupTokenCeiling,
         forceStop: async (nodeId, group, instanceId, fencingToken) => {
           const result = await daemonLink
             .sendCommand(nodeId, { type: "force_stop_instance", body: { group, fencing_token: fencingToken, instance_id: instanceId } })

@@ -27,6 +27,8 @@ import type { KvStore } from "../store/ports.js";
 export interface SchedulingCoordination {
   scopes: ScopeOwnership;
   daemons: DaemonLink;
+  /** Whether any controller holds a daemon session of the node now: a node that has one is never lost. */
+  sessionHeld(nodeId: string): Promise<boolean>;
   /** Starts the relays (before the scheduler starts). */
   start(): Promise<void>;
   stop(): Promise<void>;
@@ -54,7 +56,13 @@ const isLocal = (source: string) => !source.startsWith("peer:");
 export function buildCoordination(options: CoordinationOptions): SchedulingCoordination {
   const { config, gateway } = options;
   if (config.runtime.profile !== "production") {
-    return { scopes: new LocalScopeOwnership(), daemons: gateway, start: async () => undefined, stop: async () => undefined };
+    return {
+      scopes: new LocalScopeOwnership(),
+      daemons: gateway,
+      sessionHeld: async (nodeId) => gateway.isConnected(nodeId),
+      start: async () => undefined,
+      stop: async () => undefined,
+    };
   }
   const { kv, controllerId, events, logger } = options;
   const leaseTtlMs = 2 * config.scheduler.evaluationIntervalSeconds * 1000;
@@ -67,12 +75,14 @@ export function buildCoordination(options: CoordinationOptions): SchedulingCoord
   return {
     scopes,
     daemons: relay,
+    sessionHeld: (nodeId) => relay.sessionHeld(nodeId),
     start: async () => {
       await relay.start();
       await bridge.start();
       subscriptions.push(
         events.subscribe(EventTypes.NODE_CONNECTED, async (e) => {
-          if (isLocal(e.source)) await relay.sessionOpened(String(e.data.nodeId), String(e.data.sessionId));
+          if (isLocal(e.source) && typeof e.data.sessionEpoch === "number")
+            await relay.sessionOpened(String(e.data.nodeId), String(e.data.sessionId), e.data.sessionEpoch);
         }),
         events.subscribe(EventTypes.NODE_DISCONNECTED, async (e) => {
           if (!isLocal(e.source)) return;

@@ -100,6 +100,7 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
     workDir: config.workDir,
     platforms,
     launcher,
+    maxMemoryMb: config.maxMemoryMb,
     ...(options.clock ? { clock: options.clock } : {}),
     unpackTemplates: async (request) => {
       try {

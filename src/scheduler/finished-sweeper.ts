@@ -2,9 +2,11 @@
  * Periodic housekeeping of the scheduler: deletes STOPPED and CRASHED instance records once they
  * have been listed for the retention (a STATIC group's slot records stay: they say which node holds
  * each slot's directory), keeps every stored group tracked for ownership (an event missed from a
- * peer must not leave a group without an owner), and untracks a deleted group once its instances
- * finished. A delete is fenced like a write: the scope's check after the read, then a delete only at
- * the revision read (a record written since, by anyone, stays).
+ * peer must not leave a group without an owner), and untracks a deleted group once its instance
+ * records in the store are all finished (whichever controller stopped them), so the lease of its
+ * scope is released; until then some controller holds it and stops what is left. A delete is fenced
+ * like a write: the scope's check after the read, then a delete only at the revision read (a record
+ * written since, by anyone, stays).
  */
 import type { GroupService } from "../domain/groups/group-service.js";
 import type { InstanceService } from "../domain/instances/instance-service.js";
@@ -21,7 +23,7 @@ export const sweepIntervalMaxMs = 60_000;
 
 export interface FinishedSweeperDeps {
   groups: Pick<GroupService, "listDocs">;
-  instances: Pick<InstanceService, "findRevisioned" | "removeIf">;
+  instances: Pick<InstanceService, "findRevisioned" | "findDocs" | "removeIf">;
   scopes: Pick<ScopeOwnership, "track" | "untrack">;
   live: LiveInstances;
   clock: Clock;
@@ -54,9 +56,14 @@ export class FinishedSweeper {
     this.timer = null;
   }
 
-  /** A group was deleted: its scope stays tracked until its instances finished. */
+  /** A group was deleted (or found gone with live instances): its scope stays tracked until its instances finished. */
   groupDeleted(name: string): void {
     this.deletedGroups.add(name);
+  }
+
+  /** Whether a deleted group's scope is still tracked here. */
+  tracksDeleted(name: string): boolean {
+    return this.deletedGroups.has(name);
   }
 
   /** One pass. */
@@ -93,7 +100,7 @@ export class FinishedSweeper {
         this.deletedGroups.delete(name);
         continue;
       }
-      if (this.deps.live.ofGroup(name).every((i) => FINISHED_STATES.has(i.state))) {
+      if ((await this.deps.instances.findDocs({ group: name })).every((doc) => FINISHED_STATES.has(doc.state))) {
         this.deps.scopes.untrack(name);
         this.deletedGroups.delete(name);
       }

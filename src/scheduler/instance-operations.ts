@@ -14,7 +14,7 @@ import type { GroupService } from "../domain/groups/group-service.js";
 import type { InstanceFields, InstanceService, StopRequest } from "../domain/instances/instance-service.js";
 import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
 import type { Logger } from "../logs/types.js";
-import { conflict, notFound } from "../shared/errors.js";
+import { ApiError, conflict, notFound } from "../shared/errors.js";
 import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
 import { refused } from "./command-dispatch.js";
 import { READY_CHAIN } from "./daemon-report-router.js";
@@ -104,7 +104,12 @@ export class InstanceOperations {
       type: "mark_instance_ready",
       body: { group: doc.group, fencing_token: await this.actingFencingToken(doc.group), instance_id: id },
     });
-    if (!result.ok && result.error_code !== "INVALID_STATE") this.deps.logger.warn(`Node ${doc.node} refused the readiness of ${id}: ${result.error_code}`);
+    if (result.ok || result.error_code === "INVALID_STATE") return;
+    this.deps.logger.warn(`Node ${doc.node} refused the readiness of ${id}: ${result.error_code}`);
+    // Answered 503, so the plugin reports it again (its client retries a 503): a lease that moved
+    // while the call was on its way (STALE_EPOCH) or a daemon between controllers must not leave a
+    // ready server STARTING until its start timeout.
+    throw new ApiError(503, "READY_NOT_DELIVERED", `Node ${doc.node} did not take the readiness of ${id} (${result.error_code}); report it again`);
   }
 
   /** The player count of an instance changed (plugin player routes). */

@@ -68,6 +68,7 @@ describe("finished sweeper", () => {
       groups: fx.groups,
       instances: {
         findRevisioned: (filter) => fx.instances.findRevisioned(filter),
+        findDocs: (filter) => fx.instances.findDocs(filter),
         removeIf: async (id, rev) => {
           // Between the sweeper's read and its delete, the record is written again (a STATIC-like reuse, a repair).
           if (id === `${dyn}-rewritten`) await fx.instances.save((await fx.instances.getDoc(id))!);
@@ -119,7 +120,7 @@ describe("finished sweeper", () => {
     );
   });
 
-  test("a deleted group: its records are anyone's to sweep, its scope untracked once its instances finished", async () => {
+  test("a deleted group: its records are anyone's to sweep, its scope untracked once its instance records finished", async () => {
     const gone = `gone${suffix}`;
     await fx.groups.create({ name: gone, platform: "simulated", scalingMode: "DYNAMIC", minInstances: 0, maxInstances: 4 });
     await finished(`${gone}-a`, gone, "STOPPED", retentionMs + 1);
@@ -131,7 +132,8 @@ describe("finished sweeper", () => {
     await sweeper.sweep();
     assert.deepEqual(await ids(gone), [`${gone}-b`]);
     assert.deepEqual(untracked, [], "an instance is still stopping");
-    live.setState(stopping.id, "STOPPED");
+    // Stopped by whichever controller held the scope: the records decide, not this controller's view.
+    await fx.instances.save({ ...stopping, state: "STOPPED", stoppedAt: new Date(fx.clock.nowMs()).toISOString() });
     await sweeper.sweep();
     assert.deepEqual(untracked, [gone]);
     await sweeper.sweep();

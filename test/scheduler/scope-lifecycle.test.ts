@@ -127,6 +127,34 @@ describe("scope lifecycle", () => {
     lifecycle.stop();
   });
 
+  test("a scope lost while its records are being read adopts nothing: no instance is left supervised without an actor", async () => {
+    await seed();
+    const acquiring = lifecycle.acquired(groupScope(group), 5);
+    lifecycle.lost(groupScope(group)); // the lease moved before the reads returned
+    await acquiring;
+    await flush();
+    assert.equal(supervised.size, 0, "nothing supervised");
+    assert.deepEqual(live.ofGroup(group), [], "nothing in the live view");
+    assert.deepEqual(effects, [], "nothing dispatched");
+    lifecycle.stop();
+  });
+
+  test("the scope of a group that no longer exists: its live instances are adopted and stopped", async () => {
+    // The group was deleted and its owner died while stopping its instances.
+    await fx.instances.save(instanceRecord({ id: `${group}-x`, group, node: "node-a", state: "RUNNING" }));
+    await fx.instances.save(instanceRecord({ id: `${group}-y`, group, node: "node-a", state: "STOPPING" }));
+    await fx.instances.save(instanceRecord({ id: `${group}-z`, group, node: "node-a", state: "STOPPED" }));
+    await lifecycle.acquired(groupScope(group), 9);
+    await flush();
+    assert.deepEqual(
+      [supervised.stateOf(`${group}-x`), supervised.stateOf(`${group}-y`), supervised.stateOf(`${group}-z`)],
+      ["RUNNING", "STOPPING", undefined],
+    );
+    assert.deepEqual(completedStops.sort(), [`${group}-x RUNNING STOP`, `${group}-y STOPPING STOP`]);
+    assert.deepEqual(evaluations, [], "no group actor: there is no group");
+    lifecycle.stop();
+  });
+
   test("lost: every actor stops, later events go nowhere, writes are fenced, no timer is left", async () => {
     await seed();
     await lifecycle.acquired(groupScope(group), 5);
@@ -198,9 +226,9 @@ describe("scope lifecycle", () => {
   test("acquired: instances of the group that finished or vanished while another controller scheduled it leave the view", async () => {
     await fx.groups.create({ name: group, platform: "simulated", minInstances: 1 });
     await fx.instances.save(instanceRecord({ id: `${group}-a`, group, node: "node-a", state: "RUNNING" }));
-    // Seen live when this controller started; stopped and deleted by the other controller since.
-    live.put(instanceRecord({ id: `${group}-stopped`, group, node: "node-a", state: "RUNNING" }), false);
-    live.put(instanceRecord({ id: `${group}-deleted`, group, node: "node-a", state: "RUNNING" }), false);
+    // Once in the live view here (scheduled here before); stopped and deleted by another controller since.
+    live.put(instanceRecord({ id: `${group}-stopped`, group, node: "node-a", state: "RUNNING" }));
+    live.put(instanceRecord({ id: `${group}-deleted`, group, node: "node-a", state: "RUNNING" }));
     await fx.instances.save(instanceRecord({ id: `${group}-stopped`, group, node: "node-a", state: "STOPPED" }));
     await lifecycle.acquired(groupScope(group), 3);
     assert.deepEqual(

@@ -143,6 +143,8 @@ export class GroupService {
           const next: StoredGroup = { ...current };
           if (state.paused !== undefined) next.paused = state.paused;
           if (state.schedulingIssue !== undefined) next.schedulingIssue = state.schedulingIssue;
+          // The crash-loop issue says why the group is paused: it goes with the pause.
+          if (state.paused === false && next.schedulingIssue?.code === "CRASH_LOOP") next.schedulingIssue = null;
           if (state.stoppedInstances !== undefined) next.stoppedInstances = [...new Set(state.stoppedInstances)].sort();
           const unchanged =
             next.paused === current.paused &&

@@ -10,7 +10,7 @@ import { conflict, notFound } from "../../shared/errors.js";
 import { EventTypes, type NodeDrainCompletedPayload, type NodeDrainRequestedPayload } from "../../events/event-types.js";
 import type { EventBus } from "../../events/types.js";
 import { RevisionConflictError, type Collection, type Doc, type DocumentStore } from "../../store/ports.js";
-import { UPDATE_ATTEMPTS_MAX, updateDocument, type UpdateDecision } from "../shared/conditional-update.js";
+import { UPDATE_ATTEMPTS_MAX, updateDocument } from "../shared/conditional-update.js";
 import { KeyedMutex, type KeyedLock } from "../shared/keyed-mutex.js";
 import { isoFromMs } from "../shared/time.js";
 import type { NodeRecord, NodeState } from "./node-schemas.js";
@@ -33,8 +33,11 @@ export const NODE_CREDENTIAL_CUTOFF_RETENTION_MS = 25 * 60 * 60 * 1000;
 
 /** The stored fields of a node: the record without the computed instance count and revocation. */
 export type NodeFields = Omit<NodeRecord, "instanceCount" | "certificateRevoked" | "certificateRevokedAt">;
-/** The stored node document, keyed by node id. */
-export type StoredNode = NodeFields & Doc;
+/**
+ * The stored node document, keyed by node id. `sessionEpoch` numbers the node's daemon sessions
+ * (one more for each session opened, on whichever controller): the newest session owns liveness.
+ */
+export type StoredNode = NodeFields & Doc & { sessionEpoch?: number };
 /** A revocation of a node's certificate, keyed by node id. */
 export type StoredRevocation = Doc & { nodeId: string; revokedAt: string };
 /** Credentials of the node issued at or before `cutoffAtMs` are refused; keyed by node id. */
@@ -269,12 +272,27 @@ export class NodeService {
    * state is given; fields not given keep their stored values.
    */
   async upsert(id: string, update: NodeUpsert): Promise<NodeRecord> {
-    const next = await this.writes.run(id, (signal) => updateDocument(this.nodes, id, (current) => this.upserted(id, current, update), { signal }));
+    return this.upsertWith(id, update, (next) => next);
+  }
+
+  /** {@link upsert}, with `adjust` applied to the merged document before it is written (under the same lock, at the revision read). */
+  private async upsertWith(id: string, update: NodeUpsert, adjust: (next: StoredNode) => StoredNode): Promise<NodeRecord> {
+    const next = await this.writes.run(id, (signal) =>
+      updateDocument(
+        this.nodes,
+        id,
+        (current) => {
+          const merged = adjust(this.upserted(id, current, update));
+          return { next: merged, result: merged };
+        },
+        { signal },
+      ),
+    );
     return this.recordOf(next);
   }
 
   /** The node record `update` makes of the stored one (or of none). */
-  private upserted(id: string, current: StoredNode | null, update: NodeUpsert): UpdateDecision<StoredNode, StoredNode> {
+  private upserted(id: string, current: StoredNode | null, update: NodeUpsert): StoredNode {
     const nowIso = isoFromMs(this.clock.nowMs());
     const base: StoredNode = current ?? {
       _id: id,
@@ -292,8 +310,63 @@ export class NodeService {
       lastHeartbeatAt: null,
       drainRequestedAt: null,
     };
-    const next: StoredNode = { ...base, ...update, _id: id, id, registeredAt: base.registeredAt };
-    return { next, result: next };
+    return { ...base, ...update, _id: id, id, registeredAt: base.registeredAt };
+  }
+
+  /**
+   * A daemon session of the node opened: the record takes `update` (the hello's figures) and the
+   * next session epoch, and an UNREACHABLE or OFFLINE node is ONLINE again (DRAINING when a drain is
+   * pending: its drainRequestedAt survived the outage). Returns the record and the session's epoch.
+   */
+  async openSession(id: string, update: NodeUpsert): Promise<{ record: NodeRecord; sessionEpoch: number }> {
+    let sessionEpoch = 0;
+    const record = await this.upsertWith(id, update, (next) => {
+      sessionEpoch = (next.sessionEpoch ?? 0) + 1;
+      const back = next.state === "UNREACHABLE" || next.state === "OFFLINE";
+      return { ...next, sessionEpoch, state: back ? (next.drainRequestedAt !== null ? "DRAINING" : "ONLINE") : next.state };
+    });
+    return { record, sessionEpoch };
+  }
+
+  /**
+   * The session numbered `sessionEpoch` ended. True when it was the node's newest session (no
+   * other opened since, on any controller); then, with `markUnreachable`, an ONLINE or DRAINING
+   * node becomes UNREACHABLE (a pending drain is kept). A session replaced by a newer one changes
+   * nothing: liveness follows the newest session.
+   */
+  async endSession(id: string, sessionEpoch: number, markUnreachable: boolean): Promise<boolean> {
+    return this.writes.run(id, (signal) =>
+      updateDocument(
+        this.nodes,
+        id,
+        (current) => {
+          if (!current || (current.sessionEpoch ?? 0) > sessionEpoch) return { next: null, result: false };
+          const unreachable = markUnreachable && (current.state === "ONLINE" || current.state === "DRAINING");
+          return { next: unreachable ? { ...current, state: "UNREACHABLE" as const } : null, result: true };
+        },
+        { signal },
+      ),
+    );
+  }
+
+  /**
+   * UNREACHABLE → OFFLINE (its grace period ended). True once OFFLINE (by this call or another
+   * controller's), or when the node is no longer registered; false when it is ONLINE or DRAINING
+   * again (a session came back).
+   */
+  async markOffline(id: string): Promise<boolean> {
+    return this.writes.run(id, (signal) =>
+      updateDocument(
+        this.nodes,
+        id,
+        (current) => {
+          if (!current || current.state === "OFFLINE") return { next: null, result: true };
+          if (current.state !== "UNREACHABLE") return { next: null, result: false };
+          return { next: { ...current, state: "OFFLINE" as const }, result: true };
+        },
+        { signal },
+      ),
+    );
   }
 
   /** Drain intents still waiting: drained nodes that run live instances (`cloud_workflows_node_drains`). */
