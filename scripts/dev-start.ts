@@ -8,6 +8,8 @@ import { startController, type RunningController } from "../src/controller/contr
 import { startLocalDaemon } from "../src/controller/local-daemon.js";
 import { exitOnSignals } from "../src/controller/shutdown.js";
 import { routeGrpcLogs, routeProcessWarnings } from "../src/logs/third-party.js";
+import { packageVersion, parseBinCommandLine } from "../src/shared/command-line.js";
+import { whenParentGone } from "../src/shared/parent-watch.js";
 
 const ROOT_DIR = join(import.meta.dirname, "..");
 const DATA_DIR = join(ROOT_DIR, "data");
@@ -41,10 +43,24 @@ async function startDevDaemon(controller: RunningController): Promise<(() => Pro
 }
 
 async function devStart(): Promise<void> {
+  const line = parseBinCommandLine(
+    {
+      name: "npm start",
+      description: "The development controller (embedded store, one Raft member) and a local daemon, everything under ./data.",
+      configHelp: "controller.yml to read (default: CLOUD_CONFIG, else the defaults); data.dir and raft.dataDir must stay inside ./data",
+      version: packageVersion(import.meta.url),
+      helpAfter: "CLOUD_DEV_DAEMON=false leaves the local daemon out; the CLOUD_* overrides of cloud-controller apply (see README).",
+    },
+    process.argv.slice(2),
+  );
+  if (line.kind === "exit") process.exit(line.status);
+  const configPath = line.config === undefined ? undefined : resolve(line.config);
   process.chdir(ROOT_DIR);
+  // Killed through a wrapper (npm, tsx) that could not pass the signal on: stop as on SIGTERM.
+  whenParentGone(() => process.kill(process.pid, "SIGTERM"));
   let config: ControllerConfig;
   try {
-    config = loadControllerConfig();
+    config = loadControllerConfig(configPath !== undefined ? { path: configPath } : { argv: [] });
   } catch (err) {
     if (err instanceof ConfigError) return fail(err.message, 78);
     throw err;
@@ -72,7 +88,9 @@ async function devStart(): Promise<void> {
     () => controller?.logs.logger("cloud.dev"),
   );
   const started = await starting;
-  started.logs.logger("cloud.dev").info(`Development controller ready at ${started.httpUrl} (log in as '${config.auth.adminUsername}'; see README)`);
+  const dev = started.logs.logger("cloud.dev");
+  dev.info(`Development controller ready at ${started.httpUrl} (log in as '${config.auth.adminUsername}'; see README)`);
+  dev.info(`cloudctl from this directory: npx cloudctl setup --controller ${started.httpUrl} -u ${config.auth.adminUsername}   (then npx cloudctl --help)`);
 }
 
 devStart().catch((err: unknown) => fail(err instanceof Error ? (err.stack ?? err.message) : String(err), 1));

@@ -18,7 +18,7 @@ import { registerLogCommands } from "./commands/logs.js";
 import { registerNodeCommands } from "./commands/node.js";
 import { registerPluginCommands } from "./commands/plugin.js";
 import { registerShareCommands } from "./commands/share.js";
-import { registerStatusCommands } from "./commands/status.js";
+import { registerStatusCommands, versionLine } from "./commands/status.js";
 import { registerTemplateCommands } from "./commands/template.js";
 import { CliError, ExitCode, exitCodesHelp } from "./exit-codes.js";
 import { ApiRequestError } from "./http-client.js";
@@ -52,6 +52,7 @@ export function buildProgram(io: ProcessIo): Command {
       writeOut: (text) => process.stdout.write(text),
       writeErr: (text) => process.stderr.write(text),
     })
+    .version(versionLine(), "-V, --version", "print the cloudctl version and exit")
     .addHelpText("after", `\n${exitCodesHelp}\n\n${environmentHelp}`);
 
   const runtimes = new WeakMap<Command, Runtime>();
@@ -98,7 +99,8 @@ export async function runCli(argv: string[], io?: Partial<ProcessIo>): Promise<n
     await program.parseAsync(argv);
     return ExitCode.ok;
   } catch (error) {
-    if (error instanceof CommanderError) return error.exitCode === 0 ? ExitCode.ok : ExitCode.failure;
+    // Help and --version exit 0; every other commander error is a command line that cannot be right.
+    if (error instanceof CommanderError) return error.exitCode === 0 ? ExitCode.ok : ExitCode.usage;
     if (error instanceof CliError) {
       const detail = error instanceof ApiRequestError ? ` (${error.code}, HTTP ${error.status})` : "";
       process.stderr.write(`error: ${error.message}${detail}\n`);

@@ -145,10 +145,7 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
     .option("-y, --yes", "do not ask for confirmation")
     .action(async (id: string, opts: { yes?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
-      if (!opts.yes && !(await rt.prompter.confirm(`Delete backup ${id}? This cannot be undone.`))) {
-        rt.out.note("cancelled");
-        return;
-      }
+      await rt.confirm(`Delete backup ${id}? This cannot be undone.`, opts.yes);
       const response = await rt.client().delete(backupPath(id));
       if (rt.json) return rt.out.raw(response.raw);
       rt.out.success(`deleted backup ${rt.out.accent(id)}`);
@@ -207,10 +204,7 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
       const dryRun = opts.dryRun === true;
       if (!dryRun && !opts.yes) {
         const what = [parts.datastores ? "the database" : "", parts.filesystem ? "the template files" : ""].filter(Boolean).join(" and ");
-        if (!(await rt.prompter.confirm(`Restore backup ${id}? This replaces ${what}, and everyone must sign in again.`))) {
-          rt.out.note("cancelled");
-          return;
-        }
+        await rt.confirm(`Restore backup ${id}? This replaces ${what}, and everyone must sign in again.`, false);
       }
       const response = await rt.client().post<RestoreReport>("/api/v1/restore", { id, dryRun, ...parts });
       if (rt.json) return rt.out.raw(response.raw);

@@ -152,13 +152,8 @@ export function registerDeployCommands(program: Command, runtime: RuntimeFactory
       if (!group) throw new CliError("deploy needs a group: cloudctl deploy <group> [flags], or a subcommand (see --help)");
       const rt = runtime(cmd);
       const body = deployBody(flags);
-      if (!flags.yes) {
-        const what = body.changes ? `a new revision (${JSON.stringify(body.changes)})` : "a new revision of its current settings (a rolling restart)";
-        if (!(await rt.prompter.confirm(`Roll group "${group}" out to ${what}?`))) {
-          rt.out.note("cancelled");
-          return;
-        }
-      }
+      const what = body.changes ? `a new revision (${JSON.stringify(body.changes)})` : "a new revision of its current settings (a rolling restart)";
+      await rt.confirm(`Roll group "${group}" out to ${what}?`, flags.yes);
       const client = rt.client();
       const response = await client.post<DeploymentView>(deploymentsPath(group), body);
       if (rt.json && !flags.watch) return rt.out.raw(response.raw);

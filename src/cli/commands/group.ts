@@ -314,13 +314,7 @@ export function registerGroupCommands(program: Command, runtime: RuntimeFactory)
     .action(async (name: string, opts: { yes?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
       const client = rt.client();
-      if (!opts.yes) {
-        const confirmed = await rt.prompter.confirm(`Delete group "${name}" and stop every running instance? This cannot be undone.`);
-        if (!confirmed) {
-          rt.out.note("cancelled");
-          return;
-        }
-      }
+      await rt.confirm(`Delete group "${name}" and stop every running instance? This cannot be undone.`, opts.yes);
       const response = await client.delete(groupPath(name));
       if (rt.json) return rt.out.raw(response.raw || "{}");
       rt.out.success(`deleted group ${rt.out.accent(name)}`);

@@ -75,15 +75,9 @@ export function registerNodeCommands(program: Command, runtime: RuntimeFactory):
     .action(async (id: string, opts: { force?: boolean; yes?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
       const client = rt.client();
-      if (!opts.yes) {
-        const live = opts.force ? " even if instances on it are live" : "";
-        const reconnect = "A daemon with a valid certificate registers it again when it connects.";
-        const confirmed = await rt.prompter.confirm(`Delete node "${id}"${live}? ${reconnect}`);
-        if (!confirmed) {
-          rt.out.note("cancelled");
-          return;
-        }
-      }
+      const live = opts.force ? " even if instances on it are live" : "";
+      const reconnect = "A daemon with a valid certificate registers it again when it connects.";
+      await rt.confirm(`Delete node "${id}"${live}? ${reconnect}`, opts.yes);
       const response = await client.delete(`/api/v1/nodes/${segment(id)}`, { force: opts.force ? true : undefined });
       if (rt.json) return rt.out.raw(response.raw || "{}");
       rt.out.success(`deleted node ${rt.out.accent(id)}`);
