@@ -11,6 +11,7 @@ import { registerCompletionCommand } from "./commands/completion.js";
 import { registerContextCommands } from "./commands/context.js";
 import { registerCrashCommands } from "./commands/crash.js";
 import { registerDeployCommands } from "./commands/deploy.js";
+import { registerDiagnosticsCommands } from "./commands/diagnostics.js";
 import { registerEventCommands } from "./commands/events.js";
 import { registerGroupCommands } from "./commands/group.js";
 import { registerInstanceCommands } from "./commands/instance.js";
@@ -77,6 +78,7 @@ export function buildProgram(io: ProcessIo): Command {
   registerBackupCommands(program, runtime);
   registerEventCommands(program, runtime);
   registerLogCommands(program, runtime);
+  registerDiagnosticsCommands(program, runtime);
   registerShareCommands(program, runtime);
   registerNodeCommands(program, runtime);
   registerDeployCommands(program, runtime);

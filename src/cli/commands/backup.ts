@@ -15,6 +15,7 @@ import { createReadStream } from "node:fs";
 import { link, open, stat, unlink } from "node:fs/promises";
 import { Readable } from "node:stream";
 import type { Command } from "commander";
+import { ID_KINDS, resolveId } from "../id-prefix.js";
 import { CliError, ExitCode } from "../exit-codes.js";
 import { errorFromResponse, listOf, requestTimeoutMs, segment, type HttpClient } from "../http-client.js";
 import { formatBytes } from "../render.js";
@@ -105,8 +106,9 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
   backup
     .command("show <id>")
     .description("show a backup's manifest")
-    .action(async (id: string, _opts, cmd: Command) => {
+    .action(async (given: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
+      const id = await resolveId(rt.client(), ID_KINDS.backup, given);
       const response = await rt.client().get<BackupRecord>(backupPath(id));
       if (rt.json) return rt.out.raw(response.raw);
       const r = response.data;
@@ -125,8 +127,9 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
   backup
     .command("verify <id>")
     .description("verify a bundle: every part against the manifest's checksums, required collections and prefixes (exit 1 when invalid)")
-    .action(async (id: string, _opts, cmd: Command) => {
+    .action(async (given: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
+      const id = await resolveId(rt.client(), ID_KINDS.backup, given);
       const response = await rt.client().post<ValidationReport>(`${backupPath(id)}/verify`);
       const report = response.data;
       if (rt.json) rt.out.raw(response.raw);
@@ -143,8 +146,9 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
     .alias("rm")
     .description("delete a backup")
     .option("-y, --yes", "do not ask for confirmation")
-    .action(async (id: string, opts: { yes?: boolean }, cmd: Command) => {
+    .action(async (given: string, opts: { yes?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
+      const id = await resolveId(rt.client(), ID_KINDS.backup, given);
       await rt.confirm(`Delete backup ${id}? This cannot be undone.`, opts.yes);
       const response = await rt.client().delete(backupPath(id));
       if (rt.json) return rt.out.raw(response.raw);
@@ -155,8 +159,9 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
     .command("download <id>")
     .description("download a bundle, streamed to disk and checked against the sha256 the controller recorded")
     .option("-o, --out <file>", "where to write it (default backup-<id>.tar.gz; never overwritten)")
-    .action(async (id: string, opts: { out?: string }, cmd: Command) => {
+    .action(async (given: string, opts: { out?: string }, cmd: Command) => {
       const rt = runtime(cmd);
+      const id = await resolveId(rt.client(), ID_KINDS.backup, given);
       const client = rt.client();
       const file = opts.out ?? `backup-${id}.tar.gz`;
       const record = (await client.get<BackupRecord>(backupPath(id))).data;
@@ -198,8 +203,9 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
     .option("--no-files", "leave the template files as they are")
     .option("--no-data", "leave the database and key-value counters as they are")
     .option("-y, --yes", "do not ask for confirmation")
-    .action(async (id: string, opts: RestoreFlags & { yes?: boolean }, cmd: Command) => {
+    .action(async (given: string, opts: RestoreFlags & { yes?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
+      const id = await resolveId(rt.client(), ID_KINDS.backup, given);
       const parts = restoreParts(opts);
       const dryRun = opts.dryRun === true;
       if (!dryRun && !opts.yes) {
