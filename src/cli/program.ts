@@ -18,6 +18,8 @@ import { registerInstanceCommands } from "./commands/instance.js";
 import { registerLogCommands } from "./commands/logs.js";
 import { registerNodeCommands } from "./commands/node.js";
 import { registerPluginCommands } from "./commands/plugin.js";
+import { registerRoleCommands } from "./commands/role.js";
+import { registerUserCommands } from "./commands/user.js";
 import { registerShareCommands } from "./commands/share.js";
 import { registerStatusCommands, versionLine } from "./commands/status.js";
 import { registerTemplateCommands } from "./commands/template.js";
@@ -84,6 +86,8 @@ export function buildProgram(io: ProcessIo): Command {
   registerDeployCommands(program, runtime);
   registerClusterCommands(program, runtime);
   registerPluginCommands(program, runtime);
+  registerUserCommands(program, runtime);
+  registerRoleCommands(program, runtime);
   registerCompletionCommand(program, runtime);
   return program;
 }
