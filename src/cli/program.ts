@@ -2,7 +2,7 @@
  * Builds the cloudctl command tree (commander) and runs one invocation: global flags, the
  * authentication gate, every command group, and the mapping of failures to exit codes.
  */
-import { Command, CommanderError } from "commander";
+import { Command, CommanderError, Help } from "commander";
 import { checkGate } from "./auth-gate.js";
 import { registerAuthCommands } from "./commands/auth.js";
 import { registerBackupCommands } from "./commands/backup.js";
@@ -49,6 +49,8 @@ export function buildProgram(io: ProcessIo): Command {
     .option("--ascii", "ASCII table borders and symbols only")
     .option("-v, --verbose", "print request and response lines to stderr (tokens redacted)")
     .helpCommand(true)
+    // A repeatable flag starts from an empty list: "(default: [])" says nothing, so help leaves it out.
+    .configureHelp({ optionDescription: (option) => new Help().optionDescription(option).replace(" (default: [])", "") })
     .showSuggestionAfterError(true)
     .exitOverride()
     .configureOutput({
