@@ -22,6 +22,8 @@ export const instanceLogMaxAgeMs = 7 * 24 * 3600 * 1000;
 export const instanceLogReadLinesMax = 2_000;
 /** Lines waiting to be written per instance; beyond this the oldest waiting line is dropped (and counted). */
 export const instanceLogPendingLinesMax = 10_000;
+/** Bytes written to a log in one append at most, so a file never grows far past its bound before it is rotated. */
+export const instanceLogWriteBytesMax = 64 * 1024;
 /** Prefix of the daemon's own lines in an instance log. */
 export const DAEMON_LINE_PREFIX = "[cloud] ";
 
@@ -122,8 +124,10 @@ export class InstanceLogStore {
           writer.pending.unshift(`${JSON.stringify({ t: this.nowMs(), s: "cloud", l: `${DAEMON_LINE_PREFIX}${writer.dropped} lines dropped (written too fast)` })}\n`);
           writer.dropped = 0;
         }
-        const batch = writer.pending.join("");
-        writer.pending = [];
+        let taken = 0;
+        let batch = "";
+        while (taken < writer.pending.length && (taken === 0 || batch.length + writer.pending[taken].length <= instanceLogWriteBytesMax)) batch += writer.pending[taken++];
+        writer.pending.splice(0, taken);
         if (writer.bytes > 0 && writer.bytes + batch.length > instanceLogBytesMax) {
           await rename(file, `${file}.1`).catch(() => undefined);
           writer.bytes = 0;

@@ -7,6 +7,8 @@
  * Exit status: 0 after SIGINT/SIGTERM, 78 for a configuration problem, 77 when the join is refused
  * or the controller's protocol is incompatible, 1 otherwise.
  */
+import { formatHumanLine } from "../logs/logger.js";
+import type { LogLevel } from "../logs/types.js";
 import { EXIT_USAGE, packageVersion, parseBinCommandLine } from "../shared/command-line.js";
 import { whenParentGone } from "../shared/parent-watch.js";
 import { DAEMON_CONFIG_ENV, DaemonConfigError, loadDaemonConfig, locateDaemonConfig } from "./config.js";
@@ -26,8 +28,10 @@ The first start joins with the node join token of daemon.yml (cloudctl token cre
 Exit status: 0 after SIGINT/SIGTERM, ${EXIT_USAGE} for a wrong command line, ${EXIT_CONFIG} for a configuration
 problem, ${EXIT_REFUSED} when the join is refused or the controller's protocol is incompatible, 1 otherwise.`;
 
+/** The controller's HUMAN layout (`2026-11-27 13:12:28.661 [main] INFO  daemon - …`), so both read alike side by side. */
 function lineLogger(): ClientLogger {
-  const write = (level: string, message: string) => process.stdout.write(`${new Date().toISOString()} ${level} cloud.daemon ${message}\n`);
+  const write = (level: LogLevel, message: string) =>
+    process.stdout.write(formatHumanLine({ ts: Date.now(), thread: "main", level, logger: "cloud.daemon", message }));
   return { info: (m) => write("INFO", m), warn: (m) => write("WARN", m), error: (m) => write("ERROR", m) };
 }
 

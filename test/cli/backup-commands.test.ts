@@ -72,8 +72,8 @@ describe("cloudctl backup and restore", () => {
       assert.match(invalid.stdout, /missingFiles\s+manifest.json/);
 
       const declined = await runCli(["restore", record.id], { home, stdin: "n\n" });
-      assert.equal(declined.code, 0, declined.stderr);
-      assert.match(declined.stdout + declined.stderr, /cancelled/);
+      assert.equal(declined.code, 6, declined.stderr);
+      assert.match(declined.stderr, /not confirmed.*--yes/);
       assert.equal(bodiesOf(server, "POST", "/api/v1/restore").length, 0, "declining sends nothing");
 
       const dry = await runCli(["restore", record.id, "--dry-run", "--no-files"], { home });

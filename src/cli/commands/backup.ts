@@ -15,7 +15,7 @@ import { createReadStream } from "node:fs";
 import { link, open, stat, unlink } from "node:fs/promises";
 import { Readable } from "node:stream";
 import type { Command } from "commander";
-import { ID_KINDS, resolveId } from "../id-prefix.js";
+import { ID_KINDS, idToConfirm, resolveId, withIdPrefix } from "../id-prefix.js";
 import { CliError, ExitCode } from "../exit-codes.js";
 import { errorFromResponse, listOf, requestTimeoutMs, segment, type HttpClient } from "../http-client.js";
 import { formatBytes } from "../render.js";
@@ -108,8 +108,7 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
     .description("show a backup's manifest")
     .action(async (given: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
-      const id = await resolveId(rt.client(), ID_KINDS.backup, given);
-      const response = await rt.client().get<BackupRecord>(backupPath(id));
+      const { result: response } = await withIdPrefix(rt.client(), ID_KINDS.backup, given, (id) => rt.client().get<BackupRecord>(backupPath(id)));
       if (rt.json) return rt.out.raw(response.raw);
       const r = response.data;
       rt.out.fields([
@@ -129,8 +128,7 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
     .description("verify a bundle: every part against the manifest's checksums, required collections and prefixes (exit 1 when invalid)")
     .action(async (given: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
-      const id = await resolveId(rt.client(), ID_KINDS.backup, given);
-      const response = await rt.client().post<ValidationReport>(`${backupPath(id)}/verify`);
+      const { id, result: response } = await withIdPrefix(rt.client(), ID_KINDS.backup, given, (id) => rt.client().post<ValidationReport>(`${backupPath(id)}/verify`));
       const report = response.data;
       if (rt.json) rt.out.raw(response.raw);
       else if (report.valid) rt.out.success(`backup ${rt.out.accent(id)} is valid`);
@@ -148,9 +146,9 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
     .option("-y, --yes", "do not ask for confirmation")
     .action(async (given: string, opts: { yes?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
-      const id = await resolveId(rt.client(), ID_KINDS.backup, given);
+      const id = await idToConfirm(rt.client(), ID_KINDS.backup, given, !opts.yes && rt.prompter.interactive);
       await rt.confirm(`Delete backup ${id}? This cannot be undone.`, opts.yes);
-      const response = await rt.client().delete(backupPath(id));
+      const { result: response } = await withIdPrefix(rt.client(), ID_KINDS.backup, id, (id) => rt.client().delete(backupPath(id)));
       if (rt.json) return rt.out.raw(response.raw);
       rt.out.success(`deleted backup ${rt.out.accent(id)}`);
     });
@@ -205,14 +203,14 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
     .option("-y, --yes", "do not ask for confirmation")
     .action(async (given: string, opts: RestoreFlags & { yes?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
-      const id = await resolveId(rt.client(), ID_KINDS.backup, given);
       const parts = restoreParts(opts);
       const dryRun = opts.dryRun === true;
+      const id = await idToConfirm(rt.client(), ID_KINDS.backup, given, !dryRun && !opts.yes && rt.prompter.interactive);
       if (!dryRun && !opts.yes) {
         const what = [parts.datastores ? "the database" : "", parts.filesystem ? "the template files" : ""].filter(Boolean).join(" and ");
         await rt.confirm(`Restore backup ${id}? This replaces ${what}, and everyone must sign in again.`, false);
       }
-      const response = await rt.client().post<RestoreReport>("/api/v1/restore", { id, dryRun, ...parts });
+      const { result: response } = await withIdPrefix(rt.client(), ID_KINDS.backup, id, (id) => rt.client().post<RestoreReport>("/api/v1/restore", { id, dryRun, ...parts }));
       if (rt.json) return rt.out.raw(response.raw);
       const report = response.data;
       rt.out.fields([
@@ -221,7 +219,7 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
         ["file entries", report.filesystem.entryCount],
         ["rollback copy", report.filesystem.rollbackRoot ?? "-"],
         ["data applied", report.datastores.applied],
-        ["collections", report.datastores.mongoCollections.length],
+        ["collections", `${report.datastores.mongoCollections.length}: ${report.datastores.mongoCollections.join(", ")}`],
         ["key prefixes", report.datastores.redisPrefixes.join(", ")],
       ]);
       if (!dryRun && parts.datastores) rt.out.note("the users were restored: sign in again (cloudctl login)");

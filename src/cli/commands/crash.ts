@@ -1,7 +1,7 @@
 /** `cloudctl crash list|info`. */
 import type { Command } from "commander";
 import { listOf, segment } from "../http-client.js";
-import { ID_KINDS, resolveId } from "../id-prefix.js";
+import { ID_KINDS, withIdPrefix } from "../id-prefix.js";
 import { sinceToIso } from "../options.js";
 import { formatDuration } from "../render.js";
 import type { RuntimeFactory } from "../runtime.js";
@@ -77,16 +77,18 @@ export function registerCrashCommands(program: Command, runtime: RuntimeFactory)
     .action(async (given: string, opts: { share?: boolean; expiry: string; public?: boolean; burnAfterRead?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
       const client = rt.client();
-      const path = `/api/v1/crashes/${segment(await resolveId(client, ID_KINDS.crash, given))}`;
+      const path = (id: string) => `/api/v1/crashes/${segment(id)}`;
       if (opts.share) {
-        const response = await client.post<{ id?: string; url?: string; password?: string; expiresAt?: string | null }>(`${path}/share`, {
-          expiry: opts.expiry,
-          public: Boolean(opts.public),
-          burnAfterRead: Boolean(opts.burnAfterRead),
-        });
+        const { result: response } = await withIdPrefix(client, ID_KINDS.crash, given, (id) =>
+          client.post<{ id?: string; url?: string; password?: string; expiresAt?: string | null }>(`${path(id)}/share`, {
+            expiry: opts.expiry,
+            public: Boolean(opts.public),
+            burnAfterRead: Boolean(opts.burnAfterRead),
+          }),
+        );
         return printShare(rt.out, response.raw, response.data);
       }
-      const response = await client.get<CrashRecord>(path);
+      const { result: response } = await withIdPrefix(client, ID_KINDS.crash, given, (id) => client.get<CrashRecord>(path(id)));
       if (rt.json) return rt.out.raw(response.raw);
       const c = response.data;
       const o = rt.out;

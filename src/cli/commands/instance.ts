@@ -2,7 +2,7 @@
 import type { Command } from "commander";
 import { runConsole } from "../console-session.js";
 import { listOf, segment } from "../http-client.js";
-import { ID_KINDS, resolveId } from "../id-prefix.js";
+import { ID_KINDS, withIdPrefix } from "../id-prefix.js";
 import { execWithOutput, showInstanceLogs, withExecFlags, withInstanceLogFlags, type ExecFlags, type InstanceLogFlags } from "./instance-output.js";
 import { formatDuration } from "../render.js";
 import type { Runtime, RuntimeFactory } from "../runtime.js";
@@ -48,8 +48,9 @@ export async function startGroup(rt: Runtime, group: string): Promise<void> {
 /** `POST …/stop` or `…/force-stop`: answered 202 with the instance record as the stop begins. */
 async function stopInstance(rt: Runtime, given: string, force: boolean): Promise<void> {
   const client = rt.client();
-  const id = await resolveId(client, ID_KINDS.instance, given);
-  const response = await client.post<InstanceRecord>(`${servicePath(id)}/${force ? "force-stop" : "stop"}`);
+  const { id, result: response } = await withIdPrefix(client, ID_KINDS.instance, given, (id) =>
+    client.post<InstanceRecord>(`${servicePath(id)}/${force ? "force-stop" : "stop"}`),
+  );
   if (rt.json) return rt.out.raw(response.raw || "{}");
   const state = response.data?.state;
   rt.out.success(`${force ? "force-stop" : "stop"} requested for ${rt.out.accent(id)}${state ? ` (now ${state})` : ""}`);
@@ -91,7 +92,7 @@ export function registerInstanceCommands(program: Command, runtime: RuntimeFacto
     .action(async (given: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
       const client = rt.client();
-      const response = await client.get<InstanceRecord>(servicePath(await resolveId(client, ID_KINDS.instance, given)));
+      const { result: response } = await withIdPrefix(client, ID_KINDS.instance, given, (id) => client.get<InstanceRecord>(servicePath(id)));
       if (rt.json) return rt.out.raw(response.raw);
       const i = response.data;
       const o = rt.out;
@@ -131,10 +132,9 @@ export function registerInstanceCommands(program: Command, runtime: RuntimeFacto
     .action(async (given: string, words: string[], flags: ExecFlags, cmd: Command) => {
       const rt = runtime(cmd);
       const client = rt.client();
-      const id = await resolveId(client, ID_KINDS.instance, given);
       const command = words.join(" ");
-      if (!rt.json) return void (await execWithOutput(rt, client, id, command, flags));
-      const response = await client.post(`${servicePath(id)}/command`, { command });
+      if (!rt.json) return void (await withIdPrefix(client, ID_KINDS.instance, given, (id) => execWithOutput(rt, client, id, command, flags)));
+      const { result: response } = await withIdPrefix(client, ID_KINDS.instance, given, (id) => client.post(`${servicePath(id)}/command`, { command }));
       rt.out.raw(response.raw || "{}");
     });
 
@@ -143,7 +143,7 @@ export function registerInstanceCommands(program: Command, runtime: RuntimeFacto
     .action(async (given: string, flags: InstanceLogFlags, cmd: Command) => {
       const rt = runtime(cmd);
       const client = rt.client();
-      await showInstanceLogs(rt, client, await resolveId(client, ID_KINDS.instance, given), flags);
+      await withIdPrefix(client, ID_KINDS.instance, given, (id) => showInstanceLogs(rt, client, id, flags));
     });
 
   instance
@@ -152,6 +152,6 @@ export function registerInstanceCommands(program: Command, runtime: RuntimeFacto
     .action(async (given: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
       const client = rt.client();
-      await runConsole(client, rt.out, await resolveId(client, ID_KINDS.instance, given));
+      await withIdPrefix(client, ID_KINDS.instance, given, (id) => runConsole(client, rt.out, id));
     });
 }

@@ -15,7 +15,7 @@
 import type { Command } from "commander";
 import { SseParser } from "../console-session.js";
 import { CliError, ExitCode, usageError } from "../exit-codes.js";
-import { ID_KINDS, resolveId } from "../id-prefix.js";
+import { ID_KINDS, withIdPrefix } from "../id-prefix.js";
 import { showInstanceLogs } from "./instance-output.js";
 import { errorFromResponse, segment, type HttpClient } from "../http-client.js";
 import type { Output } from "../render.js";
@@ -160,8 +160,8 @@ export function registerLogCommands(program: Command, runtime: RuntimeFactory): 
         if (notForInstances.length > 0) throw usageError(`an instance log takes --follow, --tail and --timestamps only (not --${notForInstances.join(", --")})`);
         const rt = runtime(cmd);
         const client = rt.client();
-        const id = await resolveId(client, ID_KINDS.instance, target);
-        return showInstanceLogs(rt, client, id, { follow: opts.follow, tail: opts.tail, timestamps: opts.timestamps });
+        await withIdPrefix(client, ID_KINDS.instance, target, (id) => showInstanceLogs(rt, client, id, { follow: opts.follow, tail: opts.tail, timestamps: opts.timestamps }));
+        return;
       }
       if (target === "daemon" && !nodeId) throw new CliError("logs daemon needs a node id");
       if (target === "controller" && nodeId) throw new CliError(`unexpected argument ${nodeId}`);
@@ -179,11 +179,14 @@ export function registerLogCommands(program: Command, runtime: RuntimeFactory): 
         });
         return printShare(rt.out, response.raw, response.data);
       }
-      const path = target === "daemon" ? `/api/v1/nodes/${segment(await resolveId(client, ID_KINDS.node, nodeId!))}/logs` : "/api/v1/system/logs";
-      if (opts.follow) return follow(client, rt.out, `${path}/stream`, filters);
-      const response = await client.get<{ records?: LogRecordView[] }>(path, filters);
-      if (rt.json) return rt.out.raw(response.raw);
-      for (const record of response.data?.records ?? []) rt.out.line(formatLogLine(record));
+      const show = async (path: string) => {
+        if (opts.follow) return follow(client, rt.out, `${path}/stream`, filters);
+        const response = await client.get<{ records?: LogRecordView[] }>(path, filters);
+        if (rt.json) return rt.out.raw(response.raw);
+        for (const record of response.data?.records ?? []) rt.out.line(formatLogLine(record));
+      };
+      if (target === "daemon") await withIdPrefix(client, ID_KINDS.node, nodeId!, (id) => show(`/api/v1/nodes/${segment(id)}/logs`));
+      else await show("/api/v1/system/logs");
     },
   );
 

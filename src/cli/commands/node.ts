@@ -4,7 +4,7 @@
  */
 import type { Command } from "commander";
 import { listOf, segment } from "../http-client.js";
-import { ID_KINDS, resolveId } from "../id-prefix.js";
+import { ID_KINDS, idToConfirm, withIdPrefix } from "../id-prefix.js";
 import { display } from "../render.js";
 import type { RuntimeFactory } from "../runtime.js";
 
@@ -62,7 +62,7 @@ export function registerNodeCommands(program: Command, runtime: RuntimeFactory):
     .action(async (given: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
       const client = rt.client();
-      const response = await client.get<NodeRecord>(`/api/v1/nodes/${segment(await resolveId(client, ID_KINDS.node, given))}`);
+      const { result: response } = await withIdPrefix(client, ID_KINDS.node, given, (id) => client.get<NodeRecord>(`/api/v1/nodes/${segment(id)}`));
       if (rt.json) return rt.out.raw(response.raw);
       rt.out.fields(Object.entries(response.data ?? {}).map(([key, value]) => [key, formatNodeField(key, value)]));
     });
@@ -74,8 +74,7 @@ export function registerNodeCommands(program: Command, runtime: RuntimeFactory):
       .action(async (given: string, _opts, cmd: Command) => {
         const rt = runtime(cmd);
         const client = rt.client();
-        const id = await resolveId(client, ID_KINDS.node, given);
-        const response = await client.post<NodeRecord>(`/api/v1/nodes/${segment(id)}/${action}`);
+        const { id, result: response } = await withIdPrefix(client, ID_KINDS.node, given, (id) => client.post<NodeRecord>(`/api/v1/nodes/${segment(id)}/${action}`));
         if (rt.json) return rt.out.raw(response.raw);
         rt.out.success(`node ${rt.out.accent(id)} ${done}${response.data?.state ? ` (${display(response.data.state)})` : ""}`);
       });
@@ -90,11 +89,13 @@ export function registerNodeCommands(program: Command, runtime: RuntimeFactory):
     .action(async (given: string, opts: { force?: boolean; yes?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
       const client = rt.client();
-      const id = await resolveId(client, ID_KINDS.node, given);
+      const asked = await idToConfirm(client, ID_KINDS.node, given, !opts.yes && rt.prompter.interactive);
       const live = opts.force ? " even if instances on it are live" : "";
       const reconnect = "A daemon with a valid certificate registers it again when it connects.";
-      await rt.confirm(`Delete node "${id}"${live}? ${reconnect}`, opts.yes);
-      const response = await client.delete(`/api/v1/nodes/${segment(id)}`, { force: opts.force ? true : undefined });
+      await rt.confirm(`Delete node "${asked}"${live}? ${reconnect}`, opts.yes);
+      const { id, result: response } = await withIdPrefix(client, ID_KINDS.node, asked, (id) =>
+        client.delete(`/api/v1/nodes/${segment(id)}`, { force: opts.force ? true : undefined }),
+      );
       if (rt.json) return rt.out.raw(response.raw || "{}");
       rt.out.success(`deleted node ${rt.out.accent(id)}`);
     });
