@@ -27,13 +27,13 @@ const insideDataDir = (path: string) => {
 
 /**
  * The local daemon (a `cloud-daemon` child process joined with a node token, its files under
- * data/daemon), so that `npm start` runs instances with no other software. CLOUD_DEV_DAEMON=false
+ * `<data.dir>/daemon`, data/daemon by default), so that `npm start` runs instances with no other software. CLOUD_DEV_DAEMON=false
  * leaves it out. Returns a stop function, or null when there is no daemon.
  */
-async function startDevDaemon(controller: RunningController): Promise<(() => Promise<void>) | null> {
+async function startDevDaemon(controller: RunningController, dataDir: string): Promise<(() => Promise<void>) | null> {
   if (process.env.CLOUD_DEV_DAEMON === "false") return null;
   const daemon = await startLocalDaemon({
-    dir: join(DATA_DIR, "daemon"),
+    dir: join(resolve(ROOT_DIR, dataDir), "daemon"),
     rootDir: ROOT_DIR,
     grpcPort: controller.grpcPort,
     nodeTokens: controller.nodeTokens,
@@ -76,7 +76,7 @@ async function devStart(): Promise<void> {
     controller = started;
     routeGrpcLogs(started.logs);
     routeProcessWarnings(started.logs);
-    stopDaemon = await startDevDaemon(started);
+    stopDaemon = await startDevDaemon(started, config.data.dir);
     return started;
   });
   exitOnSignals(
