@@ -8,9 +8,7 @@
  */
 import { CONFIG_ENV_OVERRIDES, ConfigError, loadControllerConfig } from "../config/load.js";
 import type { ControllerConfig } from "../config/schema.js";
-import { routeGrpcLogs, routeProcessWarnings } from "../logs/third-party.js";
-import { startController, type RunningController } from "./controller.js";
-import { exitOnSignals } from "./shutdown.js";
+import type { RunningController } from "./controller.js";
 import { packageVersion, parseBinCommandLine } from "../shared/command-line.js";
 
 /** Exit status for an invalid configuration (sysexits EX_CONFIG). */
@@ -49,6 +47,12 @@ async function main(): Promise<void> {
     process.exit(EXIT_CONFIG_ERROR);
   }
 
+  // Loaded only now: --help, --version and a wrong command line answer without loading the controller.
+  const [{ startController }, { exitOnSignals }, { routeGrpcLogs, routeProcessWarnings }] = await Promise.all([
+    import("./controller.js"),
+    import("./shutdown.js"),
+    import("../logs/third-party.js"),
+  ]);
   let controller: RunningController | undefined;
   const starting = startController(config).then((started) => {
     controller = started;

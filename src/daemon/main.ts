@@ -12,8 +12,7 @@ import type { LogLevel } from "../logs/types.js";
 import { EXIT_USAGE, packageVersion, parseBinCommandLine } from "../shared/command-line.js";
 import { whenParentGone } from "../shared/parent-watch.js";
 import { DAEMON_CONFIG_ENV, DaemonConfigError, loadDaemonConfig, locateDaemonConfig } from "./config.js";
-import { GatewayClientError, type ClientLogger } from "./gateway-client.js";
-import { createNodeDaemon } from "./node-daemon.js";
+import type { ClientLogger } from "./gateway-client.js";
 
 /** Exit status for a configuration problem (EX_CONFIG). */
 export const EXIT_CONFIG = 78;
@@ -59,6 +58,8 @@ async function main(): Promise<void> {
     }
     throw err;
   }
+  // Loaded only now: --help, --version and a wrong command line answer without loading the daemon.
+  const [{ createNodeDaemon }, { GatewayClientError }] = await Promise.all([import("./node-daemon.js"), import("./gateway-client.js")]);
   const daemon = await createNodeDaemon({
     config,
     daemonVersion: packageVersion(import.meta.url),

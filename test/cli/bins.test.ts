@@ -6,7 +6,7 @@
 // source tree's cloudctl; killing the wrapper of an `events --follow` by its PID leaves nothing
 // running.
 import assert from "node:assert/strict";
-import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -21,11 +21,21 @@ const ROOT = join(import.meta.dirname, "..", "..");
 const TSX = pathToFileURL(join(ROOT, "node_modules", "tsx", "dist", "loader.mjs")).href;
 const runMs = 60_000;
 
-/** Runs `node <args>` in `cwd` to its end (killed after {@link runMs}). */
+/** Runs `node <args>` in `cwd` to its end (killed after {@link runMs}: tsx compiles a bin's imports first). */
 function runNode(args: string[], cwd: string, env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
   const child = spawn(process.execPath, args, { cwd, env: { PATH: process.env.PATH, HOME: cwd, ...env }, stdio: ["pipe", "pipe", "pipe"] });
   child.stdin.end();
-  return waitForExit(child as ChildProcessWithoutNullStreams);
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  const timer = setTimeout(() => child.kill("SIGKILL"), runMs);
+  return new Promise((resolve) =>
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    }),
+  );
 }
 
 /** Every process below `pid` (from /proc), depth first. */
@@ -71,12 +81,11 @@ describe("the bins' command lines and the wrappers of the source tree", { timeou
   ]) {
     test(`${bin.name}: --help and --version exit 0; a typo exits 64 with a suggestion and starts nothing`, async () => {
       const cwd = mkdtempSync(join(work, `${bin.name}-`));
-      const [help, version, typo, stray] = await Promise.all([
-        runNode(["--import", TSX, bin.entry, "--help"], cwd),
-        runNode(["--import", TSX, bin.entry, "--version"], cwd),
-        runNode(["--import", TSX, bin.entry, "--confg", "x.yml"], cwd, { CLOUD_HTTP_PORT: "0", CLOUD_GRPC_PORT: "0" }),
-        runNode(["--import", TSX, bin.entry, "start"], cwd),
-      ]);
+      // One after the other: each is a TypeScript compile on a shared machine.
+      const help = await runNode(["--import", TSX, bin.entry, "--help"], cwd);
+      const version = await runNode(["--import", TSX, bin.entry, "--version"], cwd);
+      const typo = await runNode(["--import", TSX, bin.entry, "--confg", "x.yml"], cwd, { CLOUD_HTTP_PORT: "0", CLOUD_GRPC_PORT: "0" });
+      const stray = await runNode(["--import", TSX, bin.entry, "start"], cwd);
       assert.equal(help.code, 0, help.stderr);
       assert.match(help.stdout, bin.helpWants);
       assert.equal(version.code, 0, version.stderr);
@@ -91,7 +100,11 @@ describe("the bins' command lines and the wrappers of the source tree", { timeou
 
   test("npm start: a typo exits 64 before the controller starts; --help exits 0", async () => {
     const npm = (args: string[]) => {
-      const child = spawn("npm", ["start", "--silent", "--", ...args], { cwd: ROOT, env: { ...process.env, CLOUD_HTTP_PORT: "0" }, stdio: ["pipe", "pipe", "pipe"] });
+      const child = spawn("npm", ["start", "--silent", "--", ...args], {
+        cwd: ROOT,
+        env: { ...process.env, CLOUD_HTTP_PORT: "0" },
+        stdio: ["pipe", "pipe", "pipe"],
+      });
       child.stdin.end();
       return waitForExit(child);
     };
@@ -160,12 +173,20 @@ describe("the bins' command lines and the wrappers of the source tree", { timeou
         let stdout = "";
         child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
         try {
-          await eventually(() => t.eventStream.hub.clientCount >= 1, () => `events --follow streaming\n${stdout}`, runMs);
+          await eventually(
+            () => t.eventStream.hub.clientCount >= 1,
+            () => `events --follow streaming\n${stdout}`,
+            runMs,
+          );
           const below = descendants(child.pid!);
           assert.ok(below.length >= 1, "the wrapper runs cloudctl as a child");
           child.kill("SIGTERM");
           await exited;
-          await eventually(() => below.every((pid) => !alive(pid)), () => `still running: ${below.filter(alive).join(", ")}`, 10_000);
+          await eventually(
+            () => below.every((pid) => !alive(pid)),
+            () => `still running: ${below.filter(alive).join(", ")}`,
+            10_000,
+          );
           await eventually(() => t.eventStream.hub.clientCount === 0, "the stream was closed", 10_000);
         } finally {
           if (alive(child.pid!)) child.kill("SIGKILL");
