@@ -9,7 +9,7 @@ import { startLocalDaemon } from "../src/controller/local-daemon.js";
 import { exitOnSignals } from "../src/controller/shutdown.js";
 import { routeGrpcLogs, routeProcessWarnings } from "../src/logs/third-party.js";
 import { packageVersion, parseBinCommandLine } from "../src/shared/command-line.js";
-import { whenParentGone } from "../src/shared/parent-watch.js";
+import { startedByNpm, whenParentGone } from "../src/shared/parent-watch.js";
 
 const ROOT_DIR = join(import.meta.dirname, "..");
 const DATA_DIR = join(ROOT_DIR, "data");
@@ -56,8 +56,8 @@ async function devStart(): Promise<void> {
   if (line.kind === "exit") process.exit(line.status);
   const configPath = line.config === undefined ? undefined : resolve(line.config);
   process.chdir(ROOT_DIR);
-  // Killed through a wrapper (npm, tsx) that could not pass the signal on: stop as on SIGTERM.
-  whenParentGone(() => process.kill(process.pid, "SIGTERM"));
+  // Killed through a wrapper that could not pass the signal on (npm, then a shell, then tsx): stop as on SIGTERM.
+  whenParentGone(() => process.kill(process.pid, "SIGTERM"), { generations: startedByNpm() ? 3 : 1 });
   let config: ControllerConfig;
   try {
     config = loadControllerConfig(configPath !== undefined ? { path: configPath } : { argv: [] });
