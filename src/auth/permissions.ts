@@ -33,6 +33,8 @@ export const PERMISSION_CATALOG: readonly PermissionInfo[] = [
   p("instances.stop", "Stop and force-stop instances", "operate"),
   p("instances.command", "Send console commands to instances", "operate"),
   p("instances.console", "Attach to instance console streams", "operate"),
+  p("players.view", "List the players online and where they are", "view"),
+  p("players.transfer", "Move a player to another instance or group", "operate"),
   p("crashes.view", "List and read crash records", "view"),
   p("templates.view", "List and read templates, versions and files", "view"),
   p("templates.create", "Create and import templates", "operate"),
@@ -56,7 +58,7 @@ export const PERMISSION_CATALOG: readonly PermissionInfo[] = [
   p("CLUSTER_MANAGE", "Change cluster membership, join tokens, seed and shared config", "admin"),
   p("BACKUPS_VIEW", "List and verify backups", "view"),
   p("BACKUPS_MANAGE", "Create and prune backups", "operate"),
-  p("BACKUPS_RESTORE", "Restore a backup", "admin"),
+  p("BACKUPS_RESTORE", "Restore a backup; download and upload bundles (they hold every user and the audit log)", "admin"),
 ];
 
 /** Every permission name. */

@@ -6,6 +6,7 @@
  *   blobs/                           blobs/index.txt                 the hash of every blob, one per line
  *                                    blobs/<sha256>                  a template blob, named by its content
  *   manifest.json                    what the bundle holds, with the sha256 and size of every part
+ *   authentication.json              the cluster's HMAC of manifest.json (bundle-auth.ts)
  *
  * Documents are kept store-neutral (the JSON the store ports read and write), so a bundle from one
  * document store restores into another. The manifest comes last because it names what was written
@@ -17,6 +18,8 @@ import { Type, type Static } from "@sinclair/typebox";
 /** The format tag of manifest.json; a reader refuses any other. */
 export const BUNDLE_FORMAT = "cloud-backup/1";
 export const MANIFEST_ENTRY = "manifest.json";
+/** The cluster's authentication of manifest.json (bundle-auth.ts); the entry after the manifest. */
+export const AUTHENTICATION_ENTRY = "authentication.json";
 export const BLOB_INDEX_ENTRY = "blobs/index.txt";
 /** Directories every bundle has. */
 export const BUNDLE_DIRECTORIES = ["documents/", "kv/", "blobs/"] as const;
@@ -24,9 +27,42 @@ export const BUNDLE_DIRECTORIES = ["documents/", "kv/", "blobs/"] as const;
 /**
  * Collections never bundled: the cluster's identity (which cluster a database belongs to and its
  * CA, both owned by Raft) and the signing secrets. A bundle restored elsewhere must not make a
- * database claim another cluster, and a downloaded bundle must not carry keys that sign tokens.
+ * database claim another cluster, and a bundle must not carry keys that sign tokens. A bundle that
+ * names one is refused, like any collection outside {@link BUNDLED_COLLECTIONS}.
  */
-export const EXCLUDED_COLLECTIONS: ReadonlySet<string> = new Set(["cluster_meta", "cluster_ca", "system_secrets"]);
+export const NEVER_BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set(["cluster_meta", "cluster_ca", "system_secrets"]);
+
+/**
+ * The one allowlist of collections a bundle may hold, shared by the writer (it writes only these),
+ * the reader (an entry of another collection stops the read), the validator (a manifest naming
+ * another is a problem) and the restore (it imports only these). Anything else in a bundle, known
+ * or not, is refused rather than skipped. A collection a service adds is backed up once it is
+ * listed here (test/backup/collection-allowlist.test.ts fails until it is, or until it is listed
+ * in {@link NEVER_BUNDLED_COLLECTIONS}).
+ */
+export const BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
+  "audit_log",
+  "crashes",
+  "deployment_locks",
+  "deployment_progress",
+  "deployments",
+  "group_revisions",
+  "groups",
+  "instances",
+  "metrics_history",
+  "node_certificate_revocations",
+  "node_token_claims",
+  "node_tokens",
+  "nodes",
+  "roles",
+  "shares",
+  "template_versions",
+  "templates",
+  "users",
+]);
+
+/** True when a bundle may hold the collection `name` (see {@link BUNDLED_COLLECTIONS}). */
+export const isBundledCollection = (name: string): boolean => BUNDLED_COLLECTIONS.has(name);
 
 /** Collections every bundle holds (empty or not): without users nobody could sign in after a restore. */
 export const REQUIRED_COLLECTIONS: readonly string[] = ["users", "roles", "groups", "instances", "templates", "template_versions", "audit_log"];
@@ -65,6 +101,8 @@ export const BundleManifestSchema = Type.Object(
     format: Type.Literal(BUNDLE_FORMAT),
     id: Type.String({ pattern: BACKUP_ID_PATTERN.source }),
     createdAt: Type.String({ pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}T" }),
+    /** The cluster that made the bundle (absent in bundles written before bundles were authenticated). */
+    clusterId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
     /** The controller (cluster member id) and software version that made it. */
     controller: Type.Object({ nodeId: Type.String(), softwareVersion: Type.String() }),
     profile: Type.String(),
@@ -86,11 +124,31 @@ export const BundleManifestSchema = Type.Object(
 );
 export type BundleManifest = Static<typeof BundleManifestSchema>;
 
-/** The record the API answers with: the bundle's manifest plus the bundle file's own size and sha256. */
+/**
+ * The record the API answers with: the bundle's manifest, except that `createdAt` is when this
+ * controller recorded the bundle (its own clock: an uploaded manifest's date orders nothing), plus
+ * the bundle file's own size and sha256 and whether the bundle was foreign when it was recorded.
+ */
 export interface BackupRecord extends BundleManifest {
   sizeBytes: number;
   sha256: string;
+  /** True when this cluster did not authenticate the bundle (made by another cluster, or changed since). */
+  foreign?: boolean;
+  /** The `createdAt` the bundle's manifest states: information only. */
+  manifestCreatedAt?: string;
 }
+
+/** A record file as it must read back (anything else is a damaged record). */
+export const BackupRecordSchema = Type.Object(
+  {
+    ...BundleManifestSchema.properties,
+    sizeBytes: Type.Integer({ minimum: 0 }),
+    sha256: Type.String({ pattern: SHA256_PATTERN }),
+    foreign: Type.Optional(Type.Boolean()),
+    manifestCreatedAt: Type.Optional(Type.String()),
+  },
+  { additionalProperties: false },
+);
 
 /** The validation report (spec document 2, "Backup records"), plus the checksum and archive findings. */
 export interface ValidationReport {
@@ -104,14 +162,18 @@ export interface ValidationReport {
   emptyRequiredFiles: string[];
   /** Parts whose sha256, size or count differs from the manifest, and blobs whose bytes differ from their name. */
   checksumMismatches: string[];
-  /** What makes the archive itself unacceptable: unsafe or unexpected entries, bombs, malformed parts. */
+  /** What makes the archive itself unacceptable: unsafe or unexpected entries, bombs, malformed parts, no authentication. */
   problems: string[];
+  /** True when this cluster's key authenticates the manifest (bundle-auth.ts). */
+  authenticated: boolean;
 }
 
 /** The restore report (spec document 2, "Backup records"). */
 export interface RestoreReport {
   id: string;
   dryRun: boolean;
+  /** True when the bundle is not authenticated by this cluster and was taken with `foreign: true`. */
+  foreign: boolean;
   filesystem: { applied: boolean; entryCount: number; rollbackRoot: string | null };
   datastores: { applied: boolean; mongoCollections: string[]; mongoPrefixGroups: string[]; redisPrefixes: string[] };
 }

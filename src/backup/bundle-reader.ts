@@ -4,14 +4,16 @@
  * {@link BundleRefusal}: links and special files, names outside the bundle's fixed layout (which
  * also rules out traversal and absolute paths), duplicates, more entries or bytes than the limits
  * (a gzip bomb stops at the bound, checked on the decompressed stream), entries larger than their
- * kind allows. Nothing here writes anything.
+ * kind allows, documents of a collection outside the allowlist (bundle-format.ts). Nothing here
+ * writes anything.
  */
 import { createReadStream } from "node:fs";
 import { pipeline, type Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import tarStream from "tar-stream";
 import { ByteBound } from "../templates/tar.js";
-import { BLOB_INDEX_ENTRY, BUNDLE_DIRECTORIES, COLLECTION_NAME_PATTERN, MANIFEST_ENTRY } from "./bundle-format.js";
+import { AUTHENTICATION_BYTES_MAX } from "./bundle-auth.js";
+import { AUTHENTICATION_ENTRY, BLOB_INDEX_ENTRY, BUNDLE_DIRECTORIES, COLLECTION_NAME_PATTERN, MANIFEST_ENTRY, isBundledCollection } from "./bundle-format.js";
 
 /** Bounds applied while reading one bundle. */
 export interface BundleLimits {
@@ -39,7 +41,7 @@ export class BundleRefusal extends Error {
   }
 }
 
-export type BundleEntryKind = "directory" | "manifest" | "documents" | "kv" | "blob-index" | "blob";
+export type BundleEntryKind = "directory" | "manifest" | "authentication" | "documents" | "kv" | "blob-index" | "blob";
 
 /** One entry; `body` is read to its end, or not at all (then it is skipped), before the next is asked for. */
 export interface BundleEntry {
@@ -57,6 +59,7 @@ const TAR_BLOCK_BYTES = 512;
 export function classifyEntry(name: string): { kind: BundleEntryKind; key: string } | null {
   if ((BUNDLE_DIRECTORIES as readonly string[]).includes(name)) return { kind: "directory", key: name };
   if (name === MANIFEST_ENTRY) return { kind: "manifest", key: "" };
+  if (name === AUTHENTICATION_ENTRY) return { kind: "authentication", key: "" };
   if (name === BLOB_INDEX_ENTRY) return { kind: "blob-index", key: "" };
   const documents = /^documents\/([^/]+)\.ndjson$/.exec(name);
   if (documents && COLLECTION_NAME_PATTERN.test(documents[1])) return { kind: "documents", key: documents[1] };
@@ -96,6 +99,9 @@ export async function* readBundle(path: string, limits: BundleLimits = DEFAULT_B
         throw new BundleRefusal(`${label} is not a regular file or directory`);
       const meaning = classifyEntry(name);
       if (!meaning || (meaning.kind === "directory") !== (header.type === "directory")) throw new BundleRefusal(`${label} is not an entry of a backup bundle`);
+      // The allowlist, whatever the manifest says: identity, secrets and unknown collections never come in.
+      if (meaning.kind === "documents" && !isBundledCollection(meaning.key))
+        throw new BundleRefusal(`${label} holds collection ${meaning.key}, which a backup bundle never holds`);
       if (seen.has(name)) throw new BundleRefusal(`duplicate entry ${label}`);
       seen.add(name);
       if (seen.size > limits.entriesMax) throw new BundleRefusal(`more than ${limits.entriesMax} entries`);
@@ -104,6 +110,8 @@ export async function* readBundle(path: string, limits: BundleLimits = DEFAULT_B
       if (unpackedBytes > limits.unpackedBytesMax) throw new BundleRefusal(`unpacks to more than ${limits.unpackedBytesMax} bytes`);
       if (meaning.kind === "blob" && size > limits.blobBytesMax) throw new BundleRefusal(`${label} is larger than a blob can be`);
       if (meaning.kind === "manifest" && size > limits.manifestBytesMax) throw new BundleRefusal(`${label} is larger than ${limits.manifestBytesMax} bytes`);
+      if (meaning.kind === "authentication" && size > AUTHENTICATION_BYTES_MAX)
+        throw new BundleRefusal(`${label} is larger than ${AUTHENTICATION_BYTES_MAX} bytes`);
       let consumed = false;
       const body = (async function* () {
         consumed = true;

@@ -3,10 +3,18 @@
  * parsed (a JSON object with a string `_id`, each `_id` once per collection), every key-value line
  * checked against its part's prefix, every blob's bytes hashed against its name. Once the manifest
  * (the last entry) is read, what was found is compared with what it claims. The answer is the
- * validation report; `valid` only when every list in it is empty.
+ * validation report; `valid` only when every list in it is empty. Whether the cluster authenticates
+ * the manifest (bundle-auth.ts) is answered beside it: {@link requireAuthentication} makes it a
+ * finding where a bundle must be this cluster's.
+ *
+ * The pass runs on the controller's event loop (parsing and hashing; gunzip is on the thread
+ * pool), so it gives the loop a turn after every {@link YIELD_EVERY_BYTES} it reads, whatever the
+ * stream's buffering: a verification slows the controller down at most by its share of the CPU.
  */
 import { createHash } from "node:crypto";
+import { setImmediate as nextTurn } from "node:timers/promises";
 import { Value } from "@sinclair/typebox/value";
+import { authenticate, type Authentication, type BundleKey } from "./bundle-auth.js";
 import {
   BUNDLE_DIRECTORIES,
   BundleManifestSchema,
@@ -15,6 +23,8 @@ import {
   NON_EMPTY_COLLECTIONS,
   REQUIRED_COLLECTIONS,
   blobEntry,
+  documentsEntry,
+  isBundledCollection,
   prefixGroupOf,
   type BundleManifest,
   type ValidationReport,
@@ -23,6 +33,8 @@ import { BundleRefusal, linesOf, readBundle, type BundleLimits } from "./bundle-
 
 /** Longest document or key-value line, in bytes. */
 export const LINE_BYTES_MAX = 16 * 1024 * 1024;
+/** Bytes read between two turns of the event loop. */
+export const YIELD_EVERY_BYTES = 1024 * 1024;
 
 interface FoundPart {
   sizeBytes: number;
@@ -30,31 +42,27 @@ interface FoundPart {
   lines: number;
 }
 
-/** The report and, when the manifest could be read, the manifest. */
+/** The report and, when the manifest could be read, the manifest; and whether `key` authenticates it. */
 export interface Verification {
+  /** `valid` judges the bundle's form and content; `authenticated` is set, but not required. */
   report: ValidationReport;
   manifest: BundleManifest | null;
+  authentication: Authentication;
 }
 
-/** Verifies the bundle at `path` (see the module comment); `id` is the id it is known by, null to take the manifest's. */
-export async function verifyBundle(path: string, id: string | null, limits?: BundleLimits): Promise<Verification> {
-  const report: ValidationReport = {
-    id: id ?? "",
-    valid: false,
-    missingFiles: [],
-    missingDirectories: [],
-    missingMongoCollections: [],
-    missingMongoCollectionPrefixes: [],
-    missingRedisPrefixes: [],
-    emptyRequiredFiles: [],
-    checksumMismatches: [],
-    problems: [],
-  };
+/**
+ * Verifies the bundle at `path` (see the module comment); `id` is the id it is known by, null to
+ * take the manifest's; `key` is this cluster's bundle key (null: nothing is authenticated).
+ */
+export async function verifyBundle(path: string, id: string | null, limits?: BundleLimits, key: BundleKey | null = null): Promise<Verification> {
+  const report = emptyReport(id ?? "");
   const parts = new Map<string, FoundPart>();
   const directories = new Set<string>();
   const blobs = new Set<string>();
   let blobIndex: string[] | null = null;
-  let manifestText: string | null = null;
+  let manifestBytes: Buffer | null = null;
+  let authenticationBytes: Buffer | null = null;
+  let sinceTurnBytes = 0;
   try {
     for await (const entry of readBundle(path, limits)) {
       if (entry.kind === "directory") {
@@ -68,6 +76,11 @@ export async function verifyBundle(path: string, id: string | null, limits?: Bun
           hash.update(chunk);
           sizeBytes += chunk.byteLength;
           yield chunk;
+          sinceTurnBytes += chunk.byteLength;
+          if (sinceTurnBytes >= YIELD_EVERY_BYTES) {
+            sinceTurnBytes = 0;
+            await nextTurn();
+          }
         }
       })();
       let lines = 0;
@@ -95,10 +108,12 @@ export async function verifyBundle(path: string, id: string | null, limits?: Bun
         }
         blobIndex = index;
         lines = index.length;
-      } else if (entry.kind === "manifest") {
+      } else if (entry.kind === "manifest" || entry.kind === "authentication") {
         const chunks: Buffer[] = [];
         for await (const chunk of counted) chunks.push(chunk);
-        manifestText = Buffer.concat(chunks).toString("utf8");
+        if (entry.kind === "manifest") manifestBytes = Buffer.concat(chunks);
+        else authenticationBytes = Buffer.concat(chunks);
+        if (entry.kind === "authentication") continue; // not a part the manifest lists: it authenticates the manifest
       } else {
         for await (const chunk of counted) void chunk;
       }
@@ -113,12 +128,14 @@ export async function verifyBundle(path: string, id: string | null, limits?: Bun
   } catch (err) {
     if (!(err instanceof BundleRefusal)) throw err;
     report.problems.push(err.message);
-    return { report, manifest: null };
+    return { report, manifest: null, authentication: { authenticated: false, reason: "it could not be read" } };
   }
 
   for (const directory of BUNDLE_DIRECTORIES) if (!directories.has(directory)) report.missingDirectories.push(directory);
-  const manifest = parseManifest(manifestText, report);
-  if (!manifest) return { report: finish(report), manifest: null };
+  const manifest = parseManifest(manifestBytes === null ? null : (manifestBytes as Buffer).toString("utf8"), report);
+  const authentication = authenticate(key, manifest ? manifestBytes : null, authenticationBytes, manifest?.clusterId);
+  report.authenticated = authentication.authenticated;
+  if (!manifest) return { report: finish(report), manifest: null, authentication };
   if (id === null) report.id = manifest.id;
   else if (manifest.id !== id) report.problems.push(`the manifest names backup ${manifest.id}, not ${id}`);
 
@@ -130,7 +147,14 @@ export async function verifyBundle(path: string, id: string | null, limits?: Bun
     else if (found.sha256 !== expected.sha256 || found.sizeBytes !== expected.sizeBytes || (lines !== null && found.lines !== lines))
       report.checksumMismatches.push(file);
   };
-  for (const collection of manifest.collections) checkPart(collection.file, collection, collection.documentCount);
+  const named = new Set<string>();
+  for (const collection of manifest.collections) {
+    if (named.has(collection.name)) report.problems.push(`the manifest names collection ${collection.name} twice`);
+    named.add(collection.name);
+    if (!isBundledCollection(collection.name)) report.problems.push(`the manifest names collection ${collection.name}, which a backup bundle never holds`);
+    if (collection.file !== documentsEntry(collection.name)) report.problems.push(`the manifest puts collection ${collection.name} in ${collection.file}`);
+    checkPart(collection.file, collection, collection.documentCount);
+  }
   for (const part of manifest.kv) checkPart(part.file, part, part.keyCount);
   checkPart(manifest.blobs.index.file, manifest.blobs.index, manifest.blobs.count);
   for (const file of parts.keys()) if (!claimed.has(file)) report.problems.push(`${file} is not listed in the manifest`);
@@ -155,7 +179,34 @@ export async function verifyBundle(path: string, id: string | null, limits?: Bun
   for (const hash of listed) if (!blobs.has(hash)) report.missingFiles.push(blobEntry(hash));
   const listedSet = new Set(listed);
   for (const hash of blobs) if (!listedSet.has(hash)) report.problems.push(`${blobEntry(hash)} is not listed in ${manifest.blobs.index.file}`);
-  return { report: finish(report), manifest };
+  return { report: finish(report), manifest, authentication };
+}
+
+/** A report with no finding yet (`valid` false until a verification sets it). */
+export function emptyReport(id: string): ValidationReport {
+  return {
+    id,
+    valid: false,
+    missingFiles: [],
+    missingDirectories: [],
+    missingMongoCollections: [],
+    missingMongoCollectionPrefixes: [],
+    missingRedisPrefixes: [],
+    emptyRequiredFiles: [],
+    checksumMismatches: [],
+    problems: [],
+    authenticated: false,
+  };
+}
+
+/** Makes a missing authentication a finding of `report` (which is then not valid). */
+export function requireAuthentication(report: ValidationReport, authentication: Authentication): ValidationReport {
+  report.authenticated = authentication.authenticated;
+  if (!authentication.authenticated) {
+    report.problems.push(`the bundle is not authenticated by this cluster: ${authentication.reason}`);
+    report.valid = false;
+  }
+  return report;
 }
 
 function finish(report: ValidationReport): ValidationReport {

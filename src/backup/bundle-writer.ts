@@ -4,7 +4,8 @@
  * collection goes to a staging file as NDJSON (hashed and counted on the way), the snapshot is
  * released, then the staged parts, the key-value counters and the blobs are packed with the
  * templates' streaming tar.gz writer. Nothing is ever whole in memory but one blob (at most one
- * 4 MiB chunk) and one batch of documents.
+ * 4 MiB chunk) and one batch of documents. Only the collections of the allowlist are written
+ * (bundle-format.ts); the manifest is followed by the cluster's authentication of it (bundle-auth.ts).
  */
 import { createHash } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
@@ -15,17 +16,20 @@ import { pipeline } from "node:stream/promises";
 import { assert } from "../shared/errors.js";
 import type { BlobStore, DocumentStore, KvStore } from "../store/ports.js";
 import { packTarGz, type TarMember } from "../templates/tar.js";
+import { authenticationEntry, type BundleKey } from "./bundle-auth.js";
 import {
+  AUTHENTICATION_ENTRY,
   BLOB_INDEX_ENTRY,
   BUNDLE_DIRECTORIES,
   BUNDLE_FORMAT,
-  EXCLUDED_COLLECTIONS,
   KV_PARTS,
   MANIFEST_ENTRY,
   REQUIRED_COLLECTIONS,
   blobEntry,
   documentsEntry,
+  isBundledCollection,
   kvEntry,
+  NEVER_BUNDLED_COLLECTIONS,
   prefixGroupOf,
   type BundleManifest,
 } from "./bundle-format.js";
@@ -38,6 +42,8 @@ export interface WrittenBundle {
   manifest: BundleManifest;
   sizeBytes: number;
   sha256: string;
+  /** Collections of the store outside the allowlist that were left out (a service forgot to list one). */
+  leftOut: string[];
 }
 
 /** Where the data comes from. */
@@ -89,16 +95,19 @@ class StagingFile {
 
 /**
  * Writes the bundle of `sources` to `outPath` (a new file, fsynced), staging in `stagingDir` (removed
- * afterwards). Returns the manifest written into it.
+ * afterwards), authenticated with `key`. Returns the manifest written into it.
  */
-export async function writeBundle(sources: BundleSources, origin: BundleOrigin, outPath: string, stagingDir: string): Promise<WrittenBundle> {
+export async function writeBundle(sources: BundleSources, origin: BundleOrigin, key: BundleKey, outPath: string, stagingDir: string): Promise<WrittenBundle> {
   await mkdir(stagingDir, { recursive: true });
   try {
     const collections: BundleManifest["collections"] = [];
     const staged = new Map<string, StagedPart>();
+    const leftOut: string[] = [];
     const snapshot = await sources.documents.snapshot();
     try {
-      const names = new Set([...(await snapshot.collections()), ...REQUIRED_COLLECTIONS].filter((name) => !EXCLUDED_COLLECTIONS.has(name)));
+      const held = await snapshot.collections();
+      leftOut.push(...held.filter((name) => !isBundledCollection(name) && !NEVER_BUNDLED_COLLECTIONS.has(name)).sort());
+      const names = new Set([...held, ...REQUIRED_COLLECTIONS].filter(isBundledCollection));
       for (const name of [...names].sort()) {
         const file = await StagingFile.create(join(stagingDir, `documents-${name}.ndjson`));
         try {
@@ -139,6 +148,7 @@ export async function writeBundle(sources: BundleSources, origin: BundleOrigin, 
     const manifest = (): BundleManifest => ({
       format: BUNDLE_FORMAT,
       ...origin,
+      clusterId: key.clusterId,
       mongoDocumentCount: collections.reduce((sum, c) => sum + c.documentCount, 0),
       collections,
       collectionPrefixGroups: [...groups.entries()].sort().map(([prefix, collectionCount]) => ({ prefix, collectionCount })),
@@ -174,15 +184,21 @@ export async function writeBundle(sources: BundleSources, origin: BundleOrigin, 
         };
       }
       const text = Buffer.from(JSON.stringify(manifest(), null, 2) + "\n", "utf8");
-      yield {
-        path: MANIFEST_ENTRY,
-        kind: "file",
-        mode: 0o644,
-        size: text.byteLength,
-        data: async function* () {
-          yield text;
-        },
-      };
+      const authentication = authenticationEntry(key, text);
+      for (const [path, bytes] of [
+        [MANIFEST_ENTRY, text],
+        [AUTHENTICATION_ENTRY, authentication],
+      ] as const) {
+        yield {
+          path,
+          kind: "file",
+          mode: 0o644,
+          size: bytes.byteLength,
+          data: async function* () {
+            yield bytes;
+          },
+        };
+      }
     }
 
     const bundleHash = createHash("sha256");
@@ -202,7 +218,7 @@ export async function writeBundle(sources: BundleSources, origin: BundleOrigin, 
       await handle.close();
     }
     assert((await stat(outPath)).size === sizeBytes, "the bundle file holds what was written");
-    return { manifest: manifest(), sizeBytes, sha256: bundleHash.digest("hex") };
+    return { manifest: manifest(), sizeBytes, sha256: bundleHash.digest("hex"), leftOut };
   } finally {
     await rm(stagingDir, { recursive: true, force: true });
   }

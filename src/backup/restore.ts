@@ -23,10 +23,10 @@ import { mkdir, open, rename } from "node:fs/promises";
 import { join } from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import type { Clock } from "../shared/clock.js";
-import { AssertionError } from "../shared/errors.js";
+import { assert, AssertionError } from "../shared/errors.js";
 import { FsBlobStore } from "../store/fs-blob-store.js";
 import type { BlobStore, Doc, DocumentImportBatch, DocumentStore, KvStore } from "../store/ports.js";
-import { prefixGroupOf, type BundleManifest } from "./bundle-format.js";
+import { isBundledCollection, prefixGroupOf, type BundleManifest } from "./bundle-format.js";
 import { linesOf, readBundle, type BundleLimits } from "./bundle-reader.js";
 import { LINE_BYTES_MAX } from "./bundle-validator.js";
 
@@ -74,6 +74,7 @@ export function restoredTokenVersion(bundled: unknown, current: number | undefin
 /** What a restore of `parts` would change, without reading the archive again. */
 export function plannedRestore(manifest: BundleManifest, parts: RestoreParts): Omit<AppliedRestore, "rolledAside"> {
   const collections = parts.datastores ? manifest.collections.map((c) => c.name) : [];
+  for (const name of collections) assert(isBundledCollection(name), `a verified manifest names only allowlisted collections (${name})`);
   return {
     entryCount: parts.filesystem ? manifest.blobs.count : 0,
     collections,
@@ -106,6 +107,8 @@ export async function applyBundle(
   async function* batches(): AsyncGenerator<DocumentImportBatch> {
     for await (const entry of readBundle(path, limits)) {
       if (entry.kind === "documents" && parts.datastores) {
+        // The reader refuses these already; the restore never writes outside the allowlist whatever reads for it.
+        assert(isBundledCollection(entry.key), `restored collections are allowlisted (${entry.key})`);
         let batch: Doc[] = [];
         let batchBytes = 0;
         let yielded = false;

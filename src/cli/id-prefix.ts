@@ -42,7 +42,12 @@ export function matchPrefix(ids: readonly string[], prefix: string): string[] {
  * Runs `request` with the id as typed; on a 404 runs it again with the one id `given` begins (see
  * the module comment). Resolves with what `request` resolved and the id it used.
  */
-export async function withIdPrefix<T>(client: HttpClient, kind: IdKind, given: string, request: (id: string) => Promise<T>): Promise<{ id: string; result: T }> {
+export async function withIdPrefix<T>(
+  client: HttpClient,
+  kind: IdKind,
+  given: string,
+  request: (id: string) => Promise<T>,
+): Promise<{ id: string; result: T }> {
   if (given === "") throw new CliError(`${kind.noun} id must not be empty`);
   try {
     return { id: given, result: await request(given) };

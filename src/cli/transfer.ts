@@ -73,7 +73,13 @@ export async function uploadParts(
   let response: Response;
   try {
     // Not bounded: the answer comes once the controller has received (and checked) the whole body.
-    response = await fetch(url, { method: "POST", headers, body: Readable.toWeb(body) as ReadableStream<Uint8Array>, duplex: "half", signal: controller.signal } as RequestInit);
+    response = await fetch(url, {
+      method: "POST",
+      headers,
+      body: Readable.toWeb(body) as ReadableStream<Uint8Array>,
+      duplex: "half",
+      signal: controller.signal,
+    } as RequestInit);
   } catch (error) {
     const err = error as { message?: string; cause?: { code?: string; message?: string } };
     throw new CliError(`upload to ${client.baseUrl} failed: ${err.cause?.code ?? err.cause?.message ?? err.message ?? String(error)}`, ExitCode.connection);
@@ -113,7 +119,7 @@ export async function downloadTo(
   let complete = false;
   try {
     for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
-      for (let at = 0; at < chunk.byteLength; ) at += (await handle.write(chunk, at)).bytesWritten;
+      for (let at = 0; at < chunk.byteLength;) at += (await handle.write(chunk, at)).bytesWritten;
       sizeBytes += chunk.byteLength;
     }
     complete = true;

@@ -80,6 +80,7 @@ import { eventRoutes } from "../http/routes/events.js";
 import { startEventStream, type EventStream, type EventStreamOptions } from "./event-stream.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
 import { BackupService } from "../backup/backup-service.js";
+import { clusterBundleKeySource, type BundleKeySource } from "../backup/bundle-auth.js";
 import { backupRoutes } from "../http/routes/backups.js";
 import { RestoreCoordination, RESTORE_POLL_INTERVAL_MS } from "../backup/restore-coordination.js";
 import { ClusterIdentityStore } from "../cluster/cluster-identity.js";
@@ -97,6 +98,9 @@ import { EventTypes } from "../events/event-types.js";
 import { isoFromMs } from "../domain/shared/time.js";
 import { ApiError } from "../shared/errors.js";
 import { buildLogsAndSharing, type LogsAndSharing, type LogsAndSharingTuning } from "./logs-and-sharing.js";
+import { loadDashboardAssets } from "../http/dashboard-assets.js";
+import { playerRoutes } from "../http/routes/players.js";
+import { TransferTargets } from "../plugin-api/transfer-targets.js";
 
 /** A part of `stop()` that takes this long is named in the log. */
 const SLOW_CLEANUP_MS = 2_000;
@@ -165,6 +169,8 @@ export interface StartControllerOptions {
   processMetrics?: boolean;
   /** Bounds of the daemon log mirror and the log streams, and the paste upload; tests change them. */
   logsAndSharingTuning?: LogsAndSharingTuning;
+  /** The built dashboard served under `/ui/`; `dist/dashboard` of the install by default. */
+  dashboardDir?: string;
 }
 
 /** The services of a running controller, built once by {@link startController}. */
@@ -317,6 +323,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
         quietTimeoutMs: restoreQuietTimeoutMs(config),
       });
     let stopStrays: (() => Promise<unknown>) | null = null;
+    // Bound once the cluster service exists (below): bundles are authenticated with its key.
+    let bundleKey: BundleKeySource = () => null;
     const backups = new BackupService({
       documents,
       kv,
@@ -329,6 +337,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         profile: config.runtime.profile,
         documentStore: documentStoreKind(config.database.uri),
       },
+      bundleKey: () => bundleKey(),
       clock,
       logger: logs.logger("cloud.backup"),
       onRestored: () => auth.invalidate(),
@@ -369,6 +378,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const tracing = createTracing(config.telemetry, { name: "cloud-controller", instanceId: cluster.nodeId });
     cleanups.push({ name: "tracing", run: () => tracing.shutdown() });
     memberId = cluster.nodeId;
+    bundleKey = clusterBundleKeySource(cluster);
 
     const instances = new InstanceService(documents, clock);
     const crashes = new CrashService(documents, clock);
@@ -653,6 +663,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         }),
         pluginNetworkRoutes({ instances, groups, players, transfers, sequences }),
         pluginAdminRoutes({ credentials, instances, groups, metrics: instanceMetrics, audit, clock }),
+        playerRoutes({ players, targets: new TransferTargets({ instances, groups, players }), transfers, audit }),
         eventRoutes({
           hub: eventStream.hub,
           tickets: eventStream.tickets,
@@ -671,6 +682,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       tracing,
       traceUiTemplate: config.telemetry.traceUiTemplate,
       restoreInProgress: () => coordinatedRestores.current(),
+      dashboard: await loadDashboardAssets(opts.dashboardDir ?? join(findRootDir(), "dist", "dashboard")),
     });
 
     // Requests log under the logical thread name "http" (see docs/decisions/platform.md).

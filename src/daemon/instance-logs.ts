@@ -121,12 +121,15 @@ export class InstanceLogStore {
       }
       while (writer.pending.length > 0) {
         if (writer.dropped > 0) {
-          writer.pending.unshift(`${JSON.stringify({ t: this.nowMs(), s: "cloud", l: `${DAEMON_LINE_PREFIX}${writer.dropped} lines dropped (written too fast)` })}\n`);
+          writer.pending.unshift(
+            `${JSON.stringify({ t: this.nowMs(), s: "cloud", l: `${DAEMON_LINE_PREFIX}${writer.dropped} lines dropped (written too fast)` })}\n`,
+          );
           writer.dropped = 0;
         }
         let taken = 0;
         let batch = "";
-        while (taken < writer.pending.length && (taken === 0 || batch.length + writer.pending[taken].length <= instanceLogWriteBytesMax)) batch += writer.pending[taken++];
+        while (taken < writer.pending.length && (taken === 0 || batch.length + writer.pending[taken].length <= instanceLogWriteBytesMax))
+          batch += writer.pending[taken++];
         writer.pending.splice(0, taken);
         if (writer.bytes > 0 && writer.bytes + batch.length > instanceLogBytesMax) {
           await rename(file, `${file}.1`).catch(() => undefined);

@@ -56,7 +56,9 @@ export async function prepareWorkDirectory(plan: WorkDirectoryPlan): Promise<voi
  * facts of this instance win over a template variable of the same name (a template cannot give an
  * instance a wrong port). Documented in docs/decisions/templates.md ("Placeholders").
  */
-export function instancePlaceholders(spec: Pick<InstanceSpec, "instanceId" | "group" | "port" | "memoryMb" | "platform">): Record<(typeof INSTANCE_PLACEHOLDERS)[number], string> {
+export function instancePlaceholders(
+  spec: Pick<InstanceSpec, "instanceId" | "group" | "port" | "memoryMb" | "platform">,
+): Record<(typeof INSTANCE_PLACEHOLDERS)[number], string> {
   return { instanceId: spec.instanceId, group: spec.group, port: String(spec.port), memoryMb: String(spec.memoryMb), platform: spec.platform };
 }
 

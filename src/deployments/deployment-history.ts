@@ -15,7 +15,12 @@ import type { StoredDeployment, StoredProgress } from "./deployment-store.js";
 export const GONE_STATE = "GONE";
 
 /** The deployment's instances, sorted by id (see the module comment). */
-export function deploymentInstances(doc: StoredDeployment, progress: StoredProgress | null, records: readonly StoredInstance[], finished: boolean): DeploymentInstance[] {
+export function deploymentInstances(
+  doc: StoredDeployment,
+  progress: StoredProgress | null,
+  records: readonly StoredInstance[],
+  finished: boolean,
+): DeploymentInstance[] {
   const tracked = progress?.instances ?? {};
   const retired = new Set(progress?.retired ?? []);
   const byId = new Map(records.map((r) => [r.id, r]));

@@ -6,7 +6,7 @@
  * template version's hash with the tar.gz of its files.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { EXCLUDED_COLLECTIONS } from "../../src/backup/bundle-format.js";
+import { isBundledCollection } from "../../src/backup/bundle-format.js";
 import type { AuditService } from "../../src/audit/audit-service.js";
 import type { AuthService } from "../../src/auth/auth-service.js";
 import type { GroupService } from "../../src/domain/groups/group-service.js";
@@ -89,7 +89,7 @@ export async function dumpCollections(documents: DocumentStore, options: { ignor
   const out: Record<string, Doc[]> = {};
   try {
     for (const name of await snapshot.collections()) {
-      if (EXCLUDED_COLLECTIONS.has(name)) continue;
+      if (!isBundledCollection(name)) continue;
       const docs: Doc[] = [];
       for await (const batch of snapshot.documents(name, 500)) docs.push(...batch);
       if (docs.length === 0) continue;

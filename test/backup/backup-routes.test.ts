@@ -68,6 +68,7 @@ describe("backup routes (embedded store)", () => {
       emptyRequiredFiles: [],
       checksumMismatches: [],
       problems: [],
+      authenticated: true,
     });
   });
 
@@ -197,7 +198,7 @@ describe("backup routes (embedded store)", () => {
     assert.deepEqual(await dumpCollections(t.documents), snapshot, "nothing was written");
   });
 
-  it("restores only the datastores with filesystem false, and an upload to another controller restores there", async () => {
+  it("restores only the datastores with filesystem false, and an upload to another cluster's controller restores there as foreign", async () => {
     const record = (await t.request("POST", "/api/v1/backups", { token: admin })).json;
     const download = Buffer.from(
       await (await fetch(`${t.baseUrl}/api/v1/backups/${record.id}/download`, { headers: { authorization: `Bearer ${admin}` } })).arrayBuffer(),
@@ -221,12 +222,15 @@ describe("backup routes (embedded store)", () => {
       });
       assert.equal(again.status, 409);
 
-      const dataOnly = await other.request("POST", "/api/v1/restore", { token: otherAdmin, body: { id: record.id, filesystem: false } });
+      const dataOnly = await other.request("POST", "/api/v1/restore", { token: otherAdmin, body: { id: record.id, filesystem: false, foreign: true } });
       assert.equal(dataOnly.status, 200, dataOnly.text);
       assert.equal(dataOnly.json.filesystem.applied, false);
       assert.equal(dataOnly.json.filesystem.rollbackRoot, null);
       assert.equal((await other.blobs.list()).length, 0, "no blob was written");
-      const full = await other.request("POST", "/api/v1/restore", { token: (await other.login("admin", ADMIN_PASSWORD)) as string, body: { id: record.id } });
+      const full = await other.request("POST", "/api/v1/restore", {
+        token: (await other.login("admin", ADMIN_PASSWORD)) as string,
+        body: { id: record.id, foreign: true },
+      });
       assert.equal(full.status, 200, full.text);
       const ours = await dumpCollections(t.documents, { ignoreTokenVersions: true });
       const theirs = await dumpCollections(other.documents, { ignoreTokenVersions: true });

@@ -12,6 +12,7 @@ import { after, before, describe, it } from "node:test";
 import { gunzipSync } from "node:zlib";
 import tarStream from "tar-stream";
 import { BackupService } from "../../src/backup/backup-service.js";
+import { deriveBundleKey } from "../../src/backup/bundle-auth.js";
 import { DEFAULT_BUNDLE_LIMITS } from "../../src/backup/bundle-reader.js";
 import { verifyBundle } from "../../src/backup/bundle-validator.js";
 import { applyBundle } from "../../src/backup/restore.js";
@@ -22,6 +23,8 @@ import { openLevelDocumentStore, type LevelDocumentStore } from "../../src/store
 import { openFsBlobStore, type FsBlobStore } from "../../src/store/fs-blob-store.js";
 import { MemoryKvStore } from "../../src/store/memory/memory-kv-store.js";
 import { buildRawTarGz, type RawTarMember } from "../templates/archive-fixtures.js";
+
+const key = deriveBundleKey("hostile-test-cluster", "test key material");
 
 describe("hostile bundles", () => {
   let dir: string;
@@ -46,6 +49,7 @@ describe("hostile bundles", () => {
       directory: join(dir, "backups"),
       retentionCount: 5,
       origin: { nodeId: () => "node-1", softwareVersion: "test", profile: "development", documentStore: "embedded" },
+      bundleKey: () => key,
       clock: systemClock,
       logger: createLogService({ level: "ERROR", format: "JSON" }, { write: () => undefined }).logger("test"),
       limits: { ...DEFAULT_BUNDLE_LIMITS, unpackedBytesMax: 1024 * 1024, blobBytesMax: 64 * 1024 },
@@ -181,6 +185,36 @@ describe("hostile bundles", () => {
     );
     const hash = createHash("sha256").update("x").digest("hex");
     await refuse(await repack((entries) => entries.push({ name: `blobs/${hash}`, type: "file", data: Buffer.from("x") })), /not listed/);
+  });
+
+  it("reading for a restore refuses a collection outside the allowlist, whatever the manifest says", async () => {
+    const validPath = join(dir, "valid-allowlist.tar.gz");
+    const plantedPath = join(dir, "planted.tar.gz");
+    await writeFile(validPath, valid);
+    const { manifest } = await verifyBundle(validPath, null);
+    assert.ok(manifest);
+    await writeFile(
+      plantedPath,
+      await repack((entries) =>
+        entries.splice(
+          entries.findIndex((e) => e.name === "kv/"),
+          0,
+          { name: "documents/system_secrets.ndjson", type: "file", data: Buffer.from('{"_id":"jwt-signing-key","value":"planted"}\n') },
+        ),
+      ),
+    );
+    const groupsBefore = await documents.collection("groups").find();
+    try {
+      await assert.rejects(
+        applyBundle(plantedPath, manifest, { datastores: true, filesystem: false }, { documents, kv, blobs, clock: systemClock }, join(dir, "rollback-s")),
+        /system_secrets/,
+      );
+      assert.deepEqual(await documents.collection("system_secrets").find(), [], "nothing planted");
+      assert.deepEqual(await documents.collection("groups").find(), groupsBefore);
+    } finally {
+      await rm(validPath, { force: true });
+      await rm(plantedPath, { force: true });
+    }
   });
 
   it("applying checks every blob against its name again: a bundle changed after verification stores no forged blob", async () => {

@@ -32,8 +32,10 @@ async function roundTrip(source: TestApp, target: TestApp): Promise<void> {
     body: bundle,
   });
   assert.equal(uploaded.status, 201, await uploaded.text());
-  const restored = await target.request("POST", "/api/v1/restore", { token: targetAdmin, body: { id: record.id } });
+  // Another cluster's bundle: restored as foreign, by an ADMIN (docs/operations.md, the migration).
+  const restored = await target.request("POST", "/api/v1/restore", { token: targetAdmin, body: { id: record.id, foreign: true } });
   assert.equal(restored.status, 200, restored.text);
+  assert.equal(restored.json.foreign, true);
 
   const actual = await dumpCollections(target.documents, { ignoreTokenVersions: true });
   actual.audit_log = actual.audit_log.filter((e) => e.action !== "backup.restore");

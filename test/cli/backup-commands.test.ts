@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { restoreParts } from "../../src/cli/commands/backup.js";
 import { startTestApp, type TestApp } from "../support/http-app.js";
-import { bodiesOf, homeWithContext, runCli, startFakeController, type FakeController } from "./harness.js";
+import { bodiesOf, homeWithContext, runCli, runOnTerminal, startFakeController, type FakeController } from "./harness.js";
 
 const record = {
   id: "20261125T120000000Z-0a1b2c3d",
@@ -21,9 +21,10 @@ const record = {
   documentStore: "embedded",
   blobs: { count: 3 },
 };
-const report = (body: { dryRun: boolean; filesystem: boolean; datastores: boolean }) => ({
+const report = (body: { dryRun: boolean; filesystem: boolean; datastores: boolean; foreign?: boolean }) => ({
   id: record.id,
   dryRun: body.dryRun,
+  foreign: body.foreign === true,
   filesystem: { applied: !body.dryRun && body.filesystem, entryCount: 3, rollbackRoot: body.dryRun || !body.filesystem ? null : "/data/backups/rollback/x" },
   datastores: {
     applied: !body.dryRun && body.datastores,
@@ -84,6 +85,31 @@ describe("cloudctl backup and restore", () => {
       assert.deepEqual(bodiesOf(server, "POST", "/api/v1/restore"), [
         { id: record.id, dryRun: true, filesystem: false, datastores: true },
         { id: record.id, dryRun: false, filesystem: true, datastores: false },
+      ]);
+    } finally {
+      dispose();
+    }
+  });
+
+  test("restore --foreign asks for a foreign bundle, says so in its question and report; --help offers it", async () => {
+    const { home, dispose } = homeWithContext(server.url);
+    try {
+      const help = await runCli(["restore", "--help"], { home });
+      assert.equal(help.code, 0, help.stderr);
+      assert.match(help.stdout, /--foreign\s+take a bundle this cluster did not make/);
+      const before = bodiesOf(server, "POST", "/api/v1/restore").length;
+      // On a terminal, so the question is asked (and answered No: exit 6, nothing sent).
+      const declined = await runOnTerminal(["restore", record.id, "--foreign"], { home, stdin: "n\n" });
+      assert.equal(declined.code, 6, declined.stdout + declined.stderr);
+      assert.match(declined.stdout + declined.stderr, /another cluster's: its users and roles replace these/);
+      const dry = await runCli(["restore", record.id, "--dry-run", "--foreign"], { home });
+      assert.equal(dry.code, 0, dry.stderr);
+      assert.match(dry.stdout, /foreign\s+yes: not authenticated by this cluster/);
+      const plain = await runCli(["restore", record.id, "--dry-run"], { home });
+      assert.match(plain.stdout, /foreign\s+no/);
+      assert.deepEqual(bodiesOf(server, "POST", "/api/v1/restore").slice(before), [
+        { id: record.id, dryRun: true, filesystem: true, datastores: true, foreign: true },
+        { id: record.id, dryRun: true, filesystem: true, datastores: true },
       ]);
     } finally {
       dispose();

@@ -102,9 +102,15 @@ describe("cloudctl events", () => {
     let stdout = "";
     child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
     try {
-      await eventually(() => stdout.includes("sword"), () => `replayed: ${stdout}`);
+      await eventually(
+        () => stdout.includes("sword"),
+        () => `replayed: ${stdout}`,
+      );
       t.events.publish("SHOP:TRADE", { item: "map" });
-      await eventually(() => stdout.includes("map"), () => `followed: ${stdout}`);
+      await eventually(
+        () => stdout.includes("map"),
+        () => `followed: ${stdout}`,
+      );
       assert.deepEqual(
         stdout
           .trim()

@@ -165,7 +165,16 @@ describe("cloudctl logs and diagnostics", () => {
     const entries = await readTarGz(file);
     // The spec's entries first, then what a support case needs next: nodes, groups, crashes, each node's daemon log.
     const keys = [...entries.keys()];
-    assert.deepEqual(keys.slice(0, 8), ["manifest.json", "readiness.json", "overview.json", "settings.json", "config.json", "redis.json", "leases.json", "logs.txt"]);
+    assert.deepEqual(keys.slice(0, 8), [
+      "manifest.json",
+      "readiness.json",
+      "overview.json",
+      "settings.json",
+      "config.json",
+      "redis.json",
+      "leases.json",
+      "logs.txt",
+    ]);
     assert.deepEqual(keys.slice(8, 11), ["nodes.json", "groups.json", "crashes.json"]);
     assert.ok(Array.isArray(JSON.parse(entries.get("nodes.json")!)), "nodes.json is the node list");
     for (const key of keys.slice(11)) assert.match(key, /^daemon-logs\/.+\.txt$/);

@@ -12,7 +12,16 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { api, cleanupDirs, createToken, eventsOf, spawnDaemon, startGatewayController, type DaemonProcess, type GatewayController } from "../gateway/harness.js";
+import {
+  api,
+  cleanupDirs,
+  createToken,
+  eventsOf,
+  spawnDaemon,
+  startGatewayController,
+  type DaemonProcess,
+  type GatewayController,
+} from "../gateway/harness.js";
 import { TEST_ADMIN_PASSWORD } from "../support/controller.js";
 import { eventually } from "../support/wait.js";
 import { homeWithContext, runCli, runOnTerminal, spawnCli, tempHome, waitForExit, type CliResult } from "./harness.js";
@@ -149,9 +158,17 @@ describe("an operator's day with cloudctl", { timeout: 900_000 }, () => {
     const ended = waitForExit(follow);
     let stdout = "";
     follow.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-    await eventually(() => stdout.split("\n").length >= 2, () => `the tail: ${stdout}`, waitMs);
+    await eventually(
+      () => stdout.split("\n").length >= 2,
+      () => `the tail: ${stdout}`,
+      waitMs,
+    );
     ok(await cli(["inst", "exec", second.id, "say", "while", "following", "--wait", "0"]));
-    await eventually(() => stdout.includes("[Server] while following"), () => `followed: ${stdout}`, waitMs);
+    await eventually(
+      () => stdout.includes("[Server] while following"),
+      () => `followed: ${stdout}`,
+      waitMs,
+    );
     ok(await cli(["inst", "stop", second.id]));
     const result = await ended;
     assert.equal(result.code, 0, result.stderr);
@@ -277,9 +294,18 @@ describe("an operator's day with cloudctl", { timeout: 900_000 }, () => {
     const lines = watched.stdout.trim().split("\n").slice(1);
     assert.match(lines[0], /^\d\d:\d\d:\d\d deployment 2 of web: IN_PROGRESS/, "the first frame is a full line, not blank fields");
     assert.equal(new Set(lines.map((l) => l.slice(9))).size, lines.length, `no line twice:\n${watched.stdout}`);
-    assert.ok(lines.some((l) => /NEW RUNNING .*healthy at/.test(l)), watched.stdout);
-    assert.ok(lines.some((l) => new RegExp(`${initial.id} OLD \\S+.*retired`).test(l)), watched.stdout);
-    assert.ok(lines.some((l) => /deployment 2 of web: COMPLETED DONE/.test(l)), watched.stdout);
+    assert.ok(
+      lines.some((l) => /NEW RUNNING .*healthy at/.test(l)),
+      watched.stdout,
+    );
+    assert.ok(
+      lines.some((l) => new RegExp(`${initial.id} OLD \\S+.*retired`).test(l)),
+      watched.stdout,
+    );
+    assert.ok(
+      lines.some((l) => /deployment 2 of web: COMPLETED DONE/.test(l)),
+      watched.stdout,
+    );
 
     ok(await cli(["deploy", "web", "--yes", "--min-healthy", "1", "--watch"]), "a second rollout");
     const older = JSON.parse(ok(await cli(["deploy", "show", "web", "2", "--json"])).stdout);
@@ -288,7 +314,10 @@ describe("an operator's day with cloudctl", { timeout: 900_000 }, () => {
       if (i.role === "NEW") assert.equal(i.deploymentRevision, 2, `revision 2 shows its own instances: ${JSON.stringify(i)}`);
       else assert.equal(i.id, initial.id, "the old instance it retired");
     }
-    assert.ok(older.instances.some((i: { id: string; retired: boolean }) => i.id === initial.id && i.retired), "RETIRED filled");
+    assert.ok(
+      older.instances.some((i: { id: string; retired: boolean }) => i.id === initial.id && i.retired),
+      "RETIRED filled",
+    );
     const human = ok(await cli(["deploy", "show", "web", "2"])).stdout;
     assert.match(human, /Batch\s+1 batch\(es\) of 1, done/);
     assert.match(human, new RegExp(`${initial.id}.*OLD.*yes`));

@@ -42,7 +42,10 @@ describe("operator commands, their pure parts", () => {
     assert.equal(refused, "UNKNOWN_PLATFORM: Unknown platform papr");
     assert.deepEqual(tailWithReason({ kind: "FAILURE", reason: "x" }, [], refused), ["[cloud] UNKNOWN_PLATFORM: Unknown platform papr"]);
     assert.deepEqual(tailWithReason({ kind: "EXIT", exitCode: 1 }, ["a"], "exit 1: a"), ["a"], "a process that ran keeps its own tail");
-    assert.equal(crashReason({ kind: "EXIT", exitCode: 1 }, 1, ["Error: Unable to access jarfile server.jar", ""]), "exit 1: Error: Unable to access jarfile server.jar");
+    assert.equal(
+      crashReason({ kind: "EXIT", exitCode: 1 }, 1, ["Error: Unable to access jarfile server.jar", ""]),
+      "exit 1: Error: Unable to access jarfile server.jar",
+    );
     assert.equal(crashReason({ kind: "EXIT", exitCode: 137 }, 137, []), "exit 137 without printing anything");
     assert.equal(crashReason({ kind: "FAILURE", reason: "TIMEOUT:startTimeout" }, -1, []), "TIMEOUT: no progress within the startTimeout bound");
     assert.equal(crashReason({ kind: "EXIT", exitCode: 2 }, 2, ["x".repeat(1_000)]).length, 300, "a long line is cut to the bound");
@@ -51,13 +54,19 @@ describe("operator commands, their pure parts", () => {
   test("a group's platform must be one a daemon runs; the daemon's own list is the shared one", () => {
     assert.deepEqual([...builtInPlatforms().keys()].sort(), [...DAEMON_PLATFORM_IDS].sort());
     for (const id of DAEMON_PLATFORM_IDS) checkPlatform(id);
-    assert.throws(() => checkPlatform("papr"), (err: Error & { status?: number; code?: string }) => {
-      assert.equal(err.status, 422);
-      assert.equal(err.code, "VALIDATION_ERROR");
-      assert.match(err.message, /unknown platform "papr" \(did you mean paper\?\); the cluster runs simulated, .*paper, velocity/);
-      return true;
-    });
-    assert.throws(() => checkPlatform("forge"), (err: Error) => !/did you mean/.test(err.message));
+    assert.throws(
+      () => checkPlatform("papr"),
+      (err: Error & { status?: number; code?: string }) => {
+        assert.equal(err.status, 422);
+        assert.equal(err.code, "VALIDATION_ERROR");
+        assert.match(err.message, /unknown platform "papr" \(did you mean paper\?\); the cluster runs simulated, .*paper, velocity/);
+        return true;
+      },
+    );
+    assert.throws(
+      () => checkPlatform("forge"),
+      (err: Error) => !/did you mean/.test(err.message),
+    );
   });
 
   test("every instance's placeholders: its facts win over the template's variables", () => {
@@ -68,7 +77,10 @@ describe("operator commands, their pure parts", () => {
   });
 
   test("events: key fields in words, the group, periodic reports only when asked for", () => {
-    const changed = { type: "INSTANCE_STATE_CHANGED", data: { instanceId: "lobby-1", group: "lobby", nodeId: "local", oldState: "STARTING", newState: "RUNNING" } };
+    const changed = {
+      type: "INSTANCE_STATE_CHANGED",
+      data: { instanceId: "lobby-1", group: "lobby", nodeId: "local", oldState: "STARTING", newState: "RUNNING" },
+    };
     assert.equal(eventSummary(changed), "lobby-1 STARTING → RUNNING on local");
     assert.equal(groupOf({ data: { groupName: "arena" } }), "arena");
     assert.equal(eventSummary({ type: "SHOP:BUY", source: "lobby-1", data: { item: "sword", count: 2 } }), "item=sword count=2 (from lobby-1)");
@@ -107,7 +119,10 @@ describe("operator commands, their pure parts", () => {
     assert.equal(later.length, 3);
     assert.ok(later.some((line) => /web-0 OLD STOPPED on local, retired/.test(line)));
     assert.ok(later.some((line) => /web-1 NEW RUNNING on local, healthy$/.test(line)));
-    assert.match(changeFacts({ group: "web", revision: 3, state: "IN_PROGRESS", desiredInstances: null }).get("deployment")!, /waiting for the rollout's first step/);
+    assert.match(
+      changeFacts({ group: "web", revision: 3, state: "IN_PROGRESS", desiredInstances: null }).get("deployment")!,
+      /waiting for the rollout's first step/,
+    );
   });
 
   test("roles, permissions and variables change as the flags say", () => {
@@ -174,7 +189,10 @@ describe("operator commands, their pure parts", () => {
         ["cloud", "[cloud] crashed: ERROR_EXIT: exit code 2"],
       ],
     );
-    assert.deepEqual((await logs.read("lobby-1", 1))!.map((l) => l.line), ["[cloud] crashed: ERROR_EXIT: exit code 2"]);
+    assert.deepEqual(
+      (await logs.read("lobby-1", 1))!.map((l) => l.line),
+      ["[cloud] crashed: ERROR_EXIT: exit code 2"],
+    );
     assert.match((await logs.read("lobby-2", 5))![0].line, /Unknown platform papr/);
     assert.equal(await logs.read("never-ran", 5), null);
     assert.equal(await logs.read("../escape", 5), null, "an id that is no file name reads nothing");

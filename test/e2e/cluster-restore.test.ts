@@ -1,11 +1,12 @@
 // A restore on a cluster: three controller processes on the production profile (shared PostgreSQL,
 // Redis, one Raft cluster) and one daemon running simulated servers. A backup is taken on `a`,
 // then groups change (one created, one deleted, one scaled up), the bundle is downloaded from `a`,
-// uploaded to `b` and restored there. While the restore runs, writes on `c` answer 503
-// RESTORE_IN_PROGRESS. Afterwards every controller serves the restored groups, tokens issued before
-// the restore are refused by all three, and the processes converge on the restored records: the
-// created group's instances are stopped, the deleted group runs again, the scaled group is back to
-// its size, and no instance id runs twice.
+// uploaded to `b` (which authenticates it as this cluster's: not foreign) and restored there.
+// While the restore runs, writes on `c` answer 503 RESTORE_IN_PROGRESS. Afterwards every
+// controller serves the restored groups, tokens issued before the restore are refused by all
+// three, and the processes converge on the restored records: the created group's instances are
+// stopped, the deleted group runs again, the scaled group is back to its size, and no instance id
+// runs twice.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { serverProcesses } from "../support/instance-processes.js";
@@ -165,6 +166,13 @@ describe("restore on three production controllers", { timeout: 600_000 }, () => 
       body: Buffer.from(await download.arrayBuffer()),
     });
     assert.equal(upload.status, 201, await upload.text());
+    // Made by a, authenticated on b: every controller of the cluster derives the same bundle key.
+    const verified = await call(b, "POST", `/api/v1/backups/${id}/verify`);
+    assert.equal(verified.json.valid, true, verified.text);
+    assert.equal(verified.json.authenticated, true);
+    const dryRun = await call(b, "POST", "/api/v1/restore", { id, dryRun: true });
+    assert.equal(dryRun.status, 200, dryRun.text);
+    assert.equal(dryRun.json.foreign, false, "a bundle of this cluster is not foreign on another of its controllers");
 
     // Writes on c while b restores: each either lands before the maintenance or is refused with 503.
     let writing = true;

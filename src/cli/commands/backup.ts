@@ -3,7 +3,8 @@
  * (spec document 2, "Command-line client"). Restore parts: both by default; `--filesystem` and
  * `--datastores` pick parts (either alone restores only that part), `--no-files` and `--no-data`
  * leave one out. A real restore asks first (`--yes` skips the question); `--dry-run` never asks and
- * changes nothing.
+ * changes nothing. `--foreign` takes a bundle the cluster did not authenticate (another cluster's:
+ * the migration path; ADMIN only), and the question says so.
  *
  * `download` streams the bundle to `<file>.partial` while hashing it, checks the size and sha256 the
  * controller records for the backup, and only then renames it to the file (default
@@ -32,6 +33,9 @@ interface BackupRecord {
   documentStore?: string;
   controller?: { nodeId?: string; softwareVersion?: string };
   blobs?: { count?: number };
+  clusterId?: string;
+  foreign?: boolean;
+  manifestCreatedAt?: string;
 }
 
 interface ValidationReport {
@@ -42,6 +46,7 @@ interface ValidationReport {
 
 interface RestoreReport {
   dryRun: boolean;
+  foreign?: boolean;
   filesystem: { applied: boolean; entryCount: number; rollbackRoot: string | null };
   datastores: { applied: boolean; mongoCollections: string[]; mongoPrefixGroups: string[]; redisPrefixes: string[] };
 }
@@ -120,6 +125,9 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
         ["profile", r.profile],
         ["store", r.documentStore],
         ["controller", `${r.controller?.nodeId ?? ""} ${r.controller?.softwareVersion ?? ""}`.trim()],
+        ["cluster", r.clusterId ?? "-"],
+        ["foreign", r.foreign === true ? "yes: not authenticated by this cluster (restore --foreign)" : "no"],
+        ["made", r.manifestCreatedAt ?? r.createdAt],
       ]);
     });
 
@@ -128,7 +136,9 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
     .description("verify a bundle: every part against the manifest's checksums, required collections and prefixes (exit 1 when invalid)")
     .action(async (given: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
-      const { id, result: response } = await withIdPrefix(rt.client(), ID_KINDS.backup, given, (id) => rt.client().post<ValidationReport>(`${backupPath(id)}/verify`));
+      const { id, result: response } = await withIdPrefix(rt.client(), ID_KINDS.backup, given, (id) =>
+        rt.client().post<ValidationReport>(`${backupPath(id)}/verify`),
+      );
       const report = response.data;
       if (rt.json) rt.out.raw(response.raw);
       else if (report.valid) rt.out.success(`backup ${rt.out.accent(id)} is valid`);
@@ -190,6 +200,8 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
       const record = response.record;
       rt.out.line(record.id);
       rt.out.note(`uploaded: ${record.mongoDocumentCount ?? 0} documents, ${record.blobs?.count ?? 0} blobs, ${formatBytes(record.sizeBytes)}`);
+      if (record.foreign === true)
+        rt.out.note(`this cluster did not make it (or cannot authenticate it): an ADMIN restores it with cloudctl restore ${record.id} --foreign`);
     });
 
   program
@@ -200,21 +212,30 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
     .option("--datastores", "restore the database and key-value counters (only them, unless --filesystem too)")
     .option("--no-files", "leave the template files as they are")
     .option("--no-data", "leave the database and key-value counters as they are")
+    .option(
+      "--foreign",
+      "take a bundle this cluster did not make or cannot authenticate (another cluster's: the migration path); ADMIN only; it brings that cluster's users",
+    )
     .option("-y, --yes", "do not ask for confirmation")
-    .action(async (given: string, opts: RestoreFlags & { yes?: boolean }, cmd: Command) => {
+    .action(async (given: string, opts: RestoreFlags & { yes?: boolean; foreign?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
       const parts = restoreParts(opts);
       const dryRun = opts.dryRun === true;
+      const foreign = opts.foreign === true;
       const id = await idToConfirm(rt.client(), ID_KINDS.backup, given, !dryRun && !opts.yes && rt.prompter.interactive);
       if (!dryRun && !opts.yes) {
         const what = [parts.datastores ? "the database" : "", parts.filesystem ? "the template files" : ""].filter(Boolean).join(" and ");
-        await rt.confirm(`Restore backup ${id}? This replaces ${what}, and everyone must sign in again.`, false);
+        const trust = foreign ? " The bundle may be another cluster's: its users and roles replace these, unchecked by this cluster." : "";
+        await rt.confirm(`Restore backup ${id}? This replaces ${what}, and everyone must sign in again.${trust}`, false);
       }
-      const { result: response } = await withIdPrefix(rt.client(), ID_KINDS.backup, id, (id) => rt.client().post<RestoreReport>("/api/v1/restore", { id, dryRun, ...parts }));
+      const { result: response } = await withIdPrefix(rt.client(), ID_KINDS.backup, id, (id) =>
+        rt.client().post<RestoreReport>("/api/v1/restore", { id, dryRun, ...parts, ...(foreign ? { foreign } : {}) }),
+      );
       if (rt.json) return rt.out.raw(response.raw);
       const report = response.data;
       rt.out.fields([
         ["dry run", report.dryRun],
+        ["foreign", report.foreign === true ? "yes: not authenticated by this cluster" : "no"],
         ["files applied", report.filesystem.applied],
         ["file entries", report.filesystem.entryCount],
         ["rollback copy", report.filesystem.rollbackRoot ?? "-"],

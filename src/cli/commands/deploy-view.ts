@@ -85,7 +85,16 @@ export function renderDeployment(out: Output, d: DeploymentView, nowMs: number):
   out.line();
   out.table(
     ["ID", "NODE", "STATE", "REV", "ROLE", "HEALTHY", "RETIRED", "PLAYERS"],
-    d.instances.map((i) => [out.accent(i.id), i.node, out.state(i.state), i.deploymentRevision, i.role, healthCell(i, nowMs), i.retired ? "yes" : "", i.playerCount]),
+    d.instances.map((i) => [
+      out.accent(i.id),
+      i.node,
+      out.state(i.state),
+      i.deploymentRevision,
+      i.role,
+      healthCell(i, nowMs),
+      i.retired ? "yes" : "",
+      i.playerCount,
+    ]),
   );
 }
 
@@ -95,10 +104,21 @@ export function renderDeployment(out: Output, d: DeploymentView, nowMs: number):
  */
 export function changeFacts(d: DeploymentView): Map<string, string> {
   const facts = new Map<string, string>();
-  facts.set("deployment", `deployment ${d.revision} of ${d.group}: ${d.state}${d.phase ? ` ${d.phase}` : ""}; ${batchText(d)}; ${progressText(d)}${d.reason ? `; ${d.reason}` : ""}`);
+  facts.set(
+    "deployment",
+    `deployment ${d.revision} of ${d.group}: ${d.state}${d.phase ? ` ${d.phase}` : ""}; ${batchText(d)}; ${progressText(d)}${d.reason ? `; ${d.reason}` : ""}`,
+  );
   for (const i of d.instances ?? []) {
     const health =
-      i.role === "NEW" ? (i.healthy ? ", healthy" : i.healthyAt ? `, healthy at ${i.healthyAt.slice(11, 19)} if it keeps running` : "") : i.retired ? ", retired" : "";
+      i.role === "NEW"
+        ? i.healthy
+          ? ", healthy"
+          : i.healthyAt
+            ? `, healthy at ${i.healthyAt.slice(11, 19)} if it keeps running`
+            : ""
+        : i.retired
+          ? ", retired"
+          : "";
     facts.set(`instance ${i.id}`, `${i.id} ${i.role} ${i.state}${i.node ? ` on ${i.node}` : ""}${health}`);
   }
   return facts;

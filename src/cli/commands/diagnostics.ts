@@ -69,11 +69,7 @@ async function supportEntries(client: HttpClient, logLines: number): Promise<[st
       (response) => response.data,
       (error: Error) => ({ error: error.message }),
     );
-  const [nodes, groups, crashes] = await Promise.all([
-    read("/api/v1/nodes"),
-    read("/api/v1/groups"),
-    read("/api/v1/crashes", { limit: bundleCrashesMax }),
-  ]);
+  const [nodes, groups, crashes] = await Promise.all([read("/api/v1/nodes"), read("/api/v1/groups"), read("/api/v1/crashes", { limit: bundleCrashesMax })]);
   const entries: [string, string][] = [
     ["nodes.json", json(nodes)],
     ["groups.json", json(groups)],

@@ -229,7 +229,10 @@ export function registerGroupCommands(program: Command, runtime: RuntimeFactory)
         ["Maintenance", g.maintenance ? "on" : "off"],
         ["Paused", g.paused ? "yes: crash loop (`cloudctl group resume` ends it)" : "no"],
         ["Issue", issueText(g.schedulingIssue)],
-        ["Last crash", lastCrash ? `${display(lastCrash.timestamp)} ${display(lastCrash.instanceId)}: ${reasonCell(lastCrash)}` : crashes ? "none kept" : "(not readable)"],
+        [
+          "Last crash",
+          lastCrash ? `${display(lastCrash.timestamp)} ${display(lastCrash.instanceId)}: ${reasonCell(lastCrash)}` : crashes ? "none kept" : "(not readable)",
+        ],
         ...(Array.isArray(g.stoppedInstances) && g.stoppedInstances.length > 0
           ? [["Stopped", `${g.stoppedInstances.join(", ")} (by an operator; \`cloudctl group start\` starts them)`] as [string, unknown]]
           : []),

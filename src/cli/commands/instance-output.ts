@@ -150,7 +150,5 @@ export async function execWithOutput(rt: Runtime, client: HttpClient, id: string
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | "timeout"> {
   let timer: NodeJS.Timeout | undefined;
-  return Promise.race([promise, new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), ms)))]).finally(() =>
-    clearTimeout(timer),
-  );
+  return Promise.race([promise, new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), ms)))]).finally(() => clearTimeout(timer));
 }

@@ -157,10 +157,13 @@ export function registerLogCommands(program: Command, runtime: RuntimeFactory): 
       if (target !== "controller" && target !== "daemon") {
         const notForInstances = ["level", "logger", "share", "expiry", "public", "burnAfterRead"].filter((flag) => cmd.getOptionValueSource(flag) === "cli");
         if (nodeId) throw usageError(`unexpected argument ${nodeId}: cloudctl logs <instance> takes one instance id`);
-        if (notForInstances.length > 0) throw usageError(`an instance log takes --follow, --tail and --timestamps only (not --${notForInstances.join(", --")})`);
+        if (notForInstances.length > 0)
+          throw usageError(`an instance log takes --follow, --tail and --timestamps only (not --${notForInstances.join(", --")})`);
         const rt = runtime(cmd);
         const client = rt.client();
-        await withIdPrefix(client, ID_KINDS.instance, target, (id) => showInstanceLogs(rt, client, id, { follow: opts.follow, tail: opts.tail, timestamps: opts.timestamps }));
+        await withIdPrefix(client, ID_KINDS.instance, target, (id) =>
+          showInstanceLogs(rt, client, id, { follow: opts.follow, tail: opts.tail, timestamps: opts.timestamps }),
+        );
         return;
       }
       if (target === "daemon" && !nodeId) throw new CliError("logs daemon needs a node id");
@@ -189,5 +192,4 @@ export function registerLogCommands(program: Command, runtime: RuntimeFactory): 
       else await show("/api/v1/system/logs");
     },
   );
-
 }

@@ -74,7 +74,9 @@ export function registerNodeCommands(program: Command, runtime: RuntimeFactory):
       .action(async (given: string, _opts, cmd: Command) => {
         const rt = runtime(cmd);
         const client = rt.client();
-        const { id, result: response } = await withIdPrefix(client, ID_KINDS.node, given, (id) => client.post<NodeRecord>(`/api/v1/nodes/${segment(id)}/${action}`));
+        const { id, result: response } = await withIdPrefix(client, ID_KINDS.node, given, (id) =>
+          client.post<NodeRecord>(`/api/v1/nodes/${segment(id)}/${action}`),
+        );
         if (rt.json) return rt.out.raw(response.raw);
         rt.out.success(`node ${rt.out.accent(id)} ${done}${response.data?.state ? ` (${display(response.data.state)})` : ""}`);
       });

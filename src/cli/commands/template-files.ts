@@ -111,7 +111,11 @@ export function registerTemplateFileCommands(template: Command, runtime: Runtime
       if (rt.json) return rt.out.jsonValue(entries);
       rt.out.table(
         ["TYPE", "SIZE", "PATH"],
-        entries.map((e) => [e.type === "directory" ? "dir" : "file", e.type === "directory" ? "" : formatBytes(e.size), e.type === "directory" ? `${e.path}/` : e.path]),
+        entries.map((e) => [
+          e.type === "directory" ? "dir" : "file",
+          e.type === "directory" ? "" : formatBytes(e.size),
+          e.type === "directory" ? `${e.path}/` : e.path,
+        ]),
       );
     });
 
@@ -123,7 +127,13 @@ export function registerTemplateFileCommands(template: Command, runtime: Runtime
     .action(async (name: string, files: string[], flags: { to?: string; extract?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
       const parts = uploadPartsOf(files);
-      const raw = await uploadParts(rt.client(), `${templatePath(name)}/files/upload`, { path: flags.to, extract: flags.extract ? "true" : undefined }, "file", parts);
+      const raw = await uploadParts(
+        rt.client(),
+        `${templatePath(name)}/files/upload`,
+        { path: flags.to, extract: flags.extract ? "true" : undefined },
+        "file",
+        parts,
+      );
       const total = parts.reduce((sum, p) => sum + p.sizeBytes, 0);
       printChange(rt, raw, JSON.parse(raw) as ChangeAnswer, `uploaded ${parts.length} file(s), ${formatBytes(total)}, to ${name}:/${flags.to ?? ""}`);
     });
@@ -199,7 +209,13 @@ export function registerTemplateFileCommands(template: Command, runtime: Runtime
       const rt = runtime(cmd);
       const parts = uploadPartsOf([file]);
       if (parts.length !== 1) throw usageError("import takes one archive file");
-      const raw = await uploadParts(rt.client(), "/api/v1/templates/import", { name: flags.name, description: flags.description, platform: flags.platform }, "file", parts);
+      const raw = await uploadParts(
+        rt.client(),
+        "/api/v1/templates/import",
+        { name: flags.name, description: flags.description, platform: flags.platform },
+        "file",
+        parts,
+      );
       if (rt.json) return rt.out.raw(raw);
       const created = JSON.parse(raw) as { name: string; hash: string; sizeBytes?: number };
       rt.out.success(`imported template ${rt.out.accent(created.name)} (${created.hash.slice(0, 8)}, ${formatBytes(created.sizeBytes)})`);

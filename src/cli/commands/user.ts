@@ -54,7 +54,8 @@ async function newPassword(rt: Runtime, flags: PasswordFlags, who: string): Prom
   if (password === undefined) {
     const answer = await rt.prompter.ask(`New password for ${who}: `, { secret: true });
     if (answer === null || answer === "") throw new CliError("no password given (stdin ended): pass it on stdin, use --generate, or --password");
-    if (rt.prompter.interactive && (await rt.prompter.ask("Repeat it: ", { secret: true })) !== answer) throw new CliError("the passwords differ: nothing was changed");
+    if (rt.prompter.interactive && (await rt.prompter.ask("Repeat it: ", { secret: true })) !== answer)
+      throw new CliError("the passwords differ: nothing was changed");
     password = answer;
   }
   if (password.length < passwordLengthMin) throw new CliError(`a password needs at least ${passwordLengthMin} characters`);

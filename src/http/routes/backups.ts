@@ -1,14 +1,18 @@
 /**
  * Backup and restore routes (spec document 2, "Backup and restore"): create (201, prunes to
- * `backup.retentionCount`), list, show, download, delete, upload, verify and restore. Reading needs
- * BACKUPS_VIEW; creating, uploading, deleting and downloading (a bundle holds password hashes)
- * BACKUPS_MANAGE; restoring BACKUPS_RESTORE. Changes are audited as `backup.*` actions.
+ * `backup.retentionCount`), list, show, download, delete, upload, verify and restore. Reading and
+ * verifying need BACKUPS_VIEW; creating and deleting BACKUPS_MANAGE; downloading, uploading and
+ * restoring BACKUPS_RESTORE (a bundle is the whole database: password hashes, the audit log, the
+ * users and their roles); restoring a bundle this cluster did not authenticate (`foreign: true`)
+ * an ADMIN, one who holds every permission. Changes are audited as `backup.*` actions.
  */
 import type { Hono } from "hono";
 import { Type } from "@sinclair/typebox";
 import type { AuditRecorder } from "../../audit/types.js";
-import type { BackupService } from "../../backup/backup-service.js";
-import { ApiError } from "../../shared/errors.js";
+import { ALL_PERMISSIONS } from "../../auth/permissions.js";
+import type { Principal } from "../../auth/principal.js";
+import { VERIFY_RETRY_AFTER_SECONDS, type BackupService } from "../../backup/backup-service.js";
+import { ApiError, forbidden } from "../../shared/errors.js";
 import { audited } from "../audited.js";
 import type { BodyLimitRoute } from "../middleware/body-limit.js";
 import { addRoute, type RouteRegistry } from "../route.js";
@@ -28,7 +32,12 @@ const RecordSchema = Type.Object({
   sizeBytes: Type.Integer(),
   sha256: Type.String({ description: "sha256 of the bundle file" }),
   mongoDocumentCount: Type.Integer({ description: "Documents of every collection together, whatever the document store" }),
-  createdAt: Type.String(),
+  createdAt: Type.String({ description: "When this controller recorded the backup (made or uploaded), by its own clock" }),
+  manifestCreatedAt: Type.Optional(Type.String({ description: "The creation time the bundle's manifest states (information only)" })),
+  clusterId: Type.Optional(Type.String({ description: "The cluster the manifest names as its maker" })),
+  foreign: Type.Optional(
+    Type.Boolean({ description: "True when this cluster did not authenticate the bundle: restorable only with foreign: true by an ADMIN" }),
+  ),
   controller: Type.Object({ nodeId: Type.String(), softwareVersion: Type.String() }),
   profile: Type.String(),
   documentStore: Type.String(),
@@ -60,10 +69,12 @@ const ValidationReportSchema = Type.Object({
   emptyRequiredFiles: Names,
   checksumMismatches: Names,
   problems: Names,
+  authenticated: Type.Boolean({ description: "True when this cluster authenticates the bundle's manifest; valid requires it" }),
 });
 const RestoreReportSchema = Type.Object({
   id: Type.String(),
   dryRun: Type.Boolean(),
+  foreign: Type.Boolean({ description: "True when the bundle is not authenticated by this cluster (taken with foreign: true)" }),
   filesystem: Type.Object({ applied: Type.Boolean(), entryCount: Type.Integer(), rollbackRoot: Type.Union([Type.String(), Type.Null()]) }),
   datastores: Type.Object({ applied: Type.Boolean(), mongoCollections: Names, mongoPrefixGroups: Names, redisPrefixes: Names }),
 });
@@ -73,7 +84,16 @@ const RestoreBody = Type.Object({
   dryRun: Type.Boolean({ default: false }),
   filesystem: Type.Boolean({ default: true }),
   datastores: Type.Boolean({ default: true }),
+  foreign: Type.Boolean({
+    default: false,
+    description: "Take a bundle this cluster did not authenticate (another cluster's: the migration path); ADMIN only",
+  }),
 });
+
+/** An ADMIN: holds every permission of the catalog (the ADMIN role does; a custom role may too). */
+function isAdministrator(principal: Principal | null): boolean {
+  return principal !== null && ALL_PERMISSIONS.every((permission) => principal.permissions.has(permission));
+}
 
 /** Mounts the backup and restore routes. */
 export function backupRoutes(backups: BackupService, audit: AuditRecorder): (app: Hono<AppEnv>, registry: RouteRegistry) => void {
@@ -122,15 +142,20 @@ export function backupRoutes(backups: BackupService, audit: AuditRecorder): (app
       {
         method: "post",
         path: "/api/v1/backups/upload",
-        summary: `Upload a bundle made elsewhere (the tar.gz as the body, up to ${BACKUP_UPLOAD_BYTES_MAX / 1024 ** 3} GiB, streamed); it must verify (422 INVALID_BUNDLE)`,
+        summary: `Upload a bundle made elsewhere (the tar.gz as the body, up to ${BACKUP_UPLOAD_BYTES_MAX / 1024 ** 3} GiB, streamed); it must verify (422 INVALID_BUNDLE); one this cluster did not authenticate is recorded as foreign`,
         tag,
-        permission: "BACKUPS_MANAGE",
+        permission: "BACKUPS_RESTORE",
         response: RecordSchema,
         successStatus: 201,
       },
       async ({ c }) => {
         const record = await backups.upload(c.req.raw.body);
-        await audited(audit, c, { action: "backup.upload", resourceType: "backup", resourceId: record.id, details: { sizeBytes: record.sizeBytes } });
+        await audited(audit, c, {
+          action: "backup.upload",
+          resourceType: "backup",
+          resourceId: record.id,
+          details: { sizeBytes: record.sizeBytes, foreign: record.foreign === true },
+        });
         return c.json(record, 201);
       },
     );
@@ -153,7 +178,14 @@ export function backupRoutes(backups: BackupService, audit: AuditRecorder): (app
     addRoute(
       app,
       registry,
-      { method: "get", path: "/api/v1/backups/:id/download", summary: "The bundle (tar.gz), streamed", tag, permission: "BACKUPS_MANAGE", params: IdParams },
+      {
+        method: "get",
+        path: "/api/v1/backups/:id/download",
+        summary: "The bundle (tar.gz), streamed: the whole database, password hashes and audit log included",
+        tag,
+        permission: "BACKUPS_RESTORE",
+        params: IdParams,
+      },
       async ({ params }) => {
         const { record, stream } = await backups.openDownload(params.id);
         return new Response(stream, {
@@ -191,13 +223,21 @@ export function backupRoutes(backups: BackupService, audit: AuditRecorder): (app
       {
         method: "post",
         path: "/api/v1/backups/:id/verify",
-        summary: "Verify a bundle: entries, checksums, required collections and prefixes; valid only when every list is empty",
+        summary:
+          "Verify a bundle: entries, checksums, allowed collections, required collections and prefixes, this cluster's authentication; valid only when every list is empty. One at a time: 503 VERIFY_BUSY",
         tag,
         permission: "BACKUPS_VIEW",
         params: IdParams,
         response: ValidationReportSchema,
       },
-      ({ params }) => backups.verify(params.id),
+      async ({ params, c }) => {
+        try {
+          return await backups.verify(params.id);
+        } catch (err) {
+          if (err instanceof ApiError && err.code === "VERIFY_BUSY") c.header("Retry-After", String(VERIFY_RETRY_AFTER_SECONDS));
+          throw err;
+        }
+      },
     );
 
     addRoute(
@@ -206,21 +246,29 @@ export function backupRoutes(backups: BackupService, audit: AuditRecorder): (app
       {
         method: "post",
         path: "/api/v1/restore",
-        summary: "Restore a backup (id required: 400 VALIDATION_ERROR; a bundle failing validation: 422 RESTORE_REJECTED); a dry run changes nothing",
+        summary:
+          "Restore a backup (id required: 400 VALIDATION_ERROR; a bundle failing validation, or not authenticated by this cluster without foreign: true: 422 RESTORE_REJECTED; foreign: true needs an ADMIN); a dry run changes nothing",
         tag,
         permission: "BACKUPS_RESTORE",
         body: RestoreBody,
         response: RestoreReportSchema,
       },
-      async ({ body, c }) => {
+      async ({ body, c, principal }) => {
         if (typeof body.id !== "string" || body.id.trim() === "") throw new ApiError(400, "VALIDATION_ERROR", "id: required, the backup to restore");
-        const report = await backups.restore(body.id, { dryRun: body.dryRun, filesystem: body.filesystem, datastores: body.datastores });
+        // A foreign bundle replaces the users and roles with ones nobody here vouches for: whoever takes it must hold everything already.
+        if (body.foreign && !isAdministrator(principal)) throw forbidden("Restoring a foreign bundle (foreign: true) needs an ADMIN (every permission)");
+        const report = await backups.restore(body.id, {
+          dryRun: body.dryRun,
+          filesystem: body.filesystem,
+          datastores: body.datastores,
+          foreign: body.foreign,
+        });
         if (!report.dryRun) {
           await audited(audit, c, {
             action: "backup.restore",
             resourceType: "backup",
             resourceId: report.id,
-            details: { filesystem: report.filesystem, collections: report.datastores.mongoCollections.length },
+            details: { filesystem: report.filesystem, collections: report.datastores.mongoCollections.length, foreign: report.foreign },
           });
         }
         return report;

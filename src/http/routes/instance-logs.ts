@@ -87,7 +87,9 @@ export async function readInstanceLog(deps: InstanceLogDeps, instanceId: string,
     .slice(-tail)
     .map((e) => ({ line: e.line, stream: e.stream, timestampMs: e.timestampMs }));
   const why =
-    result.error_code === "NOT_FOUND" ? `node ${instance.node} keeps no log of it` : `node ${instance.node} could not be asked (${result.error_code}: ${result.message})`;
+    result.error_code === "NOT_FOUND"
+      ? `node ${instance.node} keeps no log of it`
+      : `node ${instance.node} could not be asked (${result.error_code}: ${result.message})`;
   return { instanceId, node: instance.node, source: "controller", note: `${why}; these are the console lines this controller saw`, lines: buffered };
 }
 
