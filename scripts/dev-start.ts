@@ -5,13 +5,9 @@
 import { join, relative, resolve } from "node:path";
 import { ConfigError, loadControllerConfig } from "../src/config/load.js";
 import type { ControllerConfig } from "../src/config/schema.js";
-import { startController, type RunningController } from "../src/controller/controller.js";
-import { startLocalDaemon } from "../src/controller/local-daemon.js";
-import { exitOnSignals } from "../src/controller/shutdown.js";
-import { routeGrpcLogs, routeProcessWarnings } from "../src/logs/third-party.js";
+import type { RunningController } from "../src/controller/controller.js";
 import { packageVersion, parseBinCommandLine } from "../src/shared/command-line.js";
 import { startedByNpm, whenParentGone } from "../src/shared/parent-watch.js";
-import { ensureDashboardBuilt } from "./dashboard.js";
 
 const ROOT_DIR = join(import.meta.dirname, "..");
 const DATA_DIR = join(ROOT_DIR, "data");
@@ -34,6 +30,7 @@ const insideDataDir = (path: string) => {
  */
 async function startDevDaemon(controller: RunningController, dataDir: string): Promise<(() => Promise<void>) | null> {
   if (process.env.CLOUD_DEV_DAEMON === "false") return null;
+  const { startLocalDaemon } = await import("../src/controller/local-daemon.js");
   const daemon = await startLocalDaemon({
     dir: join(resolve(ROOT_DIR, dataDir), "daemon"),
     rootDir: ROOT_DIR,
@@ -72,6 +69,13 @@ async function devStart(): Promise<void> {
     fail(`npm start keeps its files under ${DATA_DIR}; data.dir and raft.dataDir must be inside it`, 78);
   }
 
+  // Loaded only now: --help, --version and a wrong command line answer without loading the controller.
+  const [{ startController }, { exitOnSignals }, { routeGrpcLogs, routeProcessWarnings }, { ensureDashboardBuilt }] = await Promise.all([
+    import("../src/controller/controller.js"),
+    import("../src/controller/shutdown.js"),
+    import("../src/logs/third-party.js"),
+    import("./dashboard.js"),
+  ]);
   if (await ensureDashboardBuilt()) process.stdout.write("npm start: built the dashboard (dist/dashboard)\n");
 
   let controller: RunningController | undefined;

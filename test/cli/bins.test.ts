@@ -6,7 +6,7 @@
 // source tree's cloudctl; killing the wrapper of an `events --follow` by its PID leaves nothing
 // running.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,11 +19,15 @@ import { homeWithContext, runCli, waitForExit, type CliResult } from "./harness.
 const ROOT = join(import.meta.dirname, "..", "..");
 /** tsx by path: the bins run from a temporary directory, where `--import tsx` would not resolve. */
 const TSX = pathToFileURL(join(ROOT, "node_modules", "tsx", "dist", "loader.mjs")).href;
-const runMs = 60_000;
+const runMs = 120_000;
 
 /** Runs `node <args>` in `cwd` to its end (killed after {@link runMs}: tsx compiles a bin's imports first). */
 function runNode(args: string[], cwd: string, env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
-  const child = spawn(process.execPath, args, { cwd, env: { PATH: process.env.PATH, HOME: cwd, ...env }, stdio: ["pipe", "pipe", "pipe"] });
+  return runToEnd(spawn(process.execPath, args, { cwd, env: { PATH: process.env.PATH, HOME: cwd, ...env }, stdio: ["pipe", "pipe", "pipe"] }));
+}
+
+/** Collects a child's output to its end (killed after {@link runMs}). */
+function runToEnd(child: ChildProcessWithoutNullStreams): Promise<CliResult> {
   child.stdin.end();
   let stdout = "";
   let stderr = "";
@@ -105,8 +109,7 @@ describe("the bins' command lines and the wrappers of the source tree", { timeou
         env: { ...process.env, CLOUD_HTTP_PORT: "0" },
         stdio: ["pipe", "pipe", "pipe"],
       });
-      child.stdin.end();
-      return waitForExit(child);
+      return runToEnd(child);
     };
     const [typo, help] = await Promise.all([npm(["--cofnig", "x.yml"]), npm(["--help"])]);
     assert.equal(typo.code, 64, typo.stderr);
