@@ -48,6 +48,7 @@ export const PERMISSION_CATALOG: readonly PermissionInfo[] = [
   p("modules.view", "List platform modules and capabilities", "view"),
   p("MODULES_MANAGE", "Upload, upgrade, install and remove platform modules", "operate"),
   p("system.view", "Read the overview and system status", "view"),
+  p("events.view", "Open the event stream (each event also needs the view permission of its surface)", "view"),
   p("system.logs.view", "Read controller and daemon logs", "admin"),
   p("system.diagnostics", "Read the redacted diagnostics bundle", "admin"),
   p("share.invoke", "Share logs, crash reports and diagnostics by link", "admin"),
