@@ -42,6 +42,7 @@ import type { EventStream, EventStreamOptions } from "../../src/controller/event
 import type { MetricsHistory } from "../../src/metrics/metrics-history.js";
 import type { BackupService } from "../../src/backup/backup-service.js";
 import type { LogsAndSharing, LogsAndSharingTuning } from "../../src/controller/logs-and-sharing.js";
+import type { ModulePlatform, ModulePlatformTuning } from "../../src/modules/module-platform.js";
 
 /** Password of the bootstrap admin unless a test asks for a generated one. */
 export const ADMIN_PASSWORD = "admin-password-1";
@@ -78,6 +79,8 @@ export interface TestAppOptions {
   logsAndSharingTuning?: LogsAndSharingTuning;
   /** Run the scheduler (scopes acquired and adopted at start; no daemon connects). Off by default. */
   scheduler?: boolean;
+  /** Intervals and timeouts of the platform modules. */
+  moduleTuning?: Partial<ModulePlatformTuning>;
 }
 
 export interface RequestOptions {
@@ -136,6 +139,8 @@ export interface TestApp {
   backups: BackupService;
   /** The daemon log mirror's buffers, the log streams, diagnostics and sharing. */
   logsAndSharing: LogsAndSharing;
+  /** Platform modules. */
+  modules: ModulePlatform;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
   /** Signs in and returns the token. */
   login(username: string, password: string): Promise<string>;
@@ -182,6 +187,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       readiness: options.readiness,
       eventStreamTuning: options.eventStreamTuning,
       logsAndSharingTuning: options.logsAndSharingTuning,
+      moduleTuning: options.moduleTuning,
       extraRouteModules: options.routeModules,
       bodyLimitRoutes: options.bodyLimitRoutes,
       templateSpoolDirectory: options.templateSpoolDirectory,
@@ -269,6 +275,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     metricsHistory: services.metricsHistory,
     backups: services.backups,
     logsAndSharing: services.logsAndSharing,
+    modules: services.modules,
     request,
     login,
     tokenFor,
