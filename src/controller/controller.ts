@@ -54,6 +54,7 @@ import { Tickets } from "../coordination/tickets.js";
 import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
 import { groupSchedulingRoutes } from "../http/routes/group-scheduling.js";
 import { instanceControlRoutes, type ConsoleTicket } from "../http/routes/instance-control.js";
+import { instanceLogRoutes } from "../http/routes/instance-logs.js";
 import { pluginRoutes } from "../http/routes/plugin.js";
 import { pluginNetworkRoutes } from "../http/routes/plugin-network.js";
 import { pluginAdminRoutes } from "../http/routes/plugin-admin.js";
@@ -681,6 +682,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         deploymentRoutes(deployments, audit),
         serviceRoutes(instances),
         instanceControlRoutes({ instances, operations: scheduler, console: consoleHub, tickets: consoleTickets, audit, metrics }),
+        instanceLogRoutes({ instances, daemons: coordination.daemons, console: consoleHub, tickets: consoleTickets, events, metrics, clock }),
         crashRoutes(crashes),
         nodeRoutes(nodes, audit),
         adminTokenRoutes(nodeTokens, audit),

@@ -104,7 +104,12 @@ export const DeploymentInstanceSchema = Type.Object({
   /** OLD: retired by this deployment (drained, then stopped). */
   retired: Type.Boolean(),
   playerCount: Type.Integer(),
+  /** NEW: when the rollout first saw it RUNNING (ISO); null before, and for OLD. */
+  runningSince: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
+  /** NEW: when it passes the health gate if it keeps running (runningSince + minHealthySeconds). */
+  healthyAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
 });
+export type DeploymentInstance = Static<typeof DeploymentInstanceSchema>;
 
 /** Settings of a deployment as created (resolved against the group's updateStrategy). */
 export const DeploymentSettingsSchema = Type.Object({

@@ -15,6 +15,7 @@ import type { MetricsService } from "../metrics/metrics.js";
 import type { Clock } from "../shared/clock.js";
 import type { CrashCause, InstanceRef } from "./actor-effects.js";
 import { CrashLoopDetector, type CrashLoopOptions } from "./crash-loop.js";
+import { crashReason, tailWithReason } from "./crash-reason.js";
 import type { CrashDetails } from "./daemon-report-router.js";
 
 /** Crash classifications that are not the group's fault: they do not count towards a crash loop. */
@@ -56,22 +57,23 @@ export class CrashRecorder {
       uptimeMs: 0,
       timestampMs: this.deps.clock.nowMs(),
     };
+    const reason = crashReason(cause, details.exitCode, details.logTail);
     const crash = {
       instanceId: ref.instanceId,
       group: ref.group,
       nodeId: ref.node,
       exitCode: details.exitCode,
       classification: details.classification,
-      logTail: details.logTail,
+      logTail: tailWithReason(cause, details.logTail, reason),
       uptimeMs: details.uptimeMs,
     } satisfies InstanceCrashedPayload;
     try {
-      await this.deps.crashes.record({ ...crash, timestampMs: details.timestampMs });
+      await this.deps.crashes.record({ ...crash, reason, timestampMs: details.timestampMs });
     } catch (err) {
       this.deps.logger.error(`Recording the crash of ${ref.instanceId} failed`, err);
     }
     this.deps.events.publish(EventTypes.INSTANCE_CRASHED, crash);
-    this.deps.logger.warn(`Instance ${ref.instanceId} of ${ref.group} crashed on ${ref.node}: ${details.classification} (exit ${details.exitCode})`);
+    this.deps.logger.warn(`Instance ${ref.instanceId} of ${ref.group} crashed on ${ref.node}: ${details.classification} (${reason})`);
     if (!countsTowardsLoop || NOT_THE_GROUPS_FAULT.has(details.classification)) return;
     const verdict = this.loops.recordCrash(ref.group);
     // Bounded like the detector's windows: one entry per group with a counted crash, dropped on reset.

@@ -101,6 +101,8 @@ export interface CommandResult {
   message: string;
   /** The answer to list_instances: live instances, then recently finished ones; absent (or empty) otherwise. */
   instances?: InstanceStateReport[];
+  /** The answer to read_instance_log: the log's last lines, oldest first; absent (or empty) otherwise. */
+  log_lines?: ConsoleLine[];
 }
 export interface Inventory {
   instances: InstanceStateReport[];
@@ -190,6 +192,12 @@ export interface MarkInstanceReady extends CommandHeader {
 export interface ListInstances {
   command_id: string;
 }
+/** Asks for the last lines of an instance's log; group and fencing_token are not on the wire (empty, 0). */
+export interface ReadInstanceLog {
+  command_id: string;
+  instance_id: string;
+  tail_lines: number;
+}
 export interface ModuleEvent {
   module: string;
   event_type: string;
@@ -205,6 +213,7 @@ export interface CommandPayloads {
   stdin_instance: StdinInstance;
   mark_instance_ready: MarkInstanceReady;
   list_instances: ListInstances;
+  read_instance_log: ReadInstanceLog;
 }
 /** Payload cases of ControllerMessage and their message types. */
 export interface ControllerPayloads extends CommandPayloads {

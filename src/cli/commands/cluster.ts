@@ -54,11 +54,10 @@ left: with no quorum the cluster cannot commit anything, so recover --eject cann
  7. Grow back to an odd member count: cloudctl cluster join-token create --join-addr <host:9090>
     and start each new controller with the token (one at a time, waiting for readiness).`;
 
+/** Asks unless `--yes`; a No or a stdin that is not a terminal ends the command with exit 6. */
 async function confirmUnlessYes(rt: Runtime, yes: boolean | undefined, question: string): Promise<boolean> {
-  if (yes) return true;
-  const confirmed = await rt.prompter.confirm(question);
-  if (!confirmed) rt.out.note("cancelled");
-  return confirmed;
+  await rt.confirm(question, yes);
+  return true;
 }
 
 /** Registers the cluster commands. */

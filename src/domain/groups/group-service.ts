@@ -5,6 +5,7 @@
  */
 import type { Clock } from "../../shared/clock.js";
 import { conflict, notFound, validationError } from "../../shared/errors.js";
+import { closestPlatform, DAEMON_PLATFORM_IDS } from "../../wire/platform-catalog.js";
 import { EventTypes, type GroupMaintenanceChangedPayload } from "../../events/event-types.js";
 import type { EventBus } from "../../events/types.js";
 import { DuplicateKeyError, RevisionConflictError, type Collection, type DocumentStore } from "../../store/ports.js";
@@ -245,6 +246,7 @@ export class GroupService {
       updatedAt: nowIso,
     };
     validateGroupInvariants(doc);
+    checkPlatform(doc.platform);
     if (doc.parent !== null && !(await this.exists(doc.parent))) {
       throw validationError(`parent: unknown group ${doc.parent}`);
     }
@@ -360,4 +362,13 @@ function toGroup(doc: StoredGroup, aggregates: GroupAggregates): Group {
     stoppedInstances: stoppedInstances ?? [],
     ...aggregates,
   };
+}
+
+/** 422 VALIDATION_ERROR unless a daemon of this release runs `platform`; the message names the ones it runs. */
+export function checkPlatform(platform: string): void {
+  if (DAEMON_PLATFORM_IDS.includes(platform)) return;
+  const hint = closestPlatform(platform);
+  throw validationError(
+    `platform: unknown platform "${platform}"${hint ? ` (did you mean ${hint}?)` : ""}; the cluster runs ${DAEMON_PLATFORM_IDS.join(", ")}`,
+  );
 }
