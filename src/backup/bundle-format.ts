@@ -49,6 +49,7 @@ export const BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
   "group_revisions",
   "groups",
   "instances",
+  "maintenance",
   "metrics_history",
   "node_certificate_revocations",
   "node_token_claims",

@@ -97,6 +97,7 @@ import { EventTypes } from "../events/event-types.js";
 import { isoFromMs } from "../domain/shared/time.js";
 import { ApiError } from "../shared/errors.js";
 import { buildLogsAndSharing, type LogsAndSharing, type LogsAndSharingTuning } from "./logs-and-sharing.js";
+import { buildCapabilities, type Capabilities } from "./capabilities.js";
 
 /** A part of `stop()` that takes this long is named in the log. */
 const SLOW_CLEANUP_MS = 2_000;
@@ -203,6 +204,8 @@ export interface ControllerServices {
   deployments: DeploymentService;
   /** The daemon log mirror's buffers, the log streams, diagnostics and sharing. */
   logsAndSharing: LogsAndSharing;
+  /** Global maintenance, player admission and the other operator capabilities (capabilities.ts). */
+  capabilities: Capabilities;
 }
 
 /** A running controller. */
@@ -586,6 +589,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
       clock,
     });
     const sequences = new SequenceGuard(kv);
+    const capabilities = buildCapabilities({ documents, events, clock, audit, recordLocks, groups, instances });
+    cleanups.push({ name: "capabilities", run: () => capabilities.stop() });
     metrics.setGaugeSources({ workflowsPendingTransfers: () => transfers.pendingCount() });
 
     const eventStream = await startEventStream({ kv, bus: events, metrics, clock, logger: logs.logger("cloud.events.stream"), tuning: opts.eventStreamTuning });
@@ -653,6 +658,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
           events,
           metrics: instanceMetrics,
           eventTickets: eventStream.tickets,
+          admission: capabilities.admission,
         }),
         pluginNetworkRoutes({ instances, groups, players, transfers, sequences }),
         pluginAdminRoutes({ credentials, instances, groups, metrics: instanceMetrics, audit, clock }),
@@ -667,6 +673,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         backupRoutes(backups, audit),
         metricsHistoryRoutes({ history: metricsHistory, enabled: metrics.enabled, clock }),
         ...logsAndSharing.routeModules,
+        ...capabilities.routeModules,
         ...(opts.extraRouteModules ?? []),
       ],
       clock,
@@ -806,6 +813,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         backups,
         deployments,
         logsAndSharing: builtLogs,
+        capabilities,
       },
       app,
       registry,

@@ -42,6 +42,7 @@ import type { EventStream, EventStreamOptions } from "../../src/controller/event
 import type { MetricsHistory } from "../../src/metrics/metrics-history.js";
 import type { BackupService } from "../../src/backup/backup-service.js";
 import type { LogsAndSharing, LogsAndSharingTuning } from "../../src/controller/logs-and-sharing.js";
+import type { Capabilities } from "../../src/controller/capabilities.js";
 
 /** Password of the bootstrap admin unless a test asks for a generated one. */
 export const ADMIN_PASSWORD = "admin-password-1";
@@ -134,6 +135,8 @@ export interface TestApp {
   backups: BackupService;
   /** The daemon log mirror's buffers, the log streams, diagnostics and sharing. */
   logsAndSharing: LogsAndSharing;
+  /** Global maintenance and the other operator capabilities (src/controller/capabilities.ts). */
+  capabilities: Capabilities;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
   /** Signs in and returns the token. */
   login(username: string, password: string): Promise<string>;
@@ -266,6 +269,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     metricsHistory: services.metricsHistory,
     backups: services.backups,
     logsAndSharing: services.logsAndSharing,
+    capabilities: services.capabilities,
     request,
     login,
     tokenFor,

@@ -135,6 +135,8 @@ export function pluginNetworkRoutes(deps: PluginNetworkRouteDeps): (app: Hono<Ap
         const target = await deps.instances.getDoc(body.targetInstanceId);
         if (!target || FINISHED_STATES.has(target.state)) throw notFound(`Instance not found: ${body.targetInstanceId}`);
         if ((await proxyGroups()).has(target.group)) throw badRequest(`targetInstanceId: ${target.id} is a proxy`);
+        if ((await deps.groups.getDoc(target.group))?.maintenance)
+          throw conflict(`Group ${target.group} of ${target.id} is in maintenance and accepts no new players`, "GROUP_MAINTENANCE");
         if (target.state !== "RUNNING") throw conflict(`Instance ${target.id} is ${target.state}, not RUNNING`, "INVALID_STATE");
         if (player.instanceId === target.id) throw conflict(`Player ${player.uuid} is already on ${target.id}`, "ALREADY_ON_TARGET");
         await checkSequence(c, workload, deps.sequences);
