@@ -31,6 +31,7 @@ export const PERMISSION_CATALOG: readonly PermissionInfo[] = [
   p("groups.start", "Schedule instances of a group", "operate"),
   p("instances.view", "List and read instances", "view"),
   p("instances.stop", "Stop and force-stop instances", "operate"),
+  p("instances.delete", "Delete the records of finished instances", "operate"),
   p("instances.command", "Send console commands to instances", "operate"),
   p("instances.console", "Attach to instance console streams", "operate"),
   p("crashes.view", "List and read crash records", "view"),

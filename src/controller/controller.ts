@@ -68,6 +68,7 @@ import { KvMutex } from "../coordination/kv-mutex.js";
 import { MachineCredentials, nodeCredentialTtlMs } from "../plugin-api/credentials.js";
 import { PlayerService } from "../plugin-api/players.js";
 import { SchedulerHost, type SchedulerTuning } from "../scheduler/scheduler-host.js";
+import { InstanceRemoval } from "../scheduler/instance-removal.js";
 import { startAuditPruner } from "../audit/audit-pruner.js";
 import { buildCoordination } from "./coordination.js";
 import { clusterMembershipService } from "../cluster/cluster-grpc-service.js";
@@ -640,7 +641,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         groupRoutes(groups, audit),
         groupSchedulingRoutes(groups, scheduler, audit),
         deploymentRoutes(deployments, audit),
-        serviceRoutes(instances),
+        serviceRoutes(instances, { removal: new InstanceRemoval({ instances, groups }), audit }),
         instanceControlRoutes({ instances, operations: scheduler, console: consoleHub, tickets: consoleTickets, audit, metrics }),
         crashRoutes(crashes),
         nodeRoutes(nodes, audit),
