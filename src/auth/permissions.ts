@@ -43,6 +43,8 @@ export const PERMISSION_CATALOG: readonly PermissionInfo[] = [
   p("nodes.manage", "Drain, undrain, cordon and remove nodes", "operate"),
   p("tokens.manage", "Create, list and revoke node join tokens; revoke workload tokens", "operate"),
   p("deployments.view", "List and read deployments", "view"),
+  p("catalog.view", "List the software catalog's builds", "view"),
+  p("catalog.manage", "Add, change, recommend and remove catalog builds", "operate"),
   p("deployments.manage", "Start, pause, resume and roll back deployments", "operate"),
   p("modules.view", "List platform modules and capabilities", "view"),
   p("MODULES_MANAGE", "Upload, upgrade, install and remove platform modules", "operate"),

@@ -42,6 +42,8 @@ export const NEVER_BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set(["cluster_
  */
 export const BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
   "audit_log",
+  "catalog_builds",
+  "catalog_mirror",
   "crashes",
   "deployment_locks",
   "deployment_progress",

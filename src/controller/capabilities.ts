@@ -1,24 +1,33 @@
 /**
  * The operator capabilities composed apart from the core (composition): global maintenance and
- * player admission, and the route modules serving them. The composition root builds this once
- * with the services it already holds and mounts the returned routes; `stop()` ends what runs.
+ * player admission, the software catalog and its build mirror, and the route modules serving them.
+ * The composition root builds this once with the services it already holds and mounts the
+ * returned routes; `stop()` ends what runs.
  */
 import type { AuditService } from "../audit/audit-service.js";
+import { BuildMirror } from "../catalog/build-mirror.js";
+import { CatalogService } from "../catalog/catalog-service.js";
+import type { ControllerConfig } from "../config/schema.js";
 import type { KvMutex } from "../coordination/kv-mutex.js";
 import type { GroupService } from "../domain/groups/group-service.js";
 import type { InstanceService } from "../domain/instances/instance-service.js";
 import { MaintenanceService } from "../domain/maintenance/maintenance-service.js";
 import type { EventBus } from "../events/types.js";
 import type { RouteModule } from "../http/route.js";
+import { catalogRoutes } from "../http/routes/catalog.js";
 import { maintenanceRoutes } from "../http/routes/maintenance.js";
+import type { LogService } from "../logs/types.js";
 import { PlayerAdmission } from "../plugin-api/admission.js";
 import type { Clock } from "../shared/clock.js";
-import type { DocumentStore } from "../store/ports.js";
+import type { BlobStore, DocumentStore } from "../store/ports.js";
 
 export interface CapabilityDeps {
+  config: Pick<ControllerConfig, "catalog">;
   documents: DocumentStore;
+  blobs: BlobStore;
   events: EventBus;
   clock: Clock;
+  logs: LogService;
   audit: AuditService;
   recordLocks: KvMutex;
   groups: GroupService;
@@ -29,18 +38,39 @@ export interface CapabilityDeps {
 export interface Capabilities {
   maintenance: MaintenanceService;
   admission: PlayerAdmission;
+  catalog: CatalogService;
+  mirror: BuildMirror;
   routeModules: RouteModule[];
   stop(): Promise<void>;
 }
 
-/** Builds the capabilities; nothing runs in the background until `start` (none yet). */
+/** Builds the capabilities; nothing runs in the background yet. */
 export function buildCapabilities(deps: CapabilityDeps): Capabilities {
-  const maintenance = new MaintenanceService(deps.documents, deps.events, deps.clock, deps.recordLocks.scoped("maintenance:"));
+  const { documents, clock, recordLocks, groups } = deps;
+  const maintenance = new MaintenanceService(documents, deps.events, clock, recordLocks.scoped("maintenance:"));
   const admission = new PlayerAdmission({ maintenance });
+  const catalog = new CatalogService(documents, groups, clock, recordLocks.scoped("catalog:"));
+  groups.useCatalog(catalog);
+  const settings = deps.config.catalog;
+  const mirror = new BuildMirror({
+    documents,
+    blobs: deps.blobs,
+    clock,
+    logger: deps.logs.logger("cloud.catalog"),
+    downloadTimeoutMs: settings.downloadTimeoutSeconds * 1000,
+    stallTimeoutMs: settings.stallTimeoutSeconds * 1000,
+    downloadBytesMax: settings.downloadMbMax * 1024 * 1024,
+    retryAfterMs: settings.retryAfterSeconds * 1000,
+  });
   return {
     maintenance,
     admission,
-    routeModules: [maintenanceRoutes({ maintenance, groups: deps.groups, instances: deps.instances, audit: deps.audit })],
+    catalog,
+    mirror,
+    routeModules: [
+      maintenanceRoutes({ maintenance, groups, instances: deps.instances, audit: deps.audit }),
+      catalogRoutes({ catalog, mirror, audit: deps.audit }),
+    ],
     stop: async () => undefined,
   };
 }

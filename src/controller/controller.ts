@@ -395,6 +395,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
       spoolDirectory: opts.templateSpoolDirectory,
       writeLock: recordLocks.scoped("template:", { waitMs: 60_000 }),
     });
+    const capabilities = buildCapabilities({ config, documents, blobs, events, clock, logs, audit, recordLocks, groups, instances });
+    cleanups.push({ name: "capabilities", run: () => capabilities.stop() });
     const deploymentCollections = openDeploymentCollections(documents);
     const templateHash = async (name: string) => {
       try {
@@ -404,7 +406,12 @@ export async function startController(config: ControllerConfig, opts: StartContr
         throw err;
       }
     };
-    const revisions = new RevisionStore(deploymentCollections, templateHash, () => isoFromMs(clock.nowMs()));
+    const revisions = new RevisionStore(
+      deploymentCollections,
+      templateHash,
+      () => isoFromMs(clock.nowMs()),
+      (platform, version) => capabilities.catalog.freeze(platform, version),
+    );
     const deployments = new DeploymentService({
       collections: deploymentCollections,
       revisions,
@@ -505,6 +512,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       logger: logs.logger("cloud.scheduler"),
       metrics,
       revisions,
+      buildCheck: (build) => capabilities.mirror.check(build),
       tuning: {
         evaluationIntervalMs: config.scheduler.evaluationIntervalSeconds * 1000,
         startingPerNodeMax: config.scheduler.maxStartingPerNode,
@@ -590,8 +598,6 @@ export async function startController(config: ControllerConfig, opts: StartContr
       clock,
     });
     const sequences = new SequenceGuard(kv);
-    const capabilities = buildCapabilities({ documents, events, clock, audit, recordLocks, groups, instances });
-    cleanups.push({ name: "capabilities", run: () => capabilities.stop() });
     metrics.setGaugeSources({ workflowsPendingTransfers: () => transfers.pendingCount() });
 
     const eventStream = await startEventStream({ kv, bus: events, metrics, clock, logger: logs.logger("cloud.events.stream"), tuning: opts.eventStreamTuning });

@@ -36,7 +36,7 @@ export const workloadTokenRotationGraceMs = 10_000;
 export const machineTokenCharsMax = 2_048;
 
 /** Permissions of a daemon's node credential. */
-export const NODE_PERMISSIONS: ReadonlySet<string> = new Set(["templates.view"]);
+export const NODE_PERMISSIONS: ReadonlySet<string> = new Set(["templates.view", "catalog.view"]);
 
 /** A token and when it stops being accepted. */
 export interface IssuedCredential {

@@ -18,7 +18,7 @@ import { isoFromMs } from "../domain/shared/time.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
 import { notFound } from "../shared/errors.js";
-import type { RevisionSource, RevisionStart } from "./instance-lifecycle.js";
+import type { RevisionBuild, RevisionSource, RevisionStart } from "./instance-lifecycle.js";
 import type { LiveInstance, LiveInstances } from "./live-instances.js";
 import { placeInstance, type PlacementFailure, type PlacementNode } from "./placement.js";
 import { freeSlots } from "./static-slots.js";
@@ -60,6 +60,11 @@ export interface GroupEvaluatorDeps {
   revisions?: Pick<RevisionSource, "resolve">;
   /** The latest load samples of these instances (those without a current one are left out); absent: no load scaling. */
   loadSamples?(instanceIds: readonly string[]): Promise<LoadSample[]>;
+  /**
+   * Whether a revision's catalog build can be started now (the controllers' build mirror): when not,
+   * nothing is placed and the group's `schedulingIssue` says why (nothing starts, so nothing crashes).
+   */
+  buildCheck?(build: RevisionBuild): Promise<{ ok: true } | { ok: false; code: string; message: string }>;
 }
 
 /** Instance records written at once by one evaluation (a bound on concurrent store writes). */
@@ -207,6 +212,13 @@ export class GroupEvaluator {
       ? await this.deps.revisions.resolve(groupRecord, options.revision)
       : { revision: options.revision ?? 0, memoryMb: groupRecord.memoryMb };
     if (pinned.memoryMb !== groupRecord.memoryMb) group = { ...groupRecord, memoryMb: pinned.memoryMb };
+    if (pinned.build && this.deps.buildCheck) {
+      const check = await this.deps.buildCheck(pinned.build);
+      if (!check.ok) {
+        await this.setIssue(group, check);
+        return [];
+      }
+    }
     const nodes = await this.placementNodes();
     const max = this.deps.startingPerNodeMax;
     const request = options.paced && max > 0 ? { group, startSlotsFull: (nodeId: string) => this.deps.live.startingOn(nodeId) >= max } : { group };
@@ -294,7 +306,7 @@ export class GroupEvaluator {
     return this.nodeCache.nodes;
   }
 
-  private async setIssue(group: StoredGroup, failure: PlacementFailure | HomeUnavailable | null): Promise<void> {
+  private async setIssue(group: StoredGroup, failure: { code: string; message: string } | null): Promise<void> {
     const issue: SchedulingIssue | null = failure
       ? {
           code: failure.code,

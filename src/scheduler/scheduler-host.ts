@@ -38,7 +38,7 @@ import { CrashRecorder } from "./crash-recorder.js";
 import type { CrashLoopOptions } from "./crash-loop.js";
 import { DaemonReportRouter, type ConsoleSink } from "./daemon-report-router.js";
 import { FinishedSweeper } from "./finished-sweeper.js";
-import { GroupEvaluator } from "./group-evaluator.js";
+import { GroupEvaluator, type GroupEvaluatorDeps } from "./group-evaluator.js";
 import type { InstanceLifecycle, InstanceStateListener, RevisionSource, RevisionStart } from "./instance-lifecycle.js";
 import { InstanceOperations } from "./instance-operations.js";
 import { InstanceRecordWriter } from "./instance-record-writer.js";
@@ -83,6 +83,8 @@ export interface SchedulerHostOptions {
   loadSamples?(instanceIds: readonly string[]): Promise<LoadSample[]>;
   /** The player registry's count of each instance (absent: none); without it the counts are only those reported here. */
   playerCounts?(instanceIds: readonly string[]): Promise<Map<string, number>>;
+  /** Whether a revision's catalog build can be started (the build mirror); without it builds are not checked. */
+  buildCheck?: GroupEvaluatorDeps["buildCheck"];
 }
 
 /** The result of `POST /api/v1/groups/{group}/start`. */
@@ -162,6 +164,7 @@ export class SchedulerHost implements InstanceLifecycle {
       nodesSeen: (nodes) => this.nodes.seen(nodes),
       revisions: options.revisions,
       loadSamples: options.loadSamples,
+      buildCheck: options.buildCheck,
     });
     this.dispatch = new CommandDispatch({
       daemons: options.daemons,
