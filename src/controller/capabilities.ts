@@ -12,6 +12,10 @@ import type { KvMutex } from "../coordination/kv-mutex.js";
 import type { GroupService } from "../domain/groups/group-service.js";
 import type { InstanceService } from "../domain/instances/instance-service.js";
 import { MaintenanceService } from "../domain/maintenance/maintenance-service.js";
+import { ClusterConfigAdmin } from "../cluster/cluster-config-admin.js";
+import type { ClusterService } from "../cluster/cluster-service.js";
+import { clusterConfigRoutes } from "../http/routes/cluster-config.js";
+import { LiveSettings } from "./live-settings.js";
 import type { EventBus } from "../events/types.js";
 import type { RouteModule } from "../http/route.js";
 import { catalogRoutes } from "../http/routes/catalog.js";
@@ -22,7 +26,8 @@ import type { Clock } from "../shared/clock.js";
 import type { BlobStore, DocumentStore } from "../store/ports.js";
 
 export interface CapabilityDeps {
-  config: Pick<ControllerConfig, "catalog">;
+  config: Pick<ControllerConfig, "catalog" | "scheduler" | "crashes" | "share">;
+  cluster: ClusterService;
   documents: DocumentStore;
   blobs: BlobStore;
   events: EventBus;
@@ -40,6 +45,8 @@ export interface Capabilities {
   admission: PlayerAdmission;
   catalog: CatalogService;
   mirror: BuildMirror;
+  /** The cluster-shared settings in force here, following the active config version. */
+  settings: LiveSettings;
   routeModules: RouteModule[];
   stop(): Promise<void>;
 }
@@ -51,26 +58,32 @@ export function buildCapabilities(deps: CapabilityDeps): Capabilities {
   const admission = new PlayerAdmission({ maintenance });
   const catalog = new CatalogService(documents, groups, clock, recordLocks.scoped("catalog:"));
   groups.useCatalog(catalog);
-  const settings = deps.config.catalog;
+  const catalogSettings = deps.config.catalog;
   const mirror = new BuildMirror({
     documents,
     blobs: deps.blobs,
     clock,
     logger: deps.logs.logger("cloud.catalog"),
-    downloadTimeoutMs: settings.downloadTimeoutSeconds * 1000,
-    stallTimeoutMs: settings.stallTimeoutSeconds * 1000,
-    downloadBytesMax: settings.downloadMbMax * 1024 * 1024,
-    retryAfterMs: settings.retryAfterSeconds * 1000,
+    downloadTimeoutMs: catalogSettings.downloadTimeoutSeconds * 1000,
+    stallTimeoutMs: catalogSettings.stallTimeoutSeconds * 1000,
+    downloadBytesMax: catalogSettings.downloadMbMax * 1024 * 1024,
+    retryAfterMs: catalogSettings.retryAfterSeconds * 1000,
   });
+  const settings = new LiveSettings(deps.config, deps.logs.logger("cloud.config"));
+  const { cluster } = deps;
+  settings.apply(cluster.activeConfig());
+  const stopConfigWatch = cluster.onConfigChange((active) => settings.apply(active));
   return {
     maintenance,
     admission,
     catalog,
     mirror,
+    settings,
     routeModules: [
       maintenanceRoutes({ maintenance, groups, instances: deps.instances, audit: deps.audit }),
       catalogRoutes({ catalog, mirror, audit: deps.audit }),
+      clusterConfigRoutes({ admin: new ClusterConfigAdmin(cluster, deps.events), settings, active: () => cluster.activeConfig(), audit: deps.audit }),
     ],
-    stop: async () => undefined,
+    stop: async () => stopConfigWatch(),
   };
 }

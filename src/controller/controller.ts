@@ -395,7 +395,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       spoolDirectory: opts.templateSpoolDirectory,
       writeLock: recordLocks.scoped("template:", { waitMs: 60_000 }),
     });
-    const capabilities = buildCapabilities({ config, documents, blobs, events, clock, logs, audit, recordLocks, groups, instances });
+    const capabilities = buildCapabilities({ config, cluster, documents, blobs, events, clock, logs, audit, recordLocks, groups, instances });
     cleanups.push({ name: "capabilities", run: () => capabilities.stop() });
     const deploymentCollections = openDeploymentCollections(documents);
     const templateHash = async (name: string) => {
@@ -507,7 +507,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
       daemons: tracedDaemonLink(coordination.daemons, tracing),
       credentials,
       scopes: coordination.scopes,
-      crashLoop: { crashLoopThreshold: config.crashes.crashLoopThreshold, crashLoopWindowMs: config.crashes.crashLoopWindowSeconds * 1000 },
+      // The cluster-shared values in force, read at every crash (live-settings.ts).
+      crashLoop: capabilities.settings.crashLoop,
       clock,
       logger: logs.logger("cloud.scheduler"),
       metrics,
@@ -531,6 +532,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         ),
     });
     scheduler.setConsole(consoleHub);
+    capabilities.settings.onStartingPerNodeMax((value) => scheduler.setStartingPerNodeMax(value));
     const daemonLink = coordination.daemons;
     stopStrays = () =>
       stopUnrecordedInstances({
@@ -629,6 +631,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       readiness,
       version,
       tuning: opts.logsAndSharingTuning,
+      shareSettings: capabilities.settings.share,
     });
 
     const { app, registry } = createHttpApp({
@@ -736,7 +739,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       const stopAuditPruner = startAuditPruner({
         audit,
         runUnderLease: (name, ttlMs, fn) => cluster.runUnderLease(name, ttlMs, fn),
-        retentionDays: config.scheduler.auditRetentionDays,
+        retentionDays: () => capabilities.settings.auditRetentionDays(),
         logger: logs.logger("cloud.audit"),
       });
       cleanups.push({ name: "audit pruner", run: stopAuditPruner });

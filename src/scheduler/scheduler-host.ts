@@ -156,7 +156,10 @@ export class SchedulerHost implements InstanceLifecycle {
       clock,
       logger,
       nodeListCacheMs: tuning.nodeListCacheMs,
-      startingPerNodeMax: tuning.startingPerNodeMax,
+      // Read at every evaluation: the cluster-shared config changes it while the scheduler runs.
+      get startingPerNodeMax() {
+        return tuning.startingPerNodeMax;
+      },
       fencingTokenOf,
       ensureCurrent: (group) => this.scopes.ensureCurrent(group),
       instanceAdded: (instance) => this.scopes.instanceAdded(instance),
@@ -518,6 +521,11 @@ export class SchedulerHost implements InstanceLifecycle {
   /** The fencing token of a group's scope while owned, else null. */
   fencingTokenOf(group: string): number | null {
     return this.scopes.fencingTokenOf(group);
+  }
+
+  /** Start pacing per node from now on (the cluster-shared `scheduler.maxStartingPerNode`); 0: no limit. */
+  setStartingPerNodeMax(value: number): void {
+    this.tuning.startingPerNodeMax = value;
   }
 
   /** Whether this controller schedules `group` right now. */

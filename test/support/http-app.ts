@@ -137,6 +137,8 @@ export interface TestApp {
   logsAndSharing: LogsAndSharing;
   /** Global maintenance and the other operator capabilities (src/controller/capabilities.ts). */
   capabilities: Capabilities;
+  /** The scheduler host (running only with `scheduler: true`). */
+  scheduler: RunningController["scheduler"];
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
   /** Signs in and returns the token. */
   login(username: string, password: string): Promise<string>;
@@ -270,6 +272,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     backups: services.backups,
     logsAndSharing: services.logsAndSharing,
     capabilities: services.capabilities,
+    scheduler: controller.scheduler,
     request,
     login,
     tokenFor,
