@@ -6,12 +6,15 @@
 // an installed package does not ask git about whatever directory it was installed into). Two more
 // outputs: the simulated game server bundled with the plugin SDK into one CommonJS file
 // (dist/src/daemon/simulated-server/server.cjs, run by plain node), and the SDK's type declarations
-// (dist/src/sdk/**/*.d.ts) for the package subpath `cloud-control-plane/sdk`.
+// (dist/src/sdk/**/*.d.ts) for the package subpath `cloud-control-plane/sdk`. And the dashboard
+// (src/dashboard, built by Vite into dist/dashboard, served by the controller under /ui/), which is
+// not compiled by tsc nor copied file by file.
 import { execFileSync, spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, relative } from "node:path";
 import { bundleSimulatedServerSync } from "../src/daemon/simulated-server/bundle.js";
+import { buildDashboard, DASHBOARD_SOURCE_DIR } from "./dashboard.js";
 
 const root = join(import.meta.dirname, "..");
 const dist = join(root, "dist");
@@ -98,9 +101,14 @@ step(`simulated server bundled with the SDK (${relative(root, simulatedServer)})
 
 const protos = readdirSync(join(root, "proto")).filter((name) => name.endsWith(".proto"));
 for (const name of protos) copyBeside(join(root, "proto", name));
-const assets = compiledAreas.flatMap((area) => filesUnder(join(root, area))).filter((file) => !compiledFile.test(file));
+const assets = compiledAreas
+  .flatMap((area) => filesUnder(join(root, area)))
+  .filter((file) => !compiledFile.test(file) && !file.startsWith(DASHBOARD_SOURCE_DIR + "/"));
 for (const file of assets) copyBeside(file);
 step(`copied ${protos.length} protos and ${assets.length} other files: ${assets.map((f) => relative(root, f)).join(", ")}`);
+
+await buildDashboard();
+step("dashboard built with Vite (dist/dashboard)");
 
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string; bin: Record<string, string> };
 writeFileSync(

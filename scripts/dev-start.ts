@@ -1,6 +1,7 @@
 // `npm start`: the controller on the development profile and a local daemon, everything they write
 // under ./data (embedded store, blobs, Raft log, the daemon's identity and instance directories). Configuration: `npm start -- --config <file>`, CLOUD_CONFIG,
 // or the defaults; the CLOUD_* environment overrides apply (see README). Ctrl-C stops it cleanly.
+// The dashboard is built first when dist/dashboard is missing or older than src/dashboard.
 import { join, relative, resolve } from "node:path";
 import { ConfigError, loadControllerConfig } from "../src/config/load.js";
 import type { ControllerConfig } from "../src/config/schema.js";
@@ -8,6 +9,7 @@ import { startController, type RunningController } from "../src/controller/contr
 import { startLocalDaemon } from "../src/controller/local-daemon.js";
 import { exitOnSignals } from "../src/controller/shutdown.js";
 import { routeGrpcLogs, routeProcessWarnings } from "../src/logs/third-party.js";
+import { ensureDashboardBuilt } from "./dashboard.js";
 
 const ROOT_DIR = join(import.meta.dirname, "..");
 const DATA_DIR = join(ROOT_DIR, "data");
@@ -54,6 +56,8 @@ async function devStart(): Promise<void> {
     fail(`npm start keeps its files under ${DATA_DIR}; data.dir and raft.dataDir must be inside it`, 78);
   }
 
+  if (await ensureDashboardBuilt()) process.stdout.write("npm start: built the dashboard (dist/dashboard)\n");
+
   let controller: RunningController | undefined;
   let stopDaemon: (() => Promise<void>) | null = null;
   const starting = startController(config).then(async (started) => {
@@ -72,7 +76,11 @@ async function devStart(): Promise<void> {
     () => controller?.logs.logger("cloud.dev"),
   );
   const started = await starting;
-  started.logs.logger("cloud.dev").info(`Development controller ready at ${started.httpUrl} (log in as '${config.auth.adminUsername}'; see README)`);
+  const dev = started.logs.logger("cloud.dev");
+  dev.info(`Development controller ready at ${started.httpUrl} (log in as '${config.auth.adminUsername}'; see README)`);
+  dev.info(
+    `Dashboard: ${started.httpUrl}/ui/ (sign in as '${config.auth.adminUsername}' with the password of CLOUD_ADMIN_PASSWORD or auth.adminPassword, or the one logged once above at the first start)`,
+  );
 }
 
 devStart().catch((err: unknown) => fail(err instanceof Error ? (err.stack ?? err.message) : String(err), 1));

@@ -143,6 +143,11 @@ export class RaftKvCluster {
     await exited;
   }
 
+  /** Sends a signal to one member's process (SIGSTOP freezes it with its sockets open; SIGCONT resumes it). */
+  signal(id: string, signal: NodeJS.Signals): void {
+    this.processes.get(id)?.kill(signal);
+  }
+
   /** Recent stderr of a member (for failure reports). */
   stderrTail(id: string): string[] {
     return [...(this.stderrTails.get(id) ?? [])];

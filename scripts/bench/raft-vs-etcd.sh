@@ -2,6 +2,7 @@
 # The project's Raft against etcd 3.4, side by side on loopback (see raft-vs-etcd.ts).
 # Installs Debian's etcd-server (and etcd-client) when etcd is missing.
 #   scripts/bench/raft-vs-etcd.sh [--duration-s 10] [--failovers 5] [--steady-s 60] [--only raft|etcd]
+#     [--failover-mode kill|freeze] [--failover-only] [--raft-tick-ms 100]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

@@ -3,7 +3,9 @@
  * (heartbeat 100 ms, election timeout 1000 ms), same loopback, same Node client harness:
  *   - sequential puts (1 in flight) and 64 in flight, for --duration-s each: ops/s, p50, p99, and
  *     the CPU time the members and the client spent per put;
- *   - leader failover --failovers times: kill -9 the leader, time until a put to a survivor succeeds;
+ *   - leader failover --failovers times: kill -9 the leader (or, with --failover-mode freeze, stop it
+ *     with SIGSTOP: its connections stay open, only the election timeout finds it gone), time
+ *     until a put to a survivor succeeds; a frozen leader is continued (SIGCONT) afterwards;
  *   - a steady load for --steady-s: the leader must not change.
  * Each system is warmed up first (--warmup-s of load, half sequential, half at --inflight). Both
  * clusters run from the start; the load phases alternate between them in slices of --slice-s
@@ -13,7 +15,7 @@
  *
  *   tsx scripts/bench/raft-vs-etcd.ts [--duration-s 10] [--slice-s 2] [--warmup-s 6] [--failovers 5]
  *     [--steady-s 60] [--inflight 64] [--value-bytes 128] [--only raft|etcd] [--raft-tick-ms 100]
- *     [--raft-put-path stream|unary]
+ *     [--raft-put-path stream|unary] [--failover-mode kill|freeze] [--failover-only]
  *
  * etcd ticks once per heartbeat interval; raft-kv does the same by default (tick 100 ms, heartbeat
  * 1 tick, election timeout 10 ticks), so both wake up as often. --raft-tick-ms 10 gives raft-kv
@@ -45,6 +47,10 @@ interface Flags {
   raftPutPath: "stream" | "unary";
   /** Load before measuring, per system: half of it sequential, half with --inflight workers. */
   warmupS: number;
+  /** How the leader is taken away in a failover round: SIGKILL, or SIGSTOP (frozen, sockets open). */
+  failoverMode: "kill" | "freeze";
+  /** Only the failover rounds: no warm-up, load phases or steady phase. */
+  failoverOnly: boolean;
 }
 
 function readFlags(argv: readonly string[]): Flags {
@@ -64,6 +70,8 @@ function readFlags(argv: readonly string[]): Flags {
     sliceS: Number(value("slice-s", "2")),
     raftPutPath: value("raft-put-path", "stream") === "unary" ? "unary" : "stream",
     warmupS: Number(value("warmup-s", "6")),
+    failoverMode: value("failover-mode", "kill") === "freeze" ? "freeze" : "kill",
+    failoverOnly: argv.includes("--failover-only"),
   };
 }
 
@@ -76,6 +84,8 @@ interface System {
   leader(): Promise<{ index: number; term: number } | null>;
   kill(index: number): Promise<void>;
   restart(index: number): Promise<void>;
+  /** Sends SIGSTOP or SIGCONT to a member's process. */
+  signal(index: number, signal: "SIGSTOP" | "SIGCONT"): void;
   /** One put through a client that only knows the given members; rejects on failure. */
   putVia(members: readonly number[], key: string, value: Uint8Array): Promise<void>;
   /** Process ids of the running members. */
@@ -228,24 +238,29 @@ async function waitForLeader(system: System, timeoutMs = 30_000): Promise<{ inde
   }
 }
 
-async function measureFailover(system: System, valueBytes: number): Promise<number> {
+async function measureFailover(system: System, valueBytes: number, mode: Flags["failoverMode"]): Promise<number> {
   const value = new Uint8Array(valueBytes).fill(0x62);
   const { index } = await waitForLeader(system);
   const survivors = Array.from({ length: system.memberCount }, (_, i) => i).filter((i) => i !== index);
-  await system.kill(index);
+  if (mode === "freeze") system.signal(index, "SIGSTOP");
+  else await system.kill(index);
   const t0 = performance.now();
   let elapsedMs = NaN;
-  for (let attempt = 0; attempt < 10_000; attempt++) {
-    try {
-      await system.putVia(survivors, `failover/${attempt}`, value);
-      elapsedMs = performance.now() - t0;
-      break;
-    } catch {
-      await sleep(5);
+  try {
+    for (let attempt = 0; attempt < 10_000; attempt++) {
+      try {
+        await system.putVia(survivors, `failover/${attempt}`, value);
+        elapsedMs = performance.now() - t0;
+        break;
+      } catch {
+        await sleep(5);
+      }
     }
+  } finally {
+    if (mode === "freeze") system.signal(index, "SIGCONT");
   }
-  await system.restart(index);
-  // Let the restarted member catch up before the next round.
+  if (mode === "kill") await system.restart(index);
+  // Let the restarted (or continued, and deposed) member catch up before the next round.
   await sleep(2_000);
   await system.put("failover/settled", value);
   return elapsedMs;
@@ -286,10 +301,33 @@ async function measureSteady(system: System, seconds: number, valueBytes: number
   return { seconds, ops, leaderChanges, termBefore: before.term, termAfter: after.term };
 }
 
+/** The failover rounds, alternating between the systems. */
+async function measureFailovers(systems: readonly System[], flags: Flags, log: (system: System, text: string) => void): Promise<number[][]> {
+  const failoverMs: number[][] = systems.map(() => []);
+  for (let round = 0; round < flags.failovers; round++) {
+    for (const [i, system] of systems.entries()) {
+      failoverMs[i]!.push(await measureFailover(system, flags.valueBytes, flags.failoverMode));
+      log(system, `failover (${flags.failoverMode}) ${round + 1}: ${failoverMs[i]!.at(-1)!.toFixed(0)} ms`);
+    }
+  }
+  return failoverMs;
+}
+
 async function benchmark(systems: readonly System[], flags: Flags): Promise<SystemResult[]> {
   const log = (system: System, text: string) => process.stderr.write(`[${system.name}] ${text}\n`);
   // Warm-up: connections, caches and, for raft-kv, the JIT, which otherwise still compiles the
   // hot paths during the first seconds of measurement.
+  const empty: LoadResult = { ops: 0, opsPerS: NaN, p50Ms: NaN, p99Ms: NaN, errors: 0, memberCpuMsPerPut: NaN, clientCpuMsPerPut: NaN };
+  if (flags.failoverOnly) {
+    for (const system of systems) await waitForLeader(system);
+    const failoverMs = await measureFailovers(systems, flags, log);
+    return systems.map((_, i) => ({
+      sequential: empty,
+      concurrent: empty,
+      failoverMs: failoverMs[i]!,
+      steady: { seconds: 0, ops: 0, leaderChanges: 0, termBefore: 0, termAfter: 0 },
+    }));
+  }
   for (const system of systems) {
     await waitForLeader(system);
     await runLoadPhase([system], 1, flags.warmupS / 2, flags.warmupS, flags.valueBytes);
@@ -301,13 +339,7 @@ async function benchmark(systems: readonly System[], flags: Flags): Promise<Syst
   systems.forEach((system, i) =>
     log(system, `${flags.inflight} in flight ${concurrent[i]!.opsPerS.toFixed(0)} ops/s p50 ${concurrent[i]!.p50Ms.toFixed(2)} ms`),
   );
-  const failoverMs: number[][] = systems.map(() => []);
-  for (let round = 0; round < flags.failovers; round++) {
-    for (const [i, system] of systems.entries()) {
-      failoverMs[i]!.push(await measureFailover(system, flags.valueBytes));
-      log(system, `failover ${round + 1}: ${failoverMs[i]!.at(-1)!.toFixed(0)} ms`);
-    }
-  }
+  const failoverMs = await measureFailovers(systems, flags, log);
   const results: SystemResult[] = [];
   for (const [i, system] of systems.entries()) {
     const steady = await measureSteady(system, flags.steadyS, flags.valueBytes);
@@ -348,6 +380,7 @@ async function startRaftKv(rootDir: string, flags: Flags): Promise<System> {
     },
     kill: (index) => cluster.kill(cluster.members[index]!.id),
     restart: (index) => cluster.start(cluster.members[index]!.id),
+    signal: (index, signal) => cluster.signal(cluster.members[index]!.id, signal),
     putVia: async (members, key, value) => {
       const survivors = new RaftKvClient(
         members.map((i) => cluster.members[i]!),
@@ -442,6 +475,7 @@ async function startEtcd(rootDir: string, _flags: Flags): Promise<System> {
     },
     kill,
     restart: (i) => start(i, "existing"),
+    signal: (i, signal) => void processes.get(i)?.kill(signal),
     putVia: async (members, key, value) => {
       const survivors = clientFor(
         members.map((i) => clientUrls[i]!),
@@ -472,6 +506,7 @@ function formatTable(results: Partial<Record<"etcd" | "raft-kv", SystemResult>>,
       [...values].sort((a, b) => a - b),
       50,
     );
+  const failoverLabel = flags.failoverMode === "freeze" ? "SIGSTOP" : "SIGKILL";
   const rows: [string, (r: SystemResult) => number, string, "higher" | "lower"][] = [
     ["sequential puts/s", (r) => r.sequential.opsPerS, "%.0f", "higher"],
     ["sequential p50 ms", (r) => r.sequential.p50Ms, "%.2f", "lower"],
@@ -482,9 +517,9 @@ function formatTable(results: Partial<Record<"etcd" | "raft-kv", SystemResult>>,
     ["sequential member CPU ms per put", (r) => r.sequential.memberCpuMsPerPut, "%.3f", "lower"],
     [`${flags.inflight} in flight member CPU ms per put`, (r) => r.concurrent.memberCpuMsPerPut, "%.3f", "lower"],
     [`${flags.inflight} in flight client CPU ms per put`, (r) => r.concurrent.clientCpuMsPerPut, "%.3f", "lower"],
-    ["failover median ms", (r) => median(r.failoverMs), "%.0f", "lower"],
-    ["failover min ms", (r) => Math.min(...r.failoverMs), "%.0f", "lower"],
-    ["failover max ms", (r) => Math.max(...r.failoverMs), "%.0f", "lower"],
+    [`failover (${failoverLabel}) median ms`, (r) => median(r.failoverMs), "%.0f", "lower"],
+    [`failover (${failoverLabel}) min ms`, (r) => Math.min(...r.failoverMs), "%.0f", "lower"],
+    [`failover (${failoverLabel}) max ms`, (r) => Math.max(...r.failoverMs), "%.0f", "lower"],
     [`leader changes in ${flags.steadyS} s steady load`, (r) => r.steady.leaderChanges, "%.0f", "lower"],
   ];
   const decimals: Record<string, number> = { "%.0f": 0, "%.2f": 2, "%.3f": 3 };

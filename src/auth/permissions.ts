@@ -34,6 +34,8 @@ export const PERMISSION_CATALOG: readonly PermissionInfo[] = [
   p("instances.delete", "Delete the records of finished instances", "operate"),
   p("instances.command", "Send console commands to instances", "operate"),
   p("instances.console", "Attach to instance console streams", "operate"),
+  p("players.view", "List the players online and where they are", "view"),
+  p("players.transfer", "Move a player to another instance or group", "operate"),
   p("crashes.view", "List and read crash records", "view"),
   p("templates.view", "List and read templates, versions and files", "view"),
   p("templates.create", "Create and import templates", "operate"),

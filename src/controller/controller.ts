@@ -99,6 +99,9 @@ import { isoFromMs } from "../domain/shared/time.js";
 import { ApiError } from "../shared/errors.js";
 import { buildLogsAndSharing, type LogsAndSharing, type LogsAndSharingTuning } from "./logs-and-sharing.js";
 import { buildCapabilities, type Capabilities } from "./capabilities.js";
+import { loadDashboardAssets } from "../http/dashboard-assets.js";
+import { playerRoutes } from "../http/routes/players.js";
+import { TransferTargets } from "../plugin-api/transfer-targets.js";
 
 /** A part of `stop()` that takes this long is named in the log. */
 const SLOW_CLEANUP_MS = 2_000;
@@ -167,6 +170,8 @@ export interface StartControllerOptions {
   processMetrics?: boolean;
   /** Bounds of the daemon log mirror and the log streams, and the paste upload; tests change them. */
   logsAndSharingTuning?: LogsAndSharingTuning;
+  /** The built dashboard served under `/ui/`; `dist/dashboard` of the install by default. */
+  dashboardDir?: string;
 }
 
 /** The services of a running controller, built once by {@link startController}. */
@@ -672,6 +677,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         }),
         pluginNetworkRoutes({ instances, groups, players, transfers, sequences }),
         pluginAdminRoutes({ credentials, instances, groups, metrics: instanceMetrics, audit, clock }),
+        playerRoutes({ players, targets: new TransferTargets({ instances, groups, players }), transfers, audit }),
         eventRoutes({
           hub: eventStream.hub,
           tickets: eventStream.tickets,
@@ -691,6 +697,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       tracing,
       traceUiTemplate: config.telemetry.traceUiTemplate,
       restoreInProgress: () => coordinatedRestores.current(),
+      dashboard: await loadDashboardAssets(opts.dashboardDir ?? join(findRootDir(), "dist", "dashboard")),
     });
 
     // Requests log under the logical thread name "http" (see docs/decisions/platform.md).

@@ -54,6 +54,8 @@ export interface JournalEntry {
   readonly source: string | null;
   /** `{type, sequence, source, timestamp, data}` as JSON text, serialized once for every client. */
   readonly json: string;
+  /** The stream's frame of it (`id`, `event: message`, `data`), made once for every client. */
+  readonly frame: string;
 }
 
 /** Options of {@link EventJournal}. */
@@ -331,15 +333,10 @@ export class EventJournal {
       parsed = {};
     }
     const type = typeof parsed.type === "string" ? parsed.type : "UNKNOWN";
-    const json = JSON.stringify({
-      type,
-      sequence: entry.sequence,
-      source: parsed.source ?? null,
-      timestamp: parsed.timestamp ?? null,
-      data: parsed.data ?? {},
-    });
+    const json = entryJson(entry, parsed, type);
     const source = typeof parsed.source === "string" ? parsed.source : null;
-    this.ring[entry.sequence % this.capacity] = { sequence: entry.sequence, type, source, json };
+    const frame = `id: ${entry.sequence}\nevent: message\ndata: ${json}\n\n`;
+    this.ring[entry.sequence % this.capacity] = { sequence: entry.sequence, type, source, json, frame };
     this.latest = entry.sequence;
     if (this.buffered < this.capacity) this.buffered++;
   }
@@ -352,4 +349,30 @@ export class EventJournal {
   private reportSize(): void {
     this.options.onBufferSize?.(this.buffered);
   }
+}
+
+/** The keys of a journaled value, in the order {@link EventJournal} writes them. */
+const VALUE_KEYS = ["type", "source", "timestamp", "data"];
+
+/**
+ * `{type, sequence, source, timestamp, data}` as JSON. A value as the journal writes it (those four
+ * keys in that order, JSON without spaces) is spliced, not serialized again: the sequence goes in
+ * after the type and the rest is the value's own text, which is what a new serialization would
+ * give. Anything else (another writer, a damaged entry) is serialized field by field.
+ */
+function entryJson(entry: SequencedEntry, parsed: { type?: unknown; source?: unknown; timestamp?: unknown; data?: unknown }, type: string): string {
+  const keys = Object.keys(parsed);
+  if (
+    typeof parsed.type === "string" &&
+    parsed.source != null &&
+    parsed.timestamp != null &&
+    parsed.data != null &&
+    keys.length === 4 &&
+    keys.every((key, i) => key === VALUE_KEYS[i])
+  ) {
+    const head = `{"type":${JSON.stringify(type)},`;
+    if (entry.value.startsWith(head) && entry.value.startsWith('"source":', head.length))
+      return `${head}"sequence":${entry.sequence},${entry.value.slice(head.length)}`;
+  }
+  return JSON.stringify({ type, sequence: entry.sequence, source: parsed.source ?? null, timestamp: parsed.timestamp ?? null, data: parsed.data ?? {} });
 }

@@ -3,12 +3,13 @@
  * the central error handler, and every route module. `createHttpApp` is pure wiring; serving it on a
  * port is the composition root's job (`@hono/node-server`).
  *
- * Chain, outermost first: HTTP metrics (every request, whatever answers) -> client address -> unread
+ * Chain, outermost first: HTTP metrics (every request, whatever answers) -> security headers (CSP,
+ * nosniff, no framing; on every answer) -> client address -> unread
  * body drain -> CORS -> subnet guard (only `/api/*`; `/metrics` skips it) -> request id + correlation
  * -> per-IP rate limit -> JWT authentication -> per-user rate limit -> restore gate (writes answer 503
  * while a restore holds the cluster) -> UTF-8 URL check -> body size
  * limit -> route (authorization, then body parsing and validation). docs/decisions/http-auth.md
- * explains each step.
+ * explains each step. The dashboard's files are served under `/ui/` (docs/decisions/dashboard.md).
  */
 import { Hono } from "hono";
 import type { AuditService } from "../audit/audit-service.js";
@@ -31,6 +32,9 @@ import type { Tracing } from "../shared/tracing.js";
 import { perIpRateLimit, perUserRateLimit } from "./middleware/rate-limit.js";
 import { requestId } from "./middleware/request-context.js";
 import { restoreGate, type RestoreInProgress } from "./middleware/restore-gate.js";
+import { securityHeaders } from "./middleware/security-headers.js";
+import { DASHBOARD_PATH, dashboardRoutes } from "./routes/dashboard.js";
+import { NO_DASHBOARD, type DashboardAssets } from "./dashboard-assets.js";
 import { subnetGuard } from "./middleware/subnet-guard.js";
 import { utf8Url } from "./middleware/utf8-url.js";
 import { RouteRegistry, type RouteModule } from "./route.js";
@@ -81,6 +85,8 @@ export interface HttpDeps {
   traceUiTemplate?: string;
   /** The restore holding the cluster in maintenance, if any: writes answer 503 meanwhile. */
   restoreInProgress?: () => RestoreInProgress | null;
+  /** The built dashboard served under `/ui/`; a notice that it is not built when absent. */
+  dashboard?: DashboardAssets;
 }
 
 /** Builds the application and the registry of every route mounted on it. */
@@ -97,6 +103,7 @@ export function createHttpApp(deps: HttpDeps): { app: Hono<AppEnv>; registry: Ro
   app.notFound(handleNotFound());
 
   app.use("*", httpMetrics({ metrics: deps.metrics }));
+  app.use("*", securityHeaders({ dashboardPrefix: DASHBOARD_PATH }));
   app.use("*", clientAddress());
   app.use("*", drainBody({ maxBytes: bodyLimitBytes }));
   app.use("*", crossOrigin({ origins: http.corsOrigins }));
@@ -119,6 +126,7 @@ export function createHttpApp(deps: HttpDeps): { app: Hono<AppEnv>; registry: Ro
     systemRoutes({ readiness: deps.readiness, version: deps.version, logger }),
   ];
   for (const mount of [...core, ...deps.routeModules]) mount(app, registry);
+  dashboardRoutes(deps.dashboard ?? NO_DASHBOARD)(app);
   // Last, so the document lists every route, including the domain modules'.
   openApiRoutes({ version: deps.version.version })(app, registry);
   return { app, registry };

@@ -65,7 +65,10 @@ export class ClusterNodeLogs {
         return page;
       },
       follow: (listener) => {
+        // The first record the local tail delivered while a poll's read was on its way.
+        let firstLocalSeq: number | null = null;
         const stopTail = this.options.local.tail(nodeId, (record) => {
+          firstLocalSeq ??= record.seq;
           cursor = record.seq;
           listener(record);
         });
@@ -79,15 +82,24 @@ export class ClusterNodeLogs {
             if (cursor === null || holders.connectedHere(nodeId)) return;
             const holder = await this.remoteHolder(nodeId);
             if (holder === null || stopped) return;
-            const page = await holders.readRemote(holder, nodeId, { level: query.level, logger: query.logger, afterSeq: cursor });
+            const from = cursor;
+            firstLocalSeq = null;
+            const page = await holders.readRemote(holder, nodeId, { level: query.level, logger: query.logger, afterSeq: from });
             if (stopped) return;
-            if (page.size > 0 && page.lastSeq < cursor) {
+            if (firstLocalSeq !== null) {
+              // The daemon moved here while the read was on its way and the local tail went on from
+              // there: only what the old holder got before the move is new to the tail.
+              const gapEnd = firstLocalSeq;
+              for (const record of page.records) if (record.seq > from && record.seq < gapEnd) listener(record);
+              return;
+            }
+            if (page.size > 0 && page.lastSeq < from) {
               // The daemon restarted and numbers from 1 again: the next poll reads its buffer from the start.
               cursor = 0;
               return;
             }
             for (const record of page.records) listener(record);
-            cursor = Math.max(cursor, page.lastSeq);
+            cursor = Math.max(from, page.lastSeq);
           } catch {
             // The holder cannot be asked (it died, or the registry is unreachable): the next poll
             // looks the holder up again, and a daemon that reconnected elsewhere is found there.

@@ -2,7 +2,10 @@
  * GROUP_AGGREGATES_UPDATED (spec document 3): a group's `runningInstances` and `totalPlayers`,
  * published when they changed. Player moves and instance state changes mark the group; the marks
  * are collected for {@link aggregatesFlushDelayMs}, so a burst of joins costs one read and at most
- * one event per group. Each controller publishes for the changes it handled itself.
+ * one event per group. Each controller publishes for the changes it handled itself. A read costs
+ * what the group's instance records cost to read: while a network of many large groups changes at
+ * once (thousands of instances starting), the reads may take at most 1/{@link aggregatesReadShareMax}
+ * of the time, so the next flush waits longer then.
  */
 import { EventTypes, type GroupAggregatesUpdatedPayload, type InstanceStateChangedPayload } from "../events/event-types.js";
 import type { CloudEvent, EventBus, Subscription } from "../events/types.js";
@@ -12,6 +15,8 @@ import type { Clock, Timer } from "../shared/clock.js";
 
 /** How long changes are collected before the groups are read and published. */
 export const aggregatesFlushDelayMs = 250;
+/** A flush that took `t` ms is followed by the next one no sooner than `t × aggregatesReadShareMax` ms after it started. */
+export const aggregatesReadShareMax = 20;
 /** Groups remembered with their last published aggregates (one entry per group). */
 export const aggregatesGroupsMax = 10_000;
 
@@ -21,6 +26,8 @@ export class GroupAggregatesPublisher {
   private readonly last = new Map<string, string>();
   private timer: Timer | null = null;
   private flushing: Promise<void> = Promise.resolve();
+  /** The next flush starts no sooner than this (the read share bound). */
+  private nextFlushAtMs = 0;
   private subscription: Subscription | null = null;
 
   constructor(
@@ -53,13 +60,32 @@ export class GroupAggregatesPublisher {
 
   groupChanged(group: string): void {
     this.dirty.add(group);
-    this.timer ??= this.clock.setTimeout(() => {
-      this.timer = null;
-      this.flushing = this.flush();
-    }, aggregatesFlushDelayMs);
+    if (this.timer === null) this.scheduleFlush(aggregatesFlushDelayMs);
+  }
+
+  private scheduleFlush(delayMs: number): void {
+    this.timer = this.clock.setTimeout(
+      () => {
+        // A flush that ended after this timer was set may have pushed the next one further out.
+        const waitMs = this.nextFlushAtMs - this.clock.nowMs();
+        if (waitMs > 0) return this.scheduleFlush(waitMs);
+        this.timer = null;
+        this.flushing = this.flushing.then(() => this.flush());
+      },
+      Math.max(delayMs, this.nextFlushAtMs - this.clock.nowMs()),
+    );
   }
 
   private async flush(): Promise<void> {
+    const startedMs = this.clock.nowMs();
+    try {
+      await this.publishDirty();
+    } finally {
+      this.nextFlushAtMs = startedMs + (this.clock.nowMs() - startedMs) * aggregatesReadShareMax;
+    }
+  }
+
+  private async publishDirty(): Promise<void> {
     const groups = [...this.dirty];
     this.dirty.clear();
     for (const group of groups) {

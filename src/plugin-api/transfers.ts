@@ -25,6 +25,7 @@ import type { Logger } from "../logs/types.js";
 import type { Clock, Timer } from "../shared/clock.js";
 import type { KvStore } from "../store/ports.js";
 import { isoFromMs } from "../domain/shared/time.js";
+import { SingleFlight } from "../domain/shared/single-flight.js";
 import type { OnlinePlayer, PlayerService } from "./players.js";
 import type { PluginDeliveries } from "./plugin-deliveries.js";
 
@@ -85,6 +86,11 @@ export class TransferService {
   private subscription: Subscription | null = null;
   private sweepTimer: Timer | null = null;
   private sweeping: Promise<void> | null = null;
+  /** Concurrent reads of the pending transfers (streams opening, instances finishing) share one scan. */
+  private readonly pendingReads = new SingleFlight<Transfer[]>();
+  /** Instances finished since the last look at the pending transfers: one scan serves them all. */
+  private finishedWaiting = new Set<string>();
+  private finishedPass: Promise<void> | null = null;
 
   constructor(private readonly deps: TransferServiceDeps) {
     deps.players.onArrival((player) => this.arrived(player));
@@ -141,11 +147,17 @@ export class TransferService {
     return parseTransfer(await this.deps.kv.get(transferKey(id)));
   }
 
-  /** Every pending transfer (read at sweep time and for the holder's stream on connect). */
-  async pending(): Promise<Transfer[]> {
-    const keys = await this.deps.kv.keys(TRANSFER_KEY_PREFIX);
-    const values = await Promise.all(keys.map((key) => this.deps.kv.get(key)));
-    return values.map(parseTransfer).filter((t): t is Transfer => t !== null);
+  /**
+   * Every pending transfer (read at sweep time, for the holder's stream on connect and when
+   * instances finish). Callers asking while a read runs share the next one, which starts after they
+   * asked: a burst of 500 streams opening costs two scans of the store's keys, not 500.
+   */
+  pending(): Promise<Transfer[]> {
+    return this.pendingReads.run("pending", async () => {
+      const keys = await this.deps.kv.keys(TRANSFER_KEY_PREFIX);
+      const values = await Promise.all(keys.map((key) => this.deps.kv.get(key)));
+      return values.map(parseTransfer).filter((t): t is Transfer => t !== null);
+    });
   }
 
   /** Pending transfers the instance has to carry out. */
@@ -189,11 +201,28 @@ export class TransferService {
     return true;
   }
 
-  private async instanceFinished(instanceId: string): Promise<void> {
-    for (const transfer of await this.pending()) {
-      if (transfer.targetInstanceId === instanceId) await this.fail(transfer, "TARGET_GONE");
-      else if (transfer.holderInstanceId === instanceId) await this.fail(transfer, "HOLDER_GONE");
-    }
+  /**
+   * Fails the transfers heading to or held by a finished instance. Instances finishing while a pass
+   * runs (a group of 500 stopping) wait for the next pass, which looks at the pending transfers once
+   * for all of them.
+   */
+  private instanceFinished(instanceId: string): Promise<void> {
+    this.finishedWaiting.add(instanceId);
+    this.finishedPass ??= (async () => {
+      try {
+        while (this.finishedWaiting.size > 0) {
+          const finished = this.finishedWaiting;
+          this.finishedWaiting = new Set();
+          for (const transfer of await this.pending()) {
+            if (finished.has(transfer.targetInstanceId)) await this.fail(transfer, "TARGET_GONE");
+            else if (finished.has(transfer.holderInstanceId)) await this.fail(transfer, "HOLDER_GONE");
+          }
+        }
+      } finally {
+        this.finishedPass = null;
+      }
+    })();
+    return this.finishedPass;
   }
 
   /** A player arrived on a server: the pending transfer to it completes. */

@@ -34,3 +34,23 @@ export function idleUntilWoken(clock: Clock, keepAliveMs: number, setWake: (wake
     });
   });
 }
+
+/**
+ * A server-sent event response written without a promise per write (the event stream's fan-out):
+ * `write` hands bytes to the connection at once and says whether its buffer still has room; a
+ * writer that got false waits for `onDrain` before writing again, so a slow client holds at most
+ * what was written before its buffer filled.
+ */
+export interface SseSink {
+  /** Hands `chunk` to the connection; false when its buffer is full (write again after `onDrain`). */
+  write(chunk: string | Uint8Array): boolean;
+  /** Calls `listener` whenever the buffer emptied after a write that returned false. */
+  onDrain(listener: () => void): void;
+  /** Calls `listener` once when the connection ended, whoever ended it. */
+  onClose(listener: () => void): void;
+  readonly closed: boolean;
+  /** Ends the response after what was written. */
+  end(): void;
+  /** Ends the connection at once (a client whose socket stalled). */
+  cut(): void;
+}

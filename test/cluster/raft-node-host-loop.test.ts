@@ -264,4 +264,46 @@ describe("RaftNodeHost loop (injected clock, in-memory network)", () => {
     assert.ok(hostError("STOPPED")(await proposal));
     await assert.rejects(leader.propose(new Uint8Array([1])), hostError("STOPPED"));
   });
+
+  it("ticks at a fixed rate: a late tick does not push the later ones back, and more than an interval late skips the missed ones", async () => {
+    const clock = new FakeClock();
+    // Every timer of the host fires `lateMs` after it was due, as on a busy event loop.
+    let lateMs = 30;
+    const lateClock = {
+      nowMs: () => clock.nowMs(),
+      setTimeout: (callback: () => void, delayMs: number) => clock.setTimeout(callback, delayMs + lateMs),
+      setInterval: clock.setInterval.bind(clock),
+    };
+    let ticks = 0;
+    const host = new RaftNodeHost({
+      id: "a",
+      storage: new GatedStorage(confState),
+      stateMachine: new NullStateMachine(),
+      transport: new MemoryNetwork().transportFor("a"),
+      createRawNode: (config) => {
+        const node = new RawNode(config);
+        const tick = node.tick.bind(node);
+        node.tick = () => {
+          ticks += 1;
+          tick();
+        };
+        return node;
+      },
+      confChangeCodec: { encode: encodeConfChange, decode: decodeConfChange },
+      clock: lateClock,
+      tickIntervalMs: 100,
+      heartbeatTicks: 1,
+      electionTicks: 10,
+    });
+    running.push(host);
+    host.start();
+    await advance(clock, 10_000 + lateMs, 10);
+    // Drifting ticks would come every 130 ms (76 in 10 s); fixed-rate ones every 100 ms.
+    assert.equal(ticks, 100);
+    lateMs = 250;
+    const before = ticks;
+    await advance(clock, 10_000, 10);
+    // Each tick 250 ms late: the two due meanwhile are dropped, not run in a burst; one tick per 300 ms.
+    assert.ok(ticks - before >= 32 && ticks - before <= 34, `${ticks - before} ticks in 10 s`);
+  });
 });

@@ -190,6 +190,7 @@ describe("the built package, installed from its tarball", { timeout: 360_000 }, 
       "dist/proto/cluster.proto",
       "dist/src/daemon/spawner/spawner.cjs",
       "dist/src/daemon/simulated-server/server.cjs",
+      "dist/dashboard/index.html",
       "controller.example.yml",
       "daemon.example.yml",
       "README.md",
@@ -201,7 +202,7 @@ describe("the built package, installed from its tarball", { timeout: 360_000 }, 
     }
     for (const absent of ["src", "test", "scripts", "proto", "tsconfig.json"])
       assert.ok(!existsSync(join(installed, absent)), `the package does not ship ${absent}`);
-    for (const devOnly of ["tsx", "typescript", "esbuild"])
+    for (const devOnly of ["tsx", "typescript", "esbuild", "vite", "preact", "uplot"])
       assert.ok(!existsSync(join(project, "node_modules", devOnly)), `${devOnly} is not installed with the package`);
     const localDaemon = await runOk(
       process.execPath,
@@ -255,6 +256,14 @@ describe("the built package, installed from its tarball", { timeout: 360_000 }, 
     const version = (await (await fetch(`${url}/api/v1/system/version`)).json()) as { version: string; gitCommit: string };
     assert.equal(version.version, PACKAGE.version);
     assert.equal(version.gitCommit, /^[0-9a-f]{7,64}$/i.test(buildInfo.gitCommit) ? buildInfo.gitCommit : "unknown", "the commit the package was built from");
+    // The installed controller serves the dashboard the package carries, and every asset it names.
+    const page = await fetch(`${url}/ui/`);
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get("content-security-policy") ?? "", /script-src 'self'/);
+    const html = await page.text();
+    const assets = [...html.matchAll(/(?:src|href)="\.\/(assets\/[^"]+)"/g)].map((m) => m[1]);
+    assert.ok(assets.some((a) => a.endsWith(".js")) && assets.some((a) => a.endsWith(".css")), html);
+    for (const asset of assets) assert.equal((await fetch(`${url}/ui/${asset}`)).status, 200, asset);
 
     const login = await fetch(`${url}/api/v1/auth/login`, {
       method: "POST",

@@ -201,16 +201,30 @@ describe("plugin SDK client rules", { timeout: 60_000 }, () => {
     const plugin = connect();
     let inFlight = 0;
     let most = 0;
+    // The requests are held until sequencedInFlightMax of them are on the way at once (the client
+    // uses its whole window, whatever the machine's speed), and a while longer: a request beyond the
+    // bound would arrive meanwhile and show as a peak above it.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
     server.handle("POST /api/plugin/ready", async () => {
       inFlight += 1;
       most = Math.max(most, inFlight);
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await held;
       inFlight -= 1;
       return { status: 200, body: {} };
     });
     const before = server.requests.length;
-    await Promise.all(Array.from({ length: 100 }, () => plugin.client.markReady()));
-    assert.equal(most, sequencedInFlightMax, `at most ${sequencedInFlightMax} at once (saw ${most})`);
+    const all = Promise.all(Array.from({ length: 100 }, () => plugin.client.markReady()));
+    await eventually(
+      () => inFlight >= sequencedInFlightMax,
+      () => `${sequencedInFlightMax} POSTs on the way at once (${inFlight} so far)`,
+      30_000,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.ok(most <= sequencedInFlightMax, `at most ${sequencedInFlightMax} at once while they were held (saw ${most})`);
+    release();
+    await all;
+    assert.ok(most <= sequencedInFlightMax, `at most ${sequencedInFlightMax} at once (saw ${most})`);
     const numbers = server.requests.slice(before).map((r) => Number(r.headers["x-cloud-sequence"]));
     assert.deepEqual(
       [...numbers].sort((a, b) => a - b),

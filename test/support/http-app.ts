@@ -69,6 +69,8 @@ export interface TestAppOptions {
   bodyLimitRoutes?: readonly BodyLimitRoute[];
   /** Where template uploads are spooled; the system temporary directory by default. */
   templateSpoolDirectory?: string;
+  /** The built dashboard to serve under `/ui/`; the repository's `dist/dashboard` by default. */
+  dashboardDir?: string;
   /** A key-value store to use (and leave open) instead of a fresh in-memory one: apps sharing one Redis. */
   kv?: KvStore;
   /** Bounds of the event stream (keep-alive, stall, client cap, ...). */
@@ -188,6 +190,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       extraRouteModules: options.routeModules,
       bodyLimitRoutes: options.bodyLimitRoutes,
       templateSpoolDirectory: options.templateSpoolDirectory,
+      dashboardDir: options.dashboardDir,
       version: TEST_VERSION,
       processMetrics: false,
     });

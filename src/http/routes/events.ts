@@ -8,13 +8,13 @@
  * ticket gets one `event: error` with `{"message":"Unauthorized"}` and the stream closes.
  */
 import type { Hono } from "hono";
-import { streamSSE } from "hono/streaming";
 import { Type } from "@sinclair/typebox";
 import type { Tickets } from "../../coordination/tickets.js";
 import { sseFrame, type EventStreamHub, type StreamShape } from "../../events/event-stream.js";
 import type { EventStreamTicket } from "../../events/types.js";
 import { validationError } from "../../shared/errors.js";
 import { addRoute, type RouteRegistry } from "../route.js";
+import { openSseResponse } from "../sse-response.js";
 import type { AppEnv } from "../types.js";
 
 const tag = "Events";
@@ -75,35 +75,19 @@ export function eventRoutes(deps: EventRoutesDeps): (app: Hono<AppEnv>, registry
         const redeemed = query.ticket ? await deps.tickets.redeem(query.ticket) : null;
         // Any other kind of ticket (a console ticket) is refused here, and used up.
         const ticket = redeemed?.kind === "events" || (redeemed?.kind === "plugin-events" && deps.plugin && redeemed.instanceId) ? redeemed : null;
-        const outgoing = (c.env as { outgoing?: { destroy(): void } } | undefined)?.outgoing;
-        return streamSSE(c, async (stream) => {
-          if (ticket === null) {
-            await stream.write(sseFrame("error", { message: "Unauthorized" }));
-            return;
-          }
-          let plugin: { shape: StreamShape; close(): void } | null = null;
-          if (ticket.kind === "plugin-events") plugin = await deps.plugin!.open(ticket.instanceId!);
-          const hub = plugin ? deps.plugin!.hub : deps.hub;
-          try {
-            await hub.serve(
-              {
-                write: (text) => stream.write(text),
-                onAbort: (listener) => stream.onAbort(listener),
-                get aborted() {
-                  return stream.aborted || stream.closed;
-                },
-                cut: () => {
-                  stream.abort();
-                  outgoing?.destroy();
-                },
-              },
-              position,
-              plugin?.shape,
-            );
-          } finally {
-            plugin?.close();
-          }
-        });
+        if (ticket === null) {
+          const { sink, response } = openSseResponse(c);
+          sink.write(sseFrame("error", { message: "Unauthorized" }));
+          sink.end();
+          return response;
+        }
+        // Opened before the response: a failure here is answered with the error envelope.
+        const plugin = ticket.kind === "plugin-events" ? await deps.plugin!.open(ticket.instanceId!) : null;
+        const { sink, response } = openSseResponse(c);
+        const hub = plugin ? deps.plugin!.hub : deps.hub;
+        // The stream outlives the handler: the hub writes to the response until the client goes.
+        void hub.serve(sink, position, plugin?.shape).finally(() => plugin?.close());
+        return response;
       },
     );
   };

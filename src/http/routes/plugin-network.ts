@@ -9,18 +9,16 @@ import { Type } from "@sinclair/typebox";
 import type { GroupService } from "../../domain/groups/group-service.js";
 import type { InstanceService } from "../../domain/instances/instance-service.js";
 import { FINISHED_STATES, InstanceListItemSchema } from "../../domain/instances/instance-schemas.js";
+import { TransferTargets } from "../../plugin-api/transfer-targets.js";
 import { GroupListItemSchema } from "../../domain/groups/group-schemas.js";
-import { isProxyPlatform, type OnlinePlayer, type PlayerService } from "../../plugin-api/players.js";
+import type { PlayerService } from "../../plugin-api/players.js";
 import type { SequenceGuard } from "../../plugin-api/sequence-guard.js";
 import type { Transfer, TransferService } from "../../plugin-api/transfers.js";
-import { badRequest, conflict, notFound } from "../../shared/errors.js";
 import { addRoute, type RouteRegistry } from "../route.js";
 import type { AppEnv } from "../types.js";
 import { checkSequence, workloadOf } from "./plugin-context.js";
-import { UUID_PATTERN } from "./plugin.js";
 
 const tag = "Plugin";
-const UUID = new RegExp(UUID_PATTERN);
 
 export interface PluginNetworkRouteDeps {
   instances: InstanceService;
@@ -60,14 +58,7 @@ export const TransferSchema = Type.Object({
 
 /** Mounts /api/plugin/instances, /groups, /players, /transfer and /transfer-to-group. */
 export function pluginNetworkRoutes(deps: PluginNetworkRouteDeps): (app: Hono<AppEnv>, registry: RouteRegistry) => void {
-  /** The player, or 400 for a malformed UUID and 404 when offline. */
-  const onlinePlayer = async (uuid: string): Promise<OnlinePlayer> => {
-    if (!UUID.test(uuid)) throw badRequest(`playerUuid: not a UUID: ${uuid.slice(0, 64)}`);
-    const player = await deps.players.get(uuid.toLowerCase());
-    if (!player || (player.instanceId === null && player.proxyInstanceId === null)) throw notFound(`Player not online: ${uuid}`);
-    return player;
-  };
-  const proxyGroups = async (): Promise<Set<string>> => new Set((await deps.groups.listDocs()).filter((g) => isProxyPlatform(g.platform)).map((g) => g.name));
+  const targets = new TransferTargets(deps);
 
   return (app, registry) => {
     addRoute(
@@ -82,7 +73,7 @@ export function pluginNetworkRoutes(deps: PluginNetworkRouteDeps): (app: Hono<Ap
         response: Type.Array(InstanceListItemSchema),
       },
       async () => {
-        const [instances, proxies] = await Promise.all([deps.instances.list(), proxyGroups()]);
+        const [instances, proxies] = await Promise.all([deps.instances.list(), targets.proxyGroups()]);
         return instances.filter((i) => !FINISHED_STATES.has(i.state) && !proxies.has(i.group));
       },
     );
@@ -131,16 +122,9 @@ export function pluginNetworkRoutes(deps: PluginNetworkRouteDeps): (app: Hono<Ap
       },
       async ({ principal, body, c }) => {
         const workload = workloadOf(principal);
-        const player = await onlinePlayer(body.playerUuid);
-        const target = await deps.instances.getDoc(body.targetInstanceId);
-        if (!target || FINISHED_STATES.has(target.state)) throw notFound(`Instance not found: ${body.targetInstanceId}`);
-        if ((await proxyGroups()).has(target.group)) throw badRequest(`targetInstanceId: ${target.id} is a proxy`);
-        if ((await deps.groups.getDoc(target.group))?.maintenance)
-          throw conflict(`Group ${target.group} of ${target.id} is in maintenance and accepts no new players`, "GROUP_MAINTENANCE");
-        if (target.state !== "RUNNING") throw conflict(`Instance ${target.id} is ${target.state}, not RUNNING`, "INVALID_STATE");
-        if (player.instanceId === target.id) throw conflict(`Player ${player.uuid} is already on ${target.id}`, "ALREADY_ON_TARGET");
+        const target = await targets.toInstance(body.playerUuid, body.targetInstanceId);
         await checkSequence(c, workload, deps.sequences);
-        return toWire(await deps.transfers.request(player, target.id, null, workload.instanceId));
+        return toWire(await deps.transfers.request(target.player, target.targetInstanceId, null, workload.instanceId));
       },
     );
 
@@ -160,17 +144,9 @@ export function pluginNetworkRoutes(deps: PluginNetworkRouteDeps): (app: Hono<Ap
       },
       async ({ principal, body, c }) => {
         const workload = workloadOf(principal);
-        const player = await onlinePlayer(body.playerUuid);
-        const group = await deps.groups.getDoc(body.group);
-        if (!group) throw notFound(`Group not found: ${body.group}`);
-        if (isProxyPlatform(group.platform)) throw badRequest(`group: ${group.name} is a proxy group`);
-        if (group.maintenance) throw conflict(`Group ${group.name} is in maintenance and accepts no new players`, "NO_RUNNING_INSTANCES");
-        const running = (await deps.instances.findDocs({ group: group.name, state: "RUNNING" })).filter((i) => i.id !== player.instanceId);
-        if (running.length === 0) throw conflict(`Group ${group.name} has no RUNNING instance to take the player`, "NO_RUNNING_INSTANCES");
-        const loads = await Promise.all(running.map(async (i) => ({ id: i.id, players: await deps.players.countOn(i.id) })));
-        loads.sort((a, b) => a.players - b.players || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+        const target = await targets.toGroup(body.playerUuid, body.group);
         await checkSequence(c, workload, deps.sequences);
-        return toWire(await deps.transfers.request(player, loads[0].id, group.name, workload.instanceId));
+        return toWire(await deps.transfers.request(target.player, target.targetInstanceId, target.targetGroup, workload.instanceId));
       },
     );
   };

@@ -1,9 +1,15 @@
-/** Instance routes under /api/v1/services (spec document 1, "Instances"): list and get. */
+/**
+ * Instance routes under /api/v1/services (spec document 1, "Instances"): list and get. The list is
+ * the spec's bare array; with `pageSize` or `cursor` it is keyset-paged by instance id instead
+ * (`{data, pageSize, nextCursor, total}`, see `../keyset.ts`), which the dashboard uses so that a
+ * network of ten thousand instances is read a page at a time.
+ */
 import type { Hono } from "hono";
 import { Type } from "@sinclair/typebox";
 import type { InstanceService } from "../../domain/instances/instance-service.js";
 import { InstanceListItemSchema, InstanceSchema, InstanceStateSchema } from "../../domain/instances/instance-schemas.js";
 import { addRoute, type RouteRegistry } from "../route.js";
+import { KeysetPageSchema, keysetPage, PAGE_SIZE_DEFAULT, PageSizeQuery, sortedBy } from "../keyset.js";
 import type { AppEnv } from "../types.js";
 import type { AuditRecorder } from "../../audit/types.js";
 import { audited } from "../audited.js";
@@ -19,6 +25,8 @@ const ListQuery = Type.Object({
   group: Type.Optional(Type.String({ maxLength: 256 })),
   node: Type.Optional(Type.String({ maxLength: 256 })),
   state: Type.Optional(Type.Union([InstanceStateSchema, Type.Literal("")])),
+  pageSize: Type.Optional(PageSizeQuery),
+  cursor: Type.Optional(Type.String({ maxLength: 256, description: "Keyset paging: the id of the last instance seen; blank for the first page" })),
 });
 
 /** Mounts the instance list and get routes, and the delete of a finished instance when `removal` is given. */
@@ -43,15 +51,17 @@ export function serviceRoutes(
       {
         method: "get",
         path: "/api/v1/services",
-        summary: "List instances, optionally filtered by group, node and state",
+        summary: "List instances, optionally filtered by group, node and state; keyset-paged by id when pageSize or cursor is given",
         tag,
         permission: "instances.view",
         query: ListQuery,
-        response: Type.Array(InstanceListItemSchema),
+        response: Type.Union([Type.Array(InstanceListItemSchema), KeysetPageSchema(InstanceListItemSchema)]),
       },
       async ({ query, c }) => {
         const list = await instances.list({ group: query.group, node: query.node, state: query.state || undefined });
-        return c.body(toJson(list), 200, { "content-type": "application/json" });
+        if (query.pageSize === undefined && query.cursor === undefined) return c.body(toJson(list), 200, { "content-type": "application/json" });
+        const byId = sortedBy(list, (item) => item.id);
+        return keysetPage(byId, (item) => item.id, query.cursor || null, query.pageSize ?? PAGE_SIZE_DEFAULT);
       },
     );
 

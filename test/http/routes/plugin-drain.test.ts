@@ -105,6 +105,12 @@ describe("draining instances hand their players over", () => {
     await eventually(async () => (await t.transfers.pendingCount()) === 0, "both transfers completed", WAIT_MS);
     assert.equal(await t.players.countOn("lobby-1"), 0);
     assert.equal((await t.instances.get("lobby-1")).playerCount, 0);
+    // The holder is told on its stream once the transfer ended: after the record is gone, not with it.
+    await eventually(
+      () => lobbyStream.frames.filter((f) => f.event === "transfer-completed").length >= 1,
+      "bob's transfer-completed on lobby-1's stream",
+      WAIT_MS,
+    );
     assert.equal(lobbyStream.frames.filter((f) => f.event === "transfer-completed").length, 1);
 
     // lobby-1 is the emptiest, but DRAINING: transfer-to-group passes it by.
