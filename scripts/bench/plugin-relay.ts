@@ -2,12 +2,16 @@
 // (a 90-byte JSON body) to a stand-in controller on 127.0.0.1, once directly and once through the
 // relay (which opens a new connection to the controller per request), with a kept-alive client
 // connection like the simulated server's; then a burst of concurrent calls through the relay.
+// The same again through a relay that checks its callers (the peer-process lookup of
+// src/daemon/relay-callers.ts, this process standing for the instance), kept alive and with a
+// fresh connection per call (each one looked up).
 //
 //   npx tsx scripts/bench/plugin-relay.ts [--requests 2000] [--burst 1000]
 //
 // Prints a table and one `RESULT {…}` line (latencies in ms).
 import { Agent, createServer, request } from "node:http";
 import { PluginRelay } from "../../src/daemon/plugin-relay.js";
+import { ProcessCallerCheck } from "../../src/daemon/relay-callers.js";
 
 function option(name: string, fallback: number): number {
   const index = process.argv.indexOf(`--${name}`);
@@ -29,13 +33,27 @@ const controllerUrl = `http://127.0.0.1:${(controller.address() as { port: numbe
 const relay = new PluginRelay({ port: 0, waitMs: 10_000, waitingRequestsMax: 1_000, replayBodyBytesMax: 1024 * 1024 });
 await relay.start();
 relay.sessionOpened(controllerUrl);
+const checked = new PluginRelay({
+  port: 0,
+  waitMs: 10_000,
+  waitingRequestsMax: 1_000,
+  replayBodyBytesMax: 1024 * 1024,
+  callers: new ProcessCallerCheck({ instances: () => [{ instanceId: "bench-1", pid: process.pid }] }),
+});
+await checked.start();
+checked.sessionOpened(controllerUrl);
 const agent = new Agent({ keepAlive: true });
+const token = `wl.${Buffer.from(JSON.stringify({ iid: "bench-1" })).toString("base64url")}.signature`;
 
-function post(base: string): Promise<void> {
+function post(base: string, fresh = false): Promise<void> {
   return new Promise((resolve, reject) => {
     const req = request(
       `${base}/api/plugin/player-join`,
-      { method: "POST", agent, headers: { authorization: "Bearer wl.bench", "content-type": "application/json", "content-length": Buffer.byteLength(body) } },
+      {
+        method: "POST",
+        agent: fresh ? false : agent,
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+      },
       (res) => {
         res.resume();
         res.on("end", () => (res.statusCode === 200 ? resolve() : reject(new Error(`status ${res.statusCode}`))));
@@ -46,11 +64,11 @@ function post(base: string): Promise<void> {
   });
 }
 
-async function sequential(base: string, count: number): Promise<{ p50Ms: number; p99Ms: number }> {
+async function sequential(base: string, count: number, fresh = false): Promise<{ p50Ms: number; p99Ms: number }> {
   const times: number[] = [];
   for (let i = 0; i < count; i++) {
     const started = process.hrtime.bigint();
-    await post(base);
+    await post(base, fresh);
     times.push(Number(process.hrtime.bigint() - started) / 1e6);
   }
   times.sort((a, b) => a - b);
@@ -61,18 +79,30 @@ async function sequential(base: string, count: number): Promise<{ p50Ms: number;
 // Warm-up: JIT and sockets.
 await sequential(controllerUrl, 300);
 await sequential(relay.url!, 300);
+await sequential(checked.url!, 300, true);
 const direct = await sequential(controllerUrl, requests);
 const relayed = await sequential(relay.url!, requests);
+const checkedKeptAlive = await sequential(checked.url!, requests);
+const relayedFresh = await sequential(relay.url!, requests, true);
+const checkedFresh = await sequential(checked.url!, requests, true);
 const burstStarted = Date.now();
 await Promise.all(Array.from({ length: burst }, () => post(relay.url!)));
 const burstMs = Date.now() - burstStarted;
+const checkedBurstStarted = Date.now();
+await Promise.all(Array.from({ length: burst }, () => post(checked.url!, true)));
+const checkedBurstMs = Date.now() - checkedBurstStarted;
 
 console.log(`| path | requests | p50 ms | p99 ms |\n|---|---|---|---|`);
 console.log(`| direct | ${requests} | ${direct.p50Ms} | ${direct.p99Ms} |`);
 console.log(`| through the relay | ${requests} | ${relayed.p50Ms} | ${relayed.p99Ms} |`);
+console.log(`| through the relay, caller checked, kept alive | ${requests} | ${checkedKeptAlive.p50Ms} | ${checkedKeptAlive.p99Ms} |`);
+console.log(`| through the relay, new connection per call | ${requests} | ${relayedFresh.p50Ms} | ${relayedFresh.p99Ms} |`);
+console.log(`| through the relay, caller checked, new connection per call | ${requests} | ${checkedFresh.p50Ms} | ${checkedFresh.p99Ms} |`);
 console.log(`${burst} concurrent calls through the relay: ${burstMs} ms`);
-console.log(`RESULT ${JSON.stringify({ requests, direct, relayed, burst, burstMs })}`);
+console.log(`${burst} concurrent calls through the checking relay, each on a new connection: ${checkedBurstMs} ms`);
+console.log(`RESULT ${JSON.stringify({ requests, direct, relayed, checkedKeptAlive, relayedFresh, checkedFresh, burst, burstMs, checkedBurstMs })}`);
 
+await checked.close();
 await relay.close();
 agent.destroy();
 controller.closeAllConnections();

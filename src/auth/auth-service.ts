@@ -150,6 +150,15 @@ export class AuthService {
     throw unauthorized(INVALID_TOKEN);
   }
 
+  /**
+   * The permissions `username` holds now, read from the directories (no cache); null when no such
+   * user exists. Streams opened with a ticket check their user with it.
+   */
+  async permissionsOfUser(username: string): Promise<ReadonlySet<string> | null> {
+    const user = await this.users.findByUsername(username);
+    return user ? this.roles.permissionsOf(user.roles) : null;
+  }
+
   private async verifyUserToken(token: string): Promise<VerifiedClaims | null> {
     const now = this.deps.clock.nowMs();
     const known = this.verifiedTokens.get(token);

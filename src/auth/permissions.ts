@@ -53,6 +53,7 @@ export const PERMISSION_CATALOG: readonly PermissionInfo[] = [
   p("system.view", "Read the overview and system status", "view"),
   p("maintenance.manage", "Switch global maintenance on and off, set its message and allowed players", "operate"),
   p("maintenance.bypass", "A linked Minecraft account of the holder joins during maintenance", "operate"),
+  p("events.view", "Open the event stream (each event also needs the view permission of its surface)", "view"),
   p("system.logs.view", "Read controller and daemon logs", "admin"),
   p("system.diagnostics", "Read the redacted diagnostics bundle", "admin"),
   p("share.invoke", "Share logs, crash reports and diagnostics by link", "admin"),

@@ -16,6 +16,8 @@ export interface Principal {
     readonly node: string;
     readonly tokenId: string;
     readonly startId: string;
+    readonly familyId: string;
+    readonly generation: number;
     readonly issuedAtMs: number;
     readonly expiresAtMs: number;
   };

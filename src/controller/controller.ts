@@ -461,7 +461,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       const doc = await instances.getDoc(id);
       return doc !== null && !FINISHED_STATES.has(doc.state);
     };
-    const credentials = await MachineCredentials.open(documents, clock, isLiveInstance, kv);
+    const credentials = await MachineCredentials.open({ documents, clock, instances, nodes, lock: recordLocks.scoped("workload-family:") });
     auth.verifyWorkloadToken = (token) => credentials.principalOf(token);
     const consoleHub = new ConsoleHub();
     const consoleTickets = new Tickets<ConsoleTicket>({ kv, clock });
@@ -681,6 +681,9 @@ export async function startController(config: ControllerConfig, opts: StartContr
         eventRoutes({
           hub: eventStream.hub,
           tickets: eventStream.tickets,
+          permissionsOf: (username) => auth.permissionsOfUser(username),
+          clock,
+          logger: logs.logger("cloud.events.stream"),
           plugin: {
             hub: eventStream.pluginHub,
             open: (id) => openPluginStream({ deliveries, transfers, players: playerRegistry, logger: logs.logger("cloud.plugin") }, id),

@@ -48,6 +48,16 @@ export const DaemonConfigSchema = Type.Object(
         waitingRequestsMax: Type.Integer({ minimum: 0, maximum: 100_000, default: 1_000 }),
         /** Request bodies up to this size are kept so that they can be sent to the next controller. */
         replayBodyBytesMax: Type.Integer({ minimum: 0, maximum: 16 * 1024 * 1024, default: 1024 * 1024 }),
+        /** Connections open at once; one more is answered 503 RELAY_BUSY and closed. */
+        connectionsMax: Type.Integer({ minimum: 1, maximum: 65_536, default: 2_048 }),
+        /** Bytes of request bodies held for all requests together; a waiting request beyond it is answered 503 RELAY_BUSY. */
+        bufferedBytesMax: Type.Integer({ minimum: 0, maximum: 1024 * 1024 * 1024, default: 64 * 1024 * 1024 }),
+        /**
+         * How the relay ties a call to the instance that made it: `process` looks the connection up in
+         * /proc (a call is relayed only from a process of the token's instance), `off` trusts every
+         * local process, `auto` is `process` where /proc allows it and `off` (with a warning) elsewhere.
+         */
+        callerCheck: Type.Union([Type.Literal("auto"), Type.Literal("process"), Type.Literal("off")], { default: "auto" }),
       },
       { default: {}, additionalProperties: false },
     ),

@@ -18,6 +18,7 @@ import { GatewayClient, IDENTITY_FILES, type ClientLogger, type ClientState, typ
 import { InstanceReporter } from "./instance-reports.js";
 import { InstanceRunner } from "./instance-runner.js";
 import { PluginRelay } from "./plugin-relay.js";
+import { callerCheckFor } from "./relay-callers.js";
 import { builtInPlatforms, type PlatformDefinition } from "./platforms.js";
 import { SpawnerLauncher, type ProcessLauncher } from "./process-launcher.js";
 import { HttpTemplateSource, TemplateCache } from "./template-cache.js";
@@ -129,8 +130,15 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
     ...(options.clock ? { clock: options.clock } : {}),
     onFinalReportsDropped: (count) => logger.warn(`Dropped ${count} instance reports kept while disconnected (queue full)`),
   });
+  const { callerCheck, ...relayBounds } = config.pluginRelay;
   const relay = new PluginRelay({
-    ...config.pluginRelay,
+    ...relayBounds,
+    // A call is relayed only from the processes of the instance its token names.
+    callers: await callerCheckFor(
+      callerCheck,
+      () => runner.list().map((instance) => ({ instanceId: instance.instanceId, pid: instance.pid })),
+      (message) => logger.warn(message),
+    ),
     ...(options.clock ? { clock: options.clock } : {}),
     logger,
   });

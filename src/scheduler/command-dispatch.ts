@@ -66,7 +66,8 @@ export class CommandDispatch {
     const fencingToken = this.deps.fencingTokenOf(ref.group);
     if (fencingToken === null) return;
     const revision = doc.deploymentRevision > 0 && this.deps.revisions ? await this.deps.revisions.specOf(doc.group, doc.deploymentRevision) : null;
-    const token = this.deps.credentials.issueWorkloadToken({ instanceId: doc.id, group: doc.group, node: doc.node });
+    // The token names the start the record is about: tokens of the slot's earlier starts are refused.
+    const token = this.deps.credentials.issueWorkloadToken({ instanceId: doc.id, group: doc.group, node: doc.node }, doc.startId);
     const result = await this.send(ref.node, {
       type: "start_instance",
       body: { group: ref.group, fencing_token: fencingToken, spec: buildInstanceSpec(group, doc, token.token, revision) },

@@ -255,6 +255,7 @@ export class GroupEvaluator {
         startedAt: null,
         stoppedAt: null,
         deploymentRevision: pinned.revision,
+        startId: randomBytes(12).toString("base64url"),
       };
       const previous = this.deps.live.get(id);
       if (previous) replaced.push({ ...previous });

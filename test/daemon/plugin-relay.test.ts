@@ -409,7 +409,11 @@ describe("plugin relay", { timeout: 60_000 }, () => {
       waitMs: 10_000,
       waitingRequestsMax: 1_000,
       replayBodyBytesMax: 1_048_576,
+      connectionsMax: 2_048,
+      bufferedBytesMax: 64 * 1024 * 1024,
+      callerCheck: "auto",
     });
+    assert.throws(() => parseDaemonConfig({ controllers: ["a:1"], pluginRelay: { callerCheck: "trust-everyone" } }, "/x"), /pluginRelay\.callerCheck/);
     assert.equal(parseDaemonConfig({ controllers: ["a:1"], pluginRelay: { port: 25_600 } }, "/x").pluginRelay.port, 25_600);
     assert.throws(() => parseDaemonConfig({ controllers: ["a:1"], pluginRelay: { port: 70_000 } }, "/x"), /pluginRelay\.port/);
     assert.throws(() => parseDaemonConfig({ controllers: ["a:1"], pluginRelay: { wait: 1 } }, "/x"), /pluginRelay/);

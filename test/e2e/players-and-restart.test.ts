@@ -109,7 +109,9 @@ describe("players and controller restarts", { timeout: 240_000 }, () => {
     assert.equal((await api(second, "GET", `/api/v1/services/${only.id}`)).json.playerCount, 1, "players kept");
 
     // The registry healed: alice is listed again, on the instance she is on, and nowhere else.
-    const workload = second.controller.services.credentials.issueWorkloadToken({ instanceId: only.id, group: "arena", node: only.node }).token;
+    // A token of the instance's current start, as the start command carried.
+    const startId = (await second.controller.services.instances.getDoc(only.id))?.startId;
+    const workload = second.controller.services.credentials.issueWorkloadToken({ instanceId: only.id, group: "arena", node: only.node }, startId).token;
     const pluginPlayers = async () => {
       const res = await fetch(`${second.url}/api/plugin/players`, { headers: { authorization: `Bearer ${workload}` } });
       assert.equal(res.status, 200);

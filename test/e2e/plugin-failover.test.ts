@@ -126,7 +126,9 @@ describe("plugin calls follow the daemon when its controller dies", { timeout: 3
     daemon = spawnDaemon(
       members.map((m) => m.grpcAddr),
       token,
-      { maxMemoryMb: 4096, reconnectDelayMaxMs: 1_000 },
+      // The test plays the servers' plugins from its own process with their tokens: exactly what the
+      // relay's caller check refuses (test/daemon/plugin-relay-callers.test.ts), so it is off here.
+      { maxMemoryMb: 4096, reconnectDelayMaxMs: 1_000, pluginRelay: { callerCheck: "off" } },
     );
     const nodes = await eventually(
       async () => {

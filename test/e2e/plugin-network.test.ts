@@ -61,7 +61,9 @@ describe("plugin network routes through the daemon's relay", { timeout: 240_000 
   it("players, the plugin event stream, a transfer to the group and metrics, all through the relay", async () => {
     const controller = await startGatewayController({ scheduler: { evaluationIntervalMs: 1_000 } });
     controllers.push(controller);
-    const daemon = spawnDaemon([controller.grpcAddress], (await createToken(controller)).token, { maxMemoryMb: 2048 });
+    // This test plays the servers' plugins from its own process with their tokens: exactly what the
+    // relay's caller check refuses (test/daemon/plugin-relay-callers.test.ts), so it is off here.
+    const daemon = spawnDaemon([controller.grpcAddress], (await createToken(controller)).token, { maxMemoryMb: 2048, pluginRelay: { callerCheck: "off" } });
     daemons.push(daemon);
     await eventually(
       () => eventsOf(controller, "NODE_CONNECTED")[0],
@@ -151,7 +153,9 @@ describe("plugin network routes through the daemon's relay", { timeout: 240_000 
   it("a network of simulated servers on the SDK: proxy joins, transfers to a group and to an instance, 409 when nothing runs, metrics, a custom event, rotation under load, sequences", async () => {
     const controller = await startGatewayController({ scheduler: { evaluationIntervalMs: 1_000 } });
     controllers.push(controller);
-    const daemon = spawnDaemon([controller.grpcAddress], (await createToken(controller)).token, { maxMemoryMb: 4096 });
+    // The test also calls with the servers' tokens from its own process (the registry, a plugin under
+    // load, sequences): the relay's caller check would refuse it, so it is off here.
+    const daemon = spawnDaemon([controller.grpcAddress], (await createToken(controller)).token, { maxMemoryMb: 4096, pluginRelay: { callerCheck: "off" } });
     daemons.push(daemon);
     const ownProcesses = (id: string) => processesOf(daemon, id);
     await eventually(

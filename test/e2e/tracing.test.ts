@@ -64,7 +64,9 @@ describe("tracing from a plugin through the controller to the daemon", { timeout
   it("continues the plugin's traceparent in the controller's spans and the daemon's", async () => {
     const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
     const pluginSpanId = "00f067aa0ba902b7";
-    const workload = c.controller.services.credentials.issueWorkloadToken({ instanceId: instance.id, group: instance.group, node: instance.node });
+    // A token of the instance's current start, as the start command carried.
+    const startId = (await c.controller.services.instances.getDoc(instance.id))?.startId;
+    const workload = c.controller.services.credentials.issueWorkloadToken({ instanceId: instance.id, group: instance.group, node: instance.node }, startId);
     const res = await fetch(`${c.url}/api/plugin/ready`, {
       method: "POST",
       headers: { authorization: `Bearer ${workload.token}`, "content-type": "application/json", traceparent: `00-${traceId}-${pluginSpanId}-01` },

@@ -22,7 +22,7 @@ import { eventually } from "../support/wait.js";
 
 const processWaitMs = 25_000;
 
-describe("cloud-daemon process", { timeout: 60_000 }, () => {
+describe("cloud-daemon process", { timeout: 150_000 }, () => {
   const daemons: DaemonProcess[] = [];
   const controllers: GatewayController[] = [];
   after(async () => {

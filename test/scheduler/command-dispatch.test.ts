@@ -60,7 +60,7 @@ describe("command dispatch", () => {
       },
       instances: fx.instances,
       groups: fx.groups,
-      credentials: { issueWorkloadToken: (identity) => ({ token: `wl:${identity.instanceId}`, expiresAtMs: 0 }) },
+      credentials: { issueWorkloadToken: (identity, startId) => ({ token: `wl:${identity.instanceId}:${startId}`, expiresAtMs: 0, tokenId: "t" }) },
       live,
       supervised,
       logger,
@@ -72,14 +72,14 @@ describe("command dispatch", () => {
     });
   }
   async function scheduled(id: string, node = "node-a"): Promise<{ instanceId: string; group: string; node: string }> {
-    const record = instanceRecord({ id, group, node, state: "SCHEDULED" });
+    const record = instanceRecord({ id, group, node, state: "SCHEDULED", startId: `start-of-${id}` });
     await fx.instances.save(record);
     live.put(record);
     supervised.follow(id, "SCHEDULED");
     return { instanceId: id, group, node };
   }
 
-  test("a start carries the scope's fencing token, the spec and a workload token; accepted or already there is DISPATCHED", async () => {
+  test("a start carries the scope's fencing token, the spec and a workload token of the record's start; accepted or already there is DISPATCHED", async () => {
     const ref = await scheduled(`${group}-1`);
     const dispatch = dispatcher();
     await dispatch.dispatch(ref);
@@ -92,7 +92,12 @@ describe("command dispatch", () => {
     const body = command.body as { group: string; fencing_token: number; spec: { instance_id: string; workload_token: string; platform: string } };
     assert.deepEqual(
       [body.group, body.fencing_token, body.spec.instance_id, body.spec.workload_token, body.spec.platform],
-      [group, 7, ref.instanceId, `wl:${ref.instanceId}`, "simulated"],
+      [group, 7, ref.instanceId, `wl:${ref.instanceId}:start-of-${ref.instanceId}`, "simulated"],
+    );
+    assert.equal(
+      (commands[1].command.body as { spec: { workload_token: string } }).spec.workload_token,
+      body.spec.workload_token,
+      "a second dispatch: the same start",
     );
     assert.deepEqual(sent, [`${ref.instanceId} DISPATCHED`, `${ref.instanceId} DISPATCHED`]);
   });

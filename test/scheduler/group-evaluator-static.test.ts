@@ -87,6 +87,20 @@ describe("group evaluator: STATIC slots", () => {
     assert.equal((await instances.list({ group })).length, 2, "no third record");
   });
 
+  test("each start of a slot is recorded with a start id of its own: the id stays, the start id does not", async () => {
+    await evaluate();
+    const first = (await instances.getDoc(`${group}-1`))!.startId;
+    const other = (await instances.getDoc(`${group}-2`))!.startId;
+    assert.ok(first && other && first !== other, "every record names its start");
+    await enter(`${group}-1`, "RUNNING");
+    assert.equal((await instances.getDoc(`${group}-1`))!.startId, first, "state changes keep the start");
+    await enter(`${group}-1`, "CRASHED");
+    await evaluate();
+    const second = (await instances.getDoc(`${group}-1`))!.startId;
+    assert.ok(second, "the restarted slot names its start");
+    assert.notEqual(second, first, "a restart of the slot is a new start");
+  });
+
   test("a slot still stopping gets no replacement; once STOPPED it restarts under its id", async () => {
     await evaluate();
     await enter(`${group}-1`, "RUNNING");

@@ -28,6 +28,13 @@ export interface InstanceFields {
   stoppedAt?: string | null;
   deploymentRevision: number;
   /**
+   * Which start of the instance this record is about: a fresh id each time the scheduler records
+   * the instance (a STATIC slot reuses its instance id, never its start id). Workload tokens name
+   * it, and only the current start's tokens are accepted. Absent on records written before it
+   * existed. Not shown by the REST routes.
+   */
+  startId?: string;
+  /**
    * A stop the owner acknowledged (written before the acknowledgement, by the group's owner only,
    * fenced like its state writes): the owner that adopts the instance completes it, and a process
    * found gone is STOPPED, not CRASHED. Not shown by the REST routes.

@@ -21,6 +21,14 @@ export const NODES_COLLECTION = "nodes";
  * node record so that a revocation outlives the deletion of the record.
  */
 export const NODE_CERTIFICATE_REVOCATIONS_COLLECTION = "node_certificate_revocations";
+/**
+ * Per node id, the moment before which its API credentials (`nd.` tokens) are refused: written when
+ * the node is deleted and when its certificate is revoked, so neither a node registering again under
+ * the id nor a lifted revocation brings an earlier credential back. Owned by {@link NodeService}.
+ */
+export const NODE_CREDENTIAL_CUTOFFS_COLLECTION = "node_credential_cutoffs";
+/** How long a cut-off is kept after it was written: longer than a node credential lives (24 h). */
+export const NODE_CREDENTIAL_CUTOFF_RETENTION_MS = 25 * 60 * 60 * 1000;
 
 /** The stored fields of a node: the record without the computed instance count and revocation. */
 export type NodeFields = Omit<NodeRecord, "instanceCount" | "certificateRevoked" | "certificateRevokedAt">;
@@ -28,6 +36,8 @@ export type NodeFields = Omit<NodeRecord, "instanceCount" | "certificateRevoked"
 export type StoredNode = NodeFields & Doc;
 /** A revocation of a node's certificate, keyed by node id. */
 export type StoredRevocation = Doc & { nodeId: string; revokedAt: string };
+/** Credentials of the node issued at or before `cutoffAtMs` are refused; keyed by node id. */
+type StoredCredentialCutoff = Doc & { nodeId: string; cutoffAtMs: number; writtenAt: string };
 
 /** Where instance counts come from (the instance service). */
 export interface NodeInstanceCounts {
@@ -70,6 +80,7 @@ export interface DeleteNodeOptions {
 export class NodeService {
   private readonly nodes: Collection<StoredNode>;
   private readonly revocations: Collection<StoredRevocation>;
+  private readonly credentialCutoffs: Collection<StoredCredentialCutoff>;
   private readonly writes: KeyedLock;
   /** Per node id, who is told when its certificate is revoked (the daemon gateway's connections). */
   private readonly revocationListeners = new Map<string, Set<() => void>>();
@@ -88,6 +99,9 @@ export class NodeService {
       indexes: [{ name: "nodes_state", field: "state" }],
     });
     this.revocations = store.collection<StoredRevocation>(NODE_CERTIFICATE_REVOCATIONS_COLLECTION);
+    this.credentialCutoffs = store.collection<StoredCredentialCutoff>(NODE_CREDENTIAL_CUTOFFS_COLLECTION, {
+      ttl: { name: "node_credential_cutoffs_ttl", field: "writtenAt", seconds: NODE_CREDENTIAL_CUTOFF_RETENTION_MS / 1000 },
+    });
   }
 
   /** Every node (or those in `state`), ordered by id. */
@@ -159,7 +173,8 @@ export class NodeService {
   /**
    * Removes the node record and answers it as it was. Refused with 409 INVALID_STATE while the node
    * is ONLINE or DRAINING (its daemon holds a stream and would write the record again), and with
-   * 409 CONFLICT while instances on it are live, unless `force`. A certificate revocation stays.
+   * 409 CONFLICT while instances on it are live, unless `force`. A certificate revocation stays,
+   * and every API credential issued to the node so far is refused from now on.
    */
   async delete(id: string, options: DeleteNodeOptions = {}): Promise<NodeRecord> {
     return this.writes.run(id, async () => {
@@ -173,6 +188,8 @@ export class NodeService {
         const instances = record.instanceCount === 1 ? "1 live instance" : `${record.instanceCount} live instances`;
         throw conflict(`Node ${id} has ${instances}; pass force=true to delete it anyway`);
       }
+      // The cut-off first: a delete that was answered never leaves the node's credentials working.
+      await this.cutOffCredentials(id);
       await this.nodes.delete(id);
       return record;
     });
@@ -182,11 +199,13 @@ export class NodeService {
    * Revokes the node's certificate: from now on its daemon cannot open a stream, and the listeners
    * registered with {@link onCertificateRevoked} (the gateway's connections of that node) are told
    * once the revocation is stored. Revoking a revoked certificate keeps the first revocation time.
+   * The node's API credentials issued until now are refused, also after the revocation is lifted.
    */
   async revokeCertificate(id: string): Promise<NodeTransition> {
     const transition = await this.changeRevocation(id, async (current) => {
       if (current) return current.revokedAt;
       const revokedAt = isoFromMs(this.clock.nowMs());
+      await this.cutOffCredentials(id);
       await this.revocations.put({ _id: id, nodeId: id, revokedAt });
       return revokedAt;
     });
@@ -201,6 +220,16 @@ export class NodeService {
       await this.revocations.delete(id);
       return null;
     });
+  }
+
+  /**
+   * Whether an API credential of node `id` issued at `issuedAtMs` is accepted: its certificate is
+   * not revoked, and the node was neither deleted nor revoked after the credential was issued. Read
+   * from the store on every call, so a deletion or revocation holds on every controller at once.
+   */
+  async acceptsCredential(id: string, issuedAtMs: number): Promise<boolean> {
+    const [revocation, cutoff] = await Promise.all([this.revocations.get(id), this.credentialCutoffs.get(id)]);
+    return revocation === null && (cutoff === null || issuedAtMs > cutoff.cutoffAtMs);
   }
 
   /** True when the certificate of `id` is revoked; also for a node whose record was deleted. */
@@ -298,6 +327,12 @@ export class NodeService {
       after: toRecord(doc, instanceCount, revokedAfter),
       changed: revokedBefore !== revokedAfter,
     };
+  }
+
+  /** Refuses every API credential of the node issued until now. */
+  private async cutOffCredentials(id: string): Promise<void> {
+    const nowMs = this.clock.nowMs();
+    await this.credentialCutoffs.put({ _id: id, nodeId: id, cutoffAtMs: nowMs, writtenAt: isoFromMs(nowMs) });
   }
 
   private async recordOf(doc: StoredNode): Promise<NodeRecord> {

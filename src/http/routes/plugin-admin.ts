@@ -36,7 +36,7 @@ export function pluginAdminRoutes(deps: PluginAdminRouteDeps): (app: Hono<AppEnv
       {
         method: "post",
         path: "/api/v1/workload-credentials/revoke",
-        summary: "Revokes one workload token (for example one that leaked) on every controller at once",
+        summary: "Revokes one workload token (for example one that leaked) and its whole refresh family, on every controller at once",
         tag: "Workload credentials",
         permission: "tokens.manage",
         body: Type.Object({ token: Type.String({ minLength: 1, maxLength: 2_048 }) }),
@@ -61,7 +61,7 @@ export function pluginAdminRoutes(deps: PluginAdminRouteDeps): (app: Hono<AppEnv
       {
         method: "post",
         path: "/api/v1/services/:id/workload-credentials/revoke",
-        summary: "Revokes every workload token issued to the instance so far (its next start gets a working one)",
+        summary: "Revokes every workload token of the instance's current start and every one issued to it so far (its next start gets a working one)",
         tag: "Workload credentials",
         permission: "tokens.manage",
         params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) }),
@@ -71,7 +71,7 @@ export function pluginAdminRoutes(deps: PluginAdminRouteDeps): (app: Hono<AppEnv
         const instance = await deps.instances.getDoc(params.id);
         if (!instance) throw notFound(`Instance not found: ${params.id}`);
         const revokedAt = isoFromMs(deps.clock.nowMs());
-        await deps.credentials.revokeInstanceTokens(instance.id);
+        await deps.credentials.revokeInstanceTokens(instance.id, instance.startId ?? "");
         await audited(deps.audit, c, {
           action: "workload-credential.revoke-instance",
           resourceType: "instance",

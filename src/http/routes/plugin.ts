@@ -18,7 +18,7 @@ import type { InstanceMetricsService } from "../../plugin-api/instance-metrics.j
 import { isProxyPlatform, type PlayerService } from "../../plugin-api/players.js";
 import type { SequenceGuard } from "../../plugin-api/sequence-guard.js";
 import type { PlayerAdmission } from "../../plugin-api/admission.js";
-import { ApiError, badRequest, notFound, validationError } from "../../shared/errors.js";
+import { ApiError, badRequest, notFound, validationError, unauthorized } from "../../shared/errors.js";
 import { addRoute, type RouteRegistry } from "../route.js";
 import type { AppEnv } from "../types.js";
 import { checkSequence, traceContext, workloadOf } from "./plugin-context.js";
@@ -189,6 +189,8 @@ export function pluginRoutes(deps: PluginRouteDeps): (app: Hono<AppEnv>, registr
         const workload = workloadOf(principal);
         await checkSequence(c, workload, deps.sequences);
         const issued = await deps.credentials.rotateWorkloadToken(workload);
+        // Revoked or rotated out between the check of the token and the rotation.
+        if (!issued) throw unauthorized("Invalid or expired token");
         return { token: issued.token, expiresAt: new Date(issued.expiresAtMs).toISOString() };
       },
     );

@@ -26,6 +26,8 @@ describe("event stream over two controllers sharing Redis", () => {
       stores.push(kv);
       apps.push(await startTestApp({ kv }));
     }
+    // Each app has its own document store: the stream checks the ticket's user where it is redeemed.
+    for (const app of apps) await app.tokenFor("VIEWER");
   });
   after(async () => {
     for (const stream of streams) stream.close();
