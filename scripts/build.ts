@@ -6,9 +6,9 @@
 // an installed package does not ask git about whatever directory it was installed into). Two more
 // outputs: the simulated game server bundled with the plugin SDK into one CommonJS file
 // (dist/src/daemon/simulated-server/server.cjs, run by plain node), and the SDK's type declarations
-// (dist/src/sdk/**/*.d.ts) for the package subpath `cloud-control-plane/sdk`. And the dashboard
-// (src/dashboard, built by Vite into dist/dashboard, served by the controller under /ui/), which is
-// not compiled by tsc nor copied file by file.
+// (dist/src/sdk/**/*.d.ts) for the package subpaths `cloud-control-plane/sdk` and
+// `cloud-control-plane/module`. And the dashboard (src/dashboard, built by Vite into dist/dashboard,
+// served by the controller under /ui/), which is not compiled by tsc nor copied file by file.
 import { execFileSync, spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -72,6 +72,7 @@ const declared = spawnSync(
   [
     tsc,
     join(root, "src", "sdk", "index.ts"),
+    join(root, "src", "sdk", "module", "index.ts"),
     ...[
       "--ignoreConfig",
       "--declaration",

@@ -2,7 +2,8 @@
 // raft/ and actors/ import nothing from src/; raft/ stays pure (no I/O, timers, clock or randomness).
 // The daemon is a separate process: it imports no controller room, only the wire contract, the
 // rooms both processes share and the plugin SDK (which imports nothing else from src/), and those
-// import no controller room either. auth/ owns the principal
+// import no controller room either. modules/ sits below http/ and the composition root; a module's
+// worker thread imports only the module SDK. auth/ owns the principal
 // and plugin-api/ builds on auth/: neither imports http/, the room above them. No import cycles in
 // src/ or actors/ (type-only imports count; raft/'s role files are the one allowed exception).
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -75,6 +76,12 @@ const allowedRooms: Record<string, readonly string[]> = {
   "src/daemon/simulated-server": ["src/sdk"],
   // The plugin SDK is published on its own (package subpath ./sdk): it imports nothing else from src/.
   "src/sdk": [],
+  // Platform modules: the manifest, bundles, the worker host, storage, capabilities and the registry
+  // client build on the stores' ports, the templates' archive readers and the event types; they are
+  // wired by the composition root and mounted by http/, never the other way round.
+  "src/modules": ["src/shared", "src/store", "src/templates", "src/events", "src/logs", "src/sdk", "src/wire", "src/metrics", "src/config"],
+  // A module's worker thread loads only the module SDK and the worker's own files: each worker is an isolate of its own.
+  "src/modules/worker": ["src/sdk"],
   "src/wire": ["src/shared"],
   "src/config": ["src/shared"],
   "src/logs": ["src/shared"],
@@ -86,6 +93,7 @@ const allowedRooms: Record<string, readonly string[]> = {
 const forbiddenRooms: Record<string, readonly string[]> = {
   "src/auth": ["src/http"],
   "src/plugin-api": ["src/http"],
+  "src/modules": ["src/http", "src/controller", "src/cluster", "src/scheduler", "src/gateway"],
 };
 const within = (path: string, room: string) => path === room || path.startsWith(room + "/");
 

@@ -28,9 +28,19 @@ export const BUNDLE_DIRECTORIES = ["documents/", "kv/", "blobs/"] as const;
  * Collections never bundled: the cluster's identity (which cluster a database belongs to and its
  * CA, both owned by Raft) and the signing secrets. A bundle restored elsewhere must not make a
  * database claim another cluster, and a bundle must not carry keys that sign tokens. A bundle that
- * names one is refused, like any collection outside {@link BUNDLED_COLLECTIONS}.
+ * names one is refused, like any collection outside {@link BUNDLED_COLLECTIONS}. Credential cut-offs
+ * (revoked workload token families, node credentials of deleted or revoked nodes) stay out too: they
+ * belong to the live cluster, and a restore, which leaves unbundled collections as they are, must
+ * never bring a revoked credential back.
  */
-export const NEVER_BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set(["cluster_meta", "cluster_ca", "system_secrets"]);
+export const NEVER_BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
+  "cluster_meta",
+  "cluster_ca",
+  "system_secrets",
+  "node_credential_cutoffs",
+  "workload_token_families",
+  "workload_token_revocations",
+]);
 
 /**
  * The one allowlist of collections a bundle may hold, shared by the writer (it writes only these),
@@ -57,6 +67,7 @@ export const BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
   "node_token_claims",
   "node_tokens",
   "nodes",
+  "platform_modules",
   "roles",
   "shares",
   "template_versions",
@@ -64,8 +75,15 @@ export const BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
   "users",
 ]);
 
+/**
+ * The document collections of platform modules, one per module (`module_<id>`, see
+ * src/modules/host/module-storage.ts): bundled like the listed ones. The installed bundles
+ * themselves are blobs of the shared blob store, and their signatures are in `platform_modules`.
+ */
+export const MODULE_COLLECTION_PATTERN = /^module_[a-z0-9_]{1,43}$/;
+
 /** True when a bundle may hold the collection `name` (see {@link BUNDLED_COLLECTIONS}). */
-export const isBundledCollection = (name: string): boolean => BUNDLED_COLLECTIONS.has(name);
+export const isBundledCollection = (name: string): boolean => BUNDLED_COLLECTIONS.has(name) || MODULE_COLLECTION_PATTERN.test(name);
 
 /** Collections every bundle holds (empty or not): without users nobody could sign in after a restore. */
 export const REQUIRED_COLLECTIONS: readonly string[] = ["users", "roles", "groups", "instances", "templates", "template_versions", "audit_log"];

@@ -63,8 +63,23 @@ export const ControllerConfigSchema = obj({
     serviceUrl: Type.String({ pattern: "^https?://[^\\s]+$", default: "https://privatebin.net/" }),
   }),
   modules: obj({
-    registries: Type.Array(Type.String(), { default: [] }),
-    signing: obj({ required: Type.Boolean({ default: true }) }),
+    /** Registry index URLs (http or https), each a static `index.json` (docs/decisions/modules.md). */
+    registries: Type.Array(Type.String({ pattern: "^https?://[^\\s]+$" }), { default: [] }),
+    signing: obj({
+      required: Type.Boolean({ default: true }),
+      /** Trusted Ed25519 public keys: PEM text, or the path of a PEM file. */
+      publicKeys: Type.Array(Type.String({ minLength: 1 }), { default: [] }),
+    }),
+    /** Each module's worker thread: its heap limit and how long it may block its thread before it is ended. */
+    worker: obj({
+      heapMb: Type.Integer({ minimum: 16, maximum: 8192, default: 128 }),
+      hangTimeoutMs: Type.Integer({ minimum: 100, maximum: 60_000, default: 500 }),
+    }),
+    /** Advisory soft quotas, only counted (`cloud_module_quota_exceeded_total`). */
+    quotas: obj({
+      cpuPercent: Type.Number({ exclusiveMinimum: 0, maximum: 100, default: 50 }),
+      heapPercent: Type.Number({ exclusiveMinimum: 0, maximum: 100, default: 75 }),
+    }),
   }),
   telemetry: obj({
     enabled: Type.Boolean({ default: false }),

@@ -99,6 +99,8 @@ import { isoFromMs } from "../domain/shared/time.js";
 import { ApiError } from "../shared/errors.js";
 import { buildLogsAndSharing, type LogsAndSharing, type LogsAndSharingTuning } from "./logs-and-sharing.js";
 import { buildCapabilities, type Capabilities } from "./capabilities.js";
+import { buildModules } from "./modules.js";
+import type { ModulePlatform, ModulePlatformTuning } from "../modules/module-platform.js";
 import { loadDashboardAssets } from "../http/dashboard-assets.js";
 import { playerRoutes } from "../http/routes/players.js";
 import { TransferTargets } from "../plugin-api/transfer-targets.js";
@@ -123,7 +125,7 @@ export interface ControllerComponents {
   /**
    * The scheduler host and the coordination it runs on (leases, daemon relay, event bridge). Off,
    * no group is scheduled, and the readiness check `scheduler` reports whether this controller is
-   * running, as `platformModules` does.
+   * running.
    */
   scheduler: boolean;
   /**
@@ -170,6 +172,8 @@ export interface StartControllerOptions {
   processMetrics?: boolean;
   /** Bounds of the daemon log mirror and the log streams, and the paste upload; tests change them. */
   logsAndSharingTuning?: LogsAndSharingTuning;
+  /** Intervals and timeouts of the platform modules (sync, leak polls, quotas, hooks); tests shorten them. */
+  moduleTuning?: Partial<ModulePlatformTuning>;
   /** The built dashboard served under `/ui/`; `dist/dashboard` of the install by default. */
   dashboardDir?: string;
 }
@@ -212,6 +216,8 @@ export interface ControllerServices {
   logsAndSharing: LogsAndSharing;
   /** Global maintenance, player admission and the other operator capabilities (capabilities.ts). */
   capabilities: Capabilities;
+  /** Platform modules: installed bundles, their workers, registries. */
+  modules: ModulePlatform;
 }
 
 /** A running controller. */
@@ -557,12 +563,21 @@ export async function startController(config: ControllerConfig, opts: StartContr
         },
         logger: logs.logger("cloud.backup"),
       });
+    // Bound once the modules exist (below): after a restore every module restarts over the restored records.
+    const moduleRestart = { run: async () => undefined as void };
     const coordinatedRestores = new RestoreCoordination({
       kv,
       controllerId: cluster.nodeId,
       clock,
       logger: logs.logger("cloud.backup"),
-      hooks: { pause: () => scheduler.pauseScheduling(), resume: () => scheduler.resumeScheduling(), reloadAuth: () => auth.invalidate() },
+      hooks: {
+        pause: () => scheduler.pauseScheduling(),
+        resume: async () => {
+          await scheduler.resumeScheduling();
+          await moduleRestart.run();
+        },
+        reloadAuth: () => auth.invalidate(),
+      },
       quietTimeoutMs: restoreQuietTimeoutMs(config),
     });
     metrics.setGaugeSources({
@@ -608,14 +623,30 @@ export async function startController(config: ControllerConfig, opts: StartContr
     metrics.setGaugeSources({ workflowsPendingTransfers: () => transfers.pendingCount() });
 
     const eventStream = await startEventStream({ kv, bus: events, metrics, clock, logger: logs.logger("cloud.events.stream"), tuning: opts.eventStreamTuning });
+    const modules = buildModules({
+      config,
+      documents,
+      kv,
+      blobs,
+      recordLocks,
+      cluster,
+      events,
+      eventStream,
+      audit,
+      logs,
+      metrics,
+      clock,
+      permissionsOf: (username) => auth.permissionsOfUser(username),
+      spoolDirectory: opts.templateSpoolDirectory,
+      tuning: opts.moduleTuning,
+    });
+    moduleRestart.run = () => modules.restartAfterRestore();
 
     const readiness = createReadinessProbe({
       stateStore: () => documents.ping(),
       coordinationStore: () => kv.ping(),
       scheduler: components.scheduler ? () => running && scheduler.isRunning() : () => running,
-      // The platform module manager arrives with a later issue; until then this reports whether
-      // this controller is up and not stopping.
-      platformModules: () => running,
+      platformModules: () => running && modules.ready(),
       ...opts.readiness,
     });
 
@@ -693,6 +724,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         metricsHistoryRoutes({ history: metricsHistory, enabled: metrics.enabled, clock }),
         ...logsAndSharing.routeModules,
         ...capabilities.routeModules,
+        ...modules.routeModules,
         ...(opts.extraRouteModules ?? []),
       ],
       clock,
@@ -734,6 +766,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
 
     await players.start();
     cleanups.push({ name: "players", run: () => playerRegistry.stop() });
+    await modules.start();
+    cleanups.push({ name: "modules", run: () => modules.stop() });
     transfers.start();
     cleanups.push({ name: "transfers", run: () => transfers.stop() });
     drainTransfers.start();
@@ -834,6 +868,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         deployments,
         logsAndSharing: builtLogs,
         capabilities,
+        modules: modules.platform,
       },
       app,
       registry,

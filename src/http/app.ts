@@ -47,6 +47,7 @@ import { roleRoutes } from "./routes/roles.js";
 import { systemRoutes, type ReadinessProbe, type VersionInfo } from "./routes/system.js";
 import { TEMPLATE_BODY_LIMIT_ROUTES } from "./routes/templates.js";
 import { BACKUP_BODY_LIMIT_ROUTES } from "./routes/backups.js";
+import { MODULE_BODY_LIMIT_ROUTES } from "./routes/modules.js";
 import { userRoutes } from "./routes/users.js";
 import type { AppEnv } from "./types.js";
 
@@ -77,7 +78,7 @@ export interface HttpDeps {
   /** Time source of the rate limiters; the system clock by default. */
   clock?: Clock;
   bodyLimitBytes?: number;
-  /** Routes whose bodies stream with their own limit; the template uploads and imports and the backup upload by default. */
+  /** Routes whose bodies stream with their own limit; the template uploads and imports, the backup upload and the module uploads by default. */
   bodyLimitRoutes?: readonly BodyLimitRoute[];
   /** A server span per request (`telemetry.*`); none when absent or disabled. */
   tracing?: Tracing;
@@ -115,7 +116,13 @@ export function createHttpApp(deps: HttpDeps): { app: Hono<AppEnv>; registry: Ro
   app.use("*", perUserRateLimit({ perMinute: rateLimit.perUserPerMinute, clock }));
   if (deps.restoreInProgress) app.use("*", restoreGate({ current: deps.restoreInProgress }));
   app.use("*", utf8Url());
-  app.use("*", bodyLimit({ maxBytes: bodyLimitBytes, routes: deps.bodyLimitRoutes ?? [...TEMPLATE_BODY_LIMIT_ROUTES, ...BACKUP_BODY_LIMIT_ROUTES] }));
+  app.use(
+    "*",
+    bodyLimit({
+      maxBytes: bodyLimitBytes,
+      routes: deps.bodyLimitRoutes ?? [...TEMPLATE_BODY_LIMIT_ROUTES, ...BACKUP_BODY_LIMIT_ROUTES, ...MODULE_BODY_LIMIT_ROUTES],
+    }),
+  );
 
   const core: RouteModule[] = [
     metricsRoutes({ metrics: deps.metrics }),

@@ -1,6 +1,6 @@
 /**
  * Spools the files of a multipart request to disk as the body streams in: each file part of the
- * expected field goes to its own temporary file while its sha256 and chunk hashes are computed, so
+ * expected fields goes to its own temporary file while its sha256 and chunk hashes are computed, so
  * neither the body nor a file is ever whole in memory. Other parts are read and dropped. The caller
  * stores the files from disk, then disposes of the spool.
  */
@@ -15,6 +15,8 @@ const HEAD_BYTES = 4;
 
 /** One spooled file part. */
 export interface SpooledFile {
+  /** The form field it came in. */
+  field: string;
   fileName: string;
   /** The temporary file holding its bytes. */
   path: string;
@@ -34,8 +36,8 @@ export interface MultipartSpool {
 export interface SpoolOptions {
   /** Parent directory of the per-request temporary directory. */
   directory: string;
-  /** Form field whose file parts are kept. */
-  field: string;
+  /** Form field (or fields) whose file parts are kept. */
+  field: string | readonly string[];
   limits?: MultipartLimits;
 }
 
@@ -54,7 +56,7 @@ export async function spoolMultipart(body: ReadableStream<Uint8Array> | null, co
   const parser = new MultipartParser(multipartBoundary(contentType), options.limits);
   const directory = await mkdtemp(join(options.directory, spoolDirectoryPrefix()));
   const dispose = () => rm(directory, { recursive: true, force: true });
-  const writer = new SpoolWriter(directory, options.field);
+  const writer = new SpoolWriter(directory, typeof options.field === "string" ? [options.field] : options.field);
   try {
     if (body) {
       const reader = body.getReader();
@@ -82,14 +84,16 @@ class SpoolWriter {
 
   constructor(
     private readonly directory: string,
-    private readonly field: string,
+    private readonly fields: readonly string[],
   ) {}
 
   async apply(event: MultipartEvent): Promise<void> {
     if (event.type === "part") {
       const { name, fileName } = event.part;
       this.current =
-        name === this.field && fileName !== undefined ? await SpoolingFile.create(join(this.directory, String(this.files.length)), fileName) : null;
+        this.fields.includes(name) && fileName !== undefined
+          ? await SpoolingFile.create(join(this.directory, String(this.files.length)), name, fileName)
+          : null;
     } else if (event.type === "data") {
       await this.current?.write(event.bytes);
     } else if (this.current) {
@@ -110,12 +114,13 @@ class SpoolingFile {
 
   private constructor(
     private readonly path: string,
+    private readonly field: string,
     private readonly fileName: string,
     private readonly handle: FileHandle,
   ) {}
 
-  static async create(path: string, fileName: string): Promise<SpoolingFile> {
-    return new SpoolingFile(path, fileName, await open(path, "wx"));
+  static async create(path: string, field: string, fileName: string): Promise<SpoolingFile> {
+    return new SpoolingFile(path, field, fileName, await open(path, "wx"));
   }
 
   async write(bytes: Uint8Array): Promise<void> {
@@ -129,7 +134,7 @@ class SpoolingFile {
 
   async finish(): Promise<SpooledFile> {
     await this.handle.close();
-    return { fileName: this.fileName, path: this.path, content: this.hasher.finish(this.path), head: this.head };
+    return { field: this.field, fileName: this.fileName, path: this.path, content: this.hasher.finish(this.path), head: this.head };
   }
 
   async abandon(): Promise<void> {

@@ -6,7 +6,8 @@ import assert from "node:assert/strict";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { BUNDLED_COLLECTIONS, NEVER_BUNDLED_COLLECTIONS, REQUIRED_COLLECTIONS } from "../../src/backup/bundle-format.js";
+import { BUNDLED_COLLECTIONS, isBundledCollection, NEVER_BUNDLED_COLLECTIONS, REQUIRED_COLLECTIONS } from "../../src/backup/bundle-format.js";
+import { moduleCollectionName } from "../../src/modules/host/module-storage.js";
 import { startTestApp, type TestApp } from "../support/http-app.js";
 import { populate, SMALL_SCALE } from "./backup-fixtures.js";
 
@@ -45,6 +46,11 @@ describe("the backup allowlist", () => {
       assert.ok(BUNDLED_COLLECTIONS.has(name) || NEVER_BUNDLED_COLLECTIONS.has(name), `${name} (${file}) is neither backed up nor listed as never bundled`);
     for (const name of NEVER_BUNDLED_COLLECTIONS) assert.ok(!BUNDLED_COLLECTIONS.has(name), name);
     for (const name of REQUIRED_COLLECTIONS) assert.ok(BUNDLED_COLLECTIONS.has(name), name);
+  });
+
+  it("bundles every platform module's own document collection, short or long id", () => {
+    for (const id of ["motd", "player-stats", `a${"-long".repeat(20)}`]) assert.ok(isBundledCollection(moduleCollectionName(id)), moduleCollectionName(id));
+    assert.ok(!isBundledCollection("module_"), "module_ alone is no module's collection");
   });
 
   it("a running controller's store holds no collection outside the two lists", async () => {

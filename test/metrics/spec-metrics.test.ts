@@ -59,24 +59,7 @@ const SPEC_METRICS: readonly [string, SpecType, string[]][] = [
 ];
 
 /** Not registered yet, each with what will register it. Keep in step with docs/decisions/metrics.md. */
-const NOT_YET_REGISTERED: ReadonlyMap<string, string> = new Map([
-  ["cloud_composition_planning_failures_total", "composition planning"],
-  ["cloud_platform_modules_total", "platform modules"],
-  ["cloud_platform_modules_state", "platform modules"],
-  ["cloud_platform_extensions_total", "platform modules"],
-  ["cloud_platform_extension_variants_total", "platform modules"],
-  ["cloud_module_health", "platform modules"],
-  ["cloud_module_quota_exceeded_total", "module quotas"],
-  ["cloud_capabilities_resolutions_total", "capabilities"],
-  ["cloud_capabilities_rebindings_total", "capabilities"],
-  ["cloud_capabilities_unresolved_requirements", "capabilities"],
-  ["cloud_capabilities_last_resolution_latency_millis", "capabilities"],
-  ["cloud_capabilities_deprecated_resolutions_total", "capabilities"],
-  ["cloud_module_classloader_pending", "module class loaders"],
-  ["cloud_module_classloader_tracked_total", "module class loaders"],
-  ["cloud_module_classloader_collected_total", "module class loaders"],
-  ["cloud_module_classloader_leaked_total", "module class loaders"],
-]);
+const NOT_YET_REGISTERED: ReadonlyMap<string, string> = new Map([["cloud_composition_planning_failures_total", "composition planning"]]);
 
 /** cloud_* metrics beyond the spec's list (docs/decisions/metrics.md). */
 const BEYOND_THE_SPEC = new Set(["cloud_scheduler_crash_loops_total"]);

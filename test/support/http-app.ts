@@ -43,6 +43,7 @@ import type { MetricsHistory } from "../../src/metrics/metrics-history.js";
 import type { BackupService } from "../../src/backup/backup-service.js";
 import type { LogsAndSharing, LogsAndSharingTuning } from "../../src/controller/logs-and-sharing.js";
 import type { Capabilities } from "../../src/controller/capabilities.js";
+import type { ModulePlatform, ModulePlatformTuning } from "../../src/modules/module-platform.js";
 
 /** Password of the bootstrap admin unless a test asks for a generated one. */
 export const ADMIN_PASSWORD = "admin-password-1";
@@ -79,6 +80,8 @@ export interface TestAppOptions {
   logsAndSharingTuning?: LogsAndSharingTuning;
   /** Run the scheduler (scopes acquired and adopted at start; no daemon connects). Off by default. */
   scheduler?: boolean;
+  /** Intervals and timeouts of the platform modules. */
+  moduleTuning?: Partial<ModulePlatformTuning>;
 }
 
 export interface RequestOptions {
@@ -141,6 +144,8 @@ export interface TestApp {
   capabilities: Capabilities;
   /** The scheduler host (running only with `scheduler: true`). */
   scheduler: RunningController["scheduler"];
+  /** Platform modules. */
+  modules: ModulePlatform;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
   /** Signs in and returns the token. */
   login(username: string, password: string): Promise<string>;
@@ -187,6 +192,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       readiness: options.readiness,
       eventStreamTuning: options.eventStreamTuning,
       logsAndSharingTuning: options.logsAndSharingTuning,
+      moduleTuning: options.moduleTuning,
       extraRouteModules: options.routeModules,
       bodyLimitRoutes: options.bodyLimitRoutes,
       templateSpoolDirectory: options.templateSpoolDirectory,
@@ -276,6 +282,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     logsAndSharing: services.logsAndSharing,
     capabilities: services.capabilities,
     scheduler: controller.scheduler,
+    modules: services.modules,
     request,
     login,
     tokenFor,

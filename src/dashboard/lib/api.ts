@@ -69,6 +69,28 @@ export class ApiClient {
     return res;
   }
 
+  /**
+   * Sends `body` as it is (a file: a backup bundle) and reports the bytes sent, which `fetch` cannot:
+   * so this one request goes through XMLHttpRequest. The answer is parsed as JSON.
+   */
+  upload<T>(path: string, body: Blob, onProgress?: (sentBytes: number, totalBytes: number) => void, query?: Query): Promise<T> {
+    const token = this.options.token();
+    return new Promise<T>((resolve, reject) => {
+      const xhr = new XMLHttpRequest();
+      xhr.open("POST", this.url(path, query));
+      if (token) xhr.setRequestHeader("authorization", `Bearer ${token}`);
+      xhr.setRequestHeader("content-type", body.type || "application/octet-stream");
+      xhr.upload.onprogress = (e) => onProgress?.(e.loaded, e.lengthComputable ? e.total : body.size);
+      xhr.onerror = () => reject(new ApiError(0, "UNREACHABLE", "The controller cannot be reached"));
+      xhr.onload = () => {
+        const res = new Response(xhr.responseText || null, { status: xhr.status, statusText: xhr.statusText });
+        if (xhr.status >= 200 && xhr.status < 300) resolve((xhr.responseText ? JSON.parse(xhr.responseText) : undefined) as T);
+        else void this.errorOf(res, token !== null).then(reject);
+      };
+      xhr.send(body);
+    });
+  }
+
   private async json<T>(method: string, path: string, body: unknown, query?: Query): Promise<T> {
     const res = await this.send(
       method,

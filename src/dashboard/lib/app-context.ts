@@ -62,6 +62,7 @@ export function useQuery<T>(key: string | null, options: QueryOptions<T>): Query
         load: () => latest.current.load(),
         watch: latest.current.watch ? (e) => latest.current.watch!(e) : undefined,
         patch: latest.current.patch ? (d, b) => latest.current.patch!(d, b) : undefined,
+        replay: latest.current.replay,
         minIntervalMs: latest.current.minIntervalMs,
         pollMs: latest.current.pollMs,
       },
@@ -69,14 +70,6 @@ export function useQuery<T>(key: string | null, options: QueryOptions<T>): Query
     );
   }, [key]);
   return { ...state, refresh: () => key && cache.refresh(key) };
-}
-
-/** The live state (recent events, sequence); re-renders on change. */
-export function useLive(): LiveState {
-  const { live } = useApp();
-  const [, setVersion] = useState(0);
-  useEffect(() => live.subscribe(() => setVersion((n) => n + 1)), [live]);
-  return live.get();
 }
 
 export function useStreamStatus(): StreamStatus {

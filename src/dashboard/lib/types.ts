@@ -178,6 +178,8 @@ export interface Backup {
   profile: string;
   documentStore: string;
   mongoDocumentCount: number;
+  /** Not authenticated by this cluster (uploaded from another): restored only with `foreign: true`. */
+  foreign?: boolean;
 }
 
 export interface Member {

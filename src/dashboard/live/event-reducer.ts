@@ -73,6 +73,82 @@ export function patchInstanceRows<T extends InstanceRow>(rows: readonly T[], bat
   return changed ? out : rows;
 }
 
+/** A row of a group list. */
+export interface GroupRow {
+  name: string;
+  maintenance: boolean;
+  runningInstances: number;
+  totalPlayers: number;
+}
+
+/**
+ * The rows with what GROUP_MAINTENANCE_CHANGED and GROUP_AGGREGATES_UPDATED say of them (values set,
+ * the newest event wins) and without the groups GROUP_DELETED removed; the same array when nothing
+ * changed. A new group is not added: its record is fetched.
+ */
+export function patchGroupRows<T extends GroupRow>(rows: readonly T[], batch: readonly LiveEvent[]): readonly T[] {
+  let changes: Map<string, Partial<GroupRow> | null> | null = null;
+  for (const event of batch) {
+    const name = event.data.groupName;
+    if (typeof name !== "string") continue;
+    let change: Partial<GroupRow> | null | undefined;
+    if (event.type === "GROUP_MAINTENANCE_CHANGED" && typeof event.data.maintenance === "boolean") change = { maintenance: event.data.maintenance };
+    else if (event.type === "GROUP_AGGREGATES_UPDATED" && typeof event.data.runningInstances === "number" && typeof event.data.totalPlayers === "number")
+      change = { runningInstances: event.data.runningInstances, totalPlayers: event.data.totalPlayers };
+    else if (event.type === "GROUP_DELETED") change = null;
+    if (change === undefined) continue;
+    changes ??= new Map();
+    const before = changes.get(name);
+    changes.set(name, change === null || before === null ? change : { ...before, ...change });
+  }
+  if (!changes) return rows;
+  let changed = false;
+  const out: T[] = [];
+  for (const row of rows) {
+    const change = changes.get(row.name);
+    if (change === undefined) out.push(row);
+    else if (change === null) changed = true;
+    else if (Object.entries(change).some(([k, v]) => row[k as keyof GroupRow] !== v)) {
+      changed = true;
+      out.push({ ...row, ...change });
+    } else out.push(row);
+  }
+  return changed ? out : rows;
+}
+
+/** States an instance no longer counts in the overview in. */
+const FINISHED_STATES = new Set(["STOPPED", "CRASHED"]);
+
+/** The overview's counts as far as events tell (a fetch corrects the rest). */
+export interface OverviewCounts {
+  nodeCount: number;
+  instanceCount: number;
+  playerCount: number;
+  groupCount: number;
+}
+
+/**
+ * The counts moved by the batch: an instance entering or leaving the live states (not STOPPED or
+ * CRASHED; one without an old state is new), a group created or deleted. Deltas, so applied once per
+ * event: the overview fetches the counts again after such a change to correct what a delta cannot
+ * know (players, nodes, instances removed without an event).
+ */
+export function patchOverviewCounts<T extends OverviewCounts>(counts: T, batch: readonly LiveEvent[]): T {
+  let instances = 0;
+  let groups = 0;
+  for (const event of batch) {
+    if (event.type === "INSTANCE_STATE_CHANGED") {
+      const old = event.data.oldState;
+      const wasLive = typeof old === "string" && old !== "" && !FINISHED_STATES.has(old);
+      const isLive = typeof event.data.newState === "string" && !FINISHED_STATES.has(event.data.newState);
+      instances += Number(isLive) - Number(wasLive);
+    } else if (event.type === "GROUP_CREATED") groups += 1;
+    else if (event.type === "GROUP_DELETED") groups -= 1;
+  }
+  if (instances === 0 && groups === 0) return counts;
+  return { ...counts, instanceCount: Math.max(0, counts.instanceCount + instances), groupCount: Math.max(0, counts.groupCount + groups) };
+}
+
 /** One line for an event, as the overview and the live log show it. */
 export function describeEvent(event: LiveEvent): string {
   const d = event.data;

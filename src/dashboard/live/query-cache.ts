@@ -7,6 +7,12 @@
  * interval behind. A resync fetches every watched query again; `pollMs` refetches data no event
  * announces (readiness, leases). Unwatched entries keep their last data (shown at once on return,
  * then refreshed), the newest {@link UNWATCHED_ENTRIES_MAX} of them.
+ *
+ * A patch shows a change at once, without a fetch. With `replay` (a patch that sets values, newest
+ * wins, so applying an event twice changes nothing), the events patched in while a fetch is in
+ * flight are applied again to its answer: an answer read before a change then does not take the
+ * change off the screen until the next fetch. At most {@link REPLAY_EVENTS_MAX} are kept; beyond
+ * that the answer is shown as it is and fetched again.
  */
 import type { LiveEvent, Timers } from "./types.js";
 
@@ -14,6 +20,8 @@ import type { LiveEvent, Timers } from "./types.js";
 export const REFETCH_MIN_INTERVAL_MS = 400;
 /** Entries kept without watchers. */
 export const UNWATCHED_ENTRIES_MAX = 64;
+/** Events kept per fetch in flight to patch its answer with (`replay`). */
+export const REPLAY_EVENTS_MAX = 5_000;
 
 export interface QueryOptions<T> {
   /** Fetches the data (usually one REST GET). */
@@ -22,6 +30,8 @@ export interface QueryOptions<T> {
   watch?(event: LiveEvent): boolean;
   /** Applies events to the data directly (same object when nothing changed); runs before `watch`. */
   patch?(data: T, batch: readonly LiveEvent[]): T;
+  /** The patch sets values (applying an event twice changes nothing): events seen during a fetch are applied to its answer too. */
+  replay?: boolean;
   minIntervalMs?: number;
   /** Fetch again this often while watched, whatever the events say. */
   pollMs?: number;
@@ -41,6 +51,8 @@ interface Entry {
   watchers: Set<(state: QueryState<unknown>) => void>;
   inFlight: boolean;
   dirty: boolean;
+  /** Events seen while a fetch is in flight (`replay`); null when not kept (none in flight, or too many). */
+  replay: LiveEvent[] | null;
   lastStartMs: number;
   timer: unknown;
   pollTimer: unknown;
@@ -62,6 +74,7 @@ export class QueryCache {
         watchers: new Set(),
         inFlight: false,
         dirty: false,
+        replay: null,
         lastStartMs: -Infinity,
         timer: null,
         pollTimer: null,
@@ -103,6 +116,12 @@ export class QueryCache {
       if (patch && entry.state.data !== undefined) {
         const next = patch(entry.state.data, batch);
         if (next !== entry.state.data) this.update(entry, { ...entry.state, data: next });
+      }
+      if (entry.replay) {
+        if (entry.replay.length + batch.length > REPLAY_EVENTS_MAX) {
+          entry.replay = null;
+          entry.dirty = true;
+        } else entry.replay.push(...batch);
       }
       if (watch && batch.some((event) => watch(event))) this.request(entry, false);
     }
@@ -146,15 +165,19 @@ export class QueryCache {
     entry.timer = null;
     entry.inFlight = true;
     entry.dirty = false;
+    entry.replay = entry.options.patch && entry.options.replay ? [] : null;
     entry.lastStartMs = this.timers.now();
     if (!entry.state.loading && entry.state.data === undefined) this.update(entry, { ...entry.state, loading: true });
     try {
-      const data = await entry.options.load();
+      let data = await entry.options.load();
+      const seen = entry.replay;
+      if (seen && seen.length > 0 && entry.options.patch) data = entry.options.patch(data, seen);
       this.update(entry, { data, error: undefined, loading: false, fetchedAt: this.timers.now() });
     } catch (error) {
       this.update(entry, { ...entry.state, error, loading: false });
     } finally {
       entry.inFlight = false;
+      entry.replay = null;
       if (entry.dirty && entry.watchers.size > 0) this.request(entry, false);
     }
   }

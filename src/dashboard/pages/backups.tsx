@@ -1,7 +1,10 @@
 /**
- * Backups: create, verify (the validation report), download, a dry-run restore with its report,
- * and a restore that needs the backup's id typed in. A restore replaces the users, so the page then
- * asks to sign in again.
+ * Backups: create, verify (the validation report), download, upload a bundle made elsewhere (with
+ * its progress), delete, a dry-run restore with its report, and a restore with its parts chosen and
+ * the backup's id typed in. Permissions as the routes': verify BACKUPS_VIEW; create and delete
+ * BACKUPS_MANAGE; download, upload and restore BACKUPS_RESTORE (a bundle is the whole database). A
+ * bundle this cluster did not authenticate (`foreign`) is restored with `foreign: true`, which the
+ * controller allows an ADMIN only. A restore replaces the users, so the page then asks to sign in again.
  */
 import { useState } from "preact/hooks";
 import { useApp, useQuery } from "../lib/app-context.js";
@@ -9,9 +12,11 @@ import { errorMessage } from "../lib/api.js";
 import { download } from "../lib/download.js";
 import { bytes, time } from "../lib/format.js";
 import type { Backup } from "../lib/types.js";
-import { Badge, Button, PageHeader, QueryView } from "../ui/controls.js";
+import { Badge, Button, Can, PageHeader, QueryView } from "../ui/controls.js";
 import { Dialog, useConfirm } from "../ui/dialog.js";
 import { DataTable } from "../ui/table.js";
+import { BackupUpload } from "./backup-upload.js";
+import { ReportView, RestoreDialog } from "./backup-restore.js";
 
 interface Report {
   title: string;
@@ -19,9 +24,10 @@ interface Report {
 }
 
 export function BackupsPage() {
-  const { api, toast, signOut } = useApp();
+  const { api, toast } = useApp();
   const backups = useQuery<Backup[]>("backups", { load: () => api.get("backups"), pollMs: 30_000 });
   const [report, setReport] = useState<Report | null>(null);
+  const [restoring, setRestoring] = useState<Backup | null>(null);
   const [busy, setBusy] = useState<string | null>(null);
   const [confirm, confirmDialog] = useConfirm();
   const run = async (label: string, fn: () => Promise<void>) => {
@@ -34,6 +40,7 @@ export function BackupsPage() {
       setBusy(null);
     }
   };
+  const path = (b: Backup) => `backups/${encodeURIComponent(b.id)}`;
   return (
     <>
       <PageHeader
@@ -63,8 +70,20 @@ export function BackupsPage() {
             rowKey={(b) => b.id}
             empty="No backup yet."
             columns={[
-              { title: "Id", render: (b) => <code>{b.id}</code> },
-              { title: "Created", render: (b) => time(b.createdAt) },
+              {
+                title: "Id",
+                render: (b) => (
+                  <>
+                    <code>{b.id}</code>{" "}
+                    {b.foreign ? (
+                      <Badge tone="warn" title="Not authenticated by this cluster: restored only by an ADMIN, as foreign">
+                        foreign
+                      </Badge>
+                    ) : null}
+                  </>
+                ),
+              },
+              { title: "Recorded", render: (b) => time(b.createdAt) },
               { title: "Size", className: "num", render: (b) => bytes(b.sizeBytes) },
               { title: "Store", render: (b) => `${b.profile} · ${b.documentStore} · ${b.mongoDocumentCount} documents` },
               {
@@ -73,55 +92,35 @@ export function BackupsPage() {
                   <div class="actions">
                     <Button
                       perm="BACKUPS_VIEW"
-                      onClick={() =>
-                        run("Verify", async () =>
-                          setReport({ title: `Verification of ${b.id}`, body: await api.post(`backups/${encodeURIComponent(b.id)}/verify`) }),
-                        )
-                      }
+                      onClick={() => run("Verify", async () => setReport({ title: `Verification of ${b.id}`, body: await api.post(`${path(b)}/verify`) }))}
                     >
                       Verify
                     </Button>
-                    <Button
-                      perm="BACKUPS_MANAGE"
-                      onClick={() => run("Download", () => download(api, `backups/${encodeURIComponent(b.id)}/download`, `${b.id}.tar.gz`))}
-                    >
+                    <Button perm="BACKUPS_RESTORE" onClick={() => run("Download", () => download(api, `${path(b)}/download`, `backup-${b.id}.tar.gz`))}>
                       Download
                     </Button>
-                    <Button
-                      perm="BACKUPS_RESTORE"
-                      onClick={() =>
-                        run("Dry run", async () =>
-                          setReport({
-                            title: `Dry-run restore of ${b.id}`,
-                            body: await api.post("restore", { id: b.id, dryRun: true, filesystem: true, datastores: true }),
-                          }),
-                        )
-                      }
-                    >
-                      Dry-run restore
+                    <Button perm="BACKUPS_RESTORE" kind="danger" onClick={() => setRestoring(b)}>
+                      Restore
                     </Button>
                     <Button
-                      perm="BACKUPS_RESTORE"
+                      perm="BACKUPS_MANAGE"
                       kind="danger"
                       onClick={async () => {
                         const ok = await confirm({
-                          title: `Restore ${b.id}`,
-                          message:
-                            "The cluster's data and files are replaced by this backup's. Users are restored too: everyone signs in again afterwards. Run a dry run first to see what changes.",
-                          typed: b.id,
+                          title: `Delete backup ${b.id}`,
+                          message: "The bundle is deleted from this controller.",
                           danger: true,
-                          confirmLabel: "Restore",
+                          confirmLabel: "Delete",
                         });
-                        if (!ok) return;
-                        await run("Restore", async () => {
-                          const body = await api.post<Record<string, unknown>>("restore", { id: b.id, dryRun: false, filesystem: true, datastores: true });
-                          setReport({ title: `Restored ${b.id}`, body });
-                          toast("Restore finished; sign in again", "success");
-                          window.setTimeout(signOut, 4_000);
-                        });
+                        if (ok)
+                          await run("Delete", async () => {
+                            await api.delete(path(b));
+                            toast(`Backup ${b.id} deleted`, "success");
+                            backups.refresh();
+                          });
                       }}
                     >
-                      Restore
+                      Delete
                     </Button>
                   </div>
                 ),
@@ -130,33 +129,19 @@ export function BackupsPage() {
           />
         )}
       </QueryView>
+      <Can perm="BACKUPS_RESTORE">
+        <BackupUpload
+          onUploaded={(record) => {
+            toast(`Backup ${record.id} uploaded${record.foreign ? " (foreign: from another cluster)" : ""}`, "success");
+            backups.refresh();
+          }}
+        />
+      </Can>
       <Dialog open={report !== null} title={report?.title ?? ""} onClose={() => setReport(null)} wide>
         {report ? <ReportView body={report.body} /> : null}
       </Dialog>
+      <RestoreDialog backup={restoring} onClose={() => setRestoring(null)} />
       {confirmDialog}
     </>
-  );
-}
-
-/** A verification or restore report: the verdict first, then every field. */
-function ReportView({ body }: { body: Record<string, unknown> }) {
-  const problems = Object.entries(body).filter(
-    ([k, v]) => Array.isArray(v) && v.length > 0 && k !== "mongoCollections" && k !== "redisPrefixes" && k !== "mongoPrefixGroups",
-  );
-  return (
-    <div data-report>
-      {"valid" in body ? <p>{body.valid ? <Badge tone="ok">valid</Badge> : <Badge tone="bad">invalid</Badge>}</p> : null}
-      {"dryRun" in body ? <p>{body.dryRun ? "Dry run: nothing was changed. This is what a restore would do:" : "Applied:"}</p> : null}
-      {problems.length > 0 ? (
-        <ul>
-          {problems.map(([k, v]) => (
-            <li key={k}>
-              {k}: {(v as unknown[]).join(", ")}
-            </li>
-          ))}
-        </ul>
-      ) : null}
-      <pre class="log-tail">{JSON.stringify(body, null, 2)}</pre>
-    </div>
   );
 }

@@ -8,7 +8,7 @@ import { errorMessage } from "../lib/api.js";
 import { time } from "../lib/format.js";
 import type { Member } from "../lib/types.js";
 import { Badge, Button, Can, Card, Facts, Field, PageHeader, QueryView, StateBadge } from "../ui/controls.js";
-import { Dialog, SecretOnce, useConfirm } from "../ui/dialog.js";
+import { Dialog, SecretOnce, useConfirm, usePrompt } from "../ui/dialog.js";
 import { DataTable } from "../ui/table.js";
 
 interface ClusterRecord {
@@ -40,8 +40,15 @@ export function ClusterPage() {
   const members = useQuery<{ members: Member[] }>("cluster/members", { load: () => api.get("cluster/members"), pollMs: 5_000 });
   const leases = useQuery<{ leases: Lease[] }>("cluster/leases", { load: () => api.get("cluster/leases"), pollMs: 5_000 });
   const [confirm, confirmDialog] = useConfirm();
+  const [ask, promptDialog] = usePrompt();
   const eject = async (m: Member) => {
-    const reason = window.prompt(`Why is ${m.nodeId} ejected? (recorded in the audit log)`, "");
+    const reason = await ask({
+      title: `Eject ${m.nodeId}`,
+      label: "Reason (optional)",
+      hint: "Recorded in the audit log",
+      optional: true,
+      confirmLabel: "Next",
+    });
     if (reason === null) return;
     if (
       !(await confirm({
@@ -158,6 +165,7 @@ export function ClusterPage() {
         <Recover members={members.data?.members ?? []} self={cluster.data?.nodeId ?? ""} clusterId={cluster.data?.clusterId ?? ""} />
       </Can>
       {confirmDialog}
+      {promptDialog}
     </>
   );
 }

@@ -3,7 +3,8 @@
  * phase, per-instance progress with the health gate, pause, resume, promote, rollback.
  */
 import { useState } from "preact/hooks";
-import { ofTypes, useApp, useQuery } from "../lib/app-context.js";
+import { useApp, useQuery } from "../lib/app-context.js";
+import { GROUPS_KEY, groupsQuery } from "../lib/queries.js";
 import { errorMessage } from "../lib/api.js";
 import { time } from "../lib/format.js";
 import { href, navigate, type Route } from "../lib/router.js";
@@ -21,7 +22,7 @@ export function DeploymentsPage({ route }: { route: Route }) {
 
 function PickGroup() {
   const { api } = useApp();
-  const groups = useQuery<GroupListItem[]>("groups", { load: () => api.get("groups"), watch: ofTypes("GROUP_CREATED", "GROUP_DELETED") });
+  const groups = useQuery<GroupListItem[]>(GROUPS_KEY, groupsQuery(api));
   return (
     <>
       <PageHeader title="Deployments" />

@@ -1,8 +1,14 @@
-/** Diagnostics: the redacted support bundle to download or share, and the shares made so far (revocable). */
+/**
+ * Diagnostics: the redacted support bundle to download (the tar.gz `cloudctl diagnostics bundle`
+ * writes, assembled in the page; the JSON as answered where the browser cannot gzip) or share, and
+ * the shares made so far (revocable).
+ */
 import { useState } from "preact/hooks";
 import { useApp, useQuery } from "../lib/app-context.js";
 import { errorMessage } from "../lib/api.js";
 import { saveBlob } from "../lib/download.js";
+import { diagnosticsTar, type DiagnosticsView } from "../lib/diagnostics-bundle.js";
+import { canGzip, gzip } from "../lib/gzip.js";
 import { time } from "../lib/format.js";
 import type { ShareResult } from "../lib/types.js";
 import { Badge, Button, Can, Card, Field, PageHeader, QueryView } from "../ui/controls.js";
@@ -29,7 +35,10 @@ export function DiagnosticsPage() {
     <>
       <PageHeader title="Diagnostics" />
       <Card title="Support bundle">
-        <p>The controller's readiness, overview, settings, configuration, key-value summary, leases and recent log, with secrets removed by the controller.</p>
+        <p>
+          The controller's readiness, overview, settings, configuration, key-value summary, leases and recent log (at DEBUG), with secrets removed by the
+          controller: a tar.gz with the entries of <code>cloudctl diagnostics bundle</code>.
+        </p>
         <Field label="Log lines" hint="0 leaves the log out">
           <input type="number" min="0" max="2000" value={logLines} onInput={(e) => setLogLines(e.currentTarget.value)} />
         </Field>
@@ -40,11 +49,16 @@ export function DiagnosticsPage() {
             onClick={async () => {
               setBusy(true);
               try {
-                const bundle = await api.get<unknown>("system/diagnostics", { logLines: Number(logLines), logLevel: "DEBUG" });
-                saveBlob(
-                  new Blob([JSON.stringify(bundle, null, 2)], { type: "application/json" }),
-                  `diagnostics-${new Date().toISOString().replace(/[:.]/g, "-")}.json`,
-                );
+                const lines = Number(logLines);
+                const bundle = await api.get<DiagnosticsView>("system/diagnostics", { logLines: lines, logLevel: "DEBUG" });
+                const now = Date.now();
+                const stamp = new Date(now).toISOString().replace(/[:.]/g, "-");
+                if (canGzip()) {
+                  const controller = new URL("../../", api.base).href;
+                  saveBlob(await gzip(diagnosticsTar(bundle, controller, lines, now)), `diagnostics-${stamp}.tar.gz`);
+                } else {
+                  saveBlob(new Blob([JSON.stringify(bundle, null, 2)], { type: "application/json" }), `diagnostics-${stamp}.json`);
+                }
               } catch (err) {
                 toast(`Diagnostics: ${errorMessage(err)}`, "error");
               } finally {
@@ -66,7 +80,7 @@ export function DiagnosticsPage() {
         open={sharing}
         title="Share the diagnostics bundle"
         onClose={() => setSharing(false)}
-        share={(options) => api.post<ShareResult>("system/diagnostics/share", { ...options, logLines: Number(logLines) })}
+        share={(options) => api.post<ShareResult>("system/diagnostics/share", { ...options, logLines: Number(logLines), logLevel: "DEBUG" })}
         describeError={errorMessage}
       />
     </>

@@ -1,16 +1,28 @@
-/** Groups: the list with the CLI's status, filter and pages; create; a group's own page. */
+/**
+ * Groups: the list (the CLI's status, filter and sort; every group in one windowed table), create,
+ * and a group's own page. The list stays live through the `groups` query (lib/queries.ts).
+ */
 import { useState } from "preact/hooks";
-import { ofTypes, useApp, useQuery } from "../lib/app-context.js";
+import { useApp, useQuery } from "../lib/app-context.js";
+import { GROUPS_KEY, groupsQuery } from "../lib/queries.js";
 import { href, navigate, type Route } from "../lib/router.js";
 import { groupStatus, type GroupListItem } from "../lib/types.js";
 import { Button, Field, PageHeader, QueryView, StateBadge } from "../ui/controls.js";
 import { Dialog } from "../ui/dialog.js";
-import { DataTable } from "../ui/table.js";
+import { WindowedTable } from "../ui/table.js";
 import { CreateGroupForm } from "./group-form.js";
 import { GroupDetail } from "./group-detail.js";
 
-/** Rows shown per page of the list (a network may have a thousand groups). */
-const GROUPS_PER_PAGE = 100;
+type SortKey = "name" | "players" | "instances";
+
+/** The CLI's `group list --sort`: by name, or descending by players or running instances. */
+export function sortGroups(rows: readonly GroupListItem[], by: SortKey): GroupListItem[] {
+  const out = [...rows];
+  if (by === "players") out.sort((a, b) => b.totalPlayers - a.totalPlayers || a.name.localeCompare(b.name));
+  else if (by === "instances") out.sort((a, b) => b.runningInstances - a.runningInstances || a.name.localeCompare(b.name));
+  else out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return out;
+}
 
 export function GroupsPage({ route }: { route: Route }) {
   if (route.parts[1]) return <GroupDetail name={route.parts[1]} route={route} />;
@@ -20,12 +32,9 @@ export function GroupsPage({ route }: { route: Route }) {
 function GroupList() {
   const { api } = useApp();
   const [filter, setFilter] = useState("");
-  const [page, setPage] = useState(0);
+  const [sort, setSort] = useState<SortKey>("name");
   const [creating, setCreating] = useState(false);
-  const groups = useQuery<GroupListItem[]>("groups", {
-    load: () => api.get("groups"),
-    watch: ofTypes("GROUP_*", "INSTANCE_STATE_CHANGED"),
-  });
+  const groups = useQuery<GroupListItem[]>(GROUPS_KEY, groupsQuery(api));
   return (
     <>
       <PageHeader
@@ -38,28 +47,31 @@ function GroupList() {
       />
       <div class="filters">
         <Field label="Filter">
-          <input
-            type="search"
-            placeholder="name or platform"
-            value={filter}
-            onInput={(e) => {
-              setFilter(e.currentTarget.value);
-              setPage(0);
-            }}
-          />
+          <input type="search" placeholder="name or platform" value={filter} onInput={(e) => setFilter(e.currentTarget.value)} />
+        </Field>
+        <Field label="Sort by">
+          <select value={sort} onChange={(e) => setSort(e.currentTarget.value as SortKey)}>
+            <option value="name">name</option>
+            <option value="players">players</option>
+            <option value="instances">running instances</option>
+          </select>
         </Field>
       </div>
       <QueryView state={groups}>
         {(all) => {
           const needle = filter.toLowerCase();
-          const rows = all.filter((g) => !needle || g.name.toLowerCase().includes(needle) || g.platform.toLowerCase().includes(needle));
-          const pages = Math.max(1, Math.ceil(rows.length / GROUPS_PER_PAGE));
-          const current = Math.min(page, pages - 1);
+          const rows = sortGroups(
+            all.filter((g) => !needle || g.name.toLowerCase().includes(needle) || g.platform.toLowerCase().includes(needle)),
+            sort,
+          );
           return (
             <>
-              <DataTable
+              <p class="muted" data-count={rows.length}>
+                {rows.length === all.length ? `${all.length} groups` : `${rows.length} of ${all.length} groups`}
+              </p>
+              <WindowedTable
                 label="Groups"
-                rows={rows.slice(current * GROUPS_PER_PAGE, (current + 1) * GROUPS_PER_PAGE)}
+                rows={rows}
                 rowKey={(g) => g.name}
                 empty={all.length === 0 ? "No group yet." : "No group matches."}
                 columns={[
@@ -71,19 +83,6 @@ function GroupList() {
                   { title: "Players", className: "num", render: (g) => g.totalPlayers },
                 ]}
               />
-              {pages > 1 ? (
-                <nav class="pager" aria-label="Pages">
-                  <span class="muted">
-                    {rows.length} groups · page {current + 1} of {pages}
-                  </span>
-                  <button type="button" class="btn btn-plain" disabled={current === 0} onClick={() => setPage(current - 1)}>
-                    ← Previous
-                  </button>
-                  <button type="button" class="btn btn-plain" disabled={current >= pages - 1} onClick={() => setPage(current + 1)}>
-                    Next →
-                  </button>
-                </nav>
-              ) : null}
             </>
           );
         }}

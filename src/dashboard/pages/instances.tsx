@@ -1,17 +1,32 @@
-/** Instances: a filtered list read a page at a time (keyset paging), live; an instance's own page. */
+/**
+ * Instances: a filtered list read a page at a time (keyset paging), windowed, live: a state change
+ * is patched into its row at once; the page is fetched again only when an event may change which
+ * instances it holds (a new instance, or any change while the list is filtered by state).
+ */
 import { useState } from "preact/hooks";
 import { useApp, useQuery } from "../lib/app-context.js";
 import { href, navigate, type Route } from "../lib/router.js";
 import { duration } from "../lib/format.js";
 import type { Instance, KeysetPage } from "../lib/types.js";
+import type { LiveEvent } from "../live/types.js";
 import { patchInstanceRows } from "../live/event-reducer.js";
 import { Field, PageHeader, QueryView, StateBadge } from "../ui/controls.js";
-import { DataTable, KeysetPager } from "../ui/table.js";
+import { KeysetPager, WindowedTable } from "../ui/table.js";
 import { InstanceDetail } from "./instance-detail.js";
 
 const STATES = ["", "SCHEDULED", "PREPARING", "STARTING", "RUNNING", "DRAINING", "STOPPING", "STOPPED", "CRASHED"];
-/** Instances per page. */
-const INSTANCES_PER_PAGE = 50;
+/** Instances per page (the table renders those in view). */
+const INSTANCES_PER_PAGE = 200;
+
+/**
+ * Whether `event` may change which instances a page filtered by `group` and `state` holds: a new
+ * instance (no old state) of a shown group, or, under a state filter, any state change of one.
+ */
+export function changesInstancePage(event: LiveEvent, group: string, state: string): boolean {
+  if (event.type !== "INSTANCE_STATE_CHANGED") return false;
+  if (group && event.data.group !== group) return false;
+  return Boolean(state) || !event.data.oldState;
+}
 
 export function InstancesPage({ route }: { route: Route }) {
   if (route.parts[1]) return <InstanceDetail id={route.parts[1]} />;
@@ -32,12 +47,13 @@ function InstanceList({ route }: { route: Route }) {
   const key = `services?group=${group}&node=${node}&state=${state}&cursor=${cursor}`;
   const page = useQuery<KeysetPage<Instance>>(key, {
     load: () => api.get("services", { group, node, state, cursor, pageSize: INSTANCES_PER_PAGE }),
-    watch: (e) => e.type === "INSTANCE_STATE_CHANGED" && (!group || e.data.group === group),
+    watch: (e) => changesInstancePage(e, group, state),
     patch: (p, batch) => {
       const data = patchInstanceRows(p.data, batch);
       return data === p.data ? p : { ...p, data: [...data] };
     },
-    minIntervalMs: 750,
+    replay: true,
+    minIntervalMs: 1_000,
   });
   return (
     <>
@@ -62,7 +78,8 @@ function InstanceList({ route }: { route: Route }) {
       <QueryView state={page}>
         {(p) => (
           <>
-            <DataTable
+            <KeysetPager cursors={cursors} next={p.nextCursor} total={p.total} shown={p.data.length} onPage={setCursors} />
+            <WindowedTable
               label="Instances"
               rows={p.data}
               rowKey={(i) => i.id}
@@ -77,7 +94,6 @@ function InstanceList({ route }: { route: Route }) {
                 { title: "Uptime", render: (i) => duration(i.uptimeMs) },
               ]}
             />
-            <KeysetPager cursors={cursors} next={p.nextCursor} total={p.total} shown={p.data.length} onPage={setCursors} />
           </>
         )}
       </QueryView>

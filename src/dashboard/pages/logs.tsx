@@ -4,6 +4,7 @@
  */
 import { useEffect, useRef, useState } from "preact/hooks";
 import { useApp, useQuery } from "../lib/app-context.js";
+import { NODES_KEY, nodesQuery } from "../lib/queries.js";
 import { errorMessage } from "../lib/api.js";
 import { openEventSource } from "../lib/browser-live.js";
 import { href, navigate, type Route } from "../lib/router.js";
@@ -24,7 +25,7 @@ export function LogsPage({ route }: { route: Route }) {
   const [follow, setFollow] = useState(false);
   const [sharing, setSharing] = useState(false);
   const [tail, setTail] = useState<LogRecord[]>([]);
-  const nodes = useQuery<Node[]>(can("nodes.view") ? "nodes" : null, { load: () => api.get("nodes") });
+  const nodes = useQuery<Node[]>(can("nodes.view") ? NODES_KEY : null, nodesQuery(api));
   const base = source === "controller" ? "system/logs" : `nodes/${encodeURIComponent(source)}/logs`;
   const recent = useQuery<{ records: LogRecord[]; capacity: number }>(`${base}?level=${level}&logger=${logger}`, {
     load: () => api.get(base, { level, logger: logger || undefined, limit: 500 }),

@@ -5,6 +5,7 @@
  */
 import { useState } from "preact/hooks";
 import { useApp, useQuery } from "../lib/app-context.js";
+import { GROUPS_KEY, groupsQuery } from "../lib/queries.js";
 import type { GroupListItem, HistoryAnswer, Instance, KeysetPage } from "../lib/types.js";
 import { Card, ErrorBox, Field, Loading, PageHeader } from "../ui/controls.js";
 import { Chart, type ChartSeries } from "../ui/chart.js";
@@ -30,7 +31,7 @@ export function MetricsPage() {
   const [rangeMs, setRangeMs] = useState(RANGES[0][1]);
   const from = () => new Date(Date.now() - rangeMs).toISOString();
   const base = useQuery<HistoryAnswer>(`history:base:${rangeMs}`, { load: () => api.get("metrics/history", { from: from() }), pollMs: 30_000 });
-  const groups = useQuery<GroupListItem[]>("groups", { load: () => api.get("groups") });
+  const groups = useQuery<GroupListItem[]>(GROUPS_KEY, groupsQuery(api));
   const running = useQuery<KeysetPage<Instance>>("services?state=RUNNING&metrics", {
     load: () => api.get("services", { state: "RUNNING", pageSize: SERIES_PER_QUERY }),
   });

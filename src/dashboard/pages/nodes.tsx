@@ -4,6 +4,7 @@
  */
 import { useState } from "preact/hooks";
 import { ofTypes, useApp, useQuery } from "../lib/app-context.js";
+import { NODES_KEY, nodesQuery } from "../lib/queries.js";
 import { errorMessage } from "../lib/api.js";
 import { ago, time } from "../lib/format.js";
 import type { Node, NodeToken } from "../lib/types.js";
@@ -13,7 +14,7 @@ import { DataTable } from "../ui/table.js";
 
 export function NodesPage() {
   const { api, toast } = useApp();
-  const nodes = useQuery<Node[]>("nodes", { load: () => api.get("nodes"), watch: ofTypes("NODE_*", "INSTANCE_STATE_CHANGED"), minIntervalMs: 1_000 });
+  const nodes = useQuery<Node[]>(NODES_KEY, nodesQuery(api));
   const [confirm, confirmDialog] = useConfirm();
 
   const act = async (node: Node, action: string, label: string) => {

@@ -1,9 +1,16 @@
-/** Overview: counts, readiness, leader and members, nodes by state, groups needing attention, recent events. */
-import { ofTypes, useApp, useLive, useQuery } from "../lib/app-context.js";
+/**
+ * Overview: counts, readiness, leader and members, nodes by state, groups needing attention, recent
+ * events. The counts come first (`GET overview`, computed by the controller); the group list behind
+ * "needing attention" (every group) is asked for once they are on screen, so it does not compete
+ * with them. Recent events re-render on their own, at most every {@link RECENT_EVENTS_RENDER_MS}.
+ */
+import { useEffect, useRef, useState } from "preact/hooks";
+import { useApp, useQuery } from "../lib/app-context.js";
+import { GROUPS_KEY, groupsQuery, NODES_KEY, nodesQuery, OVERVIEW_KEY, overviewQuery } from "../lib/queries.js";
 import { href } from "../lib/router.js";
 import { time } from "../lib/format.js";
 import { groupStatus, type GroupListItem, type Member, type Node, type Overview as OverviewRecord, type Readiness } from "../lib/types.js";
-import { describeEvent } from "../live/event-reducer.js";
+import { describeEvent, type LiveState } from "../live/event-reducer.js";
 import { Badge, Card, ErrorBox, PageHeader, QueryView, StateBadge } from "../ui/controls.js";
 
 const CHECK_NAMES: Record<string, string> = {
@@ -13,21 +20,12 @@ const CHECK_NAMES: Record<string, string> = {
   platformModules: "Platform modules",
 };
 
+/** The recent events are drawn at most this often (a busy network publishes hundreds a second). */
+export const RECENT_EVENTS_RENDER_MS = 250;
+
 export function Overview() {
   const { api, can } = useApp();
-  const live = useLive();
-  const counts = useQuery<OverviewRecord>("overview", {
-    load: () => api.get("overview"),
-    watch: ofTypes(
-      "INSTANCE_STATE_CHANGED",
-      "NODE_CONNECTED",
-      "NODE_DISCONNECTED",
-      "GROUP_CREATED",
-      "GROUP_DELETED",
-      "PLAYER_CONNECTED",
-      "PLAYER_DISCONNECTED",
-    ),
-  });
+  const counts = useQuery<OverviewRecord>(OVERVIEW_KEY, overviewQuery(api));
   const ready = useQuery<Readiness>("ready", {
     load: () =>
       api.get<Readiness>("system/ready").catch((err: unknown) => {
@@ -42,12 +40,9 @@ export function Overview() {
     pollMs: 15_000,
   });
   const members = useQuery<{ members: Member[] }>(can("CLUSTER_VIEW") ? "cluster/members" : null, { load: () => api.get("cluster/members"), pollMs: 15_000 });
-  const nodes = useQuery<Node[]>(can("nodes.view") ? "nodes" : null, { load: () => api.get("nodes"), watch: ofTypes("NODE_*") });
-  const groups = useQuery<GroupListItem[]>(can("groups.view") ? "groups" : null, {
-    load: () => api.get("groups"),
-    watch: ofTypes("GROUP_*", "INSTANCE_STATE_CHANGED"),
-    minIntervalMs: 1_000,
-  });
+  const nodes = useQuery<Node[]>(can("nodes.view") ? NODES_KEY : null, nodesQuery(api));
+  const countsShown = counts.data !== undefined || counts.error !== undefined;
+  const groups = useQuery<GroupListItem[]>(can("groups.view") && countsShown ? GROUPS_KEY : null, groupsQuery(api));
 
   const attention = (groups.data ?? []).filter((g) => groupStatus(g) !== "UP");
   const byState = new Map<string, number>();
@@ -153,19 +148,41 @@ export function Overview() {
         ) : null}
       </div>
       <Card title="Recent events">
-        {live.recent.length === 0 ? (
-          <p class="muted">Events appear here as they happen.</p>
-        ) : (
-          <ul class="events" aria-label="Recent events">
-            {live.recent.map((e) => (
-              <li key={e.sequence} data-type={e.type}>
-                <time>{time(e.timestamp)}</time>
-                <span>{describeEvent(e)}</span>
-              </li>
-            ))}
-          </ul>
-        )}
+        <RecentEvents />
       </Card>
     </>
+  );
+}
+
+/** The live state's recent events, redrawn when they change but at most every {@link RECENT_EVENTS_RENDER_MS}. */
+function RecentEvents() {
+  const { live } = useApp();
+  const [recent, setRecent] = useState<LiveState["recent"]>(() => live.get().recent);
+  const timer = useRef(0);
+  const recentRef = useRef(recent);
+  recentRef.current = recent;
+  useEffect(() => {
+    const show = () => {
+      timer.current = 0;
+      setRecent(live.get().recent);
+    };
+    const unsubscribe = live.subscribe(() => {
+      if (timer.current === 0 && live.get().recent !== recentRef.current) timer.current = window.setTimeout(show, RECENT_EVENTS_RENDER_MS);
+    });
+    return () => {
+      unsubscribe();
+      window.clearTimeout(timer.current);
+    };
+  }, [live]);
+  if (recent.length === 0) return <p class="muted">Events appear here as they happen.</p>;
+  return (
+    <ul class="events" aria-label="Recent events">
+      {recent.map((e) => (
+        <li key={e.sequence} data-type={e.type}>
+          <time>{time(e.timestamp)}</time>
+          <span>{describeEvent(e)}</span>
+        </li>
+      ))}
+    </ul>
   );
 }

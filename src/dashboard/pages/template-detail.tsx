@@ -1,4 +1,7 @@
-/** One template: its files (browse, edit, upload, rename, delete), its versions (rollback) and its variables; export and delete. */
+/**
+ * One template: its files (browse, edit, upload, rename, delete), a search of its files, its layers,
+ * its versions (rollback) and its variables; export and delete.
+ */
 import { useEffect, useState } from "preact/hooks";
 import { useApp, useQuery } from "../lib/app-context.js";
 import { errorMessage } from "../lib/api.js";
@@ -10,6 +13,7 @@ import { Badge, Button, Card, PageHeader, QueryView, Tabs } from "../ui/controls
 import { useConfirm } from "../ui/dialog.js";
 import { DataTable } from "../ui/table.js";
 import { TemplateFiles } from "./template-files.js";
+import { TemplateLayers, TemplateSearch } from "./template-search.js";
 
 export function TemplateDetail({ name, route }: { name: string; route: Route }) {
   const { api, toast } = useApp();
@@ -70,6 +74,8 @@ export function TemplateDetail({ name, route }: { name: string; route: Route }) 
             <Tabs
               tabs={[
                 ["files", "Files"],
+                ["search", "Search"],
+                ["layers", "Layers"],
                 ["versions", "Versions"],
                 ["variables", "Variables"],
               ]}
@@ -77,6 +83,8 @@ export function TemplateDetail({ name, route }: { name: string; route: Route }) 
               onSelect={(id) => navigate(href(["templates", t.name], { tab: id }), true)}
             />
             {tab === "files" ? <TemplateFiles template={t} route={route} onChanged={() => template.refresh()} /> : null}
+            {tab === "search" ? <TemplateSearch template={t} /> : null}
+            {tab === "layers" ? <TemplateLayers template={t} /> : null}
             {tab === "versions" ? <Versions template={t} onChanged={() => template.refresh()} /> : null}
             {tab === "variables" ? <Variables name={t.name} /> : null}
             {confirmDialog}

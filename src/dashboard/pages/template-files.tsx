@@ -11,10 +11,17 @@ import { bytes } from "../lib/format.js";
 import { href, navigate, type Route } from "../lib/router.js";
 import type { FileEntry, Template } from "../lib/types.js";
 import { Button, Card, ErrorBox, Loading } from "../ui/controls.js";
-import { useConfirm } from "../ui/dialog.js";
+import { useConfirm, usePrompt } from "../ui/dialog.js";
 import { DataTable } from "../ui/table.js";
 
 const join = (dir: string, name: string) => (dir ? `${dir}/${name}` : name);
+
+/** Why a name typed for a new file, folder or rename target cannot be used, or null. */
+export function checkRelativePath(path: string): string | null {
+  if (path.startsWith("/")) return "A path inside the template: no leading /";
+  if (path.split("/").some((part) => part === ".." || part === "." || part === "")) return "No empty, . or .. parts";
+  return null;
+}
 
 export function TemplateFiles({ template, route, onChanged }: { template: Template; route: Route; onChanged(): void }) {
   const { api, can, toast } = useApp();
@@ -25,6 +32,7 @@ export function TemplateFiles({ template, route, onChanged }: { template: Templa
     load: () => api.get(`${base}/files`, { path: dir }),
   });
   const [confirm, confirmDialog] = useConfirm();
+  const [ask, promptDialog] = usePrompt();
   const [over, setOver] = useState(false);
   const [extract, setExtract] = useState(true);
   const [busy, setBusy] = useState(false);
@@ -51,10 +59,6 @@ export function TemplateFiles({ template, route, onChanged }: { template: Templa
       api.send("POST", `${base}/files/upload`, fileForm(...files), { path: dir, extract: extract ? "true" : undefined }),
     );
     setBusy(false);
-  };
-  const ask = (title: string, initial = "") => {
-    const answer = window.prompt(title, initial);
-    return answer === null ? null : answer.trim();
   };
 
   if (file !== null) return <Editor template={template} path={file} onClose={() => go({ path: dir })} onSaved={() => changed(`${file} saved`)} />;
@@ -97,17 +101,29 @@ export function TemplateFiles({ template, route, onChanged }: { template: Templa
           </div>
           <div class="actions">
             <Button
-              onClick={() => {
-                const name = ask("New file name");
+              onClick={async () => {
+                const name = await ask({
+                  title: "New file",
+                  label: "File name",
+                  hint: dir ? `In ${dir}/` : "In the template's top folder",
+                  confirmLabel: "Create",
+                  check: checkRelativePath,
+                });
                 if (name) go({ path: dir, file: join(dir, name) });
               }}
             >
               New file
             </Button>
             <Button
-              onClick={() => {
-                const name = ask("New folder name");
-                if (name) void run("New folder", () => api.post(`${base}/files/mkdir`, { path: join(dir, name) }));
+              onClick={async () => {
+                const name = await ask({
+                  title: "New folder",
+                  label: "Folder name",
+                  hint: dir ? `In ${dir}/` : "In the template's top folder",
+                  confirmLabel: "Create",
+                  check: checkRelativePath,
+                });
+                if (name) await run("New folder", () => api.post(`${base}/files/mkdir`, { path: join(dir, name) }));
               }}
             >
               New folder
@@ -161,9 +177,9 @@ export function TemplateFiles({ template, route, onChanged }: { template: Templa
                   ) : null}
                   <Button
                     perm="templates.update"
-                    onClick={() => {
-                      const to = ask(`Rename ${e.path} to`, e.path);
-                      if (to && to !== e.path) void run("Rename", () => api.post(`${base}/files/rename`, { from: e.path, to }));
+                    onClick={async () => {
+                      const to = await ask({ title: `Rename ${e.path}`, label: "New path", initial: e.path, confirmLabel: "Rename", check: checkRelativePath });
+                      if (to && to !== e.path) await run("Rename", () => api.post(`${base}/files/rename`, { from: e.path, to }));
                     }}
                   >
                     Rename
@@ -192,6 +208,7 @@ export function TemplateFiles({ template, route, onChanged }: { template: Templa
         />
       )}
       {confirmDialog}
+      {promptDialog}
     </Card>
   );
 }
@@ -203,6 +220,7 @@ function Editor({ template, path, onClose, onSaved }: { template: Template; path
   const [loaded, setLoaded] = useState("");
   const [error, setError] = useState<unknown>(null);
   const [saving, setSaving] = useState(false);
+  const [confirm, confirmDialog] = useConfirm();
   useEffect(() => {
     let cancelled = false;
     api.get<{ content: string }>(`${base}/files/content`, { path }).then(
@@ -226,7 +244,17 @@ function Editor({ template, path, onClose, onSaved }: { template: Template; path
       title={<code>{path}</code>}
       actions={
         <>
-          <button type="button" class="btn btn-plain" onClick={() => (!dirty || window.confirm("Leave without saving?")) && onClose()}>
+          <button
+            type="button"
+            class="btn btn-plain"
+            onClick={async () => {
+              if (
+                !dirty ||
+                (await confirm({ title: "Unsaved changes", message: `Close ${path} without saving?`, confirmLabel: "Discard changes", danger: true }))
+              )
+                onClose();
+            }}
+          >
             Close
           </button>
           {can("templates.update") ? (
@@ -269,6 +297,7 @@ function Editor({ template, path, onClose, onSaved }: { template: Template; path
           }}
         />
       ) : null}
+      {confirmDialog}
     </Card>
   );
 }

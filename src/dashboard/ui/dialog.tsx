@@ -1,7 +1,9 @@
 /**
- * Modal dialogs on the native `<dialog>` (focus is trapped and Escape closes it, by the browser),
- * and `useConfirm()`: `await confirm({...})` resolves true when the user confirms; with `typed`, the
- * confirm button stays disabled until that exact text is typed (deleting a group, restoring a backup).
+ * Modal dialogs on the native `<dialog>` (focus is trapped and Escape closes it, by the browser);
+ * `useConfirm()`: `await confirm({...})` resolves true when the user confirms; with `typed`, the
+ * confirm button stays disabled until that exact text is typed (deleting a group, restoring a backup);
+ * and `usePrompt()`: `await ask({...})` resolves the text entered (trimmed), or null when cancelled.
+ * Neither uses the browser's own `prompt()`/`confirm()`, which block the page and cannot be styled.
  */
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
@@ -96,6 +98,62 @@ export function useConfirm(): [(request: ConfirmRequest) => Promise<boolean>, Co
     </Dialog>
   );
   return [confirm, dialog];
+}
+
+export interface PromptRequest {
+  title: string;
+  label: string;
+  initial?: string;
+  confirmLabel?: string;
+  hint?: ComponentChildren;
+  /** An empty answer may be submitted (resolves ""). */
+  optional?: boolean;
+  /** An error to show for this answer, or null when it may be submitted. */
+  check?(answer: string): string | null;
+}
+
+export function usePrompt(): [(request: PromptRequest) => Promise<string | null>, ComponentChildren] {
+  const [request, setRequest] = useState<(PromptRequest & { resolve(answer: string | null): void }) | null>(null);
+  const [text, setText] = useState("");
+  const ask = (r: PromptRequest) =>
+    new Promise<string | null>((resolve) => {
+      setText(r.initial ?? "");
+      setRequest({ ...r, resolve });
+    });
+  const finish = (answer: string | null) => {
+    request?.resolve(answer);
+    setRequest(null);
+  };
+  const answer = text.trim();
+  const problem = request && answer ? (request.check?.(answer) ?? null) : null;
+  const dialog = (
+    <Dialog open={request !== null} title={request?.title ?? ""} onClose={() => finish(null)}>
+      {request ? (
+        <form
+          aria-label={request.title}
+          onSubmit={(e) => {
+            e.preventDefault();
+            if ((answer || request.optional) && !problem) finish(answer);
+          }}
+        >
+          <label class="field">
+            <span class="field-label">{request.label}</span>
+            <input name="answer" value={text} onInput={(e) => setText(e.currentTarget.value)} autocomplete="off" autoFocus />
+            {problem ? <span class="field-hint error-text">{problem}</span> : request.hint ? <span class="field-hint">{request.hint}</span> : null}
+          </label>
+          <div class="actions end">
+            <button type="button" class="btn btn-plain" onClick={() => finish(null)}>
+              Cancel
+            </button>
+            <button type="submit" class="btn btn-primary" disabled={(!answer && !request.optional) || problem !== null}>
+              {request.confirmLabel ?? "OK"}
+            </button>
+          </div>
+        </form>
+      ) : null}
+    </Dialog>
+  );
+  return [ask, dialog];
 }
 
 /** Shows a secret once (a join token), with a copy button and the warning that it is not shown again. */

@@ -134,13 +134,15 @@ describe("the dashboard in Chromium", { timeout: 900_000 }, () => {
   });
 
   step("edits a template file and rolls it back", async () => {
-    page.on("dialog", (d) => void d.accept("server.properties"));
     await nav(page, "Templates");
     await page.getByRole("button", { name: "Create template" }).click();
     await page.getByLabel("Name").fill("web");
     await page.getByRole("button", { name: "Create", exact: true }).click();
     await page.getByRole("heading", { name: "web", exact: true }).waitFor();
     await page.getByRole("button", { name: "New file" }).click();
+    const ask = page.getByRole("form", { name: "New file" });
+    await ask.getByLabel("File name").fill("server.properties");
+    await ask.getByRole("button", { name: "Create" }).click();
     const editor = page.getByLabel("Content of server.properties");
     await editor.fill("motd=first");
     await page.getByRole("button", { name: "Save" }).click();
@@ -164,6 +166,67 @@ describe("the dashboard in Chromium", { timeout: 900_000 }, () => {
     await until("the rolled-back content", async () => (await page.getByLabel("Content of server.properties").inputValue()) === "motd=first");
     const file = (await api(c, "GET", "/api/v1/templates/web/files/content?path=server.properties")).json as { content: string };
     assert.equal(file.content, "motd=first");
+    await page.getByRole("button", { name: "Close" }).click();
+    await page.getByRole("tab", { name: "Search" }).click();
+    const search = page.getByRole("search", { name: "Search the template" });
+    await search.getByLabel("Text or path").fill("MOTD=");
+    await search.getByRole("button", { name: "Search" }).click();
+    const hit = page.locator('table[aria-label="Search results"] tbody tr');
+    await hit.first().waitFor();
+    assert.deepEqual(
+      (await hit.allTextContents()).map((t) => t.replace(/\s+/g, " ")),
+      ["server.properties1motd=first"],
+    );
+  });
+
+  step("creates a role and a user holding it", async () => {
+    await nav(page, "Roles");
+    await page.getByRole("button", { name: "Create role" }).click();
+    const roleForm = page.getByRole("form", { name: "Create role" });
+    await roleForm.getByLabel("Name").fill("watchers");
+    await roleForm.getByLabel("Description").fill("read groups");
+    await roleForm.getByRole("checkbox", { name: "groups.view" }).check();
+    await roleForm.getByRole("button", { name: "Create role" }).click();
+    await page.locator('table[aria-label="Roles"] tbody tr[data-key="watchers"]').waitFor();
+    await nav(page, "Users");
+    await page.getByRole("button", { name: "Create user" }).click();
+    const userForm = page.getByRole("form", { name: "Create user" });
+    await userForm.getByLabel("Username").fill("ops");
+    await userForm.locator('input[name="password"]').fill("ops-password-1");
+    await userForm.locator('input[name="repeat"]').fill("ops-password-1");
+    await userForm.getByRole("checkbox", { name: "VIEWER" }).uncheck();
+    await userForm.getByRole("checkbox", { name: "watchers" }).check();
+    await userForm.getByRole("button", { name: "Create user" }).click();
+    await page.locator('table[aria-label="Users"] tbody tr[data-key="ops"]', { hasText: "watchers" }).waitFor();
+    const role = (await api(c, "GET", "/api/v1/roles/watchers")).json as { permissions: string[] };
+    assert.deepEqual(role.permissions, ["groups.view"]);
+    const user = (await api(c, "GET", "/api/v1/users/ops")).json as { roles: string[] };
+    assert.deepEqual(user.roles, ["watchers"]);
+  });
+
+  step("creates a backup, uploads a bundle and dry-runs its restore", async () => {
+    await nav(page, "Backups");
+    await page.getByRole("button", { name: "Create backup" }).click();
+    const rows = page.locator('table[aria-label="Backups"] tbody tr');
+    await rows.first().waitFor({ timeout: waitMs });
+    const id = (await rows.first().getAttribute("data-key"))!;
+    const bundle = await fetch(`${c.url}/api/v1/backups/${encodeURIComponent(id)}/download`, { headers: { authorization: `Bearer ${c.adminToken}` } });
+    assert.equal(bundle.status, 200);
+    const bytes = Buffer.from(await bundle.arrayBuffer());
+    // Deleted here, then uploaded back: the same bundle, authenticated by this cluster.
+    await rows.first().getByRole("button", { name: "Delete" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Delete" }).click();
+    await page.getByText("No backup yet.").waitFor();
+    await page.locator('input[type="file"][name="bundle"]').setInputFiles({ name: "copy.tar.gz", mimeType: "application/gzip", buffer: bytes });
+    const uploaded = page.locator(`table[aria-label="Backups"] tbody tr[data-key="${id}"]`);
+    await uploaded.waitFor({ timeout: waitMs });
+    assert.equal(await uploaded.getByText("foreign").count(), 0, "this cluster's own bundle is not foreign");
+    await uploaded.getByRole("button", { name: "Restore" }).click();
+    const restore = page.getByRole("form", { name: "Restore" });
+    await restore.getByRole("button", { name: "Dry run" }).click();
+    await restore.getByText("Dry run: nothing was changed").waitFor({ timeout: waitMs });
+    assert.equal(await restore.getByRole("button", { name: "Restore" }).isDisabled(), true, "not before the id is typed");
+    await page.keyboard.press("Escape");
   });
 
   step("drains a node", async () => {
