@@ -53,6 +53,8 @@ export const NEVER_BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
  */
 export const BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
   "audit_log",
+  "catalog_builds",
+  "catalog_mirror",
   "crashes",
   "deployment_locks",
   "deployment_progress",
@@ -60,6 +62,7 @@ export const BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
   "group_revisions",
   "groups",
   "instances",
+  "maintenance",
   "metrics_history",
   "node_certificate_revocations",
   "node_token_claims",

@@ -16,6 +16,7 @@ import { registerEventCommands } from "./commands/events.js";
 import { registerGroupCommands } from "./commands/group.js";
 import { registerInstanceCommands } from "./commands/instance.js";
 import { registerLogCommands } from "./commands/logs.js";
+import { registerMaintenanceCommands } from "./commands/maintenance.js";
 import { registerNodeCommands } from "./commands/node.js";
 import { registerPluginCommands } from "./commands/plugin.js";
 import { registerRoleCommands } from "./commands/role.js";
@@ -85,6 +86,7 @@ export function buildProgram(io: ProcessIo): Command {
   registerDiagnosticsCommands(program, runtime);
   registerShareCommands(program, runtime);
   registerNodeCommands(program, runtime);
+  registerMaintenanceCommands(program, runtime);
   registerDeployCommands(program, runtime);
   registerClusterCommands(program, runtime);
   registerPluginCommands(program, runtime);

@@ -69,6 +69,7 @@ import { KvMutex } from "../coordination/kv-mutex.js";
 import { MachineCredentials, nodeCredentialTtlMs } from "../plugin-api/credentials.js";
 import { PlayerService } from "../plugin-api/players.js";
 import { SchedulerHost, type SchedulerTuning } from "../scheduler/scheduler-host.js";
+import { InstanceRemoval } from "../scheduler/instance-removal.js";
 import { startAuditPruner } from "../audit/audit-pruner.js";
 import { buildCoordination } from "./coordination.js";
 import { clusterMembershipService } from "../cluster/cluster-grpc-service.js";
@@ -99,6 +100,7 @@ import { EventTypes } from "../events/event-types.js";
 import { isoFromMs } from "../domain/shared/time.js";
 import { ApiError } from "../shared/errors.js";
 import { buildLogsAndSharing, type LogsAndSharing, type LogsAndSharingTuning } from "./logs-and-sharing.js";
+import { buildCapabilities, type Capabilities } from "./capabilities.js";
 import { buildModules } from "./modules.js";
 import type { ModulePlatform, ModulePlatformTuning } from "../modules/module-platform.js";
 import { loadDashboardAssets } from "../http/dashboard-assets.js";
@@ -214,6 +216,8 @@ export interface ControllerServices {
   deployments: DeploymentService;
   /** The daemon log mirror's buffers, the log streams, diagnostics and sharing. */
   logsAndSharing: LogsAndSharing;
+  /** Global maintenance, player admission and the other operator capabilities (capabilities.ts). */
+  capabilities: Capabilities;
   /** Platform modules: installed bundles, their workers, registries. */
   modules: ModulePlatform;
 }
@@ -404,6 +408,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
       spoolDirectory: opts.templateSpoolDirectory,
       writeLock: recordLocks.scoped("template:", { waitMs: 60_000 }),
     });
+    const capabilities = buildCapabilities({ config, cluster, documents, blobs, events, clock, logs, audit, recordLocks, groups, instances });
+    cleanups.push({ name: "capabilities", run: () => capabilities.stop() });
     const deploymentCollections = openDeploymentCollections(documents);
     const templateHash = async (name: string) => {
       try {
@@ -413,7 +419,12 @@ export async function startController(config: ControllerConfig, opts: StartContr
         throw err;
       }
     };
-    const revisions = new RevisionStore(deploymentCollections, templateHash, () => isoFromMs(clock.nowMs()));
+    const revisions = new RevisionStore(
+      deploymentCollections,
+      templateHash,
+      () => isoFromMs(clock.nowMs()),
+      (platform, version) => capabilities.catalog.freeze(platform, version),
+    );
     const deployments = new DeploymentService({
       collections: deploymentCollections,
       revisions,
@@ -514,7 +525,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
       daemons: tracedDaemonLink(coordination.daemons, tracing),
       credentials,
       scopes: coordination.scopes,
-      crashLoop: { crashLoopThreshold: config.crashes.crashLoopThreshold, crashLoopWindowMs: config.crashes.crashLoopWindowSeconds * 1000 },
+      // The cluster-shared values in force, read at every crash (live-settings.ts).
+      crashLoop: capabilities.settings.crashLoop,
       clock,
       logger: logs.logger("cloud.scheduler"),
       metrics,
@@ -522,6 +534,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       sessionHeld: (nodeId) => coordination.sessionHeld(nodeId),
       strayFencingToken: groupTokenCeiling,
       revisions,
+      buildCheck: (build) => capabilities.mirror.check(build),
       tuning: {
         evaluationIntervalMs: config.scheduler.evaluationIntervalSeconds * 1000,
         startingPerNodeMax: config.scheduler.maxStartingPerNode,
@@ -540,6 +553,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         ),
     });
     scheduler.setConsole(consoleHub);
+    capabilities.settings.onStartingPerNodeMax((value) => scheduler.setStartingPerNodeMax(value));
     const daemonLink = coordination.daemons;
     stopStrays = () =>
       stopUnrecordedInstances({
@@ -662,6 +676,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       readiness,
       version,
       tuning: opts.logsAndSharingTuning,
+      shareSettings: capabilities.settings.share,
     });
 
     const { app, registry } = createHttpApp({
@@ -680,7 +695,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         groupRoutes(groups, audit),
         groupSchedulingRoutes(groups, scheduler, audit),
         deploymentRoutes(deployments, audit),
-        serviceRoutes(instances),
+        serviceRoutes(instances, { removal: new InstanceRemoval({ instances, groups }), audit }),
         instanceControlRoutes({ instances, operations: scheduler, console: consoleHub, tickets: consoleTickets, audit, metrics }),
         instanceLogRoutes({ instances, daemons: coordination.daemons, console: consoleHub, tickets: consoleTickets, events, metrics, clock }),
         crashRoutes(crashes),
@@ -699,6 +714,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
           events,
           metrics: instanceMetrics,
           eventTickets: eventStream.tickets,
+          admission: capabilities.admission,
         }),
         pluginNetworkRoutes({ instances, groups, players, transfers, sequences }),
         pluginAdminRoutes({ credentials, instances, groups, metrics: instanceMetrics, audit, clock }),
@@ -717,6 +733,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         backupRoutes(backups, audit),
         metricsHistoryRoutes({ history: metricsHistory, enabled: metrics.enabled, clock }),
         ...logsAndSharing.routeModules,
+        ...capabilities.routeModules,
         ...modules.routeModules,
         ...(opts.extraRouteModules ?? []),
       ],
@@ -776,7 +793,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       const stopAuditPruner = startAuditPruner({
         audit,
         runUnderLease: (name, ttlMs, fn) => cluster.runUnderLease(name, ttlMs, fn),
-        retentionDays: config.scheduler.auditRetentionDays,
+        retentionDays: () => capabilities.settings.auditRetentionDays(),
         logger: logs.logger("cloud.audit"),
       });
       cleanups.push({ name: "audit pruner", run: stopAuditPruner });
@@ -860,6 +877,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         backups,
         deployments,
         logsAndSharing: builtLogs,
+        capabilities,
         modules: modules.platform,
       },
       app,

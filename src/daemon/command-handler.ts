@@ -58,6 +58,8 @@ export function toRunnerSpec(spec: WireInstanceSpec, defaultControllerUrl: strin
     env: { ...(spec.environment ?? {}) },
     variables: { ...(spec.variables ?? {}) },
     ...(spec.jar_file ? { jarFile: spec.jar_file } : {}),
+    ...(spec.platform_version ? { platformVersion: spec.platform_version } : {}),
+    ...(spec.build_sha256 ? { buildSha256: spec.build_sha256 } : {}),
     ...(spec.workload_token ? { workloadToken: spec.workload_token } : {}),
     ...(controllerUrl ? { controllerUrl } : {}),
   };

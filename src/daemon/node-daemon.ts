@@ -23,12 +23,15 @@ import { callerCheckFor } from "./relay-callers.js";
 import { builtInPlatforms, type PlatformDefinition } from "./platforms.js";
 import { SpawnerLauncher, type ProcessLauncher } from "./process-launcher.js";
 import { HttpTemplateSource, TemplateCache } from "./template-cache.js";
+import { BuildCache, HttpBuildSource } from "./build-cache.js";
 import { DaemonLogMirror, mirroredLogger } from "./log-mirror.js";
 
 /** Directory of the template cache inside `dataDir`. */
 export const TEMPLATE_CACHE_DIRECTORY = "template-cache";
 /** Where instance logs are kept, under `dataDir`. */
 export const INSTANCE_LOG_DIRECTORY = "instance-logs";
+/** Under `dataDir`: the catalog builds this node holds (build-cache.ts). */
+export const BUILD_CACHE_DIRECTORY = "build-cache";
 /** Margin on top of the slowest platform's stop sequence before a shutdown kills what is left. */
 export const shutdownMarginMs = 5_000;
 
@@ -93,6 +96,11 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
     sizeBytesMax: config.templateCacheSizeMbMax * 1024 * 1024,
     source: new HttpTemplateSource({ baseUrl: () => endpoint.requireBaseUrl(), token: () => endpoint.requireToken() }),
   });
+  // Catalog builds (server jars), fetched once per node with the same credential as the templates.
+  const builds = await BuildCache.open(
+    join(config.dataDir, BUILD_CACHE_DIRECTORY),
+    new HttpBuildSource({ baseUrl: () => endpoint.requireBaseUrl(), token: () => endpoint.requireToken() }),
+  );
   const platforms = options.platforms ?? builtInPlatforms();
   // The unpacker, the sink and the session hook refer to objects built after them; none of them
   // runs before start() connects.
@@ -113,6 +121,7 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
           request.variables,
           request.signal,
         );
+        if (request.build) await builds.install(request.build.sha256, request.workDir, request.build.fileName, request.signal);
       } finally {
         reporter.cacheChanged();
       }

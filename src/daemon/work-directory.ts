@@ -42,6 +42,7 @@ export async function prepareWorkDirectory(plan: WorkDirectoryPlan): Promise<voi
       variables: { ...(spec.variables ?? {}), ...instancePlaceholders(spec) },
       freshDirectory,
       signal: plan.signal,
+      ...(spec.buildSha256 ? { build: { sha256: spec.buildSha256, fileName: spec.jarFile ?? "server.jar" } } : {}),
     });
   }
   if (platform.portPassing === "file" && platform.portFile !== undefined) {

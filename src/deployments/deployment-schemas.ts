@@ -85,6 +85,8 @@ export const RevisionSchema = Type.Object({
   jarFile: Type.String(),
   memoryMb: Type.Integer(),
   templates: Type.Array(PinnedLayerSchema),
+  /** The catalog build of platformVersion when frozen (absent in revisions from before the catalog, null when none). */
+  build: Type.Optional(Type.Union([Type.Object({ version: Type.String(), sha256: Type.String(), downloadUrl: Type.String() }), Type.Null()])),
   /** INITIAL: frozen from the group when its first instance was scheduled; DEPLOYMENT: by a deployment. */
   origin: literals(["INITIAL", "DEPLOYMENT"] as const),
   createdAt: Type.String({ format: "date-time" }),

@@ -77,7 +77,7 @@ export class CrashRecorder {
     if (!countsTowardsLoop || NOT_THE_GROUPS_FAULT.has(details.classification)) return;
     const verdict = this.loops.recordCrash(ref.group);
     // Bounded like the detector's windows: one entry per group with a counted crash, dropped on reset.
-    this.lastCrashOf.set(ref.group, crashReason(ref, details));
+    this.lastCrashOf.set(ref.group, crashLoopQuote(ref, details));
     if (verdict.tripped) this.deps.toGroup(ref.group, { type: "CRASH_LOOP", crashCount: verdict.crashCount, windowStartMs: verdict.windowStartMs });
   }
 
@@ -105,7 +105,7 @@ export class CrashRecorder {
 }
 
 /** One crash as a crash-loop issue quotes it: `<id> on <node>: <classification> (exit <code>): <last log line>`. */
-export function crashReason(ref: InstanceRef, details: Pick<CrashDetails, "classification" | "exitCode" | "logTail">): string {
+export function crashLoopQuote(ref: InstanceRef, details: Pick<CrashDetails, "classification" | "exitCode" | "logTail">): string {
   const lastLine =
     [...details.logTail]
       .reverse()

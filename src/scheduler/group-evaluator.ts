@@ -21,7 +21,7 @@ import { isoFromMs } from "../domain/shared/time.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
 import { notFound } from "../shared/errors.js";
-import type { RevisionSource, RevisionStart } from "./instance-lifecycle.js";
+import type { RevisionBuild, RevisionSource, RevisionStart } from "./instance-lifecycle.js";
 import type { LiveInstance, LiveInstances } from "./live-instances.js";
 import { recordNewInstances } from "./new-instance-records.js";
 import type { Reservation } from "./placement-ledger.js";
@@ -70,6 +70,11 @@ export interface GroupEvaluatorDeps {
   revisions?: Pick<RevisionSource, "resolve">;
   /** The latest load samples of these instances (those without a current one are left out); absent: no load scaling. */
   loadSamples?(instanceIds: readonly string[]): Promise<LoadSample[]>;
+  /**
+   * Whether a revision's catalog build can be started now (the controllers' build mirror): when not,
+   * nothing is placed and the group's `schedulingIssue` says why (nothing starts, so nothing crashes).
+   */
+  buildCheck?(build: RevisionBuild): Promise<{ ok: true } | { ok: false; code: string; message: string }>;
 }
 
 /** Rounds of place-and-claim in one evaluation: a round's refused claims (another controller was first) are placed again. */
@@ -244,6 +249,13 @@ export class GroupEvaluator {
       ? await this.deps.revisions.resolve(groupRecord, options.revision)
       : { revision: options.revision ?? 0, memoryMb: groupRecord.memoryMb };
     if (pinned.memoryMb !== groupRecord.memoryMb) group = { ...groupRecord, memoryMb: pinned.memoryMb };
+    if (pinned.build && this.deps.buildCheck) {
+      const check = await this.deps.buildCheck(pinned.build);
+      if (!check.ok) {
+        await this.setIssue(group, check);
+        return [];
+      }
+    }
     const nodes = await this.placementNodes();
     const capacityMb = new Map(nodes.map((n) => [n.id, n.totalMemoryMb]));
     const max = this.deps.startingPerNodeMax;

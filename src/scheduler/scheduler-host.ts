@@ -284,6 +284,11 @@ export class SchedulerHost implements InstanceLifecycle {
     return this.parts.scopes.fencingTokenOf(group);
   }
 
+  /** Start pacing per node from now on (the cluster-shared `scheduler.maxStartingPerNode`); 0: no limit. */
+  setStartingPerNodeMax(value: number): void {
+    this.tuning.startingPerNodeMax = value;
+  }
+
   /** Whether this controller schedules `group` right now. */
   isOwned(group: string): boolean {
     return this.parts.scopes.isOwned(group);

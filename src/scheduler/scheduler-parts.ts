@@ -23,7 +23,7 @@ import type { CrashLoopOptions } from "./crash-loop.js";
 import { DaemonReportRouter } from "./daemon-report-router.js";
 import { DeletedGroupStrays } from "./deleted-group-strays.js";
 import { FinishedSweeper } from "./finished-sweeper.js";
-import { GroupEvaluator } from "./group-evaluator.js";
+import { GroupEvaluator, type GroupEvaluatorDeps } from "./group-evaluator.js";
 import type { RevisionSource } from "./instance-lifecycle.js";
 import { InstanceOperations } from "./instance-operations.js";
 import { InstanceRecordWriter } from "./instance-record-writer.js";
@@ -77,6 +77,8 @@ export interface SchedulerHostOptions {
   loadSamples?(instanceIds: readonly string[]): Promise<LoadSample[]>;
   /** The player registry's count of each instance (absent: none); without it the counts are only those reported here. */
   playerCounts?(instanceIds: readonly string[]): Promise<Map<string, number>>;
+  /** Whether a revision's catalog build can be started (the build mirror); without it builds are not checked. */
+  buildCheck?: GroupEvaluatorDeps["buildCheck"];
 }
 
 /** The parts of the host, each with one job (scheduler-host.md, "Parts of the host"). */
@@ -137,7 +139,10 @@ export function buildSchedulerParts(options: SchedulerHostOptions, host: HostCon
     logger,
     nodeListCacheMs: tuning.nodeListCacheMs,
     refusalBackoffMs: tuning.evaluationIntervalMs,
-    startingPerNodeMax: tuning.startingPerNodeMax,
+    // Read at every evaluation: the cluster-shared config changes it while the scheduler runs.
+    get startingPerNodeMax() {
+      return tuning.startingPerNodeMax;
+    },
     fencingTokenOf,
     ensureCurrent: (group) => p.scopes.ensureCurrent(group),
     instanceAdded: (instance) => p.scopes.instanceAdded(instance),
@@ -145,6 +150,7 @@ export function buildSchedulerParts(options: SchedulerHostOptions, host: HostCon
     nodesSeen: (nodes) => p.nodes.seen(nodes),
     revisions: options.revisions,
     loadSamples: options.loadSamples,
+    buildCheck: options.buildCheck,
   });
   p.dispatch = new CommandDispatch({
     daemons: options.daemons,

@@ -162,6 +162,10 @@ export interface InstanceSpec {
   variables: Record<string, string>;
   templates: TemplateLayerRef[];
   jar_file: string;
+  /** Empty: none. */
+  platform_version?: string;
+  /** The catalog build to place at `jar_file`; empty: none. */
+  build_sha256?: string;
 }
 /** Fields every instance command carries. */
 export interface CommandHeader {

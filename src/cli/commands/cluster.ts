@@ -5,6 +5,7 @@ import { listOf, segment } from "../http-client.js";
 import { collect, commaList, parseCount } from "../options.js";
 import { display } from "../render.js";
 import type { Runtime, RuntimeFactory } from "../runtime.js";
+import { registerClusterConfigCommands } from "./cluster-config.js";
 
 /** Default lifetime of a controller join token (24 h); the controller caps it at 30 days. */
 export const joinTokenTtlDefaultSeconds = 86_400;
@@ -225,4 +226,6 @@ export function registerClusterCommands(program: Command, runtime: RuntimeFactor
       const count = response.data?.memberCount;
       rt.out.success(`recovered: ejected ${ejected.join(", ")}${typeof count === "number" ? `; ${count} member(s) now` : ""}`);
     });
+
+  registerClusterConfigCommands(cluster, runtime);
 }

@@ -154,4 +154,15 @@ export function registerInstanceCommands(program: Command, runtime: RuntimeFacto
       const client = rt.client();
       await withIdPrefix(client, ID_KINDS.instance, given, (id) => runConsole(client, rt.out, id));
     });
+
+  instance
+    .command("delete <id>")
+    .alias("rm")
+    .description("delete the record of a STOPPED or CRASHED instance (a STATIC group's slot records stay)")
+    .action(async (id: string, _opts, cmd: Command) => {
+      const rt = runtime(cmd);
+      const response = await rt.client().delete(servicePath(id));
+      if (rt.json) return rt.out.raw(response.raw || "{}");
+      rt.out.success(`deleted instance ${rt.out.accent(id)}`);
+    });
 }

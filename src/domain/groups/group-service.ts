@@ -66,6 +66,16 @@ export interface GroupUpdateResult {
   after: Group;
 }
 
+/**
+ * The software catalog as groups use it: the default `platformVersion` of a new group (its
+ * platform's recommended build), and the check that a named version is a build of the platform.
+ */
+export interface GroupCatalog {
+  defaultVersion(platform: string): Promise<string | null>;
+  /** 422 when the catalog has builds of `platform` but not `version`. */
+  check(platform: string, version: string | null): Promise<void>;
+}
+
 const noAggregates: GroupAggregates = { runningInstances: 0, totalPlayers: 0 };
 
 /**
@@ -77,6 +87,7 @@ const noAggregates: GroupAggregates = { runningInstances: 0, totalPlayers: 0 };
 export class GroupService {
   private readonly groups: Collection<StoredGroup>;
   private readonly writes: KeyedLock;
+  private catalog: GroupCatalog | null = null;
 
   constructor(
     store: DocumentStore,
@@ -91,6 +102,11 @@ export class GroupService {
   ) {
     this.groups = store.collection<StoredGroup>(GROUPS_COLLECTION);
     this.writes = writes;
+  }
+
+  /** Consults the software catalog for defaults and checks of `platformVersion` (set once by the composition root). */
+  useCatalog(catalog: GroupCatalog): void {
+    this.catalog = catalog;
   }
 
   /** Every group in list form, ordered by name. */
@@ -223,7 +239,7 @@ export class GroupService {
       _id: input.name,
       name: input.name,
       platform: input.platform,
-      platformVersion: input.platformVersion ?? GROUP_DEFAULTS.platformVersion,
+      platformVersion: input.platformVersion ?? (await this.catalog?.defaultVersion(input.platform)) ?? GROUP_DEFAULTS.platformVersion,
       jarFile: input.jarFile ?? GROUP_DEFAULTS.jarFile,
       templates: [...(input.templates ?? GROUP_DEFAULTS.templates)],
       scalingMode,
@@ -247,6 +263,7 @@ export class GroupService {
     };
     validateGroupInvariants(doc);
     checkPlatform(doc.platform);
+    await this.catalog?.check(doc.platform, doc.platformVersion);
     if (doc.parent !== null && !(await this.exists(doc.parent))) {
       throw validationError(`parent: unknown group ${doc.parent}`);
     }
