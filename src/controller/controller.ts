@@ -85,6 +85,7 @@ import { RestoreCoordination, RESTORE_POLL_INTERVAL_MS } from "../backup/restore
 import { ClusterIdentityStore } from "../cluster/cluster-identity.js";
 import { stopUnrecordedInstances } from "../backup/unrecorded-instances.js";
 import { groupResource, leaseTokenKey } from "../coordination/keys.js";
+import { DocumentFencingHighWater } from "../coordination/fencing-high-water.js";
 import { LOCAL_SCOPE_TOKEN } from "../scheduler/scopes.js";
 import { uriScheme } from "../store/open.js";
 import { openDeploymentCollections } from "../deployments/deployment-store.js";
@@ -486,11 +487,13 @@ export async function startController(config: ControllerConfig, opts: StartContr
     });
     cleanups.push({ name: "daemon gateway", run: () => gateway.stop() });
 
+    const fencingHighWater = new DocumentFencingHighWater(documents);
     const coordination = buildCoordination({
       config,
       controllerId: cluster.nodeId,
       cluster,
       kv,
+      fencingHighWater,
       gateway,
       events,
       metrics,
@@ -539,8 +542,9 @@ export async function startController(config: ControllerConfig, opts: StartContr
           return result?.ok ? (result.instances ?? []) : null;
         },
         liveRecords: async () => new Map((await instances.findDocs()).filter((doc) => !FINISHED_STATES.has(doc.state)).map((doc) => [doc.id, doc.node])),
-        // The counter the group's lease tokens come from; the development profile's constant token without one.
-        fencingToken: async (group) => Number(await kv.get(leaseTokenKey(groupResource(group)))) || LOCAL_SCOPE_TOKEN,
+        // The highest of the group's lease tokens (counter or durable mark); the development profile's constant token without one.
+        fencingToken: async (group) =>
+          Math.max(Number(await kv.get(leaseTokenKey(groupResource(group)))) || 0, await fencingHighWater.highest(groupResource(group))) || LOCAL_SCOPE_TOKEN,
         forceStop: async (nodeId, group, instanceId, fencingToken) => {
           const result = await daemonLink
             .sendCommand(nodeId, { type: "force_stop_instance", body: { group, fencing_token: fencingToken, instance_id: instanceId } })

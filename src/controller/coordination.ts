@@ -9,6 +9,7 @@ import type { ClusterService } from "../cluster/cluster-service.js";
 import type { ControllerConfig } from "../config/schema.js";
 import { DaemonRelay } from "../coordination/daemon-relay.js";
 import { EventBridge } from "../coordination/event-bridge.js";
+import type { FencingHighWater } from "../coordination/fencing-high-water.js";
 import { KvLeases } from "../coordination/kv-leases.js";
 import { NodeSessionRegistry } from "../coordination/session-registry.js";
 import { EventTypes } from "../events/event-types.js";
@@ -37,6 +38,8 @@ export interface CoordinationOptions {
   /** The cluster membership: the other controllers' gRPC ports and this one's member certificate. */
   cluster: Pick<ClusterService, "memberCommandLink">;
   kv: KvStore;
+  /** The durable record of granted lease tokens (the shared document database). */
+  fencingHighWater: FencingHighWater;
   gateway: DaemonGateway;
   events: EventBus;
   metrics: MetricsService;
@@ -55,7 +58,7 @@ export function buildCoordination(options: CoordinationOptions): SchedulingCoord
   }
   const { kv, controllerId, events, logger } = options;
   const leaseTtlMs = 2 * config.scheduler.evaluationIntervalSeconds * 1000;
-  const leases = new KvLeases({ kv, controllerId, leaseTtlMs, metrics: options.metrics });
+  const leases = new KvLeases({ kv, controllerId, leaseTtlMs, metrics: options.metrics, highWater: options.fencingHighWater });
   const scopes = new LeaseScopeOwnership({ leases, leaseTtlMs, clock: options.clock, logger });
   const registry = new NodeSessionRegistry({ kv });
   const relay = new DaemonRelay({ controllerId, kv, registry, gateway, peers: options.cluster.memberCommandLink(), logger });

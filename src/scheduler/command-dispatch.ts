@@ -8,6 +8,7 @@
 import type { InstanceEvent } from "../../actors/instance/transitions.js";
 import type { GroupService } from "../domain/groups/group-service.js";
 import type { InstanceService } from "../domain/instances/instance-service.js";
+import { freezePoint } from "../shared/test-freeze.js";
 import type { Logger } from "../logs/types.js";
 import type { MachineCredentials } from "../plugin-api/credentials.js";
 import { conflict } from "../shared/errors.js";
@@ -125,6 +126,8 @@ export class CommandDispatch {
 
   /** One command; a thrown failure (not connected, forwarding failed) comes back as a refused result. */
   async send(nodeId: string, command: InstanceCommand): Promise<CommandResult> {
+    // Tests freeze a controller here, its fencing token already in the command (test-freeze.ts).
+    freezePoint(`daemon-command:${command.type}`);
     try {
       return await this.deps.daemons.sendCommand(nodeId, command);
     } catch (err) {

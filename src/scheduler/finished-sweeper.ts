@@ -3,14 +3,16 @@
  * have been listed for the retention (a STATIC group's slot records stay: they say which node holds
  * each slot's directory), keeps every stored group tracked for ownership (an event missed from a
  * peer must not leave a group without an owner), and untracks a deleted group once its instances
- * finished.
+ * finished. A delete is fenced like a write: the scope's check after the read, then a delete only at
+ * the revision read (a record written since, by anyone, stays).
  */
 import type { GroupService } from "../domain/groups/group-service.js";
 import type { InstanceService } from "../domain/instances/instance-service.js";
 import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
 import type { Clock, Timer } from "../shared/clock.js";
+import { RevisionConflictError } from "../store/ports.js";
 import type { LiveInstances } from "./live-instances.js";
-import type { ScopeOwnership } from "./scopes.js";
+import { ScopeLostError, type ScopeOwnership } from "./scopes.js";
 import { slotNumber } from "./static-slots.js";
 
 /** Bounds of the sweep interval: at least a second apart, at most a minute. */
@@ -19,7 +21,7 @@ export const sweepIntervalMaxMs = 60_000;
 
 export interface FinishedSweeperDeps {
   groups: Pick<GroupService, "listDocs">;
-  instances: Pick<InstanceService, "findDocs" | "remove">;
+  instances: Pick<InstanceService, "findRevisioned" | "removeIf">;
   scopes: Pick<ScopeOwnership, "track" | "untrack">;
   live: LiveInstances;
   clock: Clock;
@@ -28,6 +30,8 @@ export interface FinishedSweeperDeps {
   /** The evaluation interval; the sweep runs as often, within the bounds above. */
   evaluationIntervalMs: number;
   isOwned(group: string): boolean;
+  /** Fencing check of the group's scope; throws ScopeLostError when it moved. */
+  ensureCurrent(group: string): Promise<void>;
   track(work: Promise<unknown>): void;
 }
 
@@ -61,14 +65,21 @@ export class FinishedSweeper {
     const cutoffMs = this.deps.clock.nowMs() - this.deps.finishedRetentionMs;
     const groups = new Map((await this.deps.groups.listDocs()).map((g) => [g.name, g]));
     for (const state of ["STOPPED", "CRASHED"] as const) {
-      for (const doc of await this.deps.instances.findDocs({ state })) {
+      for (const { doc, rev } of await this.deps.instances.findRevisioned({ state })) {
         const group = groups.get(doc.group);
         if (group?.static && slotNumber(group.name, doc.id) !== null) continue;
         // Another controller sweeps the groups it schedules; a deleted group's records are anyone's.
         if (!this.deps.isOwned(doc.group) && group) continue;
         const endedMs = doc.stoppedAt ? Date.parse(doc.stoppedAt) : 0;
         if (endedMs > cutoffMs) continue;
-        await this.deps.instances.remove(doc.id);
+        try {
+          if (group) await this.deps.ensureCurrent(doc.group);
+          await this.deps.instances.removeIf(doc.id, rev);
+        } catch (err) {
+          // The scope moved (its new owner sweeps), or the record was written since it was judged finished.
+          if (err instanceof ScopeLostError || err instanceof RevisionConflictError) continue;
+          throw err;
+        }
         this.deps.live.remove(doc.id);
       }
     }

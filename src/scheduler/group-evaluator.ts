@@ -20,6 +20,7 @@ import type { Clock } from "../shared/clock.js";
 import { notFound } from "../shared/errors.js";
 import type { RevisionSource, RevisionStart } from "./instance-lifecycle.js";
 import type { LiveInstance, LiveInstances } from "./live-instances.js";
+import { recordNewInstances } from "./new-instance-records.js";
 import { placeInstance, type PlacementFailure, type PlacementNode } from "./placement.js";
 import { freeSlots } from "./static-slots.js";
 import {
@@ -61,9 +62,6 @@ export interface GroupEvaluatorDeps {
   /** The latest load samples of these instances (those without a current one are left out); absent: no load scaling. */
   loadSamples?(instanceIds: readonly string[]): Promise<LoadSample[]>;
 }
-
-/** Instance records written at once by one evaluation (a bound on concurrent store writes). */
-export const saveBatchInstancesMax = 100;
 
 /** Decides and carries out the scaling of groups. */
 export class GroupEvaluator {
@@ -251,12 +249,7 @@ export class GroupEvaluator {
       batch.push(instance);
     }
     try {
-      if (batch.length > 0) {
-        await this.deps.ensureCurrent(group.name);
-        for (let from = 0; from < batch.length; from += saveBatchInstancesMax) {
-          await Promise.all(batch.slice(from, from + saveBatchInstancesMax).map((instance) => this.deps.instances.save(instance)));
-        }
-      }
+      await recordNewInstances(this.deps.instances, batch, () => this.deps.ensureCurrent(group.name));
     } catch (err) {
       for (const instance of batch) this.deps.live.remove(instance.id);
       for (const previous of replaced) this.deps.live.put(previous);

@@ -267,9 +267,9 @@ export class SchedulerHost implements InstanceLifecycle {
       logger,
       fencingTokenOf,
       send: (nodeId, command) => this.dispatch.send(nodeId, command),
-      savePlayerCount: (id, count, fenced) => this.records.savePlayerCount(id, count, fenced),
-      // While no scheduler runs here nobody is shadowed: the count is written where it was reported.
-      writesRecordOf: (id) => !this.started || supervised.has(id),
+      savePlayerCount: (id, count) => this.records.savePlayerCount(id, count),
+      // Only the owner writes a count, a starting controller included: it owns nothing yet.
+      writesRecordOf: (id) => supervised.has(id),
       playerCountWritten: (id, group) => this.countWritten?.(id, group),
       requestStop: (id, group, kind) => this.records.requestStop(id, group, kind),
       toInstance,
@@ -323,6 +323,7 @@ export class SchedulerHost implements InstanceLifecycle {
       finishedRetentionMs: tuning.finishedRetentionMs,
       evaluationIntervalMs: tuning.evaluationIntervalMs,
       isOwned: (group) => this.scopes.isOwned(group),
+      ensureCurrent: (group) => this.scopes.ensureCurrent(group),
       track,
     });
   }

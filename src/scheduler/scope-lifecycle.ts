@@ -1,7 +1,8 @@
 /**
  * Scope lifecycle: one supervisor per scope this controller owns, with a group actor per group and
- * an instance actor per live instance. Acquiring a scope reads its groups and instances and adopts
- * the live ones in their recorded state; losing it stops its actors in one transition (the
+ * an instance actor per live instance. Acquiring a scope reads its groups and instances, claims the
+ * live records (record-claims.ts: a write each, so the previous owner's late writes fail) and
+ * adopts them in their recorded state; losing it stops its actors in one transition (the
  * processes keep running; the next owner adopts them). An adopted instance whose record holds a
  * requested stop has it completed (the previous owner acknowledged it and may have died before it
  * went out). This part also holds the fencing token of each owned scope and routes events to the
@@ -22,13 +23,14 @@ import { provideSupervisor, type GroupEffectsPort, type InstanceEffectsPort } fr
 import type { LiveInstances } from "./live-instances.js";
 import type { SchedulerTuning } from "./scheduler-tuning.js";
 import { ScopeLostError, type ScopeOwnership } from "./scopes.js";
+import { claimLiveRecords } from "./record-claims.js";
 import type { SupervisedInstances } from "./supervised-instances.js";
 
 type SupervisorActor = Actor<ReturnType<typeof provideSupervisor>>;
 
 export interface ScopeLifecycleDeps {
   groups: Pick<GroupService, "getDoc" | "listDocs">;
-  instances: Pick<InstanceService, "findDocs">;
+  instances: Pick<InstanceService, "findRevisioned" | "saveIf" | "update">;
   scopes: Pick<ScopeOwnership, "scopeOf" | "ensureCurrent">;
   live: LiveInstances;
   supervised: SupervisedInstances;
@@ -66,7 +68,13 @@ export class ScopeLifecycle {
     const stops: InstanceFields[] = [];
     const draining: InstanceFields[] = [];
     for (const group of groups) {
-      const docs = await this.deps.instances.findDocs({ group: group.name });
+      let docs: InstanceFields[];
+      try {
+        docs = await claimLiveRecords(this.deps.instances, await this.deps.instances.findRevisioned({ group: group.name }), (g) => this.ensureCurrent(g));
+      } catch (err) {
+        if (err instanceof ScopeLostError) return; // moved on again while being adopted: the next owner adopts
+        throw err;
+      }
       // The view of a group another controller scheduled may hold instances that finished (or were
       // deleted) meanwhile: the records read now replace it, or they would count towards the group.
       const current = new Set(docs.filter((doc) => group.static || !FINISHED_STATES.has(doc.state)).map((doc) => doc.id));

@@ -11,6 +11,7 @@ import { ScopeLifecycle } from "../../src/scheduler/scope-lifecycle.js";
 import { groupScope, ScopeLostError } from "../../src/scheduler/scopes.js";
 import { SupervisedInstances } from "../../src/scheduler/supervised-instances.js";
 import { flush, instanceRecord, openSchedulerFixture, recordingLogger, type SchedulerFixture } from "./support.js";
+import { RevisionConflictError } from "../../src/store/ports.js";
 
 const intervalMs = 10_000;
 
@@ -105,8 +106,24 @@ describe("scope lifecycle", () => {
     assert.equal(evaluations.length, 1);
     await fx.clock.advanceAsync(1);
     assert.deepEqual(evaluations, [`${group}@${startMs}`, `${group}@${startMs + intervalMs}`]);
+    // Adopting claimed each live record after a fencing check: a write at the revision read.
+    assert.deepEqual(currentChecks, [`group:${group}#5`, `group:${group}#5`]);
     await lifecycle.ensureCurrent(group);
-    assert.deepEqual(currentChecks, [`group:${group}#5`]);
+    assert.deepEqual(currentChecks, [`group:${group}#5`, `group:${group}#5`, `group:${group}#5`]);
+    lifecycle.stop();
+  });
+
+  test("acquired: the adopted live records are claimed (rewritten at the revision read), so a write prepared by the previous owner fails", async () => {
+    await seed();
+    const before = new Map((await fx.instances.findRevisioned({ group })).map((r) => [r.doc.id, r.rev]));
+    await lifecycle.acquired(groupScope(group), 5);
+    const after = new Map((await fx.instances.findRevisioned({ group })).map((r) => [r.doc.id, r.rev]));
+    assert.notEqual(after.get(`${group}-1`), before.get(`${group}-1`), "RUNNING record claimed");
+    assert.notEqual(after.get(`${group}-2`), before.get(`${group}-2`), "SCHEDULED record claimed");
+    assert.equal(after.get(`${group}-3`), before.get(`${group}-3`), "a finished record is not claimed");
+    const stale = (await fx.instances.getDoc(`${group}-1`))!;
+    await assert.rejects(fx.instances.saveIf({ ...stale, state: "STOPPING" }, before.get(`${group}-1`)!), RevisionConflictError);
+    assert.equal((await fx.instances.getDoc(`${group}-1`))!.state, "RUNNING");
     lifecycle.stop();
   });
 

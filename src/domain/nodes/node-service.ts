@@ -9,7 +9,8 @@ import type { Clock } from "../../shared/clock.js";
 import { conflict, notFound } from "../../shared/errors.js";
 import { EventTypes, type NodeDrainCompletedPayload, type NodeDrainRequestedPayload } from "../../events/event-types.js";
 import type { EventBus } from "../../events/types.js";
-import type { Collection, Doc, DocumentStore } from "../../store/ports.js";
+import { RevisionConflictError, type Collection, type Doc, type DocumentStore } from "../../store/ports.js";
+import { UPDATE_ATTEMPTS_MAX, updateDocument, type UpdateDecision } from "../shared/conditional-update.js";
 import { KeyedMutex, type KeyedLock } from "../shared/keyed-mutex.js";
 import { isoFromMs } from "../shared/time.js";
 import type { NodeRecord, NodeState } from "./node-schemas.js";
@@ -177,21 +178,32 @@ export class NodeService {
    * and every API credential issued to the node so far is refused from now on.
    */
   async delete(id: string, options: DeleteNodeOptions = {}): Promise<NodeRecord> {
-    return this.writes.run(id, async () => {
-      const doc = await this.require(id);
-      const record = await this.recordOf(doc);
-      if (doc.state === "ONLINE" || doc.state === "DRAINING") {
-        const hint = "stop its daemon or revoke its certificate first";
-        throw conflict(`Node ${id} is ${doc.state}: only an UNREACHABLE or OFFLINE node can be deleted (${hint})`, "INVALID_STATE");
+    return this.writes.run(id, async (signal) => {
+      for (let attempt = 1; ; attempt++) {
+        const stored = await this.nodes.getRevisioned(id);
+        if (!stored) throw notFound(`Node not found: ${id}`);
+        const doc = stored.doc;
+        const record = await this.recordOf(doc);
+        if (doc.state === "ONLINE" || doc.state === "DRAINING") {
+          const hint = "stop its daemon or revoke its certificate first";
+          throw conflict(`Node ${id} is ${doc.state}: only an UNREACHABLE or OFFLINE node can be deleted (${hint})`, "INVALID_STATE");
+        }
+        if (record.instanceCount > 0 && options.force !== true) {
+          const instances = record.instanceCount === 1 ? "1 live instance" : `${record.instanceCount} live instances`;
+          throw conflict(`Node ${id} has ${instances}; pass force=true to delete it anyway`);
+        }
+        signal.throwIfAborted();
+        // The cut-off first: a delete that was answered never leaves the node's credentials working.
+        await this.cutOffCredentials(id);
+        try {
+          // Only the version judged above: a daemon that reconnected meanwhile made it ONLINE again.
+          await this.nodes.deleteIf(id, stored.rev);
+        } catch (error) {
+          if (error instanceof RevisionConflictError && attempt < UPDATE_ATTEMPTS_MAX) continue;
+          throw error;
+        }
+        return record;
       }
-      if (record.instanceCount > 0 && options.force !== true) {
-        const instances = record.instanceCount === 1 ? "1 live instance" : `${record.instanceCount} live instances`;
-        throw conflict(`Node ${id} has ${instances}; pass force=true to delete it anyway`);
-      }
-      // The cut-off first: a delete that was answered never leaves the node's credentials working.
-      await this.cutOffCredentials(id);
-      await this.nodes.delete(id);
-      return record;
     });
   }
 
@@ -257,29 +269,31 @@ export class NodeService {
    * state is given; fields not given keep their stored values.
    */
   async upsert(id: string, update: NodeUpsert): Promise<NodeRecord> {
-    return this.writes.run(id, async () => {
-      const current = await this.nodes.get(id);
-      const nowIso = isoFromMs(this.clock.nowMs());
-      const base: StoredNode = current ?? {
-        _id: id,
-        id,
-        state: "ONLINE",
-        host: update.host,
-        labels: {},
-        version: null,
-        totalMemoryMb: 0,
-        usedMemoryMb: 0,
-        cpuUsage: 0,
-        cordoned: false,
-        registeredAt: nowIso,
-        connectedAt: null,
-        lastHeartbeatAt: null,
-        drainRequestedAt: null,
-      };
-      const next: StoredNode = { ...base, ...update, _id: id, id, registeredAt: base.registeredAt };
-      await this.nodes.put(next);
-      return this.recordOf(next);
-    });
+    const next = await this.writes.run(id, (signal) => updateDocument(this.nodes, id, (current) => this.upserted(id, current, update), { signal }));
+    return this.recordOf(next);
+  }
+
+  /** The node record `update` makes of the stored one (or of none). */
+  private upserted(id: string, current: StoredNode | null, update: NodeUpsert): UpdateDecision<StoredNode, StoredNode> {
+    const nowIso = isoFromMs(this.clock.nowMs());
+    const base: StoredNode = current ?? {
+      _id: id,
+      id,
+      state: "ONLINE",
+      host: update.host,
+      labels: {},
+      version: null,
+      totalMemoryMb: 0,
+      usedMemoryMb: 0,
+      cpuUsage: 0,
+      cordoned: false,
+      registeredAt: nowIso,
+      connectedAt: null,
+      lastHeartbeatAt: null,
+      drainRequestedAt: null,
+    };
+    const next: StoredNode = { ...base, ...update, _id: id, id, registeredAt: base.registeredAt };
+    return { next, result: next };
   }
 
   /** Drain intents still waiting: drained nodes that run live instances (`cloud_workflows_node_drains`). */
@@ -302,13 +316,18 @@ export class NodeService {
 
   /** Read-modify-write of one node record; `next` answers null when nothing changes. */
   private async change(id: string, next: (doc: StoredNode) => StoredNode | null): Promise<NodeTransition> {
-    const { before, after, changed } = await this.writes.run(id, async () => {
-      const before = await this.require(id);
-      const after = next(before);
-      if (after === null) return { before, after: before, changed: false };
-      await this.nodes.put(after);
-      return { before, after, changed: true };
-    });
+    const { before, after, changed } = await this.writes.run(id, (signal) =>
+      updateDocument(
+        this.nodes,
+        id,
+        (before) => {
+          if (!before) throw notFound(`Node not found: ${id}`);
+          const after = next(before);
+          return { next: after, result: { before, after: after ?? before, changed: after !== null } };
+        },
+        { signal },
+      ),
+    );
     const [instanceCount, revocation] = await Promise.all([this.instanceCounts.liveCountForNode(id), this.revocations.get(id)]);
     const revokedAt = revocation?.revokedAt ?? null;
     return { before: toRecord(before, instanceCount, revokedAt), after: toRecord(after, instanceCount, revokedAt), changed };
