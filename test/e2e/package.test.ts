@@ -201,8 +201,13 @@ describe("the built package, installed from its tarball", { timeout: 900_000 }, 
     for (const file of shipped) {
       assert.ok(existsSync(join(installed, file)), `the package ships ${file}`);
     }
-    for (const absent of ["src", "test", "scripts", "proto", "tsconfig.json"])
-      assert.ok(!existsSync(join(installed, absent)), `the package does not ship ${absent}`);
+    for (const absent of ["test", "scripts", "proto", "tsconfig.json"]) assert.ok(!existsSync(join(installed, absent)), `the package does not ship ${absent}`);
+    // Of src/ only the cloudctl launcher ships (it runs dist/src/cli/main.js when installed): no TypeScript source.
+    assert.deepEqual(
+      readdirSync(join(installed, "src"), { recursive: true }).map(String).sort(),
+      ["cli", join("cli", "launch.mjs")],
+      "of src/ only the cloudctl launcher ships",
+    );
     for (const devOnly of ["tsx", "typescript", "esbuild", "vite", "preact", "uplot"])
       assert.ok(!existsSync(join(project, "node_modules", devOnly)), `${devOnly} is not installed with the package`);
     const localDaemon = await runOk(
