@@ -106,6 +106,8 @@ const startCommand: InstanceCommand = {
       variables: { difficulty: "hard" },
       templates: [{ name: "base", hash: "abc" }],
       jar_file: "server.jar",
+      platform_version: "",
+      build_sha256: "",
     },
   },
 };
@@ -208,7 +210,14 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
     await connect(b, "node-b");
 
     // The decoded result carries `instances`, empty except in the answer to list_instances.
-    assert.deepEqual(await b.relay.sendCommand("node-a", startCommand), { command_id: "cmd-1", ok: true, error_code: "", message: "", instances: [] });
+    assert.deepEqual(await b.relay.sendCommand("node-a", startCommand), {
+      command_id: "cmd-1",
+      ok: true,
+      error_code: "",
+      message: "",
+      instances: [],
+      log_lines: [],
+    });
     assert.deepEqual(a.gateway.received.at(-1), { nodeId: "node-a", command: startCommand }, "the spec, the group and the fencing token arrive intact");
 
     b.gateway.answer = async () => ({ command_id: "cmd-2", ok: false, error_code: "UNKNOWN_INSTANCE", message: "no such instance" });
@@ -218,6 +227,7 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
       error_code: "UNKNOWN_INSTANCE",
       message: "no such instance",
       instances: [],
+      log_lines: [],
     });
     assert.deepEqual(b.gateway.received.at(-1), { nodeId: "node-b", command: stdinCommand }, "and the other way round");
 
@@ -253,6 +263,7 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
       error_code: "",
       message: "",
       instances: reports,
+      log_lines: [],
     });
     assert.deepEqual(b.gateway.received.at(-1), { nodeId: "node-b", command: { type: "list_instances", body: {} } });
 
