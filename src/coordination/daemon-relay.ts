@@ -15,7 +15,7 @@
  * Without a peer (one controller) everything stays local.
  */
 import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
-import type { DaemonReport } from "../gateway/daemon-gateway.js";
+import type { DaemonReport } from "../wire/daemon-proto.js";
 import type { Logger } from "../logs/types.js";
 import type { KvStore } from "../store/ports.js";
 import { KV_KEY_PREFIX } from "./keys.js";
