@@ -12,6 +12,7 @@ import { KeyedMutex, type KeyedLock } from "../domain/shared/keyed-mutex.js";
 import { ApiError } from "../shared/errors.js";
 import type { KvStore } from "../store/ports.js";
 import { KV_KEY_PREFIX } from "./keys.js";
+import { sleep, systemClock, type Clock } from "../shared/clock.js";
 
 /** `cloud:v1:mutex:<name>`: held while one controller runs a guarded sequence. */
 export const mutexKey = (name: string): string => `${KV_KEY_PREFIX}mutex:${name}`;
@@ -23,6 +24,8 @@ export interface KvMutexOptions {
   waitMs?: number;
   /** Pause between two attempts to take the key. Default 20 ms. */
   retryMs?: number;
+  /** The system clock by default. */
+  clock?: Clock;
 }
 
 export class KvMutex implements KeyedLock {
@@ -30,6 +33,7 @@ export class KvMutex implements KeyedLock {
   private readonly ttlMs: number;
   private readonly waitMs: number;
   private readonly retryMs: number;
+  private readonly clock: Clock;
 
   constructor(
     private readonly kv: Pick<KvStore, "setIfAbsent" | "compareAndSet" | "compareAndDelete">,
@@ -38,6 +42,7 @@ export class KvMutex implements KeyedLock {
     this.ttlMs = options.ttlMs ?? 10_000;
     this.waitMs = options.waitMs ?? 5_000;
     this.retryMs = options.retryMs ?? 20;
+    this.clock = options.clock ?? systemClock;
   }
 
   /** The same mutex with every name prefixed (`group:`, `node:`, …), so record kinds never share a key. */
@@ -50,21 +55,21 @@ export class KvMutex implements KeyedLock {
     return this.local.run(name, async () => {
       const key = mutexKey(name);
       const owner = randomBytes(12).toString("base64url");
-      const deadline = Date.now() + waitMs;
+      const deadline = this.clock.nowMs() + waitMs;
       while (!(await this.kv.setIfAbsent(key, owner, { ttlMs: this.ttlMs }))) {
-        if (Date.now() >= deadline) throw new ApiError(503, "MUTEX_TIMEOUT", `Another controller is changing ${name}; try again`);
-        await new Promise((resolve) => setTimeout(resolve, this.retryMs));
+        if (this.clock.nowMs() >= deadline) throw new ApiError(503, "MUTEX_TIMEOUT", `Another controller is changing ${name}; try again`);
+        await sleep(this.clock, this.retryMs);
       }
       // A renewal that fails leaves the key to expire: the holder cannot be stopped half-way, so it finishes.
-      const renewal = setInterval(
+      const renewal = this.clock.setInterval(
         () => void this.kv.compareAndSet(key, owner, owner, { ttlMs: this.ttlMs }).catch(() => undefined),
         Math.floor(this.ttlMs / 3),
+        { unref: true },
       );
-      renewal.unref();
       try {
         return await fn();
       } finally {
-        clearInterval(renewal);
+        renewal.cancel();
         // A release that fails costs the others at most the TTL; it never hides what `fn` did.
         await this.kv.compareAndDelete(key, owner).catch(() => false);
       }
