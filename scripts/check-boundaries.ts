@@ -87,7 +87,21 @@ export const CLOCK_FILE = "src/shared/clock.ts";
  * Controller-side files that still call a raw timer, each with the reason (the call needs a redesign to go
  * through the Clock). Keep it short; a new one is a review question, not a formality.
  */
-export const TIMER_EXCEPTIONS: Readonly<Record<string, string>> = {};
+export const TIMER_EXCEPTIONS: Readonly<Record<string, string>> = {
+  // The composition root is being taken apart into wing builders; its timers (the start-up stopwatch, the
+  // credential refresh, the stop bound) move with them, the credential refresh into gateway/ on the Clock.
+  "src/controller/controller.ts": "composition root: its timers move into the wing builders",
+  // Bounds on real processes and sockets: they must fire in wall time even while a test holds the
+  // injected clock still, or a stuck child, socket or grpc-js shutdown would hang the process.
+  "src/controller/shutdown.ts": "the forced-exit watchdog of the controller process",
+  "src/controller/local-daemon.ts": "SIGKILL after the local daemon child ignores SIGTERM",
+  "src/cluster/recovery.ts": "TCP probe timeout of a peer's Raft port",
+  "src/cluster/grpc-transport.ts": "socket-level hold, reconnect and forced close of the Raft transport",
+  "src/gateway/daemon-gateway.ts": "the grace bound of grpc-js's server shutdown",
+  // Renewal against an expiry the leader's (injected) clock decides: on that clock a test's advance would
+  // renew the lease it means to expire; it moves with the cluster/ split, onto the Raft host's clock.
+  "src/cluster/singleton-leases.ts": "lease renewal paced by Raft, not by the stamping clock",
+};
 
 // A call, not a method declared in a type (`setTimeout(callback: () => void, ...)`).
 const rawTimer = /(?<![\w.$])(setTimeout|setInterval|setImmediate)\s*\((?!\s*[\w$]+\??\s*:)|\b(Date\.now|performance\.now)\s*\(/;
