@@ -105,6 +105,7 @@ export const TIMER_EXCEPTIONS: Readonly<Record<string, string>> = {
 
 // A call, not a method declared in a type (`setTimeout(callback: () => void, ...)`).
 const rawTimer = /(?<![\w.$])(setTimeout|setInterval|setImmediate)\s*\((?!\s*[\w$]+\??\s*:)|\b(Date\.now|performance\.now)\s*\(/;
+const ownSleep = /\b(?:function|const|let)\s+sleep\b/;
 const importPattern = /(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
 const impureModules = new Set([
   "fs",
@@ -215,6 +216,7 @@ export function checkBoundaries(root: string): string[] {
         const call = rawTimer.exec(line);
         if (call && !isComment(line))
           problems.push(`${rel}:${i + 1}: raw ${call[1] ?? call[2]}() in a controller room; use the injected Clock (src/shared/clock.ts)`);
+        if (ownSleep.test(line) && !isComment(line)) problems.push(`${rel}:${i + 1}: a sleep of its own; use sleep(clock, ms) of src/shared/clock.ts`);
       });
   }
 

@@ -85,6 +85,11 @@ describe("check-boundaries", () => {
       const name = call.slice(0, call.indexOf("("));
       assert.deepEqual(problems, [`src/scheduler/wait.ts:1: raw ${name}() in a controller room; use the injected Clock (src/shared/clock.ts)`], call);
     }
+    // A sleep of its own, even on the Clock: there is one, in src/shared/clock.ts.
+    assert.deepEqual(
+      checkBoundaries(cleanTree({ "src/scheduler/nap.ts": "export const sleep = (clock: { nowMs(): number }, ms: number) => [clock, ms];\n" })),
+      ["src/scheduler/nap.ts:1: a sleep of its own; use sleep(clock, ms) of src/shared/clock.ts"],
+    );
     // clock.setTimeout(...) is the injected Clock, not a raw timer.
     assert.deepEqual(
       checkBoundaries(
