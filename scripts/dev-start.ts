@@ -5,11 +5,9 @@
 import { join, relative, resolve } from "node:path";
 import { ConfigError, loadControllerConfig } from "../src/config/load.js";
 import type { ControllerConfig } from "../src/config/schema.js";
-import { startController, type RunningController } from "../src/controller/controller.js";
-import { startLocalDaemon } from "../src/controller/local-daemon.js";
-import { exitOnSignals } from "../src/controller/shutdown.js";
-import { routeGrpcLogs, routeProcessWarnings } from "../src/logs/third-party.js";
-import { ensureDashboardBuilt } from "./dashboard.js";
+import type { RunningController } from "../src/controller/controller.js";
+import { packageVersion, parseBinCommandLine } from "../src/shared/command-line.js";
+import { startedByNpm, whenParentGone } from "../src/shared/parent-watch.js";
 
 const ROOT_DIR = join(import.meta.dirname, "..");
 const DATA_DIR = join(ROOT_DIR, "data");
@@ -27,13 +25,14 @@ const insideDataDir = (path: string) => {
 
 /**
  * The local daemon (a `cloud-daemon` child process joined with a node token, its files under
- * data/daemon), so that `npm start` runs instances with no other software. CLOUD_DEV_DAEMON=false
+ * `<data.dir>/daemon`, data/daemon by default), so that `npm start` runs instances with no other software. CLOUD_DEV_DAEMON=false
  * leaves it out. Returns a stop function, or null when there is no daemon.
  */
-async function startDevDaemon(controller: RunningController): Promise<(() => Promise<void>) | null> {
+async function startDevDaemon(controller: RunningController, dataDir: string): Promise<(() => Promise<void>) | null> {
   if (process.env.CLOUD_DEV_DAEMON === "false") return null;
+  const { startLocalDaemon } = await import("../src/controller/local-daemon.js");
   const daemon = await startLocalDaemon({
-    dir: join(DATA_DIR, "daemon"),
+    dir: join(resolve(ROOT_DIR, dataDir), "daemon"),
     rootDir: ROOT_DIR,
     grpcPort: controller.grpcPort,
     nodeTokens: controller.nodeTokens,
@@ -43,10 +42,24 @@ async function startDevDaemon(controller: RunningController): Promise<(() => Pro
 }
 
 async function devStart(): Promise<void> {
+  const line = parseBinCommandLine(
+    {
+      name: "npm start",
+      description: "The development controller (embedded store, one Raft member) and a local daemon, everything under ./data.",
+      configHelp: "controller.yml to read (default: CLOUD_CONFIG, else the defaults); data.dir and raft.dataDir must stay inside ./data",
+      version: packageVersion(import.meta.url),
+      helpAfter: "CLOUD_DEV_DAEMON=false leaves the local daemon out; the CLOUD_* overrides of cloud-controller apply (see README).",
+    },
+    process.argv.slice(2),
+  );
+  if (line.kind === "exit") process.exit(line.status);
+  const configPath = line.config === undefined ? undefined : resolve(line.config);
   process.chdir(ROOT_DIR);
+  // Killed through a wrapper that could not pass the signal on (npm, then a shell, then tsx): stop as on SIGTERM.
+  whenParentGone(() => process.kill(process.pid, "SIGTERM"), { generations: startedByNpm() ? 3 : 1 });
   let config: ControllerConfig;
   try {
-    config = loadControllerConfig();
+    config = loadControllerConfig(configPath !== undefined ? { path: configPath } : { argv: [] });
   } catch (err) {
     if (err instanceof ConfigError) return fail(err.message, 78);
     throw err;
@@ -56,6 +69,13 @@ async function devStart(): Promise<void> {
     fail(`npm start keeps its files under ${DATA_DIR}; data.dir and raft.dataDir must be inside it`, 78);
   }
 
+  // Loaded only now: --help, --version and a wrong command line answer without loading the controller.
+  const [{ startController }, { exitOnSignals }, { routeGrpcLogs, routeProcessWarnings }, { ensureDashboardBuilt }] = await Promise.all([
+    import("../src/controller/controller.js"),
+    import("../src/controller/shutdown.js"),
+    import("../src/logs/third-party.js"),
+    import("./dashboard.js"),
+  ]);
   if (await ensureDashboardBuilt()) process.stdout.write("npm start: built the dashboard (dist/dashboard)\n");
 
   let controller: RunningController | undefined;
@@ -64,7 +84,7 @@ async function devStart(): Promise<void> {
     controller = started;
     routeGrpcLogs(started.logs);
     routeProcessWarnings(started.logs);
-    stopDaemon = await startDevDaemon(started);
+    stopDaemon = await startDevDaemon(started, config.data.dir);
     return started;
   });
   exitOnSignals(
@@ -78,6 +98,7 @@ async function devStart(): Promise<void> {
   const started = await starting;
   const dev = started.logs.logger("cloud.dev");
   dev.info(`Development controller ready at ${started.httpUrl} (log in as '${config.auth.adminUsername}'; see README)`);
+  dev.info(`cloudctl from this directory: npx cloudctl setup --controller ${started.httpUrl} -u ${config.auth.adminUsername}   (then npx cloudctl --help)`);
   dev.info(
     `Dashboard: ${started.httpUrl}/ui/ (sign in as '${config.auth.adminUsername}' with the password of CLOUD_ADMIN_PASSWORD or auth.adminPassword, or the one logged once above at the first start)`,
   );

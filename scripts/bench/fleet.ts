@@ -107,6 +107,7 @@ class FakeDaemon {
   private handle(command: InstanceCommand): Result {
     if (command.type === "list_instances")
       return { ...ok(), instances: [...this.instances].filter(([, i]) => i.state !== "STOPPED").map(([id, i]) => this.stateReport(id, i)) };
+    if (command.type === "read_instance_log") return refused("NOT_FOUND", "the simulated fleet keeps no instance logs");
     const group = command.body.group;
     const highest = this.fencingTokens.get(group) ?? 0;
     if (command.body.fencing_token < highest) return refused("STALE_EPOCH", `fencing token ${command.body.fencing_token} < ${highest}`);

@@ -3,12 +3,19 @@
 // index, as the scheduler host does; every `churnEvery` decisions an instance is removed so the
 // cluster stays near 10,000 instances instead of filling up. Seeded: the same run every time.
 //
-//   npx tsx scripts/bench/placement.ts [--decisions 50000] [--seed 1]
+// `--shared memory|redis` goes through the shared placement view as the scheduler does
+// (src/scheduler/placement-view.ts): each placement is held in the view and claimed in its node's
+// ledger in the key-value store (the in-memory store, or a throwaway redis-server), every
+// `--batch` decisions one claim per node (an evaluation claims its whole decision at once), and
+// each removed instance's reservation is released from its ledger.
+//
+//   npx tsx scripts/bench/placement.ts [--decisions 50000] [--seed 1] [--shared memory|redis] [--batch 1]
 //
 // Prints a summary and one machine-readable JSON line (prefix `BENCH_JSON `).
 import { loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
 import { buildPlacementIndex, placeInstance, type PlacementGroup, type PlacementInstance, type PlacementNode } from "../../src/scheduler/placement.js";
+import { runSharedPlacement } from "./placement-shared.js";
 
 const nodesCount = 100;
 const groupsCount = 1_000;
@@ -49,6 +56,14 @@ const groups: PlacementGroup[] = Array.from({ length: groupsCount }, (_, i) => (
   memoryMb: [512, 1024, 2048][i % 3],
   portRange: { start: 30000, end: 30999 },
 }));
+
+const sharedStore = process.argv.includes("--shared") ? process.argv[process.argv.indexOf("--shared") + 1] : "none";
+if (sharedStore === "memory" || sharedStore === "redis") {
+  await runSharedPlacement({ store: sharedStore, nodes, groups, instancesCount, decisions, warmupDecisions, batch: argValue("--batch", 1), random });
+  process.exit(0);
+} else if (sharedStore !== "none") {
+  throw new Error(`--shared takes memory or redis, not ${sharedStore}`);
+}
 
 // Seed: place the 10,000 instances with the function itself, so the state is a valid one.
 const seedStarted = performance.now();

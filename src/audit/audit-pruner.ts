@@ -20,7 +20,8 @@ export type RunUnderLease = (name: string, ttlMs: number, fn: () => Promise<void
 export interface AuditPrunerOptions {
   audit: Pick<AuditService, "prune">;
   runUnderLease: RunUnderLease;
-  retentionDays: number;
+  /** Read at every run: the cluster-shared config may change it while the controller runs. */
+  retentionDays: number | (() => number);
   logger: Logger;
   pruneIntervalMs?: number;
   /** The system clock by default. */
@@ -35,8 +36,9 @@ export function startAuditPruner(options: AuditPrunerOptions): () => void {
     running = true;
     try {
       const ran = await options.runUnderLease(AUDIT_PRUNER_LEASE, auditPrunerLeaseTtlMs, async () => {
-        const removed = await options.audit.prune(options.retentionDays);
-        if (removed > 0) options.logger.info(`Audit pruner removed ${removed} records older than ${options.retentionDays} days`);
+        const days = typeof options.retentionDays === "function" ? options.retentionDays() : options.retentionDays;
+        const removed = await options.audit.prune(days);
+        if (removed > 0) options.logger.info(`Audit pruner removed ${removed} records older than ${days} days`);
       });
       if (!ran) options.logger.debug("Audit pruner skipped: another controller holds the lease or Raft cannot commit");
     } catch (err) {

@@ -225,7 +225,7 @@ export class AuthService {
     } else {
       this.deps.logger.warn(
         `Created initial admin user '${adminUsername}' with generated password: ${password} ` +
-          "(shown only once; set auth.adminPassword or CLOUD_ADMIN_PASSWORD, or change it after signing in)",
+          "(shown only once; set auth.adminPassword or CLOUD_ADMIN_PASSWORD, or change it after signing in: cloudctl user passwd)",
       );
     }
   }

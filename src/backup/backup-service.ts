@@ -68,7 +68,7 @@ export interface BackupServiceDeps {
    * Runs a restore of the datastores with the cluster in maintenance (restore-coordination.ts);
    * without it the restore runs under nobody's feet but its own.
    */
-  maintenance?: { run<T>(id: string, work: () => Promise<T>, options?: { finishing?: boolean }): Promise<T> };
+  maintenance?: { run<T>(id: string, work: (signal: AbortSignal) => Promise<T>, options?: { finishing?: boolean }): Promise<T> };
   /** Runs after the datastores were restored, still in maintenance: stops the processes the restored records do not hold. */
   afterDatastores?: () => Promise<void>;
   limits?: BundleLimits;
@@ -118,8 +118,8 @@ export class BackupService {
           `or remove ${JOURNAL_FILE} to start with the stores as the interrupted restore left them`,
       );
     const record = lookup.record;
-    const finish = async () => {
-      await applyBundle(this.records.bundlePath(record.id), record, journal.parts, this.targets(), journal.rollbackRoot, this.limits);
+    const finish = async (signal?: AbortSignal) => {
+      await applyBundle(this.records.bundlePath(record.id), record, journal.parts, this.targets(), journal.rollbackRoot, this.limits, signal);
       await this.removeJournal();
     };
     // The other controllers of a cluster pause while the datastores are written again, as for the restore itself.
@@ -269,7 +269,7 @@ export class BackupService {
         const planned = plannedRestore(manifest, parts);
         return this.report(id, options.dryRun, foreign, false, planned, null, parts);
       }
-      const apply = async (): Promise<RestoreReport> => {
+      const apply = async (signal?: AbortSignal): Promise<RestoreReport> => {
         const stamp = new Date(this.deps.clock.nowMs()).toISOString().replace(/[-:.]/g, "");
         const rollbackRoot = join(this.deps.directory, "rollback", `${stamp}-${id}`);
         const journal: Journal = { id, startedAt: new Date(this.deps.clock.nowMs()).toISOString(), parts, rollbackRoot };
@@ -277,10 +277,11 @@ export class BackupService {
         await writeDurably(join(this.deps.directory, JOURNAL_FILE), Buffer.from(JSON.stringify(journal)));
         await fsyncDirectory(this.deps.directory);
         this.deps.logger.warn(`Restoring ${foreign ? "foreign " : ""}backup ${id} (datastores ${parts.datastores}, filesystem ${parts.filesystem})`);
-        const applied = await applyBundle(this.records.bundlePath(id), manifest, parts, this.targets(), rollbackRoot, this.limits);
+        const applied = await applyBundle(this.records.bundlePath(id), manifest, parts, this.targets(), rollbackRoot, this.limits, signal);
         await this.removeJournal();
         if (parts.datastores) {
           this.deps.onRestored?.();
+          signal?.throwIfAborted();
           await this.deps.afterDatastores?.();
         }
         this.deps.logger.info(

@@ -26,17 +26,18 @@ export const BUNDLE_DIRECTORIES = ["documents/", "kv/", "blobs/"] as const;
 
 /**
  * Collections never bundled: the cluster's identity (which cluster a database belongs to and its
- * CA, both owned by Raft) and the signing secrets. A bundle restored elsewhere must not make a
- * database claim another cluster, and a bundle must not carry keys that sign tokens. A bundle that
- * names one is refused, like any collection outside {@link BUNDLED_COLLECTIONS}. Credential cut-offs
- * (revoked workload token families, node credentials of deleted or revoked nodes) stay out too: they
- * belong to the live cluster, and a restore, which leaves unbundled collections as they are, must
- * never bring a revoked credential back.
+ * CA, both owned by Raft), the signing secrets and the fencing tokens' high-water marks. A bundle
+ * restored elsewhere must not make a database claim another cluster, a bundle must not carry keys
+ * that sign tokens, and a restore must never lower a fencing token the daemons have seen. Nor the
+ * credential cut-offs of deleted nodes and the workload tokens' rotations and revocations: a
+ * restore never brings a cut-off or revoked credential back to life.
+ * A bundle that names one is refused, like any collection outside {@link BUNDLED_COLLECTIONS}.
  */
 export const NEVER_BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
   "cluster_meta",
   "cluster_ca",
   "system_secrets",
+  "fencing_tokens",
   "node_credential_cutoffs",
   "workload_token_families",
   "workload_token_revocations",
@@ -52,6 +53,8 @@ export const NEVER_BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
  */
 export const BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
   "audit_log",
+  "catalog_builds",
+  "catalog_mirror",
   "crashes",
   "deployment_locks",
   "deployment_progress",
@@ -59,6 +62,7 @@ export const BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
   "group_revisions",
   "groups",
   "instances",
+  "maintenance",
   "metrics_history",
   "node_certificate_revocations",
   "node_token_claims",

@@ -10,8 +10,15 @@
  * Controllers learn of the flag from a message on a pub/sub channel of its own (fast) and by reading
  * the flag every `pollIntervalMs` (pub/sub delivers at most once). On the development profile the
  * same code runs over the in-memory store with one controller.
+ *
+ * The restoring controller holds the flag like a lock (kv-hold.ts): renewed every third of its TTL
+ * with a compare-and-set of its exact value, and the work gets an AbortSignal that fires when the
+ * flag is lost (a renewal finds it gone, or none is confirmed within the TTL: the other controllers
+ * may be scheduling again). The restore then stops writing between two batches (503
+ * RESTORE_INTERRUPTED; its journal finishes it at the next start, as after a crash).
  */
 import type { Logger } from "../logs/types.js";
+import { KvHold } from "../coordination/kv-hold.js";
 import type { Clock, Timer } from "../shared/clock.js";
 import { ApiError } from "../shared/errors.js";
 import type { KvStore } from "../store/ports.js";
@@ -107,11 +114,12 @@ export class RestoreCoordination {
    * RESTORE_IN_PROGRESS when another restore holds the cluster; 503 CLUSTER_NOT_QUIET when some
    * controller still holds a scheduling scope after `quietTimeoutMs` (nothing was changed then).
    */
-  async run<T>(id: string, work: () => Promise<T>, options: RestoreRunOptions = {}): Promise<T> {
-    const { kv, logger } = this.deps;
-    const flag: RestoreMaintenance = { id, controllerId: this.deps.controllerId, startedAt: new Date(this.deps.clock.nowMs()).toISOString() };
+  async run<T>(id: string, work: (signal: AbortSignal) => Promise<T>, options: RestoreRunOptions = {}): Promise<T> {
+    const { kv, logger, clock } = this.deps;
+    const flag: RestoreMaintenance = { id, controllerId: this.deps.controllerId, startedAt: new Date(clock.nowMs()).toISOString() };
     const value = JSON.stringify(flag);
     const ttlMs = this.deps.maintenanceTtlMs ?? RESTORE_MAINTENANCE_TTL_MS;
+    const sentAtMs = clock.nowMs();
     if (!(await kv.setIfAbsent(RESTORE_MAINTENANCE_KEY, value, { ttlMs }))) {
       const stored = await kv.get(RESTORE_MAINTENANCE_KEY);
       const other = parseFlag(stored);
@@ -123,22 +131,32 @@ export class RestoreCoordination {
         throw new ApiError(409, "RESTORE_IN_PROGRESS", `A restore is in progress${other ? ` (backup ${other.id} on controller ${other.controllerId})` : ""}`);
     }
     this.own = flag;
-    const renewal = this.deps.clock.setInterval(
-      () => void kv.compareAndSet(RESTORE_MAINTENANCE_KEY, value, value, { ttlMs }).catch(() => undefined),
-      Math.floor(ttlMs / 3),
-      { unref: true },
-    );
+    const hold = new KvHold({
+      kv,
+      key: RESTORE_MAINTENANCE_KEY,
+      value,
+      ttlMs,
+      clock,
+      sentAtMs,
+      lostReason: (why) =>
+        new ApiError(
+          503,
+          "RESTORE_INTERRUPTED",
+          `The restore of backup ${id} stopped: its maintenance flag was lost (${why}); it is finished at the next start`,
+        ),
+    });
     let restored = false;
     try {
       logger.warn(`Cluster in maintenance for the restore of backup ${id}: schedulers pause, writes answer 503`);
       await this.announce();
       await this.enter(flag);
       await this.waitQuiet();
-      const result = await work();
+      hold.signal.throwIfAborted();
+      const result = await work(hold.signal);
       restored = true;
       return result;
     } finally {
-      renewal.cancel();
+      hold.stop();
       if (restored) this.generation = await kv.increment(RESTORE_GENERATION_KEY);
       await kv
         .compareAndDelete(RESTORE_MAINTENANCE_KEY, value)

@@ -91,6 +91,8 @@ export async function applyBundle(
   targets: RestoreTargets,
   rollbackRoot: string,
   limits?: BundleLimits,
+  /** Aborts the restore between two batches (the maintenance flag it runs under was lost): nothing more is written. */
+  signal?: AbortSignal,
 ): Promise<AppliedRestore> {
   const planned = plannedRestore(manifest, parts);
   const currentVersions = new Map<string, number>();
@@ -118,6 +120,7 @@ export async function applyBundle(
           batch.push(doc);
           batchBytes += line.length;
           if (batch.length >= IMPORT_BATCH_DOCUMENTS || batchBytes >= IMPORT_BATCH_BYTES) {
+            signal?.throwIfAborted();
             yield { collection: entry.key, documents: batch };
             yielded = true;
             batch = [];
@@ -125,6 +128,7 @@ export async function applyBundle(
             await nextTurn(); // timers and I/O (Raft among them) between two batches
           }
         }
+        signal?.throwIfAborted();
         if (batch.length > 0 || !yielded) yield { collection: entry.key, documents: batch };
       } else if (entry.kind === "kv" && parts.datastores) {
         for await (const line of linesOf(entry.body, LINE_BYTES_MAX)) counters.push(JSON.parse(line) as { key: string; value: string });
@@ -142,7 +146,10 @@ export async function applyBundle(
   } else {
     for await (const batch of batches()) void batch; // never yields: documents are not restored
   }
-  for (const { key, value } of counters) await raiseCounter(targets.kv, key, value);
+  for (const { key, value } of counters) {
+    signal?.throwIfAborted();
+    await raiseCounter(targets.kv, key, value);
+  }
 
   let rolledAside = 0;
   if (parts.filesystem) {

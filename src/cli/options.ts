@@ -44,3 +44,11 @@ export function sinceToIso(value: string, nowMs: number = Date.now()): string {
   if (Number.isNaN(parsed)) throw new InvalidArgumentError("expected a duration like 1h or 30m, or an ISO 8601 date");
   return new Date(parsed).toISOString();
 }
+
+/** `--wait`-like durations: a number and a unit ms, s, m or h (`500ms`, `5s`); `0` alone is zero (commander argParser). */
+export function parseDurationMs(value: string): number {
+  const match = /^(\d+)\s*(ms|s|m|h)?$/i.exec(value.trim());
+  if (!match || (match[2] === undefined && match[1] !== "0")) throw new InvalidArgumentError("expected a duration like 500ms, 5s or 1m");
+  const factor: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+  return Number(match[1]) * factor[(match[2] ?? "ms").toLowerCase()];
+}

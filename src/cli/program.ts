@@ -2,7 +2,7 @@
  * Builds the cloudctl command tree (commander) and runs one invocation: global flags, the
  * authentication gate, every command group, and the mapping of failures to exit codes.
  */
-import { Command, CommanderError } from "commander";
+import { Command, CommanderError, Help } from "commander";
 import { checkGate } from "./auth-gate.js";
 import { registerAuthCommands } from "./commands/auth.js";
 import { registerBackupCommands } from "./commands/backup.js";
@@ -11,14 +11,18 @@ import { registerCompletionCommand } from "./commands/completion.js";
 import { registerContextCommands } from "./commands/context.js";
 import { registerCrashCommands } from "./commands/crash.js";
 import { registerDeployCommands } from "./commands/deploy.js";
+import { registerDiagnosticsCommands } from "./commands/diagnostics.js";
 import { registerEventCommands } from "./commands/events.js";
 import { registerGroupCommands } from "./commands/group.js";
 import { registerInstanceCommands } from "./commands/instance.js";
 import { registerLogCommands } from "./commands/logs.js";
+import { registerMaintenanceCommands } from "./commands/maintenance.js";
 import { registerNodeCommands } from "./commands/node.js";
 import { registerPluginCommands } from "./commands/plugin.js";
+import { registerRoleCommands } from "./commands/role.js";
+import { registerUserCommands } from "./commands/user.js";
 import { registerShareCommands } from "./commands/share.js";
-import { registerStatusCommands } from "./commands/status.js";
+import { registerStatusCommands, versionLine } from "./commands/status.js";
 import { registerTemplateCommands } from "./commands/template.js";
 import { CliError, ExitCode, exitCodesHelp } from "./exit-codes.js";
 import { ApiRequestError } from "./http-client.js";
@@ -46,12 +50,15 @@ export function buildProgram(io: ProcessIo): Command {
     .option("--ascii", "ASCII table borders and symbols only")
     .option("-v, --verbose", "print request and response lines to stderr (tokens redacted)")
     .helpCommand(true)
+    // A repeatable flag starts from an empty list: "(default: [])" says nothing, so help leaves it out.
+    .configureHelp({ optionDescription: (option) => new Help().optionDescription(option).replace(" (default: [])", "") })
     .showSuggestionAfterError(true)
     .exitOverride()
     .configureOutput({
       writeOut: (text) => process.stdout.write(text),
       writeErr: (text) => process.stderr.write(text),
     })
+    .version(versionLine(), "-V, --version", "print the cloudctl version and exit")
     .addHelpText("after", `\n${exitCodesHelp}\n\n${environmentHelp}`);
 
   const runtimes = new WeakMap<Command, Runtime>();
@@ -76,11 +83,15 @@ export function buildProgram(io: ProcessIo): Command {
   registerBackupCommands(program, runtime);
   registerEventCommands(program, runtime);
   registerLogCommands(program, runtime);
+  registerDiagnosticsCommands(program, runtime);
   registerShareCommands(program, runtime);
   registerNodeCommands(program, runtime);
+  registerMaintenanceCommands(program, runtime);
   registerDeployCommands(program, runtime);
   registerClusterCommands(program, runtime);
   registerPluginCommands(program, runtime);
+  registerUserCommands(program, runtime);
+  registerRoleCommands(program, runtime);
   registerCompletionCommand(program, runtime);
   return program;
 }
@@ -98,7 +109,8 @@ export async function runCli(argv: string[], io?: Partial<ProcessIo>): Promise<n
     await program.parseAsync(argv);
     return ExitCode.ok;
   } catch (error) {
-    if (error instanceof CommanderError) return error.exitCode === 0 ? ExitCode.ok : ExitCode.failure;
+    // Help and --version exit 0; every other commander error is a command line that cannot be right.
+    if (error instanceof CommanderError) return error.exitCode === 0 ? ExitCode.ok : ExitCode.usage;
     if (error instanceof CliError) {
       const detail = error instanceof ApiRequestError ? ` (${error.code}, HTTP ${error.status})` : "";
       process.stderr.write(`error: ${error.message}${detail}\n`);

@@ -5,7 +5,7 @@
  */
 import type { Command } from "commander";
 import { loadConfig, resolveTarget, saveConfig, type CliConfig, type Resolved } from "./config-file.js";
-import { CliError, ExitCode } from "./exit-codes.js";
+import { CancelledError, CliError, ExitCode } from "./exit-codes.js";
 import { HttpClient } from "./http-client.js";
 import { Prompter } from "./prompt.js";
 import { Output } from "./render.js";
@@ -81,6 +81,18 @@ export class Runtime {
 
   get prompter(): Prompter {
     return this.io.prompter;
+  }
+
+  /**
+   * Asks `question` unless `yes` (the command's `--yes`). A No, or a stdin that is not a terminal
+   * (nobody can answer: a script must say `--yes`), ends the command with exit 6 and nothing done.
+   */
+  async confirm(question: string, yes: boolean | undefined): Promise<void> {
+    if (yes) return;
+    if (!this.prompter.interactive) {
+      throw new CancelledError(`not confirmed: stdin is not a terminal, so nobody can answer "${question}"; pass --yes to go ahead`);
+    }
+    if (!(await this.prompter.confirm(question))) throw new CancelledError("cancelled: nothing was changed");
   }
 
   /** A client for an explicit controller URL (setup, login). */

@@ -114,8 +114,17 @@ const ConfigPutCommand = obj({
   config: Type.Record(Type.String(), Type.Unknown()),
   comment: Type.String({ maxLength: 500 }),
   by: Actor,
+  /** The active version the proposer merged into (null: none was active); another one active refuses the put (CLUSTER_WRITE_CONFLICT). Absent: unchecked. */
+  parentVersion: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
 });
-const ConfigActivateCommand = obj({ op: Type.Literal("config.activate"), atMs: Time, version: Type.Integer({ minimum: 1 }), by: Actor });
+const ConfigActivateCommand = obj({
+  op: Type.Literal("config.activate"),
+  atMs: Time,
+  version: Type.Integer({ minimum: 1 }),
+  by: Actor,
+  /** The active version the proposer saw; another one active refuses the activation (CLUSTER_WRITE_CONFLICT). Absent: unchecked. */
+  expectedActive: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
+});
 
 export const ClusterCommandSchema = Type.Union([
   StampCommand,

@@ -81,6 +81,8 @@ export const ConfigVersionSchema = Type.Object({
   createdBy: Type.String(),
   comment: Type.String(),
   active: Type.Boolean(),
+  /** The version that was active when this one was proposed (what it changed); null for the first. */
+  parentVersion: Type.Union([Type.Integer(), Type.Null()]),
   config: Type.Record(Type.String(), Type.Unknown()),
 });
 export const ConfigVersionListSchema = Type.Object({

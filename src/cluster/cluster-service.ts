@@ -291,6 +291,29 @@ export class ClusterService implements ClusterMembershipPort {
     return configVersionListView(this.options.machine);
   }
 
+  /** The active cluster-shared config as applied here (version null: none yet); no meta needed. */
+  activeConfig(): { version: number | null; config: Readonly<Record<string, unknown>> } {
+    const version = this.options.machine.activeConfigVersion();
+    const record = version === null ? undefined : this.options.machine.configVersions().find((v) => v.version === version);
+    return { version, config: record?.config ?? {} };
+  }
+
+  /** Calls `listener` whenever the active config version applied here changes; returns the unsubscribe. */
+  onConfigChange(listener: (active: { version: number | null; config: Readonly<Record<string, unknown>> }) => void): () => void {
+    let seen = this.options.machine.activeConfigVersion();
+    return this.options.machine.onChange(() => {
+      const now = this.options.machine.activeConfigVersion();
+      if (now === seen) return;
+      seen = now;
+      listener(this.activeConfig());
+    });
+  }
+
+  /** Waits (bounded) until this controller applied the log up to `index`. */
+  waitApplied(index: number): Promise<void> {
+    return this.writes.waitApplied(index);
+  }
+
   // ---- writes ----
 
   /** Issues a join token carrying `joinAddrs`; the value is returned here only. */

@@ -93,6 +93,8 @@ export interface ConfigVersionRecord {
   readonly comment: string;
   readonly createdAtMs: number;
   readonly createdBy: string;
+  /** The version active when this one was proposed; absent in versions from before it was recorded. */
+  readonly parentVersion?: number | null;
 }
 
 export interface RemovedMemberRecord {
@@ -426,6 +428,12 @@ export class ClusterStateMachine implements StateMachine {
     if (textEncoder.encode(JSON.stringify(command.config)).byteLength > configBytesMax) {
       return refuse(CommandRefusal.ConfigTooLarge, `A cluster config version holds at most ${configBytesMax} bytes of JSON`);
     }
+    if (command.parentVersion !== undefined && command.parentVersion !== this.state.activeConfigVersion) {
+      return refuse(
+        CommandRefusal.WriteConflict,
+        `Config version ${this.state.activeConfigVersion ?? "none"} is active, not ${command.parentVersion ?? "none"}`,
+      );
+    }
     const last = this.state.configVersions[this.state.configVersions.length - 1];
     const record: ConfigVersionRecord = {
       version: (last?.version ?? 0) + 1,
@@ -433,6 +441,7 @@ export class ClusterStateMachine implements StateMachine {
       comment: command.comment,
       createdAtMs: command.atMs,
       createdBy: command.by,
+      parentVersion: this.state.activeConfigVersion,
     };
     this.state.configVersions = [...this.state.configVersions, record].slice(-configVersionsMax);
     this.state.activeConfigVersion = record.version;
@@ -442,6 +451,12 @@ export class ClusterStateMachine implements StateMachine {
   private activateConfig(command: Extract<ClusterCommand, { op: "config.activate" }>): CommandResult<ConfigVersionRecord> {
     const record = this.state.configVersions.find((v) => v.version === command.version);
     if (!record) return refuse(CommandRefusal.ConfigVersionNotFound, `Config version not found: ${command.version}`);
+    if (command.expectedActive !== undefined && command.expectedActive !== this.state.activeConfigVersion) {
+      return refuse(
+        CommandRefusal.WriteConflict,
+        `Config version ${this.state.activeConfigVersion ?? "none"} is active, not ${command.expectedActive ?? "none"}`,
+      );
+    }
     this.state.activeConfigVersion = record.version;
     return ok(record);
   }

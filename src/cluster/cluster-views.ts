@@ -88,6 +88,7 @@ export function configVersionListView(state: ClusterStateReader): ConfigVersionL
       createdBy: v.createdBy,
       comment: v.comment,
       active: v.version === active,
+      parentVersion: v.parentVersion ?? null,
       config: v.config,
     })),
   };

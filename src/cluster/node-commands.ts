@@ -40,6 +40,7 @@ const commandCases: ReadonlySet<string> = new Set<keyof CommandPayloads>([
   "stdin_instance",
   "mark_instance_ready",
   "list_instances",
+  "read_instance_log",
 ]);
 
 const nodeIdPattern = new RegExp(NODE_ID_PATTERN);

@@ -46,6 +46,16 @@ export const ControllerConfigSchema = obj({
     crashLoopWindowSeconds: Type.Integer({ minimum: 1, default: 300 }),
   }),
   backup: obj({ retentionCount: Type.Integer({ minimum: 1, default: 10 }) }),
+  catalog: obj({
+    /** A build's whole download from its downloadUrl may take this long. */
+    downloadTimeoutSeconds: Type.Integer({ minimum: 1, maximum: 86_400, default: 600 }),
+    /** A download that delivers nothing for this long is given up. */
+    stallTimeoutSeconds: Type.Integer({ minimum: 1, maximum: 3_600, default: 60 }),
+    /** Largest build accepted, in MiB. */
+    downloadMbMax: Type.Integer({ minimum: 1, maximum: 65_536, default: 2_048 }),
+    /** After a failed download, the group's schedulingIssue stays this long before the next attempt. */
+    retryAfterSeconds: Type.Integer({ minimum: 1, maximum: 3_600, default: 60 }),
+  }),
   share: obj({
     enabled: Type.Boolean({ default: false }),
     defaultPrivate: Type.Boolean({ default: true }),

@@ -54,6 +54,7 @@ import { Tickets } from "../coordination/tickets.js";
 import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
 import { groupSchedulingRoutes } from "../http/routes/group-scheduling.js";
 import { instanceControlRoutes, type ConsoleTicket } from "../http/routes/instance-control.js";
+import { instanceLogRoutes } from "../http/routes/instance-logs.js";
 import { pluginRoutes } from "../http/routes/plugin.js";
 import { pluginNetworkRoutes } from "../http/routes/plugin-network.js";
 import { pluginAdminRoutes } from "../http/routes/plugin-admin.js";
@@ -68,6 +69,7 @@ import { KvMutex } from "../coordination/kv-mutex.js";
 import { MachineCredentials, nodeCredentialTtlMs } from "../plugin-api/credentials.js";
 import { PlayerService } from "../plugin-api/players.js";
 import { SchedulerHost, type SchedulerTuning } from "../scheduler/scheduler-host.js";
+import { InstanceRemoval } from "../scheduler/instance-removal.js";
 import { startAuditPruner } from "../audit/audit-pruner.js";
 import { buildCoordination } from "./coordination.js";
 import { clusterMembershipService } from "../cluster/cluster-grpc-service.js";
@@ -85,6 +87,7 @@ import { RestoreCoordination, RESTORE_POLL_INTERVAL_MS } from "../backup/restore
 import { ClusterIdentityStore } from "../cluster/cluster-identity.js";
 import { stopUnrecordedInstances } from "../backup/unrecorded-instances.js";
 import { groupResource, leaseTokenKey } from "../coordination/keys.js";
+import { DocumentFencingHighWater } from "../coordination/fencing-high-water.js";
 import { LOCAL_SCOPE_TOKEN } from "../scheduler/scopes.js";
 import { uriScheme } from "../store/open.js";
 import { openDeploymentCollections } from "../deployments/deployment-store.js";
@@ -97,6 +100,7 @@ import { EventTypes } from "../events/event-types.js";
 import { isoFromMs } from "../domain/shared/time.js";
 import { ApiError } from "../shared/errors.js";
 import { buildLogsAndSharing, type LogsAndSharing, type LogsAndSharingTuning } from "./logs-and-sharing.js";
+import { buildCapabilities, type Capabilities } from "./capabilities.js";
 import { buildModules } from "./modules.js";
 import type { ModulePlatform, ModulePlatformTuning } from "../modules/module-platform.js";
 import { loadDashboardAssets } from "../http/dashboard-assets.js";
@@ -212,6 +216,8 @@ export interface ControllerServices {
   deployments: DeploymentService;
   /** The daemon log mirror's buffers, the log streams, diagnostics and sharing. */
   logsAndSharing: LogsAndSharing;
+  /** Global maintenance, player admission and the other operator capabilities (capabilities.ts). */
+  capabilities: Capabilities;
   /** Platform modules: installed bundles, their workers, registries. */
   modules: ModulePlatform;
 }
@@ -402,6 +408,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
       spoolDirectory: opts.templateSpoolDirectory,
       writeLock: recordLocks.scoped("template:", { waitMs: 60_000 }),
     });
+    const capabilities = buildCapabilities({ config, cluster, documents, blobs, events, clock, logs, audit, recordLocks, groups, instances });
+    cleanups.push({ name: "capabilities", run: () => capabilities.stop() });
     const deploymentCollections = openDeploymentCollections(documents);
     const templateHash = async (name: string) => {
       try {
@@ -411,7 +419,12 @@ export async function startController(config: ControllerConfig, opts: StartContr
         throw err;
       }
     };
-    const revisions = new RevisionStore(deploymentCollections, templateHash, () => isoFromMs(clock.nowMs()));
+    const revisions = new RevisionStore(
+      deploymentCollections,
+      templateHash,
+      () => isoFromMs(clock.nowMs()),
+      (platform, version) => capabilities.catalog.freeze(platform, version),
+    );
     const deployments = new DeploymentService({
       collections: deploymentCollections,
       revisions,
@@ -486,11 +499,13 @@ export async function startController(config: ControllerConfig, opts: StartContr
     });
     cleanups.push({ name: "daemon gateway", run: () => gateway.stop() });
 
+    const fencingHighWater = new DocumentFencingHighWater(documents);
     const coordination = buildCoordination({
       config,
       controllerId: cluster.nodeId,
       cluster,
       kv,
+      fencingHighWater,
       gateway,
       events,
       metrics,
@@ -498,6 +513,9 @@ export async function startController(config: ControllerConfig, opts: StartContr
       logger: logs.logger("cloud.coordination"),
     });
     const instanceMetrics = new InstanceMetricsService(kv, events, clock, (id, tps) => metricsHistory.reportTps(id, tps));
+    // The highest of the group's lease tokens (counter or durable mark: no token above it was ever issued); the development profile's constant token without one.
+    const groupTokenCeiling = async (group: string) =>
+      Math.max(Number(await kv.get(leaseTokenKey(groupResource(group)))) || 0, await fencingHighWater.highest(groupResource(group))) || LOCAL_SCOPE_TOKEN;
     const scheduler = new SchedulerHost({
       groups,
       instances,
@@ -507,11 +525,16 @@ export async function startController(config: ControllerConfig, opts: StartContr
       daemons: tracedDaemonLink(coordination.daemons, tracing),
       credentials,
       scopes: coordination.scopes,
-      crashLoop: { crashLoopThreshold: config.crashes.crashLoopThreshold, crashLoopWindowMs: config.crashes.crashLoopWindowSeconds * 1000 },
+      // The cluster-shared values in force, read at every crash (live-settings.ts).
+      crashLoop: capabilities.settings.crashLoop,
       clock,
       logger: logs.logger("cloud.scheduler"),
       metrics,
+      kv,
+      sessionHeld: (nodeId) => coordination.sessionHeld(nodeId),
+      strayFencingToken: groupTokenCeiling,
       revisions,
+      buildCheck: (build) => capabilities.mirror.check(build),
       tuning: {
         evaluationIntervalMs: config.scheduler.evaluationIntervalSeconds * 1000,
         startingPerNodeMax: config.scheduler.maxStartingPerNode,
@@ -530,6 +553,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         ),
     });
     scheduler.setConsole(consoleHub);
+    capabilities.settings.onStartingPerNodeMax((value) => scheduler.setStartingPerNodeMax(value));
     const daemonLink = coordination.daemons;
     stopStrays = () =>
       stopUnrecordedInstances({
@@ -539,8 +563,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
           return result?.ok ? (result.instances ?? []) : null;
         },
         liveRecords: async () => new Map((await instances.findDocs()).filter((doc) => !FINISHED_STATES.has(doc.state)).map((doc) => [doc.id, doc.node])),
-        // The counter the group's lease tokens come from; the development profile's constant token without one.
-        fencingToken: async (group) => Number(await kv.get(leaseTokenKey(groupResource(group)))) || LOCAL_SCOPE_TOKEN,
+        fencingToken: groupTokenCeiling,
         forceStop: async (nodeId, group, instanceId, fencingToken) => {
           const result = await daemonLink
             .sendCommand(nodeId, { type: "force_stop_instance", body: { group, fencing_token: fencingToken, instance_id: instanceId } })
@@ -653,6 +676,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       readiness,
       version,
       tuning: opts.logsAndSharingTuning,
+      shareSettings: capabilities.settings.share,
     });
 
     const { app, registry } = createHttpApp({
@@ -671,8 +695,9 @@ export async function startController(config: ControllerConfig, opts: StartContr
         groupRoutes(groups, audit),
         groupSchedulingRoutes(groups, scheduler, audit),
         deploymentRoutes(deployments, audit),
-        serviceRoutes(instances),
+        serviceRoutes(instances, { removal: new InstanceRemoval({ instances, groups }), audit }),
         instanceControlRoutes({ instances, operations: scheduler, console: consoleHub, tickets: consoleTickets, audit, metrics }),
+        instanceLogRoutes({ instances, daemons: coordination.daemons, console: consoleHub, tickets: consoleTickets, events, metrics, clock }),
         crashRoutes(crashes),
         nodeRoutes(nodes, audit),
         adminTokenRoutes(nodeTokens, audit),
@@ -689,6 +714,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
           events,
           metrics: instanceMetrics,
           eventTickets: eventStream.tickets,
+          admission: capabilities.admission,
         }),
         pluginNetworkRoutes({ instances, groups, players, transfers, sequences }),
         pluginAdminRoutes({ credentials, instances, groups, metrics: instanceMetrics, audit, clock }),
@@ -707,6 +733,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         backupRoutes(backups, audit),
         metricsHistoryRoutes({ history: metricsHistory, enabled: metrics.enabled, clock }),
         ...logsAndSharing.routeModules,
+        ...capabilities.routeModules,
         ...modules.routeModules,
         ...(opts.extraRouteModules ?? []),
       ],
@@ -766,7 +793,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
       const stopAuditPruner = startAuditPruner({
         audit,
         runUnderLease: (name, ttlMs, fn) => cluster.runUnderLease(name, ttlMs, fn),
-        retentionDays: config.scheduler.auditRetentionDays,
+        retentionDays: () => capabilities.settings.auditRetentionDays(),
         logger: logs.logger("cloud.audit"),
         clock,
       });
@@ -851,6 +878,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         backups,
         deployments,
         logsAndSharing: builtLogs,
+        capabilities,
         modules: modules.platform,
       },
       app,

@@ -9,6 +9,7 @@ import type { ClusterService } from "../cluster/cluster-service.js";
 import type { ControllerConfig } from "../config/schema.js";
 import { DaemonRelay } from "../coordination/daemon-relay.js";
 import { EventBridge } from "../coordination/event-bridge.js";
+import type { FencingHighWater } from "../coordination/fencing-high-water.js";
 import { KvLeases } from "../coordination/kv-leases.js";
 import { NodeSessionRegistry } from "../coordination/session-registry.js";
 import { EventTypes } from "../events/event-types.js";
@@ -26,6 +27,8 @@ import type { KvStore } from "../store/ports.js";
 export interface SchedulingCoordination {
   scopes: ScopeOwnership;
   daemons: DaemonLink;
+  /** Whether any controller holds a daemon session of the node now: a node that has one is never lost. */
+  sessionHeld(nodeId: string): Promise<boolean>;
   /** Starts the relays (before the scheduler starts). */
   start(): Promise<void>;
   stop(): Promise<void>;
@@ -37,6 +40,8 @@ export interface CoordinationOptions {
   /** The cluster membership: the other controllers' gRPC ports and this one's member certificate. */
   cluster: Pick<ClusterService, "memberCommandLink">;
   kv: KvStore;
+  /** The durable record of granted lease tokens (the shared document database). */
+  fencingHighWater: FencingHighWater;
   gateway: DaemonGateway;
   events: EventBus;
   metrics: MetricsService;
@@ -51,11 +56,17 @@ const isLocal = (source: string) => !source.startsWith("peer:");
 export function buildCoordination(options: CoordinationOptions): SchedulingCoordination {
   const { config, gateway } = options;
   if (config.runtime.profile !== "production") {
-    return { scopes: new LocalScopeOwnership(), daemons: gateway, start: async () => undefined, stop: async () => undefined };
+    return {
+      scopes: new LocalScopeOwnership(),
+      daemons: gateway,
+      sessionHeld: async (nodeId) => gateway.isConnected(nodeId),
+      start: async () => undefined,
+      stop: async () => undefined,
+    };
   }
   const { kv, controllerId, events, logger } = options;
   const leaseTtlMs = 2 * config.scheduler.evaluationIntervalSeconds * 1000;
-  const leases = new KvLeases({ kv, controllerId, leaseTtlMs, metrics: options.metrics });
+  const leases = new KvLeases({ kv, controllerId, leaseTtlMs, metrics: options.metrics, highWater: options.fencingHighWater });
   const scopes = new LeaseScopeOwnership({ leases, leaseTtlMs, clock: options.clock, logger });
   const registry = new NodeSessionRegistry({ kv });
   const relay = new DaemonRelay({ controllerId, kv, registry, gateway, peers: options.cluster.memberCommandLink(), logger, clock: options.clock });
@@ -64,12 +75,14 @@ export function buildCoordination(options: CoordinationOptions): SchedulingCoord
   return {
     scopes,
     daemons: relay,
+    sessionHeld: (nodeId) => relay.sessionHeld(nodeId),
     start: async () => {
       await relay.start();
       await bridge.start();
       subscriptions.push(
         events.subscribe(EventTypes.NODE_CONNECTED, async (e) => {
-          if (isLocal(e.source)) await relay.sessionOpened(String(e.data.nodeId), String(e.data.sessionId));
+          if (isLocal(e.source) && typeof e.data.sessionEpoch === "number")
+            await relay.sessionOpened(String(e.data.nodeId), String(e.data.sessionId), e.data.sessionEpoch);
         }),
         events.subscribe(EventTypes.NODE_DISCONNECTED, async (e) => {
           if (!isLocal(e.source)) return;

@@ -70,7 +70,8 @@ export async function startLocalDaemon(options: LocalDaemonOptions): Promise<Loc
   const child = spawn(process.execPath, [...localDaemonArgs(), "--config", configPath], {
     cwd: options.rootDir,
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, CLOUD_DAEMON_CONFIG: configPath },
+    // The daemon stops with this process, even when it is killed without a chance to stop the daemon.
+    env: { ...process.env, CLOUD_DAEMON_CONFIG: configPath, CLOUD_DAEMON_EXIT_WITH_PARENT: "1" },
   });
   const out = options.output ?? process.stdout;
   child.stdout?.pipe(out, { end: false });

@@ -68,6 +68,8 @@ export interface LogsAndSharingOptions {
   readiness: ReadinessProbe;
   version: VersionInfo;
   tuning?: LogsAndSharingTuning;
+  /** The share switches in force, read at every share (the cluster-shared config changes them); `config.share` by default. */
+  shareSettings?: ControllerConfig["share"];
 }
 
 /** The built part. */
@@ -90,7 +92,7 @@ export function buildLogsAndSharing(options: LogsAndSharingOptions): LogsAndShar
   const hub = new LogStreamHub({ clock, ...tuning?.logStream });
   const tickets = new Tickets<LogStreamTicket>({ kv, clock });
   const share = new ShareService({
-    config: config.share,
+    config: options.shareSettings ?? config.share,
     metrics: createShareMetrics(options.metrics),
     clock,
     logger: logs.logger("cloud.share"),

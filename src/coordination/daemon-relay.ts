@@ -35,7 +35,7 @@ export const sessionRenewIntervalMs = 10_000;
 /** The gateway as the link needs it. */
 export interface LocalGateway {
   isConnected(nodeId: string): boolean;
-  listSessions(): { nodeId: string; sessionId: string }[];
+  listSessions(): { nodeId: string; sessionId: string; sessionEpoch?: number | null }[];
   sendCommand(nodeId: string, command: InstanceCommand): Promise<CommandResult>;
   onReport(handler: (report: DaemonReport) => void): () => void;
 }
@@ -107,8 +107,14 @@ export class DaemonRelay {
   }
 
   /** Records (or clears) a stream this controller holds. */
-  async sessionOpened(nodeId: string, sessionId: string): Promise<void> {
-    await this.options.registry.register(nodeId, this.options.controllerId, sessionId);
+  async sessionOpened(nodeId: string, sessionId: string, epoch: number): Promise<void> {
+    await this.options.registry.register(nodeId, this.options.controllerId, sessionId, epoch);
+  }
+
+  /** Whether any controller holds a session of the node now (this one, or one the registry names). */
+  async sessionHeld(nodeId: string): Promise<boolean> {
+    if (this.options.gateway.isConnected(nodeId)) return true;
+    return (await this.options.registry.lookup(nodeId)) !== null;
   }
 
   async sessionClosed(nodeId: string, sessionId: string): Promise<void> {
@@ -173,8 +179,10 @@ export class DaemonRelay {
 
   private async renewSessions(): Promise<void> {
     for (const session of this.options.gateway.listSessions()) {
+      // A session whose opening is not recorded yet is registered by its NODE_CONNECTED.
+      if (session.sessionEpoch === null || session.sessionEpoch === undefined) continue;
       try {
-        await this.options.registry.register(session.nodeId, this.options.controllerId, session.sessionId);
+        await this.options.registry.register(session.nodeId, this.options.controllerId, session.sessionId, session.sessionEpoch);
       } catch (err) {
         this.options.logger.warn(`Renewing the session of node ${session.nodeId} failed`, err);
       }

@@ -26,6 +26,13 @@
  *   lease after a holder with a larger token has come and gone, and daemons would refuse its
  *   commands as stale.
  *
+ * Durability: the counter lives in the key-value store, which can lose it (a restart without
+ * persistence, FLUSHALL, a failover to a replica that missed the last INCR). With a
+ * {@link FencingHighWater} (the production profile), step 2 also records the token in the shared
+ * document database and takes max(counter, recorded + 1), so the tokens still increase from holder
+ * to holder: the argument above holds with "the recorded mark" for "the counter" (it is a
+ * compare-and-set inside the same claim interval). See fencing-high-water.ts.
+ *
  * For one round trip a claimed key holds `<controllerId>|claim:<nonce>` instead of a token; every
  * reader treats it as held by that controller. A claim left behind by an interrupted acquire of
  * this controller is completed (steps 2 and 3) by the next acquire; the argument above holds for it
@@ -38,6 +45,7 @@ import { randomBytes } from "node:crypto";
 import { assert } from "../shared/errors.js";
 import type { MetricsService } from "../metrics/metrics.js";
 import type { KvStore } from "../store/ports.js";
+import type { FencingHighWater } from "./fencing-high-water.js";
 import { leaseKey, leaseTokenKey } from "./keys.js";
 import { isValidControllerId, LeaseLostError, type Lease, type LeaseHolder, type Leases } from "./lease.js";
 
@@ -54,6 +62,8 @@ export interface KvLeasesOptions {
   metrics?: LeaseMetrics;
   /** Source of claim nonces; tests may pass a seeded one. Default: 6 random bytes as hex. */
   nonce?: () => string;
+  /** Where every granted token is recorded durably, so tokens never go back when the store loses its counter. */
+  highWater?: FencingHighWater;
 }
 
 /**
@@ -102,6 +112,7 @@ export class KvLeases implements Leases {
   private readonly leaseTtlMs: number;
   private readonly metrics: LeaseMetrics;
   private readonly nonce: () => string;
+  private readonly highWater: FencingHighWater | null;
   private readonly queues = new Map<string, Promise<unknown>>();
 
   constructor(options: KvLeasesOptions) {
@@ -112,6 +123,7 @@ export class KvLeases implements Leases {
     this.leaseTtlMs = options.leaseTtlMs;
     this.metrics = options.metrics ?? noMetrics;
     this.nonce = options.nonce ?? (() => randomBytes(6).toString("hex"));
+    this.highWater = options.highWater ?? null;
   }
 
   acquire(resource: string): Promise<Lease | null> {
@@ -168,8 +180,9 @@ export class KvLeases implements Leases {
   }
 
   private async grant(resource: string, claim: string): Promise<Lease | null> {
-    const fencingToken = await this.kv.increment(leaseTokenKey(resource));
-    assert(Number.isSafeInteger(fencingToken) && fencingToken >= 1, `fencing token counter of ${resource} returned ${fencingToken}`);
+    const counted = await this.kv.increment(leaseTokenKey(resource));
+    assert(Number.isSafeInteger(counted) && counted >= 1, `fencing token counter of ${resource} returned ${counted}`);
+    const fencingToken = this.highWater ? await this.highWater.next(resource, counted) : counted;
     const value = formatLeaseValue(this.controllerId, fencingToken);
     if (!(await this.kv.compareAndSet(leaseKey(resource), claim, value, { ttlMs: this.leaseTtlMs }))) {
       this.metrics.leaseContentions.inc(); // the claim expired before the grant: the token is discarded

@@ -7,6 +7,7 @@
 import type { CommandResult, InstanceSpec as WireInstanceSpec } from "../wire/daemon-proto.js";
 import type { CommandHandler } from "./gateway-client.js";
 import { InstanceListing, type ListedRunner } from "./instance-listing.js";
+import type { InstanceLogStore } from "./instance-logs.js";
 import type { InstanceRunner, InstanceSpec } from "./instance-runner.js";
 import { RunnerError } from "./runner-errors.js";
 
@@ -21,6 +22,8 @@ export interface CommandHandlerOptions {
   runner: CommandRunner;
   /** CLOUD_CONTROLLER_URL for an instance whose spec names none (the daemon's plugin relay); null when unknown. */
   controllerUrl: () => string | null;
+  /** The instance logs: read by read_instance_log, and told why a start was refused. */
+  instanceLogs?: Pick<InstanceLogStore, "read" | "note">;
 }
 
 type Result = Omit<CommandResult, "command_id">;
@@ -55,6 +58,8 @@ export function toRunnerSpec(spec: WireInstanceSpec, defaultControllerUrl: strin
     env: { ...(spec.environment ?? {}) },
     variables: { ...(spec.variables ?? {}) },
     ...(spec.jar_file ? { jarFile: spec.jar_file } : {}),
+    ...(spec.platform_version ? { platformVersion: spec.platform_version } : {}),
+    ...(spec.build_sha256 ? { buildSha256: spec.build_sha256 } : {}),
     ...(spec.workload_token ? { workloadToken: spec.workload_token } : {}),
     ...(controllerUrl ? { controllerUrl } : {}),
   };
@@ -95,16 +100,39 @@ export function createCommandHandler(options: CommandHandlerOptions): CommandHan
     return ok(`already on this node (${existing.state})`);
   };
 
-  const handle = (command: Parameters<CommandHandler>[0]): Result => {
+  /** A start the daemon refuses leaves its reason in the instance's log, where `cloudctl logs` finds it. */
+  const noteRefusal = (instanceId: string | undefined, error: unknown): void => {
+    if (instanceId && error instanceof RunnerError && error.code !== "INSTANCE_EXISTS" && error.code !== "STALE_EPOCH") {
+      options.instanceLogs?.note(instanceId, `start refused: ${error.code}: ${error.message}`);
+    }
+  };
+
+  const readLog = async (instanceId: string, tailLines: number): Promise<Result> => {
+    const lines = options.instanceLogs ? await options.instanceLogs.read(instanceId, tailLines || 200) : null;
+    if (lines === null) return { ok: false, error_code: "NOT_FOUND", message: `No log of instance ${instanceId} on this node` };
+    return { ...ok(), log_lines: lines.map((l) => ({ instance_id: instanceId, stream: l.stream, line: l.line, timestamp_ms: l.timestampMs, sequence: 0 })) };
+  };
+
+  const handle = (command: Parameters<CommandHandler>[0]): Result | Promise<Result> => {
     switch (command.type) {
       case "prepare_instance": {
-        const spec = specFor(command.body, command.body.spec);
-        runner.validate(spec);
-        runner.observeFencingToken(spec.group, command.body.fencing_token);
+        try {
+          const spec = specFor(command.body, command.body.spec);
+          runner.validate(spec);
+          runner.observeFencingToken(spec.group, command.body.fencing_token);
+        } catch (error) {
+          noteRefusal(command.body.spec?.instance_id, error);
+          throw error;
+        }
         return ok();
       }
       case "start_instance":
-        return start(specFor(command.body, command.body.spec), command.body.fencing_token);
+        try {
+          return start(specFor(command.body, command.body.spec), command.body.fencing_token);
+        } catch (error) {
+          noteRefusal(command.body.spec?.instance_id, error);
+          throw error;
+        }
       case "stop_instance":
       case "force_stop_instance": {
         const { instance_id: instanceId, group, fencing_token: fencingToken } = command.body;
@@ -125,12 +153,14 @@ export function createCommandHandler(options: CommandHandlerOptions): CommandHan
       case "list_instances":
         // A read: no fencing token, nothing changes.
         return { ...ok(), instances: listing.list() };
+      case "read_instance_log":
+        return readLog(command.body.instance_id, command.body.tail_lines);
     }
   };
 
   return async (command) => {
     try {
-      return handle(command);
+      return await handle(command);
     } catch (error) {
       if (error instanceof RunnerError) return { ok: false, error_code: error.code, message: error.message };
       throw error;

@@ -427,7 +427,8 @@ export class GatewayClient {
       case "force_stop_instance":
       case "stdin_instance":
       case "mark_instance_ready":
-      case "list_instances": {
+      case "list_instances":
+      case "read_instance_log": {
         const type = message.payload;
         const body = (message as unknown as Record<string, { command_id: string }>)[type]!;
         const command = { type, body, commandId: body.command_id, traceparent: message.traceparent ?? "" } as unknown as InstanceCommand & {

@@ -38,5 +38,6 @@ export function instanceEnvironment(input: InstanceEnvironmentInput): NodeJS.Pro
   const controllerUrl = spec.controllerUrl || input.controllerUrl;
   if (controllerUrl) env[INSTANCE_ENV.controllerUrl] = controllerUrl;
   if (spec.workloadToken) env[INSTANCE_ENV.workloadToken] = spec.workloadToken;
+  if (spec.platformVersion) env[INSTANCE_ENV.platformVersion] = spec.platformVersion;
   return env;
 }

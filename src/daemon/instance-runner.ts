@@ -95,6 +95,7 @@ export class InstanceRunner {
     if (this.instances.size >= this.bounds.instancesMax)
       throw new RunnerError("TOO_MANY_INSTANCES", `At most ${this.bounds.instancesMax} instances per daemon`);
     this.observeFencingToken(spec.group, fencingToken);
+    this.checkCapacity(spec);
 
     const instance = newInstanceRecord(spec, platform, workDirectoryOf(this.options.workDir, spec), this.bounds.consoleBufferLines, this.clock);
     this.instances.set(spec.instanceId, instance);
@@ -197,6 +198,27 @@ export class InstanceRunner {
     const platform = this.options.platforms.get(spec.platform);
     if (platform === undefined) throw new RunnerError("UNKNOWN_PLATFORM", `Unknown platform ${spec.platform}`);
     return platform;
+  }
+
+  /**
+   * The last line of defence behind the controllers' placement: a port used by a live instance of
+   * this node (a process still stopping included) is never given again, and the live instances'
+   * memory never goes above maxMemoryMb. The controller reports the refusal as a scheduling issue.
+   */
+  private checkCapacity(spec: InstanceSpec): void {
+    let reservedMb = 0;
+    for (const other of this.instances.values()) {
+      if (other.spec.port === spec.port)
+        throw new RunnerError("PORT_IN_USE", `Port ${spec.port} is used by ${other.spec.instanceId} (${other.state}) on this node`);
+      reservedMb += other.spec.memoryMb;
+    }
+    const maxMb = this.options.maxMemoryMb;
+    if (maxMb !== undefined && reservedMb + spec.memoryMb > maxMb) {
+      throw new RunnerError(
+        "INSUFFICIENT_MEMORY",
+        `${spec.instanceId} needs ${spec.memoryMb} MB: ${reservedMb} of ${maxMb} MB are taken by live instances on this node`,
+      );
+    }
   }
 
   private fencedInstance(instanceId: string, fencingToken: number): InstanceRecord {

@@ -7,46 +7,50 @@
  * Exit status: 0 after SIGINT/SIGTERM, 78 for a configuration problem, 77 when the join is refused
  * or the controller's protocol is incompatible, 1 otherwise.
  */
-import { existsSync, readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { DaemonConfigError, loadDaemonConfig, locateDaemonConfig } from "./config.js";
-import { GatewayClientError, type ClientLogger } from "./gateway-client.js";
-import { createNodeDaemon } from "./node-daemon.js";
+import { formatHumanLine } from "../logs/logger.js";
+import type { LogLevel } from "../logs/types.js";
+import { EXIT_USAGE, packageVersion, parseBinCommandLine } from "../shared/command-line.js";
+import { whenParentGone } from "../shared/parent-watch.js";
+import { DAEMON_CONFIG_ENV, DaemonConfigError, loadDaemonConfig, locateDaemonConfig } from "./config.js";
+import type { ClientLogger } from "./gateway-client.js";
 
 /** Exit status for a configuration problem (EX_CONFIG). */
 export const EXIT_CONFIG = 78;
 /** Exit status for a refused join or an incompatible controller (EX_NOPERM). */
 export const EXIT_REFUSED = 77;
+/** Set to 1 by the process that starts a daemon it owns: the daemon then stops when that process is gone. */
+export const EXIT_WITH_PARENT_ENV = "CLOUD_DAEMON_EXIT_WITH_PARENT";
 
-/** The version of the nearest package.json above this file (source tree or build output). */
-function daemonVersion(): string {
-  let dir = import.meta.dirname;
-  for (let depth = 0; depth < 6; depth++) {
-    const path = join(dir, "package.json");
-    if (existsSync(path)) {
-      try {
-        return (JSON.parse(readFileSync(path, "utf8")) as { version?: string }).version ?? "0.0.0";
-      } catch {
-        // The version is only reported in the hello; a broken package.json must not stop the daemon.
-        return "0.0.0";
-      }
-    }
-    dir = dirname(dir);
-  }
-  return "0.0.0";
-}
+const helpAfter = `Configuration: --config, else ${DAEMON_CONFIG_ENV}, else ./daemon.yml (every key: daemon.example.yml).
+The first start joins with the node join token of daemon.yml (cloudctl token create).
 
+Exit status: 0 after SIGINT/SIGTERM, ${EXIT_USAGE} for a wrong command line, ${EXIT_CONFIG} for a configuration
+problem, ${EXIT_REFUSED} when the join is refused or the controller's protocol is incompatible, 1 otherwise.`;
+
+/** The controller's HUMAN layout (`2026-11-27 13:12:28.661 [main] INFO  daemon - …`), so both read alike side by side. */
 function lineLogger(): ClientLogger {
-  const write = (level: string, message: string) => process.stdout.write(`${new Date().toISOString()} ${level} cloud.daemon ${message}\n`);
+  const write = (level: LogLevel, message: string) =>
+    process.stdout.write(formatHumanLine({ ts: Date.now(), thread: "main", level, logger: "cloud.daemon", message }));
   return { info: (m) => write("INFO", m), warn: (m) => write("WARN", m), error: (m) => write("ERROR", m) };
 }
 
 async function main(): Promise<void> {
   // Replaced by the daemon's own logger once it exists: that one also mirrors to the controller.
   let logger: ClientLogger = lineLogger();
+  const line = parseBinCommandLine(
+    {
+      name: "cloud-daemon",
+      description: "The node daemon: joins the cluster once, keeps a stream to a controller and runs the instances it is told to.",
+      configHelp: `daemon.yml to read (default: ${DAEMON_CONFIG_ENV}, else ./daemon.yml)`,
+      version: packageVersion(import.meta.url),
+      helpAfter,
+    },
+    process.argv.slice(2),
+  );
+  if (line.kind === "exit") process.exit(line.status);
   let config;
   try {
-    config = loadDaemonConfig(locateDaemonConfig(process.argv.slice(2), process.env));
+    config = loadDaemonConfig(locateDaemonConfig(line.config !== undefined ? ["--config", line.config] : [], process.env));
   } catch (err) {
     if (err instanceof DaemonConfigError) {
       process.stderr.write(`cloud-daemon: ${err.message}\n`);
@@ -54,9 +58,11 @@ async function main(): Promise<void> {
     }
     throw err;
   }
+  // Loaded only now: --help, --version and a wrong command line answer without loading the daemon.
+  const [{ createNodeDaemon }, { GatewayClientError }] = await Promise.all([import("./node-daemon.js"), import("./gateway-client.js")]);
   const daemon = await createNodeDaemon({
     config,
-    daemonVersion: daemonVersion(),
+    daemonVersion: packageVersion(import.meta.url),
     logger,
     onStateChange: (state, detail) => logger.info(`state ${state}: ${detail}`),
     onFatal: (error) => {
@@ -68,13 +74,13 @@ async function main(): Promise<void> {
   // Whatever ends the process, no game server may outlive the daemon.
   process.on("exit", () => daemon.killAllNow());
   let signalled = false;
-  const shutdown = (signal: string) => {
+  const shutdown = (why: string) => {
     if (signalled) {
-      logger.warn(`Received ${signal} again; killing every instance`);
+      logger.warn(`${why} again; killing every instance`);
       process.exit(0);
     }
     signalled = true;
-    logger.info(`Received ${signal}; stopping every instance (at most ${daemon.shutdownTimeoutMs} ms)`);
+    logger.info(`${why}; stopping every instance (at most ${daemon.shutdownTimeoutMs} ms)`);
     void daemon.shutdown().then(
       () => process.exit(0),
       (err: unknown) => {
@@ -83,8 +89,10 @@ async function main(): Promise<void> {
       },
     );
   };
-  process.on("SIGINT", () => shutdown("SIGINT"));
-  process.on("SIGTERM", () => shutdown("SIGTERM"));
+  process.on("SIGINT", () => shutdown("Received SIGINT"));
+  process.on("SIGTERM", () => shutdown("Received SIGTERM"));
+  // A daemon started by a development controller (`npm start`) stops with it, however it ended.
+  if (process.env[EXIT_WITH_PARENT_ENV] === "1") whenParentGone(() => shutdown("The process that started the daemon is gone"));
   try {
     await daemon.start();
   } catch (err) {

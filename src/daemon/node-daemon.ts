@@ -9,12 +9,13 @@ import { instancesMemoryMb } from "./instance-memory.js";
 import { readFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import type { Clock } from "../shared/clock.js";
+import { systemClock, type Clock } from "../shared/clock.js";
 import { createTracing } from "../shared/tracing.js";
 import { createCommandHandler } from "./command-handler.js";
 import type { DaemonConfig } from "./config.js";
 import { ControllerEndpoint } from "./controller-endpoint.js";
 import { GatewayClient, IDENTITY_FILES, type ClientLogger, type ClientState, type GatewayClientError } from "./gateway-client.js";
+import { InstanceLogStore, recordRunnerEvent } from "./instance-logs.js";
 import { InstanceReporter } from "./instance-reports.js";
 import { InstanceRunner } from "./instance-runner.js";
 import { PluginRelay } from "./plugin-relay.js";
@@ -22,10 +23,15 @@ import { callerCheckFor } from "./relay-callers.js";
 import { builtInPlatforms, type PlatformDefinition } from "./platforms.js";
 import { SpawnerLauncher, type ProcessLauncher } from "./process-launcher.js";
 import { HttpTemplateSource, TemplateCache } from "./template-cache.js";
+import { BuildCache, HttpBuildSource } from "./build-cache.js";
 import { DaemonLogMirror, mirroredLogger } from "./log-mirror.js";
 
 /** Directory of the template cache inside `dataDir`. */
 export const TEMPLATE_CACHE_DIRECTORY = "template-cache";
+/** Where instance logs are kept, under `dataDir`. */
+export const INSTANCE_LOG_DIRECTORY = "instance-logs";
+/** Under `dataDir`: the catalog builds this node holds (build-cache.ts). */
+export const BUILD_CACHE_DIRECTORY = "build-cache";
 /** Margin on top of the slowest platform's stop sequence before a shutdown kills what is left. */
 export const shutdownMarginMs = 5_000;
 
@@ -90,6 +96,11 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
     sizeBytesMax: config.templateCacheSizeMbMax * 1024 * 1024,
     source: new HttpTemplateSource({ baseUrl: () => endpoint.requireBaseUrl(), token: () => endpoint.requireToken() }),
   });
+  // Catalog builds (server jars), fetched once per node with the same credential as the templates.
+  const builds = await BuildCache.open(
+    join(config.dataDir, BUILD_CACHE_DIRECTORY),
+    new HttpBuildSource({ baseUrl: () => endpoint.requireBaseUrl(), token: () => endpoint.requireToken() }),
+  );
   const platforms = options.platforms ?? builtInPlatforms();
   // The unpacker, the sink and the session hook refer to objects built after them; none of them
   // runs before start() connects.
@@ -100,6 +111,7 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
     workDir: config.workDir,
     platforms,
     launcher,
+    maxMemoryMb: config.maxMemoryMb,
     ...(options.clock ? { clock: options.clock } : {}),
     unpackTemplates: async (request) => {
       try {
@@ -109,6 +121,7 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
           request.variables,
           request.signal,
         );
+        if (request.build) await builds.install(request.build.sha256, request.workDir, request.build.fileName, request.signal);
       } finally {
         reporter.cacheChanged();
       }
@@ -133,8 +146,12 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
     ...(options.clock ? { clock: options.clock } : {}),
     logger,
   });
+  // Every instance's output and the daemon's lines about it, kept after it ended (cloudctl logs).
+  const instanceLogs = new InstanceLogStore(join(config.dataDir, INSTANCE_LOG_DIRECTORY), () => (options.clock ?? systemClock).nowMs());
+  await instanceLogs.open();
+  runner.subscribe((event) => recordRunnerEvent(instanceLogs, event));
   // Instances are given the relay, never a controller's address: it follows the stream's failover.
-  const handler = createCommandHandler({ runner, controllerUrl: () => relay.url });
+  const handler = createCommandHandler({ runner, controllerUrl: () => relay.url, instanceLogs });
   // The spans name the node: configured, or the id a join stored in the data directory (a first join learns it only later).
   const tracing = createTracing(config.telemetry, {
     name: "cloud-daemon",
@@ -205,6 +222,7 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
         mirror.close();
         client.stop();
         await launcher.close();
+        await instanceLogs.idle();
         // Spans of the last commands go out before the process ends.
         await tracing.shutdown().catch(() => undefined);
       })();

@@ -12,7 +12,11 @@ export type RunnerErrorCode =
   | "INSTANCE_EXISTS"
   | "UNKNOWN_INSTANCE"
   | "INVALID_STATE"
-  | "RUNNER_SHUT_DOWN";
+  | "RUNNER_SHUT_DOWN"
+  /** A live instance on this node already uses the start's port. */
+  | "PORT_IN_USE"
+  /** The start would take the live instances' memory above the node's maxMemoryMb. */
+  | "INSUFFICIENT_MEMORY";
 
 /** A refused runner command. `code` is stable; `message` is for people. */
 export class RunnerError extends Error {

@@ -32,6 +32,11 @@ export interface InstanceRunnerOptions {
   stdioDrainTimeoutMs?: number;
   /** Live instances at most; default 2,000. */
   instancesMax?: number;
+  /**
+   * The node's memory budget for instances (daemon.yml `maxMemoryMb`): a start whose memoryMb would
+   * take the live instances' sum above it is refused with INSUFFICIENT_MEMORY. Default: no check.
+   */
+  maxMemoryMb?: number;
   /** Daemon environment variables passed through to instances; default PATH, HOME, LANG, LC_ALL, TZ, TMPDIR, JAVA_HOME. */
   inheritEnvNames?: readonly string[];
   /** Subscribers at most; default 64. */

@@ -37,6 +37,10 @@ export interface InstanceSpec {
   variables?: Readonly<Record<string, string>>;
   /** Overrides the runner's controllerUrl for this instance (CLOUD_CONTROLLER_URL). */
   controllerUrl?: string;
+  /** The group's platform version (CLOUD_PLATFORM_VERSION). */
+  platformVersion?: string;
+  /** A catalog build (by sha256) placed at `jarFile` after the templates are unpacked. */
+  buildSha256?: string;
 }
 
 /** Input of the injected template unpacker. */
@@ -50,6 +54,8 @@ export interface TemplateUnpackRequest {
   freshDirectory: boolean;
   /** Aborted when the instance is stopped while preparing. */
   signal: AbortSignal;
+  /** A catalog build to place in the directory after the layers: its sha256 and the file name (the spec's jarFile). */
+  build?: { sha256: string; fileName: string };
 }
 
 /** Unpacks template layers into a working directory (the template cache provides it). */

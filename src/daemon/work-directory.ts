@@ -7,6 +7,7 @@ import { access, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { patchPropertiesPort, type PlatformDefinition } from "./platforms.js";
 import type { InstanceSpec, TemplateUnpacker } from "./runner-types.js";
+import type { INSTANCE_PLACEHOLDERS } from "../wire/template-text.js";
 
 /** What {@link prepareWorkDirectory} works on. */
 export interface WorkDirectoryPlan {
@@ -38,9 +39,10 @@ export async function prepareWorkDirectory(plan: WorkDirectoryPlan): Promise<voi
       group: spec.group,
       workDir,
       templates: spec.templates,
-      variables: spec.variables ?? {},
+      variables: { ...(spec.variables ?? {}), ...instancePlaceholders(spec) },
       freshDirectory,
       signal: plan.signal,
+      ...(spec.buildSha256 ? { build: { sha256: spec.buildSha256, fileName: spec.jarFile ?? "server.jar" } } : {}),
     });
   }
   if (platform.portPassing === "file" && platform.portFile !== undefined) {
@@ -48,6 +50,17 @@ export async function prepareWorkDirectory(plan: WorkDirectoryPlan): Promise<voi
     const existing = (await pathExists(file)) ? await readFile(file, "utf8") : null;
     await writeFile(file, patchPropertiesPort(existing, platform.portFile.key, spec.port));
   }
+}
+
+/**
+ * The `{{placeholders}}` every instance's template files get, whatever the templates define: the
+ * facts of this instance win over a template variable of the same name (a template cannot give an
+ * instance a wrong port). Documented in docs/decisions/templates.md ("Placeholders").
+ */
+export function instancePlaceholders(
+  spec: Pick<InstanceSpec, "instanceId" | "group" | "port" | "memoryMb" | "platform">,
+): Record<(typeof INSTANCE_PLACEHOLDERS)[number], string> {
+  return { instanceId: spec.instanceId, group: spec.group, port: String(spec.port), memoryMb: String(spec.memoryMb), platform: spec.platform };
 }
 
 /** Removes a working directory and everything in it (retried a few times; absent is fine). */

@@ -18,6 +18,7 @@ import type { EventBus } from "../events/types.js";
 import type { Logger } from "../logs/types.js";
 import { COUNTED_STATES } from "../scheduler/scaling.js";
 import type { Clock, Timer } from "../shared/clock.js";
+import { DuplicateKeyError, RevisionConflictError } from "../store/ports.js";
 import type { StoredDeployment, StoredProgress, DeploymentCollections } from "./deployment-store.js";
 import { initialProgress } from "./deployment-store.js";
 import type { RevisionStore } from "./revision-store.js";
@@ -43,10 +44,10 @@ export interface ReconcilerLease {
 /** Runs a job while this controller holds a singleton lease; false when it does not. */
 export type RunUnderLease = (name: string, ttlMs: number, fn: (lease: ReconcilerLease) => Promise<void>) => Promise<boolean>;
 
-/** Thrown when a newer holder of the reconciler lease has written a deployment's progress: this controller's step is void. */
+/** Thrown when another holder of the reconciler lease wrote a deployment's progress after this step read it: the step is void. */
 export class StaleReconcilerError extends Error {
-  constructor(id: string, ours: number, theirs: number) {
-    super(`Deployment ${id}: progress written under fencing token ${theirs}, newer than this controller's ${ours}; step dropped`);
+  constructor(id: string, ours: number, theirs: number | undefined) {
+    super(`Deployment ${id}: progress written since this step read it (fencing token ${theirs ?? "none"}; this controller's ${ours}); step dropped`);
   }
 }
 
@@ -148,16 +149,17 @@ export class DeploymentReconciler {
       }
       return;
     }
-    const stored = await collections.progress.get(id);
+    const read = await collections.progress.getRevisioned(id);
+    const stored = read?.doc ?? null;
+    // The lease is confirmed, then the progress is checked to be the version this step read: another
+    // holder that wrote meanwhile took over. (A higher token already there when this step read it,
+    // from an earlier Raft history after a restore into a new cluster, does not stop a holder whose
+    // lease was just confirmed.) The progress write itself is conditional on that version.
     const fence = async (): Promise<void> => {
       if (!lease) return;
       await lease.confirm();
-      // Written meanwhile under a newer token: another holder took over. A higher token already there
-      // when this step read it (tokens of an earlier Raft history, after a restore into a new cluster)
-      // does not stop a holder whose lease was just confirmed.
-      const latest = await collections.progress.get(id);
-      const theirs = latest?.fencingToken ?? 0;
-      if (theirs > lease.fencingToken && JSON.stringify(latest) !== JSON.stringify(stored)) throw new StaleReconcilerError(id, lease.fencingToken, theirs);
+      const latest = await collections.progress.getRevisioned(id);
+      if ((latest?.rev ?? null) !== (read?.rev ?? null)) throw new StaleReconcilerError(id, lease.fencingToken, latest?.doc.fencingToken);
     };
     const progress: StoredProgress = structuredClone(stored ?? initialProgress(deployment, isoFromMs(nowMs)));
     const group = await this.options.groups.getDoc(groupName);
@@ -192,7 +194,13 @@ export class DeploymentReconciler {
       progress.updatedAt = isoFromMs(nowMs);
       if (lease) progress.fencingToken = lease.fencingToken;
       await fence();
-      await collections.progress.put(progress);
+      try {
+        if (read) await collections.progress.putIf(progress, read.rev);
+        else await collections.progress.insert(progress);
+      } catch (err) {
+        if (err instanceof RevisionConflictError || err instanceof DuplicateKeyError) throw new StaleReconcilerError(id, lease?.fencingToken ?? 0, undefined);
+        throw err;
+      }
     }
     if (completed) {
       this.options.logger.info(`Deployment ${revision} of ${groupName}: ${completed}${progress.reason ? ` (${progress.reason})` : ""}`);

@@ -85,6 +85,8 @@ export const RevisionSchema = Type.Object({
   jarFile: Type.String(),
   memoryMb: Type.Integer(),
   templates: Type.Array(PinnedLayerSchema),
+  /** The catalog build of platformVersion when frozen (absent in revisions from before the catalog, null when none). */
+  build: Type.Optional(Type.Union([Type.Object({ version: Type.String(), sha256: Type.String(), downloadUrl: Type.String() }), Type.Null()])),
   /** INITIAL: frozen from the group when its first instance was scheduled; DEPLOYMENT: by a deployment. */
   origin: literals(["INITIAL", "DEPLOYMENT"] as const),
   createdAt: Type.String({ format: "date-time" }),
@@ -104,7 +106,12 @@ export const DeploymentInstanceSchema = Type.Object({
   /** OLD: retired by this deployment (drained, then stopped). */
   retired: Type.Boolean(),
   playerCount: Type.Integer(),
+  /** NEW: when the rollout first saw it RUNNING (ISO); null before, and for OLD. */
+  runningSince: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
+  /** NEW: when it passes the health gate if it keeps running (runningSince + minHealthySeconds). */
+  healthyAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
 });
+export type DeploymentInstance = Static<typeof DeploymentInstanceSchema>;
 
 /** Settings of a deployment as created (resolved against the group's updateStrategy). */
 export const DeploymentSettingsSchema = Type.Object({

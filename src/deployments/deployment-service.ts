@@ -31,6 +31,7 @@ import {
   type StoredProgress,
 } from "./deployment-store.js";
 import type { RevisionStore, TemplateHashes } from "./revision-store.js";
+import { deploymentInstances, GONE_STATE } from "./deployment-history.js";
 
 export interface DeploymentServiceDeps {
   collections: DeploymentCollections;
@@ -128,31 +129,18 @@ export class DeploymentService {
   async show(groupName: string, revision: number): Promise<DeploymentDetail> {
     const { doc, progress } = await this.require(groupName, revision);
     const [revisionRecord, records] = await Promise.all([this.deps.revisions.get(groupName, revision), this.deps.instances.findDocs({ group: groupName })]);
-    const retired = new Set(progress?.retired ?? []);
-    const instances = records
-      .filter((r) => !FINISHED_STATES.has(r.state))
-      .sort((a, b) => (a.id < b.id ? -1 : 1))
-      .map((r) => {
-        const isNew = r.deploymentRevision === revision;
-        return {
-          id: r.id,
-          node: r.node,
-          state: r.state,
-          deploymentRevision: r.deploymentRevision,
-          role: isNew ? ("NEW" as const) : ("OLD" as const),
-          healthy: isNew && (progress?.instances[r.id]?.healthy ?? false),
-          retired: !isNew && retired.has(r.id),
-          playerCount: r.playerCount,
-        };
-      });
+    const finished = TERMINAL_DEPLOYMENT_STATES.has(effectiveState(doc, progress));
+    const instances = deploymentInstances(doc, progress, records, finished);
+    // A running rollout counts what lives; a finished one what it did.
+    const counted = (i: (typeof instances)[number]) => finished || (!FINISHED_STATES.has(i.state) && i.state !== GONE_STATE);
     const { _id: _ignored, ...revisionFields } = revisionRecord ?? { _id: "" };
     return {
       ...toDeployment(doc, progress),
       revisionRecord: revisionRecord ? (revisionFields as DeploymentDetail["revisionRecord"]) : null,
       progress: {
-        newInstances: instances.filter((i) => i.role === "NEW").length,
-        newHealthy: instances.filter((i) => i.healthy).length,
-        oldInstances: instances.filter((i) => i.role === "OLD").length,
+        newInstances: instances.filter((i) => i.role === "NEW" && counted(i)).length,
+        newHealthy: instances.filter((i) => i.healthy && counted(i)).length,
+        oldInstances: instances.filter((i) => i.role === "OLD" && !FINISHED_STATES.has(i.state) && i.state !== GONE_STATE).length,
         retired: progress?.retired.length ?? 0,
       },
       instances,

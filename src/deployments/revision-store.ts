@@ -10,7 +10,8 @@
  * was scheduled.
  */
 import type { StoredGroup } from "../domain/groups/group-types.js";
-import type { ResolvedRevision, RevisionSource, RevisionSpec } from "../scheduler/instance-lifecycle.js";
+import type { ResolvedRevision, RevisionBuild, RevisionSource, RevisionSpec } from "../scheduler/instance-lifecycle.js";
+import { ApiError } from "../shared/errors.js";
 import { DuplicateKeyError } from "../store/ports.js";
 import type { DeploymentChanges } from "./deployment-schemas.js";
 import { effectiveState, revisionId, type DeploymentCollections, type StoredRevision } from "./deployment-store.js";
@@ -23,6 +24,12 @@ const revisionNumberAttemptsMax = 20;
 /** The content hash of a template's current version, or null when there is no such template. */
 export type TemplateHashes = (name: string) => Promise<string | null>;
 
+/**
+ * The catalog build a revision freezes for a platform and version (src/catalog): null when there is
+ * none to freeze; a 422 when the catalog has builds of the platform but not this version.
+ */
+export type BuildLookup = (platform: string, version: string | null) => Promise<RevisionBuild | null>;
+
 export class RevisionStore implements RevisionSource {
   private readonly cache = new Map<string, StoredRevision>();
 
@@ -30,21 +37,34 @@ export class RevisionStore implements RevisionSource {
     private readonly collections: DeploymentCollections,
     private readonly templateHash: TemplateHashes,
     private readonly nowIso: () => string,
+    /** The catalog's builds; without it revisions freeze no build. */
+    private readonly builds: BuildLookup = async () => null,
   ) {}
 
   async resolve(group: StoredGroup, requested?: number): Promise<ResolvedRevision> {
     if (requested !== undefined) {
       const spec = requested > 0 ? await this.get(group.name, requested) : null;
-      return { revision: requested, memoryMb: spec?.memoryMb ?? group.memoryMb };
+      return { revision: requested, memoryMb: spec?.memoryMb ?? group.memoryMb, build: spec?.build ?? null };
     }
     const current = await this.currentRevision(group.name);
     const revision = current > 0 ? await this.get(group.name, current) : await this.freezeInitial(group);
-    return revision ? { revision: revision.revision, memoryMb: revision.memoryMb } : { revision: current, memoryMb: group.memoryMb };
+    return revision
+      ? { revision: revision.revision, memoryMb: revision.memoryMb, build: revision.build ?? null }
+      : { revision: current, memoryMb: group.memoryMb, build: null };
   }
 
   async specOf(group: string, revision: number): Promise<RevisionSpec | null> {
     const found = await this.get(group, revision);
-    return found ? { platform: found.platform, jarFile: found.jarFile, memoryMb: found.memoryMb, templates: found.templates } : null;
+    return found
+      ? {
+          platform: found.platform,
+          jarFile: found.jarFile,
+          memoryMb: found.memoryMb,
+          templates: found.templates,
+          platformVersion: found.platformVersion,
+          build: found.build ?? null,
+        }
+      : null;
   }
 
   /** One revision, or null. */
@@ -75,6 +95,9 @@ export class RevisionStore implements RevisionSource {
   async freeze(group: StoredGroup, changes: DeploymentChanges, origin: StoredRevision["origin"]): Promise<StoredRevision> {
     const templates = changes.templates ?? group.templates;
     const pinned = await Promise.all(templates.map(async (name) => ({ name, hash: (await this.templateHash(name)) ?? "" })));
+    const platformVersion = changes.platformVersion !== undefined ? changes.platformVersion : group.platformVersion;
+    // A deployment naming a version the catalog does not have fails here, with nothing frozen.
+    const build = await this.builds(group.platform, platformVersion);
     const [latest] = await this.collections.revisions.find({ group: group.name }, { sort: { field: "revision", direction: -1 }, limit: 1 });
     let revision = (latest?.revision ?? 0) + 1;
     for (let attempt = 0; attempt < revisionNumberAttemptsMax; attempt++, revision++) {
@@ -83,10 +106,11 @@ export class RevisionStore implements RevisionSource {
         group: group.name,
         revision,
         platform: group.platform,
-        platformVersion: changes.platformVersion !== undefined ? changes.platformVersion : group.platformVersion,
+        platformVersion,
         jarFile: changes.jarFile ?? group.jarFile,
         memoryMb: changes.memoryMb ?? group.memoryMb,
         templates: pinned,
+        build,
         origin,
         createdAt: this.nowIso(),
       };
@@ -127,6 +151,7 @@ export class RevisionStore implements RevisionSource {
         jarFile: group.jarFile,
         memoryMb: group.memoryMb,
         templates: await Promise.all(group.templates.map(async (name) => ({ name, hash: (await this.templateHash(name)) ?? "" }))),
+        build: await this.initialBuild(group),
         origin: "INITIAL",
         createdAt: this.nowIso(),
       };
@@ -136,6 +161,16 @@ export class RevisionStore implements RevisionSource {
     } catch (err) {
       if (!(err instanceof DuplicateKeyError)) throw err;
       return this.get(group.name, 1);
+    }
+  }
+
+  /** The build of a group's first revision; a label the catalog does not know (named before its builds were added) freezes none. */
+  private async initialBuild(group: StoredGroup): Promise<RevisionBuild | null> {
+    try {
+      return await this.builds(group.platform, group.platformVersion);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 422) return null;
+      throw err;
     }
   }
 

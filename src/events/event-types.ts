@@ -73,8 +73,10 @@ export const BRIDGED_EVENT_TYPES: ReadonlySet<string> = new Set([
 
 // Payloads are type aliases (not interfaces) so they stay assignable to Record<string, unknown>.
 
-export type NodeConnectedPayload = { nodeId: string; sessionId: string; timestamp: string };
-export type NodeDisconnectedPayload = { nodeId: string; reason: string; timestamp: string };
+/** `sessionEpoch` (additive): the node's session number, one more per session opened anywhere; absent when its record could not be written. */
+export type NodeConnectedPayload = { nodeId: string; sessionId: string; timestamp: string; sessionEpoch?: number };
+/** `sessionId` and `sessionEpoch` (additive): the session that ended; published only when it was the node's newest. */
+export type NodeDisconnectedPayload = { nodeId: string; reason: string; timestamp: string; sessionId?: string; sessionEpoch?: number };
 export type NodeStatusPayload = { nodeId: string; cpuUsage: number; usedMemoryMb: number; totalMemoryMb: number; lastHeartbeatAt: string };
 export type NodeHeartbeatStalePayload = { nodeId: string; missedPongs: number; lastHeartbeatAt: string };
 export type NodeHeartbeatResumedPayload = { nodeId: string; lastHeartbeatAt: string };

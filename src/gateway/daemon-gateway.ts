@@ -143,7 +143,7 @@ export class DaemonGateway {
 
   /** Live sessions on this controller. */
   listSessions(): SessionInfo[] {
-    return [...this.sessions.values()].map((s) => s.info());
+    return [...this.sessions.values()].map((s) => ({ ...s.info(), sessionEpoch: this.records.epochOf(s.id) ?? null }));
   }
 
   /** True when `nodeId` has a session on this controller. */
@@ -248,7 +248,7 @@ export class DaemonGateway {
     const current = this.sessions.get(session.nodeId) === session;
     if (current) this.sessions.delete(session.nodeId);
     this.options.logger.info(`Node ${session.nodeId} disconnected (session ${session.id}): ${reason}`);
-    this.records.disconnected(session.nodeId, reason, this.nowIso(), current && markUnreachable);
+    this.records.disconnected(session.nodeId, session.id, reason, this.nowIso(), current && markUnreachable);
   }
 
   private nowIso(): string {

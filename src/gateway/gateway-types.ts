@@ -27,6 +27,10 @@ export const pendingCommandsMaxDefault = 4_096;
 /** What the gateway needs from the node service. */
 export interface GatewayNodes {
   upsert(id: string, update: NodeUpsert): Promise<NodeRecord>;
+  /** A session opened: the hello's figures, the next session epoch, UNREACHABLE/OFFLINE → ONLINE (or DRAINING). */
+  openSession(id: string, update: NodeUpsert): Promise<{ record: NodeRecord; sessionEpoch: number }>;
+  /** The session `sessionEpoch` ended: true when it was the newest (then, with `markUnreachable`, the node is UNREACHABLE). */
+  endSession(id: string, sessionEpoch: number, markUnreachable: boolean): Promise<boolean>;
   get(id: string): Promise<NodeRecord>;
   isCertificateRevoked(id: string): Promise<boolean>;
   /** Calls `listener` when the certificate of `id` is revoked; returns the function that stops it. */
@@ -78,6 +82,8 @@ export interface SessionInfo {
   daemonVersion: string;
   stale: boolean;
   missedPongs: number;
+  /** The node's session epoch of this session (null until its opening was recorded). */
+  sessionEpoch?: number | null;
 }
 
 /** A daemon's `Connect` call as the server sees it. */

@@ -1,7 +1,10 @@
 /**
  * What the daemon stream tells the node records and the event bus: a node connected (ONLINE, or
- * DRAINING when a drain is pending), reported its status, or disconnected (UNREACHABLE). Node
- * states: docs/decisions/node-states.md.
+ * DRAINING when a drain is pending), reported its status, or disconnected (UNREACHABLE). Every
+ * session gets the node's next session epoch when it opens (kept on the node record, so it is
+ * shared by every controller); the end of a session that is no longer the node's newest (the
+ * daemon went to another controller, or to a new stream here) changes nothing and is not
+ * published: liveness follows the newest session. Node states: docs/decisions/node-states.md.
  */
 import { EventTypes, type NodeConnectedPayload, type NodeDisconnectedPayload, type NodeStatusPayload } from "../events/event-types.js";
 import type { EventBus } from "../events/types.js";
@@ -9,6 +12,9 @@ import type { Logger } from "../logs/types.js";
 import type { Hello, NodeStatusReport } from "../wire/daemon-proto.js";
 import type { GatewayNodes } from "./gateway-types.js";
 import { NodeWriteQueue } from "./node-write-queue.js";
+
+/** Attempts to record a session's opening (each bounded by the node record lock's wait). */
+const openSessionAttemptsMax = 6;
 
 /** What the liveness records need: the node service, the bus, a logger and the session registry. */
 export interface NodeLivenessDeps {
@@ -27,18 +33,30 @@ export interface NodeLivenessDeps {
  */
 export class NodeLivenessRecords {
   private readonly writes: NodeWriteQueue;
+  /** The epoch of each open session of this controller (dropped when it ends). */
+  private readonly epochs = new Map<string, number>();
 
   constructor(private readonly deps: NodeLivenessDeps) {
     this.writes = new NodeWriteQueue(deps.logger);
   }
 
-  /** A session was opened: the record takes the hello's figures, then NODE_CONNECTED is published. */
+  /** The epoch of an open session here, once its opening was recorded. */
+  epochOf(sessionId: string): number | undefined {
+    return this.epochs.get(sessionId);
+  }
+
+  /**
+   * A session was opened: the record takes the hello's figures and the session's epoch, then
+   * NODE_CONNECTED (with `sessionEpoch`) is published.
+   */
   connected(nodeId: string, sessionId: string, hello: Hello, nowIso: string): void {
     this.writes.enqueue(nodeId, "the connection", async () => {
+      let sessionEpoch: number | undefined;
       try {
-        await this.markConnected(nodeId, hello, nowIso);
+        sessionEpoch = await this.openSession(nodeId, hello, nowIso);
+        this.epochs.set(sessionId, sessionEpoch);
       } finally {
-        this.deps.events.publish(EventTypes.NODE_CONNECTED, { nodeId, sessionId, timestamp: nowIso } satisfies NodeConnectedPayload);
+        this.deps.events.publish(EventTypes.NODE_CONNECTED, { nodeId, sessionId, timestamp: nowIso, sessionEpoch } satisfies NodeConnectedPayload);
       }
     });
   }
@@ -65,15 +83,27 @@ export class NodeLivenessRecords {
   }
 
   /**
-   * A session ended: with `markUnreachable` the record becomes UNREACHABLE (unless a newer session
-   * holds the node by then), then NODE_DISCONNECTED is published.
+   * A session ended. When it was the node's newest session (no newer one opened here or on another
+   * controller), with `markUnreachable` the record becomes UNREACHABLE, and NODE_DISCONNECTED (with
+   * the session's id and epoch) is published; a superseded session's end changes nothing.
    */
-  disconnected(nodeId: string, reason: string, timestamp: string, markUnreachable: boolean): void {
+  disconnected(nodeId: string, sessionId: string, reason: string, timestamp: string, markUnreachable: boolean): void {
     this.writes.enqueue(nodeId, "the disconnection", async () => {
+      const sessionEpoch = this.epochs.get(sessionId);
+      this.epochs.delete(sessionId);
+      let newest = true;
       try {
-        if (markUnreachable) await this.markUnreachable(nodeId);
+        // A session whose opening was never recorded has no epoch: only the local check applies.
+        if (sessionEpoch === undefined) newest = !this.deps.hasSession(nodeId);
+        else newest = !this.deps.hasSession(nodeId) && (await this.deps.nodes.endSession(nodeId, sessionEpoch, markUnreachable));
       } finally {
-        this.deps.events.publish(EventTypes.NODE_DISCONNECTED, { nodeId, reason, timestamp } satisfies NodeDisconnectedPayload);
+        if (newest) {
+          this.deps.events.publish(EventTypes.NODE_DISCONNECTED, { nodeId, reason, timestamp, sessionId, sessionEpoch } satisfies NodeDisconnectedPayload);
+        } else {
+          this.deps.logger.info(
+            `Node ${nodeId}: session ${sessionId} (epoch ${sessionEpoch ?? "unknown"}) ended after a newer one opened: the node stays as it is`,
+          );
+        }
       }
     });
   }
@@ -84,11 +114,26 @@ export class NodeLivenessRecords {
   }
 
   /**
-   * UNREACHABLE or OFFLINE → ONLINE on connect, or DRAINING when a drain is pending (its
-   * drainRequestedAt survived the outage); ONLINE and DRAINING are kept; a new node starts ONLINE.
+   * Records the opening, tried again while the session is open: a session without an epoch is
+   * never entered in the session registry, so no other controller could reach the daemon. The
+   * node's record lock may be held by a controller that just died (the daemon came here because
+   * of that): each attempt waits for the lock at most its wait, and the dead holder's key expires
+   * after its TTL, so a few attempts outlast it.
    */
-  private async markConnected(nodeId: string, hello: Hello, nowIso: string): Promise<void> {
-    const record = await this.deps.nodes.upsert(nodeId, {
+  private async openSession(nodeId: string, hello: Hello, nowIso: string): Promise<number> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.markConnected(nodeId, hello, nowIso);
+      } catch (err) {
+        if (attempt >= openSessionAttemptsMax || !this.deps.hasSession(nodeId)) throw err;
+        this.deps.logger.warn(`Recording the connection of node ${nodeId} failed (attempt ${attempt} of ${openSessionAttemptsMax}); trying again`, err);
+      }
+    }
+  }
+
+  /** Records the opening (the hello's figures, the next epoch; back ONLINE or DRAINING); returns the session's epoch. */
+  private async markConnected(nodeId: string, hello: Hello, nowIso: string): Promise<number> {
+    const { sessionEpoch } = await this.deps.nodes.openSession(nodeId, {
       host: hello.hostname || "unknown",
       version: hello.daemon_version || null,
       totalMemoryMb: hello.total_memory_mb,
@@ -96,20 +141,6 @@ export class NodeLivenessRecords {
       connectedAt: nowIso,
       lastHeartbeatAt: nowIso,
     });
-    if (record.state === "UNREACHABLE" || record.state === "OFFLINE") {
-      await this.deps.nodes.upsert(nodeId, { host: record.host, state: record.drainRequestedAt !== null ? "DRAINING" : "ONLINE" });
-    }
-  }
-
-  /**
-   * ONLINE or DRAINING → UNREACHABLE when the session ends (docs/decisions/node-states.md); a
-   * pending drain is remembered through drainRequestedAt, which this write keeps.
-   */
-  private async markUnreachable(nodeId: string): Promise<void> {
-    if (this.deps.hasSession(nodeId)) return;
-    const record = await this.deps.nodes.get(nodeId);
-    if ((record.state === "ONLINE" || record.state === "DRAINING") && !this.deps.hasSession(nodeId)) {
-      await this.deps.nodes.upsert(nodeId, { host: record.host, state: "UNREACHABLE" });
-    }
+    return sessionEpoch;
   }
 }

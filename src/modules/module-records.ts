@@ -58,8 +58,8 @@ export class ModuleRecords {
     return this.collection.get(id);
   }
 
-  put(record: ModuleRecord): Promise<void> {
-    return this.collection.put(record);
+  async put(record: ModuleRecord): Promise<void> {
+    await this.collection.put(record);
   }
 
   delete(id: string): Promise<boolean> {

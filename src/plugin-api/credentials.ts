@@ -41,7 +41,7 @@ export const machineTokenCharsMax = 2_048;
 assert(NODE_CREDENTIAL_CUTOFF_RETENTION_MS > nodeCredentialTtlMs, "node credential cut-offs must be kept longer than a credential lives");
 
 /** Permissions of a daemon's node credential. */
-export const NODE_PERMISSIONS: ReadonlySet<string> = new Set(["templates.view"]);
+export const NODE_PERMISSIONS: ReadonlySet<string> = new Set(["templates.view", "catalog.view"]);
 
 /** A token and when it stops being accepted. */
 export interface IssuedCredential {

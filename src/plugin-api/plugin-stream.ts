@@ -2,7 +2,8 @@
  * The plugin event stream: what an instance's plugin receives on `GET /api/v1/events/stream` with
  * the ticket of `POST /api/plugin/events/ticket`. From the cluster's journal (same sequence numbers,
  * same resume rules as the general stream): the player events a plugin may subscribe to
- * (PLAYER_CONNECTED, PLAYER_DISCONNECTED, PLAYER_TRANSFER, PLAYER_JOURNEY; cluster-wide) and custom
+ * (PLAYER_CONNECTED, PLAYER_DISCONNECTED, PLAYER_TRANSFER, PLAYER_JOURNEY; cluster-wide), the
+ * maintenance switches (MAINTENANCE_UPDATED, GROUP_MAINTENANCE_CHANGED) and custom
  * `MODULE:ACTION` events, except those the instance published itself (its own bus already ran
  * them). Besides the journal, frames addressed to this instance: `event: transfer` (a transfer it
  * has to carry out; every pending one again when the stream opens), `event: transfer-completed`
@@ -22,12 +23,15 @@ import type { PluginDeliveries } from "./plugin-deliveries.js";
 import type { PlayerService } from "./players.js";
 import type { TransferService } from "./transfers.js";
 
-/** Built-in types a plugin's stream carries (spec document 3: "Player events a plugin may subscribe to"). */
+/** Built-in types a plugin's stream carries (spec document 3: "Player events a plugin may subscribe to", and the maintenance switches). */
 export const PLUGIN_STREAM_EVENT_TYPES: ReadonlySet<string> = new Set([
   EventTypes.PLAYER_CONNECTED,
   EventTypes.PLAYER_DISCONNECTED,
   EventTypes.PLAYER_TRANSFER,
   EventTypes.PLAYER_JOURNEY,
+  // Proxies admit players by these (docs/decisions/maintenance.md).
+  EventTypes.MAINTENANCE_UPDATED,
+  EventTypes.GROUP_MAINTENANCE_CHANGED,
 ]);
 /** Frames waiting for one slow plugin stream; beyond it the oldest are dropped (pending transfers come again on reconnect). */
 export const pluginStreamQueuedFramesMax = 1_000;

@@ -1,8 +1,9 @@
 /**
  * Where a transfer may send a player, checked the same way for the plugins' transfer routes and the
  * operators' (`POST /api/v1/players/{uuid}/transfer`): the player must be online, the target an
- * unfinished, RUNNING, non-proxy instance the player is not already on; a group must exist, not be a
- * proxy group, not be in maintenance and have a RUNNING instance, and the least-loaded one is taken.
+ * unfinished, RUNNING, non-proxy instance outside a group in maintenance that the player is not
+ * already on; a group must exist, not be a proxy group, not be in maintenance and have a RUNNING
+ * instance, and the least-loaded one is taken.
  * A failed check is an {@link ApiError} (400, 404 or 409) and queues nothing.
  */
 import type { GroupService } from "../domain/groups/group-service.js";
@@ -50,6 +51,8 @@ export class TransferTargets {
     const target = await this.deps.instances.getDoc(targetInstanceId);
     if (!target || FINISHED_STATES.has(target.state)) throw notFound(`Instance not found: ${targetInstanceId}`);
     if ((await this.proxyGroups()).has(target.group)) throw badRequest(`targetInstanceId: ${target.id} is a proxy`);
+    if ((await this.deps.groups.getDoc(target.group))?.maintenance)
+      throw conflict(`Group ${target.group} of ${target.id} is in maintenance and accepts no new players`, "GROUP_MAINTENANCE");
     if (target.state !== "RUNNING") throw conflict(`Instance ${target.id} is ${target.state}, not RUNNING`, "INVALID_STATE");
     if (player.instanceId === target.id) throw conflict(`Player ${player.uuid} is already on ${target.id}`, "ALREADY_ON_TARGET");
     return { player, targetInstanceId: target.id, targetGroup: null };

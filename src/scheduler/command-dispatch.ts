@@ -8,6 +8,7 @@
 import type { InstanceEvent } from "../../actors/instance/transitions.js";
 import type { GroupService } from "../domain/groups/group-service.js";
 import type { InstanceService } from "../domain/instances/instance-service.js";
+import { freezePoint } from "../shared/test-freeze.js";
 import type { Logger } from "../logs/types.js";
 import { conflict } from "../shared/errors.js";
 import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
@@ -19,6 +20,11 @@ import type { SupervisedInstances } from "./supervised-instances.js";
 
 /** Daemon error codes after which a dispatch is not retried: the instance fails at once. */
 export const PERMANENT_DISPATCH_ERRORS: ReadonlySet<string> = new Set(["UNKNOWN_PLATFORM", "INVALID_PLATFORM", "INVALID_SPEC", "TOO_MANY_INSTANCES"]);
+/**
+ * The daemon's own placement check refused the start (its port or memory is taken on the node): the
+ * instance never ran, so it ends STOPPED without a crash, and the group record says why.
+ */
+export const CAPACITY_REFUSALS: ReadonlySet<string> = new Set(["PORT_IN_USE", "INSUFFICIENT_MEMORY"]);
 
 /** Commands to daemons: the daemon gateway (or the forwarding of several controllers), narrowed. */
 export interface DaemonCommands {
@@ -43,6 +49,8 @@ export interface CommandDispatchDeps {
   /** The fencing token of the group's scope while this controller owns it, else null. */
   fencingTokenOf(group: string): number | null;
   toInstance(instanceId: string, event: InstanceEvent): void;
+  /** The node refused the start for want of a port or memory ({@link CAPACITY_REFUSALS}): a scheduling issue, not a crash. */
+  refusedByNode(ref: InstanceRef, code: string, message: string): void;
   track(work: Promise<unknown>): void;
 }
 
@@ -76,7 +84,9 @@ export class CommandDispatch {
       type: "start_instance",
       body: { group: ref.group, fencing_token: fencingToken, spec: buildInstanceSpec(group, doc, token.token, revision) },
     });
-    if (result.ok || result.error_code === "INSTANCE_EXISTS" || PERMANENT_DISPATCH_ERRORS.has(result.error_code)) this.retrying.delete(ref.instanceId);
+    const capacity = CAPACITY_REFUSALS.has(result.error_code);
+    if (result.ok || result.error_code === "INSTANCE_EXISTS" || PERMANENT_DISPATCH_ERRORS.has(result.error_code) || capacity)
+      this.retrying.delete(ref.instanceId);
     else {
       this.retrying.add(ref.instanceId);
       // Bounded by the instances supervised here: the ones that left SCHEDULED are dropped.
@@ -84,6 +94,10 @@ export class CommandDispatch {
     }
     if (result.ok || result.error_code === "INSTANCE_EXISTS") {
       this.deps.toInstance(ref.instanceId, { type: "DISPATCHED" });
+    } else if (capacity) {
+      this.deps.logger.warn(`Node ${ref.node} refused ${ref.instanceId}: ${result.error_code} ${result.message}`);
+      this.deps.toInstance(ref.instanceId, { type: "STOP" });
+      this.deps.refusedByNode(ref, result.error_code, result.message);
     } else if (PERMANENT_DISPATCH_ERRORS.has(result.error_code)) {
       this.deps.toInstance(ref.instanceId, { type: "DISPATCHED" });
       this.deps.toInstance(ref.instanceId, { type: "FAILED", reason: `${result.error_code}: ${result.message}` });
@@ -129,6 +143,8 @@ export class CommandDispatch {
 
   /** One command; a thrown failure (not connected, forwarding failed) comes back as a refused result. */
   async send(nodeId: string, command: InstanceCommand): Promise<CommandResult> {
+    // Tests freeze a controller here, its fencing token already in the command (test-freeze.ts).
+    freezePoint(`daemon-command:${command.type}`);
     try {
       return await this.deps.daemons.sendCommand(nodeId, command);
     } catch (err) {

@@ -1,7 +1,8 @@
 /**
  * Crash records: an instance actor that ended CRASHED gets a crash record (the daemon's crash
  * report when one came, else what the actor knows), INSTANCE_CRASHED, and a count towards its
- * group's crash loop; a loop pauses the group (record `paused`, metric, GROUP_CRASH_LOOP).
+ * group's crash loop; a loop pauses the group (record `paused`, metric, GROUP_CRASH_LOOP) and the
+ * group record says why: `schedulingIssue` CRASH_LOOP with the last crash's reason.
  */
 import type { GroupEvent } from "../../actors/group/transitions.js";
 import type { CrashService } from "../domain/crashes/crash-service.js";
@@ -14,10 +15,15 @@ import type { MetricsService } from "../metrics/metrics.js";
 import type { Clock } from "../shared/clock.js";
 import type { CrashCause, InstanceRef } from "./actor-effects.js";
 import { CrashLoopDetector, type CrashLoopOptions } from "./crash-loop.js";
+import { crashReason, tailWithReason } from "./crash-reason.js";
 import type { CrashDetails } from "./daemon-report-router.js";
 
 /** Crash classifications that are not the group's fault: they do not count towards a crash loop. */
 const NOT_THE_GROUPS_FAULT: ReadonlySet<string> = new Set(["NODE_LOST", "LOST"]);
+/** The scheduling issue code of a crash-loop pause. */
+export const CRASH_LOOP_ISSUE = "CRASH_LOOP";
+/** The last log line quoted in a crash-loop issue is cut beyond this. */
+export const crashReasonLineCharsMax = 300;
 
 export interface CrashRecorderDeps {
   crashes: Pick<CrashService, "record">;
@@ -35,6 +41,8 @@ export interface CrashRecorderDeps {
 /** Records crashes and watches for crash loops. */
 export class CrashRecorder {
   private readonly loops: CrashLoopDetector;
+  /** The reason of each group's last counted crash, kept until its loop trips or the group resets. */
+  private readonly lastCrashOf = new Map<string, string>();
 
   constructor(private readonly deps: CrashRecorderDeps) {
     this.loops = new CrashLoopDetector(deps.crashLoop, deps.clock);
@@ -49,30 +57,37 @@ export class CrashRecorder {
       uptimeMs: 0,
       timestampMs: this.deps.clock.nowMs(),
     };
+    const reason = crashReason(cause, details.exitCode, details.logTail);
     const crash = {
       instanceId: ref.instanceId,
       group: ref.group,
       nodeId: ref.node,
       exitCode: details.exitCode,
       classification: details.classification,
-      logTail: details.logTail,
+      logTail: tailWithReason(cause, details.logTail, reason),
       uptimeMs: details.uptimeMs,
     } satisfies InstanceCrashedPayload;
     try {
-      await this.deps.crashes.record({ ...crash, timestampMs: details.timestampMs });
+      await this.deps.crashes.record({ ...crash, reason, timestampMs: details.timestampMs });
     } catch (err) {
       this.deps.logger.error(`Recording the crash of ${ref.instanceId} failed`, err);
     }
     this.deps.events.publish(EventTypes.INSTANCE_CRASHED, crash);
-    this.deps.logger.warn(`Instance ${ref.instanceId} of ${ref.group} crashed on ${ref.node}: ${details.classification} (exit ${details.exitCode})`);
+    this.deps.logger.warn(`Instance ${ref.instanceId} of ${ref.group} crashed on ${ref.node}: ${details.classification} (${reason})`);
     if (!countsTowardsLoop || NOT_THE_GROUPS_FAULT.has(details.classification)) return;
     const verdict = this.loops.recordCrash(ref.group);
+    // Bounded like the detector's windows: one entry per group with a counted crash, dropped on reset.
+    this.lastCrashOf.set(ref.group, crashLoopQuote(ref, details));
     if (verdict.tripped) this.deps.toGroup(ref.group, { type: "CRASH_LOOP", crashCount: verdict.crashCount, windowStartMs: verdict.windowStartMs });
   }
 
   /** The group actor entered its crash-loop pause: the record says so, and it is announced. */
   async pauseGroup(group: string, loop: { crashCount: number; windowStartMs: number }): Promise<void> {
-    await this.deps.groups.setSchedulingState(group, { paused: true });
+    const windowS = Math.round(this.deps.crashLoop.crashLoopWindowMs / 1000);
+    const last = this.lastCrashOf.get(group);
+    const message = `paused: ${loop.crashCount} crashes within ${windowS} s${last ? `; the last: ${last}` : ""}`;
+    const since = isoFromMs(this.deps.clock.nowMs());
+    await this.deps.groups.setSchedulingState(group, { paused: true, schedulingIssue: { code: CRASH_LOOP_ISSUE, message, since } });
     this.deps.metrics.schedulerCrashLoops.inc();
     this.deps.logger.warn(`Group ${group} paused: ${loop.crashCount} crashes since ${isoFromMs(loop.windowStartMs)} (crash loop)`);
     this.deps.events.publish(EventTypes.GROUP_CRASH_LOOP, {
@@ -85,7 +100,19 @@ export class CrashRecorder {
   /** The group was resumed or deleted: its crash window starts afresh. */
   reset(group: string): void {
     this.loops.reset(group);
+    this.lastCrashOf.delete(group);
   }
+}
+
+/** One crash as a crash-loop issue quotes it: `<id> on <node>: <classification> (exit <code>): <last log line>`. */
+export function crashLoopQuote(ref: InstanceRef, details: Pick<CrashDetails, "classification" | "exitCode" | "logTail">): string {
+  const lastLine =
+    [...details.logTail]
+      .reverse()
+      .find((line) => line.trim() !== "")
+      ?.trim() ?? "";
+  const quoted = lastLine.length > crashReasonLineCharsMax ? `${lastLine.slice(0, crashReasonLineCharsMax)}…` : lastLine;
+  return `${ref.instanceId} on ${ref.node}: ${details.classification} (exit ${details.exitCode})${quoted ? `: ${quoted}` : ""}`;
 }
 
 /** The crash classification of a failure without a process exit. */

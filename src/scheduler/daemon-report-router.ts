@@ -51,6 +51,8 @@ export interface DaemonReportRouterDeps {
   isSupervised(instanceId: string): boolean;
   toInstance(instanceId: string, event: InstanceEvent): void;
   forceStopStray(nodeId: string, instanceId: string, group: string): Promise<void>;
+  /** A node runs an instance whose live record another controller follows (or nobody, if its group is gone). */
+  liveElsewhere?(group: string): void;
 }
 
 /** Routes one daemon's reports to the scheduler's actors. */
@@ -130,7 +132,7 @@ export class DaemonReportRouter {
   private async reconcileUnknown(nodeId: string, report: InstanceStateReport): Promise<void> {
     if (report.state === "STOPPED" || report.state === "CRASHED") return;
     const doc = await this.deps.instances.getDoc(report.instance_id);
-    if (doc && doc.node === nodeId && !FINISHED_STATES.has(doc.state)) return;
+    if (doc && doc.node === nodeId && !FINISHED_STATES.has(doc.state)) return this.deps.liveElsewhere?.(doc.group);
     await this.deps.forceStopStray(nodeId, report.instance_id, report.group);
   }
 

@@ -1,8 +1,11 @@
 /**
- * One evaluation of a group: decide (scaling.ts), place each new instance (placement.ts), record
- * it SCHEDULED and hand it to its instance actor; stops go to the instance actors. Evaluations and
- * explicit starts of one group never interleave. A placement failure is written on the group
- * record (`schedulingIssue`) and cleared by the next evaluation that needs no placement or places.
+ * One evaluation of a group: decide (scaling.ts), place each new instance (placement.ts) on the
+ * shared placement view, claim the reservations in the machines' ledgers (placement-view.ts),
+ * record them SCHEDULED and hand them to their instance actors; stops go to the instance actors.
+ * Evaluations and explicit starts of one group never interleave. A placement failure is written on
+ * the group record (`schedulingIssue`) and cleared by the next evaluation that needs no placement
+ * or places. A node whose daemon refused a start of the group (its own port and memory check) is
+ * left out of the group's placements for one evaluation interval, and the refusal is the issue.
  * A DYNAMIC group with `loadScaling` has its RUNNING instances' load samples read first.
  */
 import { randomBytes } from "node:crypto";
@@ -18,8 +21,11 @@ import { isoFromMs } from "../domain/shared/time.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
 import { notFound } from "../shared/errors.js";
-import type { RevisionSource, RevisionStart } from "./instance-lifecycle.js";
+import type { RevisionBuild, RevisionSource, RevisionStart } from "./instance-lifecycle.js";
 import type { LiveInstance, LiveInstances } from "./live-instances.js";
+import { recordNewInstances } from "./new-instance-records.js";
+import type { Reservation } from "./placement-ledger.js";
+import type { PlacementView } from "./placement-view.js";
 import { placeInstance, type PlacementFailure, type PlacementNode } from "./placement.js";
 import { freeSlots } from "./static-slots.js";
 import {
@@ -40,9 +46,13 @@ export interface GroupEvaluatorDeps {
   instances: InstanceService;
   nodes: NodeService;
   live: LiveInstances;
+  /** Every reservation on every node, whichever controller made it; claims go through it. */
+  view: PlacementView;
   clock: Clock;
   logger: Logger;
   nodeListCacheMs: number;
+  /** How long a node that refused a start of a group is left out of that group's placements. */
+  refusalBackoffMs: number;
   /**
    * Start pacing: at most this many instances of the groups scheduled here are starting (SCHEDULED,
    * PREPARING, STARTING) on one node at once; 0 means no limit. Explicit starts are not paced.
@@ -60,10 +70,17 @@ export interface GroupEvaluatorDeps {
   revisions?: Pick<RevisionSource, "resolve">;
   /** The latest load samples of these instances (those without a current one are left out); absent: no load scaling. */
   loadSamples?(instanceIds: readonly string[]): Promise<LoadSample[]>;
+  /**
+   * Whether a revision's catalog build can be started now (the controllers' build mirror): when not,
+   * nothing is placed and the group's `schedulingIssue` says why (nothing starts, so nothing crashes).
+   */
+  buildCheck?(build: RevisionBuild): Promise<{ ok: true } | { ok: false; code: string; message: string }>;
 }
 
-/** Instance records written at once by one evaluation (a bound on concurrent store writes). */
-export const saveBatchInstancesMax = 100;
+/** Rounds of place-and-claim in one evaluation: a round's refused claims (another controller was first) are placed again. */
+export const claimRoundsMax = 4;
+/** The whole view is read again before a placement failure is reported, at most this often. */
+export const viewRefreshMinIntervalMs = 1_000;
 
 /** Decides and carries out the scaling of groups. */
 export class GroupEvaluator {
@@ -72,7 +89,10 @@ export class GroupEvaluator {
   private readonly loadTracking = new Map<string, LoadTracking>();
   /** Groups whose last evaluation left instances unplaced because start slots were full. */
   private readonly waitingForSlots = new Set<string>();
+  /** `<group>\n<node>` → until when the node is left out of the group's placements (its daemon refused a start). */
+  private readonly refusedUntil = new Map<string, number>();
   private nodeCache: { atMs: number; nodes: Promise<NodeRecord[]> } | null = null;
+  private lastViewRefreshMs = -Infinity;
 
   constructor(private readonly deps: GroupEvaluatorDeps) {}
 
@@ -161,6 +181,28 @@ export class GroupEvaluator {
     this.idleSince.delete(name);
     this.loadTracking.delete(name);
     this.waitingForSlots.delete(name);
+    for (const key of [...this.refusedUntil.keys()]) if (key.startsWith(`${name}\n`)) this.refusedUntil.delete(key);
+  }
+
+  /**
+   * A node's daemon refused a start of the group for want of a port or memory (its own check, the
+   * last line of defence behind the shared view): the group record says so, and the node is left
+   * out of the group's placements for {@link GroupEvaluatorDeps.refusalBackoffMs}, so the next
+   * evaluation does not send the same start to it again at once.
+   */
+  nodeRefused(name: string, nodeId: string, code: string, message: string): Promise<void> {
+    const nowMs = this.deps.clock.nowMs();
+    for (const [key, untilMs] of this.refusedUntil) if (untilMs <= nowMs) this.refusedUntil.delete(key);
+    this.refusedUntil.set(`${name}\n${nodeId}`, nowMs + this.deps.refusalBackoffMs);
+    return this.perGroup.run(name, async () => {
+      const group = await this.deps.groups.getDoc(name);
+      if (group) await this.setIssue(group, { code, message: `node ${nodeId} refused a start: ${message}` });
+    });
+  }
+
+  private refusedRecently(group: string, nodeId: string): boolean {
+    const untilMs = this.refusedUntil.get(`${group}\n${nodeId}`);
+    return untilMs !== undefined && untilMs > this.deps.clock.nowMs();
   }
 
   /**
@@ -207,71 +249,132 @@ export class GroupEvaluator {
       ? await this.deps.revisions.resolve(groupRecord, options.revision)
       : { revision: options.revision ?? 0, memoryMb: groupRecord.memoryMb };
     if (pinned.memoryMb !== groupRecord.memoryMb) group = { ...groupRecord, memoryMb: pinned.memoryMb };
+    if (pinned.build && this.deps.buildCheck) {
+      const check = await this.deps.buildCheck(pinned.build);
+      if (!check.ok) {
+        await this.setIssue(group, check);
+        return [];
+      }
+    }
     const nodes = await this.placementNodes();
+    const capacityMb = new Map(nodes.map((n) => [n.id, n.totalMemoryMb]));
     const max = this.deps.startingPerNodeMax;
-    const request = options.paced && max > 0 ? { group, startSlotsFull: (nodeId: string) => this.deps.live.startingOn(nodeId) >= max } : { group };
-    // Place the whole decision first (each placement reserves in the index), then record the
-    // instances together (the store commits concurrent writes in one batch), then start actors.
+    const paced = options.paced && max > 0;
+    const refused = (nodeId: string) => this.refusedRecently(group.name, nodeId);
+    const request = { group, startSlotsFull: (nodeId: string) => (paced && this.deps.live.startingOn(nodeId) >= max) || refused(nodeId) };
+    // Place and claim the whole decision (each placement is held in the view, so the next one sees
+    // it), then record the instances together (the store commits concurrent writes in one batch),
+    // then start actors. A claim another controller beat is placed again on the view its read refreshed.
     const batch: InstanceFields[] = [];
     /** The finished records a started slot replaces in the live view (put back if recording fails). */
-    const replaced: LiveInstance[] = [];
+    const replaced = new Map<string, LiveInstance>();
     let failure: PlacementFailure | HomeUnavailable | null = null;
     let waiting = false;
-    for (let i = 0; i < count && !signal.aborted; i++) {
-      const slot = slots?.[i];
-      const id = slot ? slot.id : `${group.name}-${randomBytes(4).toString("hex")}`;
-      const home = slot?.home ? nodes.find((n) => n.id === slot.home) : undefined;
-      if (slot?.home && !home)
-        this.deps.logger.warn(`Node ${slot.home} of ${id} is no longer registered: ${id} starts with a fresh directory wherever it fits`);
-      // A static instance goes back to the node that holds its directory, and only there: when
-      // that node cannot take it now, it waits (the group record says why) and the others go on.
-      const result = home ? placeInstance(request, [home], this.deps.live.placement) : placeInstance(request, nodes, this.deps.live.placement);
-      if (!result.ok) {
-        if (result.code === "START_SLOTS_BUSY") waiting = true;
-        else failure ??= home ? homeUnavailable(id, home, result) : result;
-        if (home) continue;
-        break;
-      }
-      const instance: InstanceFields = {
-        id,
-        group: group.name,
-        node: result.nodeId,
-        state: "SCHEDULED",
-        port: result.port,
-        playerCount: 0,
-        memoryMb: group.memoryMb,
-        startedAt: null,
-        stoppedAt: null,
-        deploymentRevision: pinned.revision,
-        startId: randomBytes(12).toString("base64url"),
-      };
-      const previous = this.deps.live.get(id);
-      if (previous) replaced.push({ ...previous });
-      this.deps.live.put(instance);
-      batch.push(instance);
-    }
+    let todo = Array.from({ length: count }, (_, i) => slots?.[i] ?? null);
+    /** Placed in this view and put in the live view, claimed or not yet: undone if anything fails. */
+    const placedHere: InstanceFields[] = [];
     try {
-      if (batch.length > 0) {
-        await this.deps.ensureCurrent(group.name);
-        for (let from = 0; from < batch.length; from += saveBatchInstancesMax) {
-          await Promise.all(batch.slice(from, from + saveBatchInstancesMax).map((instance) => this.deps.instances.save(instance)));
+      for (let round = 0; round < claimRoundsMax && todo.length > 0 && !signal.aborted; round++) {
+        const placed: InstanceFields[] = [];
+        const placedSlots: typeof todo = [];
+        for (const slot of todo) {
+          if (signal.aborted) break;
+          const id = slot ? slot.id : `${group.name}-${randomBytes(4).toString("hex")}`;
+          const home = slot?.home ? nodes.find((n) => n.id === slot.home) : undefined;
+          if (slot?.home && !home && round === 0)
+            this.deps.logger.warn(`Node ${slot.home} of ${id} is no longer registered: ${id} starts with a fresh directory wherever it fits`);
+          // A static instance goes back to the node that holds its directory, and only there: when
+          // that node cannot take it now, it waits (the group record says why) and the others go on.
+          const result = await this.place(request, home ? [home] : nodes);
+          if (!result.ok) {
+            if (result.code === "START_SLOTS_BUSY") waiting = true;
+            else failure ??= home ? homeUnavailable(id, home, result) : result;
+            if (home) continue;
+            break;
+          }
+          const instance: InstanceFields = {
+            id,
+            group: group.name,
+            node: result.nodeId,
+            state: "SCHEDULED",
+            port: result.port,
+            playerCount: 0,
+            memoryMb: group.memoryMb,
+            startedAt: null,
+            stoppedAt: null,
+            deploymentRevision: pinned.revision,
+            startId: randomBytes(12).toString("base64url"),
+          };
+          const previous = this.deps.live.get(id);
+          if (previous && !replaced.has(id)) replaced.set(id, { ...previous });
+          this.deps.view.hold(reservationOf(instance, this.deps.clock.nowMs()));
+          this.deps.live.put(instance);
+          placed.push(instance);
+          placedHere.push(instance);
+          placedSlots.push(slot);
         }
+        const refusals = placed.length > 0 ? await this.claim(placed, capacityMb) : new Map<string, unknown>();
+        todo = [];
+        placed.forEach((instance, i) => {
+          if (!refusals.has(instance.id)) return void batch.push(instance);
+          this.deps.live.remove(instance.id);
+          const previous = replaced.get(instance.id);
+          if (previous) this.deps.live.put(previous);
+          todo.push(placedSlots[i]);
+        });
       }
+      await recordNewInstances(this.deps.instances, batch, () => this.deps.ensureCurrent(group.name));
     } catch (err) {
-      for (const instance of batch) this.deps.live.remove(instance.id);
-      for (const previous of replaced) this.deps.live.put(previous);
+      for (const instance of placedHere) {
+        this.deps.view.unhold(instance.id);
+        this.deps.live.remove(instance.id);
+      }
+      for (const previous of replaced.values()) this.deps.live.put(previous);
+      // Reservations claimed for records that were never written are freed now (the repair of a
+      // later reconcile round would, after its grace).
+      await Promise.all(batch.map((i) => this.deps.view.release(i.id, i.node).catch(() => undefined)));
       throw err;
     }
+    // Claims beaten in every round wait for the next evaluation, like full start slots.
+    if (todo.length > 0) waiting = true;
     for (const instance of batch) this.deps.instanceAdded(instance);
     const placed = batch.length;
     if (waiting) this.waitingForSlots.add(group.name);
+    // A wait for a node that refused a start keeps the refusal as the issue.
+    const waitsForRefused = waiting && nodes.some((n) => refused(n.id));
     if (failure) await this.setIssue(group, failure);
-    else if ((placed === count || waiting) && group.schedulingIssue) await this.setIssue(group, null);
+    else if ((placed === count || (waiting && !waitsForRefused)) && group.schedulingIssue) await this.setIssue(group, null);
     if (placed > 0) {
       const rest = waiting ? ` (${count - placed} wait for start slots)` : "";
       this.deps.logger.info(`Scheduled ${placed} instance${placed === 1 ? "" : "s"} of group ${group.name}${rest}`);
     }
     return batch;
+  }
+
+  /**
+   * One placement on the view. A failure that the view's age could explain (memory, ports) is
+   * tried once more on every ledger read again, so a reservation freed on another controller never
+   * shows as an issue here.
+   */
+  private async place(request: Parameters<typeof placeInstance>[0], nodes: readonly PlacementNode[]): Promise<ReturnType<typeof placeInstance>> {
+    const result = placeInstance(request, nodes, this.deps.view.index);
+    if (result.ok || (result.code !== "INSUFFICIENT_MEMORY" && result.code !== "PORTS_EXHAUSTED")) return result;
+    const nowMs = this.deps.clock.nowMs();
+    if (nowMs - this.lastViewRefreshMs < viewRefreshMinIntervalMs) return result;
+    this.lastViewRefreshMs = nowMs;
+    await this.deps.view.refresh();
+    return placeInstance(request, nodes, this.deps.view.index);
+  }
+
+  /** Claims the placements' reservations; the refused ones by id (another controller took the port or memory first). */
+  private async claim(placed: readonly InstanceFields[], capacityMb: ReadonlyMap<string, number>): Promise<Map<string, unknown>> {
+    const nowMs = this.deps.clock.nowMs();
+    const refusals = await this.deps.view.claim(
+      placed.map((i) => reservationOf(i, nowMs)),
+      (nodeId) => capacityMb.get(nodeId) ?? 0,
+    );
+    for (const [id, why] of refusals) this.deps.logger.info(`Placement of ${id} beaten by another controller: ${why.message}; placing it again`);
+    return refusals;
   }
 
   /** Why an explicit start placed nothing when no scheduling issue says it. */
@@ -295,7 +398,7 @@ export class GroupEvaluator {
     return this.nodeCache.nodes;
   }
 
-  private async setIssue(group: StoredGroup, failure: PlacementFailure | HomeUnavailable | null): Promise<void> {
+  private async setIssue(group: StoredGroup, failure: { code: string; message: string } | null): Promise<void> {
     const issue: SchedulingIssue | null = failure
       ? {
           code: failure.code,
@@ -309,6 +412,10 @@ export class GroupEvaluator {
 }
 
 export type { ScalingInstance };
+
+function reservationOf(instance: InstanceFields, claimedAtMs: number): Reservation {
+  return { instanceId: instance.id, group: instance.group, node: instance.node, port: instance.port, memoryMb: instance.memoryMb, claimedAtMs };
+}
 
 /** A static slot's placement failure on the node that holds its directory, as the group record shows it. */
 export type HomeUnavailable = { ok: false; code: "STATIC_NODE_UNAVAILABLE"; message: string; nodeId: string };

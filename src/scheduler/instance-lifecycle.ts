@@ -46,12 +46,25 @@ export interface RevisionSpec {
   memoryMb: number;
   /** Ordered layers, each pinned to a template content hash ("" for a template that did not exist). */
   templates: { name: string; hash: string }[];
+  /** The group's platformVersion when frozen; absent or null: none named. */
+  platformVersion?: string | null;
+  /** The catalog build frozen with the revision (src/catalog); absent or null: none. */
+  build?: RevisionBuild | null;
 }
 
-/** A revision as placement needs it: its number and the memory its instances reserve. */
+/** A catalog build as a revision froze it. */
+export interface RevisionBuild {
+  version: string;
+  sha256: string;
+  downloadUrl: string;
+}
+
+/** A revision as placement needs it: its number, the memory its instances reserve and its build. */
 export interface ResolvedRevision {
   revision: number;
   memoryMb: number;
+  /** The catalog build its instances start (it must be fetchable before they are placed); absent or null: none. */
+  build?: RevisionBuild | null;
 }
 
 /**

@@ -14,7 +14,7 @@ import type { GroupService } from "../domain/groups/group-service.js";
 import type { InstanceFields, InstanceService, StopRequest } from "../domain/instances/instance-service.js";
 import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
 import type { Logger } from "../logs/types.js";
-import { conflict, notFound } from "../shared/errors.js";
+import { ApiError, conflict, notFound } from "../shared/errors.js";
 import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
 import { refused } from "./command-dispatch.js";
 import { READY_CHAIN } from "./daemon-report-router.js";
@@ -32,11 +32,11 @@ export interface InstanceOperationsDeps {
   fencingTokenOf(group: string): number | null;
   /** One daemon command; failures come back as refused results. */
   send(nodeId: string, command: InstanceCommand): Promise<CommandResult>;
-  /** The player count on the record, in order with the instance's state writes; fenced by the scope when `fenced`. */
-  savePlayerCount(instanceId: string, playerCount: number, fenced: boolean): Promise<void>;
+  /** The player count on the record, in order with the instance's state writes, fenced by the scope. */
+  savePlayerCount(instanceId: string, playerCount: number): Promise<void>;
   /**
-   * Whether this controller writes the instance's record: its owner, or any controller while no
-   * scheduler runs here. Elsewhere the owner follows the registry (player-count-sync.ts).
+   * Whether this controller writes the instance's record: only its owner (a controller that is
+   * still starting owns nothing). Elsewhere the owner follows the registry (player-count-sync.ts).
    */
   writesRecordOf(instanceId: string): boolean;
   /** A count was written to the record (the group's aggregates changed). */
@@ -104,7 +104,12 @@ export class InstanceOperations {
       type: "mark_instance_ready",
       body: { group: doc.group, fencing_token: await this.actingFencingToken(doc.group), instance_id: id },
     });
-    if (!result.ok && result.error_code !== "INVALID_STATE") this.deps.logger.warn(`Node ${doc.node} refused the readiness of ${id}: ${result.error_code}`);
+    if (result.ok || result.error_code === "INVALID_STATE") return;
+    this.deps.logger.warn(`Node ${doc.node} refused the readiness of ${id}: ${result.error_code}`);
+    // Answered 503, so the plugin reports it again (its client retries a 503): a lease that moved
+    // while the call was on its way (STALE_EPOCH) or a daemon between controllers must not leave a
+    // ready server STARTING until its start timeout.
+    throw new ApiError(503, "READY_NOT_DELIVERED", `Node ${doc.node} did not take the readiness of ${id} (${result.error_code}); report it again`);
   }
 
   /** The player count of an instance changed (plugin player routes). */
@@ -116,7 +121,7 @@ export class InstanceOperations {
     }
     // The view changes once the record did: a failed write leaves them apart, and the owner's next pass writes again.
     try {
-      await this.deps.savePlayerCount(id, playerCount, this.deps.supervised.has(id));
+      await this.deps.savePlayerCount(id, playerCount);
     } catch (err) {
       // The scope moved while the count was being written: the new owner writes it from the registry.
       if (err instanceof ScopeLostError) return;

@@ -1,12 +1,18 @@
 /**
  * Records follow the actors: every state an instance actor enters (seen through xstate inspection)
- * is written to its instance record — in order per instance, each write preceded by the scope's
- * fencing check — and published as INSTANCE_STATE_CHANGED. A finished instance leaves its
- * supervisor; a state that matters to scaling tells the group actor.
+ * is written to its instance record — in order per instance — and published as
+ * INSTANCE_STATE_CHANGED. A finished instance leaves its supervisor; a state that matters to
+ * scaling tells the group actor.
+ *
+ * Every write here is fenced as one compare-and-set: the record is read with its revision, then the
+ * scope's fencing check runs, then the write goes through only at the revision read. An owner that
+ * stalls between its check and its write (and lost the scope meanwhile) cannot put back an older
+ * state over the new owner's: the new owner claimed the record when it adopted it (a write), so
+ * the stale write fails, reads again, and its next check refuses it (ScopeLostError).
  */
 import type { InspectionEvent } from "xstate";
 import type { GroupEvent } from "../../actors/group/transitions.js";
-import type { InstanceFields, InstanceService, StopRequest } from "../domain/instances/instance-service.js";
+import type { InstanceService, StopRequest } from "../domain/instances/instance-service.js";
 import { FINISHED_STATES, type InstanceState } from "../domain/instances/instance-schemas.js";
 import { KeyedMutex } from "../domain/shared/keyed-mutex.js";
 import { isoFromMs } from "../domain/shared/time.js";
@@ -14,6 +20,7 @@ import { EventTypes, type InstanceStateChangedPayload } from "../events/event-ty
 import type { EventBus } from "../events/types.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
+import { freezePoint } from "../shared/test-freeze.js";
 import type { InstanceStateChange, InstanceStateListener } from "./instance-lifecycle.js";
 import { STARTING_STATES, type LiveInstances } from "./live-instances.js";
 import { ScopeLostError } from "./scopes.js";
@@ -23,7 +30,7 @@ import type { SupervisedInstances } from "./supervised-instances.js";
 export const stateListenersMax = 16;
 
 export interface InstanceRecordWriterDeps {
-  instances: Pick<InstanceService, "getDoc" | "save">;
+  instances: Pick<InstanceService, "update">;
   events: Pick<EventBus, "publish">;
   clock: Clock;
   logger: Logger;
@@ -68,17 +75,18 @@ export class InstanceRecordWriter {
   }
 
   /**
-   * The plugin reported a player count: written after the state writes before it. `fenced` (the
-   * owner's write) is checked against the group's scope like a state write ({@link ScopeLostError}
-   * when it moved: the new owner writes the count).
+   * The owner's player count of an instance: written after the state writes before it, fenced by
+   * the group's scope like a state write ({@link ScopeLostError} when it moved: the new owner
+   * writes the count).
    */
-  savePlayerCount(instanceId: string, playerCount: number, fenced: boolean): Promise<void> {
-    return this.recordWrites.run(instanceId, async () => {
-      const doc = await this.deps.instances.getDoc(instanceId);
-      if (!doc || FINISHED_STATES.has(doc.state)) return;
-      if (fenced) await this.deps.ensureCurrent(doc.group);
-      await this.deps.instances.save({ ...doc, playerCount });
-    });
+  savePlayerCount(instanceId: string, playerCount: number): Promise<void> {
+    return this.recordWrites.run(instanceId, () =>
+      this.deps.instances.update(instanceId, async (doc) => {
+        if (!doc || FINISHED_STATES.has(doc.state) || doc.playerCount === playerCount) return { next: null, result: undefined };
+        await this.deps.ensureCurrent(doc.group);
+        return { next: { ...doc, playerCount }, result: undefined };
+      }),
+    );
   }
 
   /**
@@ -88,14 +96,14 @@ export class InstanceRecordWriter {
    * record is gone or finished (nothing to stop).
    */
   requestStop(instanceId: string, group: string, kind: StopRequest): Promise<boolean> {
-    return this.recordWrites.run(instanceId, async () => {
-      await this.deps.ensureCurrent(group);
-      const doc = await this.deps.instances.getDoc(instanceId);
-      if (!doc || FINISHED_STATES.has(doc.state)) return false;
-      if (doc.stopRequested === "FORCE_STOP" || doc.stopRequested === kind) return true;
-      await this.deps.instances.save({ ...doc, stopRequested: kind });
-      return true;
-    });
+    return this.recordWrites.run(instanceId, () =>
+      this.deps.instances.update(instanceId, async (doc) => {
+        await this.deps.ensureCurrent(group);
+        if (!doc || FINISHED_STATES.has(doc.state)) return { next: null, result: false };
+        if (doc.stopRequested === "FORCE_STOP" || doc.stopRequested === kind) return { next: null, result: true };
+        return { next: { ...doc, stopRequested: kind }, result: true };
+      }),
+    );
   }
 
   /** Calls `listener` with every state change written (or attempted) here, in order per instance. */
@@ -109,19 +117,22 @@ export class InstanceRecordWriter {
     const { instanceId, group, node, from, to } = change;
     const finished = FINISHED_STATES.has(to);
     try {
-      await this.recordWrites.run(instanceId, async () => {
-        await this.deps.ensureCurrent(group);
-        const doc = await this.deps.instances.getDoc(instanceId);
-        if (!doc) return;
-        const nowIso = isoFromMs(this.deps.clock.nowMs());
-        const next: InstanceFields = { ...doc, state: to };
-        if (to === "STARTING" && !doc.startedAt) next.startedAt = nowIso;
-        if (finished) {
-          next.stoppedAt = nowIso;
-          next.playerCount = 0;
-        }
-        await this.deps.instances.save(next);
-      });
+      await this.recordWrites.run(instanceId, () =>
+        this.deps.instances.update(instanceId, async (doc) => {
+          if (!doc) return { next: null, result: undefined };
+          await this.deps.ensureCurrent(group);
+          // Tests freeze the owner exactly here, between its check and its write (test-freeze.ts).
+          freezePoint(`instance-record-write:${to}`);
+          const nowIso = isoFromMs(this.deps.clock.nowMs());
+          const next = { ...doc, state: to };
+          if (to === "STARTING" && !doc.startedAt) next.startedAt = nowIso;
+          if (finished) {
+            next.stoppedAt = nowIso;
+            next.playerCount = 0;
+          }
+          return { next, result: undefined };
+        }),
+      );
     } catch (err) {
       // The group's lease moved to another controller, which owns the instance documents now.
       if (err instanceof ScopeLostError) return;

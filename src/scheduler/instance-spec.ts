@@ -27,5 +27,7 @@ export function buildInstanceSpec(group: StoredGroup, instance: InstanceFields, 
     variables: {},
     templates: revision ? revision.templates.map((t) => ({ name: t.name, hash: t.hash })) : group.templates.map((name) => ({ name, hash: "" })),
     jar_file: revision ? revision.jarFile : group.jarFile,
+    platform_version: (revision ? revision.platformVersion : group.platformVersion) ?? "",
+    build_sha256: revision?.build?.sha256 ?? "",
   };
 }

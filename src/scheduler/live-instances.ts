@@ -1,15 +1,15 @@
 /**
- * The scheduler's in-memory view of the instances of the groups it owns: the fields placement and
- * scaling read (node, port, memory, state, players), kept in step with every record the scheduler
- * writes, plus the placement index over them. Built from the store when a scope is acquired, so an
- * evaluation never scans the instance collection.
+ * The scheduler's in-memory view of the instances of the groups it owns: the fields scaling and
+ * the parts read (node, port, memory, state, players), kept in step with every record the scheduler
+ * writes. Built from the store when a scope is acquired, so an evaluation never scans the instance
+ * collection. Reservations of every group, whichever controller owns it, are the shared placement
+ * view's (placement-view.ts), not this one's.
  */
 import type { InstanceFields } from "../domain/instances/instance-service.js";
 import { FINISHED_STATES, type InstanceState } from "../domain/instances/instance-schemas.js";
 
 /** States of an instance that is starting: placed but not yet RUNNING (start pacing counts them). */
 export const STARTING_STATES: ReadonlySet<InstanceState> = new Set<InstanceState>(["SCHEDULED", "PREPARING", "STARTING"]);
-import { PlacementIndex } from "./placement.js";
 
 /** What the scheduler keeps of one instance. */
 export type LiveInstance = Pick<InstanceFields, "id" | "group" | "node" | "port" | "memoryMb" | "state" | "playerCount">;
@@ -18,29 +18,13 @@ export type LiveInstance = Pick<InstanceFields, "id" | "group" | "node" | "port"
 export class LiveInstances {
   private readonly byId = new Map<string, LiveInstance>();
   private readonly idsByGroup = new Map<string, Set<string>>();
-  /** The machine of each node (its reported host); nodes on one machine share its ports. */
-  private readonly nodeHosts = new Map<string, string>();
-  /** Instances in {@link STARTING_STATES} per node, of the instances whose states are followed here. */
+  /** Instances in {@link STARTING_STATES} per node. */
   private readonly startingByNode = new Map<string, number>();
-  /** Instances recorded only for their reservations (another controller follows their states). */
-  private readonly unfollowed = new Set<string>();
-  /** Reservations of every live instance known here (all groups), for placement. */
-  readonly placement = new PlacementIndex((nodeId) => this.nodeHosts.get(nodeId) ?? nodeId);
 
-  /** Records the host a node reported (its machine). */
-  setNodeHost(nodeId: string, host: string): void {
-    this.nodeHosts.set(nodeId, host);
-  }
-
-  /**
-   * Records an instance (new or adopted). Finished instances are not indexed for placement.
-   * `followed` false: only its reservation counts (its group is scheduled elsewhere, so its state
-   * here may be stale and it does not take a start slot).
-   */
-  put(instance: LiveInstance, followed = true): void {
+  /** Records an instance (new or adopted). */
+  put(instance: LiveInstance): void {
     this.remove(instance.id);
     const copy = { ...instance };
-    if (!followed) this.unfollowed.add(copy.id);
     this.byId.set(copy.id, copy);
     let ids = this.idsByGroup.get(copy.group);
     if (!ids) {
@@ -48,8 +32,7 @@ export class LiveInstances {
       this.idsByGroup.set(copy.group, ids);
     }
     ids.add(copy.id);
-    this.placement.add(copy);
-    if (followed && STARTING_STATES.has(copy.state)) this.countStarting(copy.node, 1);
+    if (STARTING_STATES.has(copy.state)) this.countStarting(copy.node, 1);
   }
 
   /** Instances placed on `node` and not yet RUNNING (nor finished). */
@@ -79,15 +62,13 @@ export class LiveInstances {
     return [...this.byId.values()].filter((i) => i.node === node && !FINISHED_STATES.has(i.state));
   }
 
-  /** Changes the state; a finished state frees the instance's reservation. */
+  /** Changes the state. */
   setState(id: string, state: InstanceState): void {
     const current = this.byId.get(id);
     if (!current || current.state === state) return;
-    const wasLive = !FINISHED_STATES.has(current.state);
     const wasStarting = STARTING_STATES.has(current.state);
     current.state = state;
-    if (wasStarting !== STARTING_STATES.has(state) && !this.unfollowed.has(id)) this.countStarting(current.node, wasStarting ? -1 : 1);
-    if (wasLive && FINISHED_STATES.has(state)) this.placement.remove(current);
+    if (wasStarting !== STARTING_STATES.has(state)) this.countStarting(current.node, wasStarting ? -1 : 1);
   }
 
   setPlayerCount(id: string, playerCount: number): void {
@@ -99,9 +80,7 @@ export class LiveInstances {
   remove(id: string): void {
     const current = this.byId.get(id);
     if (!current) return;
-    if (!FINISHED_STATES.has(current.state)) this.placement.remove(current);
-    const followed = !this.unfollowed.delete(id);
-    if (followed && STARTING_STATES.has(current.state)) this.countStarting(current.node, -1);
+    if (STARTING_STATES.has(current.state)) this.countStarting(current.node, -1);
     this.byId.delete(id);
     const ids = this.idsByGroup.get(current.group);
     ids?.delete(id);

@@ -33,8 +33,10 @@ export interface NodeReconcilerDeps {
   listInstances(nodeId: string): Promise<readonly InstanceStateReport[] | null>;
   /** The router's reading of an answer. */
   reconcile(nodeId: string, reports: readonly InstanceStateReport[], asked: ReadonlyMap<string, InstanceState>): Promise<void>;
-  /** Whether any scope is owned here (no round otherwise). */
+  /** Whether any scope is owned here (no node queries otherwise). */
   ownsAnything(): boolean;
+  /** Runs first in every round, owning or not: the shared placement view read again and repaired (placement-repair.ts). */
+  repairPlacement?(): Promise<void>;
 }
 
 /** Periodic and on-acquisition reconciliation of the owned instances with their nodes. */
@@ -95,6 +97,11 @@ export class NodeReconciler {
 
   /** One query per node, at most {@link reconcileQueriesInFlightMax} at once. */
   private async round(): Promise<void> {
+    try {
+      await this.deps.repairPlacement?.();
+    } catch (err) {
+      this.deps.logger.error("Repairing the shared placement view failed", err);
+    }
     if (!this.deps.ownsAnything()) return;
     const nodes = new Set<string>();
     for (const id of this.deps.supervised.ids()) {

@@ -3,6 +3,11 @@
  * NODE_DISCONNECTED) and the operator's drain and undrain. The gateway's session owns liveness; the
  * actor keeps the grace period after it: a node UNREACHABLE for `offlineGraceMs` is written OFFLINE
  * and its supervised instances get NODE_LOST, so they are replaced elsewhere.
+ *
+ * Liveness follows the newest session: a disconnect of a session older than the newest one seen
+ * connecting (events carry the session epoch) is ignored, and a node whose grace period ends while
+ * some controller holds a session of it is not lost: it is taken back as connected, and its
+ * instances are checked against what its daemon runs (the node reconciler) instead of replaced.
  */
 import { createActor, type Actor } from "xstate";
 import type { NodeTimeouts } from "../../actors/node/node-machine.js";
@@ -23,7 +28,7 @@ type NodeActor = Actor<ReturnType<typeof provideNodeEffects>>;
 export type WatchedNode = Pick<NodeRecord, "id" | "host" | "state" | "cordoned" | "drainRequestedAt">;
 
 export interface NodeWatchDeps {
-  nodes: Pick<NodeService, "list" | "get" | "upsert">;
+  nodes: Pick<NodeService, "list" | "get" | "markOffline">;
   live: LiveInstances;
   supervised: SupervisedInstances;
   clock: Clock;
@@ -32,8 +37,12 @@ export interface NodeWatchDeps {
   toInstance(instanceId: string, event: InstanceEvent): void;
   /** Node records changed: the next placement reads them again. */
   invalidateNodes(): void;
-  /** A node's daemon connected (again): what waits for it can be sent now. */
+  /** A node's daemon connected (again): what waits for it can be sent now, and what it runs is checked. */
   reconnected(nodeId: string): void;
+  /** The host a node reported (its machine): placement keys ports and ledgers by it. */
+  hostSeen(nodeId: string, host: string): void;
+  /** Whether any controller holds a daemon session of the node now. */
+  sessionHeld(nodeId: string): Promise<boolean>;
   /** A node can take instances again (connected, undrained): the groups evaluate. */
   capacityAdded(): void;
   track(work: Promise<unknown>): void;
@@ -42,6 +51,8 @@ export interface NodeWatchDeps {
 /** The node actors of every known node. */
 export class NodeWatch {
   private readonly actors = new Map<string, NodeActor>();
+  /** The newest session epoch seen connecting, per node. */
+  private readonly newestEpoch = new Map<string, number>();
   private stopped = false;
 
   constructor(private readonly deps: NodeWatchDeps) {}
@@ -54,13 +65,25 @@ export class NodeWatch {
   /** Node records read elsewhere (placement): nodes not watched yet get their actor. */
   seen(nodes: readonly WatchedNode[]): void {
     for (const node of nodes) {
-      this.deps.live.setNodeHost(node.id, node.host);
+      this.deps.hostSeen(node.id, node.host);
       if (!this.stopped) this.startActor(node);
     }
   }
 
-  /** An event about a node; a CONNECTED node not known yet is read from its record first. */
-  event(nodeId: string, event: NodeEvent): void {
+  /**
+   * An event about a node; a CONNECTED node not known yet is read from its record first.
+   * `sessionEpoch` (CONNECTED, DISCONNECTED): the session it comes from; a DISCONNECTED of a session
+   * older than the newest seen connecting is ignored.
+   */
+  event(nodeId: string, event: NodeEvent, sessionEpoch?: number): void {
+    if (sessionEpoch !== undefined) {
+      const newest = this.newestEpoch.get(nodeId) ?? 0;
+      if (event.type === "DISCONNECTED" && sessionEpoch < newest) {
+        this.deps.logger.info(`Node ${nodeId}: the end of session epoch ${sessionEpoch} is ignored: epoch ${newest} connected since`);
+        return;
+      }
+      if (event.type === "CONNECTED" && sessionEpoch > newest) this.newestEpoch.set(nodeId, sessionEpoch);
+    }
     const actor = this.actors.get(nodeId);
     if (actor) {
       actor.send(event);
@@ -68,7 +91,7 @@ export class NodeWatch {
       this.deps.track(
         this.deps.nodes.get(nodeId).then(
           (node) => {
-            this.deps.live.setNodeHost(node.id, node.host);
+            this.deps.hostSeen(node.id, node.host);
             if (!this.stopped) this.startActor(node).send(event);
           },
           // The record was deleted since: there is nothing to watch.
@@ -120,11 +143,37 @@ export class NodeWatch {
     return actor;
   }
 
-  /** The node stayed unreachable past its grace period: OFFLINE, and its instances are replaced. */
+  /**
+   * The node stayed unreachable past its grace period. NODE_LOST is decided only when no controller
+   * holds a session of it: then OFFLINE, and its instances are replaced. A node some controller
+   * holds (its newest session's connect was missed here, or a late disconnect of an older one
+   * slipped through) is taken back as connected and reconciled with what its daemon runs.
+   */
   private async offline(nodeId: string): Promise<void> {
+    let held: boolean;
     try {
-      const record = await this.deps.nodes.get(nodeId);
-      if (record.state === "UNREACHABLE") await this.deps.nodes.upsert(nodeId, { host: record.host, state: "OFFLINE" });
+      held = await this.deps.sessionHeld(nodeId);
+    } catch (err) {
+      // Unknown is not lost: the next disconnect or grace period decides again.
+      this.deps.logger.warn(`Node ${nodeId}: cannot tell whether a controller holds its session; not replacing its instances now`, err);
+      this.actors.get(nodeId)?.send({ type: "CONNECTED" });
+      return;
+    }
+    if (held) {
+      this.deps.logger.warn(`Node ${nodeId}: its grace period ended while a controller holds its session: the node is alive, its instances are reconciled`);
+      this.actors.get(nodeId)?.send({ type: "CONNECTED" });
+      this.deps.invalidateNodes();
+      this.deps.reconnected(nodeId);
+      return;
+    }
+    try {
+      if (!(await this.deps.nodes.markOffline(nodeId))) {
+        // The record is no longer UNREACHABLE: a session opened (or the node was deleted) since.
+        this.deps.logger.info(`Node ${nodeId} is no longer UNREACHABLE: not replacing its instances`);
+        this.actors.get(nodeId)?.send({ type: "CONNECTED" });
+        this.deps.invalidateNodes();
+        return;
+      }
     } catch (err) {
       this.deps.logger.error(`Marking node ${nodeId} OFFLINE failed`, err);
     }

@@ -58,8 +58,11 @@ export type PlacementFailure =
 export type PlacementResult = Placement | PlacementFailure;
 
 interface NodeUsage {
+  /** The machine the node's ports are counted under (see {@link PlacementIndex.rehost}). */
+  host: string;
   reservedMemoryMb: number;
-  ports: Set<number>;
+  /** Instances per port (a claim refused for a port briefly sits beside the reservation that holds it). */
+  ports: Map<number, number>;
   instancesByGroup: Map<string, number>;
 }
 
@@ -71,11 +74,14 @@ interface NodeUsage {
  */
 export class PlacementIndex {
   private readonly usage = new Map<string, NodeUsage>();
+  /** Instances per port per machine: the ports of every node of the machine together. */
+  private readonly hostPorts = new Map<string, Map<number, number>>();
 
   /**
    * `hostOf` names the machine of a node (by default every node is its own machine): nodes on one
-   * machine (several daemons on one host) share its ports. It is read at every port check, so a
-   * host learnt after instances were added still applies to them.
+   * machine (several daemons on one host) share its ports. A node's ports are counted under the
+   * machine `hostOf` named when its first instance was added; call {@link rehost} when it learns
+   * another one later (a port check of the node itself moves them too).
    */
   constructor(private readonly hostOf: (nodeId: string) => string = (nodeId) => nodeId) {}
 
@@ -84,7 +90,8 @@ export class PlacementIndex {
     if (FINISHED_STATES.has(instance.state)) return;
     const u = this.usageOf(instance.node);
     u.reservedMemoryMb += instance.memoryMb;
-    u.ports.add(instance.port);
+    u.ports.set(instance.port, (u.ports.get(instance.port) ?? 0) + 1);
+    countPort(this.portsOfHost(u.host), instance.port, 1);
     u.instancesByGroup.set(instance.group, (u.instancesByGroup.get(instance.group) ?? 0) + 1);
   }
 
@@ -93,7 +100,8 @@ export class PlacementIndex {
     const u = this.usage.get(instance.node);
     if (!u) return;
     u.reservedMemoryMb -= instance.memoryMb;
-    u.ports.delete(instance.port);
+    countPort(u.ports, instance.port, -1);
+    countPort(this.portsOfHost(u.host), instance.port, -1);
     const left = (u.instancesByGroup.get(instance.group) ?? 0) - 1;
     if (left > 0) u.instancesByGroup.set(instance.group, left);
     else u.instancesByGroup.delete(instance.group);
@@ -111,22 +119,47 @@ export class PlacementIndex {
 
   /** Whether a live instance on `nodeId`'s machine uses `port`. */
   portUsed(nodeId: string, port: number): boolean {
+    this.rehost(nodeId);
     if (this.usage.get(nodeId)?.ports.has(port)) return true;
+    return this.hostPorts.get(this.hostOf(nodeId))?.has(port) ?? false;
+  }
+
+  /** The node's machine changed (`hostOf` names another now): its ports count there from now on. */
+  rehost(nodeId: string): void {
+    const u = this.usage.get(nodeId);
     const host = this.hostOf(nodeId);
-    for (const [other, u] of this.usage) {
-      if (other !== nodeId && u.ports.has(port) && this.hostOf(other) === host) return true;
+    if (!u || u.host === host) return;
+    for (const [port, count] of u.ports) {
+      countPort(this.portsOfHost(u.host), port, -count);
+      countPort(this.portsOfHost(host), port, count);
     }
-    return false;
+    u.host = host;
   }
 
   private usageOf(nodeId: string): NodeUsage {
     let u = this.usage.get(nodeId);
     if (!u) {
-      u = { reservedMemoryMb: 0, ports: new Set(), instancesByGroup: new Map() };
+      u = { host: this.hostOf(nodeId), reservedMemoryMb: 0, ports: new Map(), instancesByGroup: new Map() };
       this.usage.set(nodeId, u);
     }
     return u;
   }
+
+  private portsOfHost(host: string): Map<number, number> {
+    let ports = this.hostPorts.get(host);
+    if (!ports) {
+      ports = new Map();
+      this.hostPorts.set(host, ports);
+    }
+    return ports;
+  }
+}
+
+/** Adds `delta` instances to a port's count; a count of 0 removes the port. */
+function countPort(ports: Map<number, number>, port: number, delta: number): void {
+  const next = (ports.get(port) ?? 0) + delta;
+  if (next > 0) ports.set(port, next);
+  else ports.delete(port);
 }
 
 /** Builds the index of `instances` (finished ones are skipped). */

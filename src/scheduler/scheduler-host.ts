@@ -13,76 +13,32 @@
  * - {@link FinishedSweeper}: finished records and group tracking;
  * - {@link GroupEvaluator} and {@link DaemonReportRouter}: evaluations, and daemon reports;
  * - {@link NodeReconciler}: the owned instances checked against what their nodes run, when a scope
- *   is acquired and every `reconcileIntervalMs`.
+ *   is acquired and every `reconcileIntervalMs`;
+ * - {@link PlacementView} and `PlacementRepair`: the reservations of every node, shared with the
+ *   other controllers through the key-value store, claimed atomically and repaired each round;
+ * - `DeletedGroupStrays`: what a deleted group left running is stopped.
+ *
+ * The parts are built and wired in scheduler-parts.ts.
  *
  * Ownership: every write of an instance record and every daemon command happens only while the
  * instance's scope is owned, fenced by {@link ScopeOwnership.ensureCurrent} and stamped with the
  * scope's fencing token. Losing a scope stops its actors in one transition; the processes keep
  * running and the next owner adopts them from the records.
  */
-import type { CrashService } from "../domain/crashes/crash-service.js";
-import type { GroupService } from "../domain/groups/group-service.js";
-import type { InstanceService } from "../domain/instances/instance-service.js";
-import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
-import type { NodeService } from "../domain/nodes/node-service.js";
 import { EventTypes } from "../events/event-types.js";
-import type { EventBus, Subscription } from "../events/types.js";
-import type { DaemonReport } from "../wire/daemon-proto.js";
-import type { Logger } from "../logs/types.js";
-import type { MetricsService } from "../metrics/metrics.js";
-import type { Clock, Timer } from "../shared/clock.js";
+import type { Subscription } from "../events/types.js";
+import type { Timer } from "../shared/clock.js";
 import { conflict } from "../shared/errors.js";
-import { CommandDispatch, type DaemonCommands, type WorkloadTokens } from "./command-dispatch.js";
-import { CrashRecorder } from "./crash-recorder.js";
-import type { CrashLoopOptions } from "./crash-loop.js";
-import { DaemonReportRouter, type ConsoleSink } from "./daemon-report-router.js";
-import { FinishedSweeper } from "./finished-sweeper.js";
-import { GroupEvaluator } from "./group-evaluator.js";
-import type { InstanceLifecycle, InstanceStateListener, RevisionSource, RevisionStart } from "./instance-lifecycle.js";
-import { InstanceOperations } from "./instance-operations.js";
-import { InstanceRecordWriter } from "./instance-record-writer.js";
+import type { ConsoleSink } from "./daemon-report-router.js";
+import type { InstanceLifecycle, InstanceStateListener, RevisionStart } from "./instance-lifecycle.js";
 import { LiveInstances } from "./live-instances.js";
-import { NodeReconciler } from "./node-reconciler.js";
-import { NodeWatch } from "./node-watch.js";
+import { PlacementView } from "./placement-view.js";
+import { buildSchedulerParts, stopSettleTimeoutMs, type SchedulerHostOptions, type SchedulerParts } from "./scheduler-parts.js";
 import { defaultSchedulerTuning, type SchedulerTuning } from "./scheduler-tuning.js";
-import { PlayerCountSync } from "./player-count-sync.js";
-import type { LoadSample } from "./scaling.js";
-import { ScopeLifecycle } from "./scope-lifecycle.js";
-import { SchedulerTicks } from "./scheduler-ticks.js";
-import { ScopeLostError, type ScopeOwnership } from "./scopes.js";
 import { SupervisedInstances } from "./supervised-instances.js";
 
 export { defaultSchedulerTuning, type SchedulerTuning } from "./scheduler-tuning.js";
-
-/** Commands to daemons and their reports: the daemon gateway, narrowed. */
-export interface DaemonLink extends DaemonCommands {
-  onReport(handler: (report: DaemonReport) => void): () => void;
-}
-
-/** How long {@link SchedulerHost.stop} waits for background work before it returns. */
-export const stopSettleTimeoutMs = 5_000;
-
-export interface SchedulerHostOptions {
-  groups: GroupService;
-  instances: InstanceService;
-  nodes: NodeService;
-  crashes: CrashService;
-  events: EventBus;
-  daemons: DaemonLink;
-  credentials: WorkloadTokens;
-  scopes: ScopeOwnership;
-  crashLoop: CrashLoopOptions;
-  clock: Clock;
-  logger: Logger;
-  metrics: MetricsService;
-  tuning?: Partial<SchedulerTuning>;
-  /** Frozen group revisions (deployments); without it instances carry revision 0. */
-  revisions?: RevisionSource;
-  /** The instances' latest reported load (metrics snapshots), for groups that scale on load. */
-  loadSamples?(instanceIds: readonly string[]): Promise<LoadSample[]>;
-  /** The player registry's count of each instance (absent: none); without it the counts are only those reported here. */
-  playerCounts?(instanceIds: readonly string[]): Promise<Map<string, number>>;
-}
+export { stopSettleTimeoutMs, type DaemonLink, type SchedulerHostOptions } from "./scheduler-parts.js";
 
 /** The result of `POST /api/v1/groups/{group}/start`. */
 export interface ExplicitStartResult {
@@ -94,20 +50,11 @@ export interface ExplicitStartResult {
 export class SchedulerHost implements InstanceLifecycle {
   readonly tuning: SchedulerTuning;
   readonly live = new LiveInstances();
+  /** Every reservation on every node, whichever controller made it. */
+  readonly view: PlacementView;
   private readonly supervised = new SupervisedInstances();
-  private readonly scopes: ScopeLifecycle;
-  private readonly records: InstanceRecordWriter;
-  private readonly crashes: CrashRecorder;
-  private readonly dispatch: CommandDispatch;
-  private readonly operations: InstanceOperations;
-  private readonly nodes: NodeWatch;
-  private readonly sweeper: FinishedSweeper;
-  private readonly evaluator: GroupEvaluator;
-  private readonly reports: DaemonReportRouter;
-  private readonly reconciler: NodeReconciler;
-  private readonly countSync: PlayerCountSync | null;
+  private readonly parts: SchedulerParts;
   private countWritten: ((instanceId: string, group: string) => void) | null = null;
-  private readonly ticks: SchedulerTicks;
   private readonly subscriptions: Subscription[] = [];
   private readonly pending = new Set<Promise<unknown>>();
   private unsubscribeReports: (() => void) | null = null;
@@ -122,207 +69,27 @@ export class SchedulerHost implements InstanceLifecycle {
     // Their player counts are read from the registry too: a count the previous owner never wrote is repaired.
     acquired: (scope: string, token: number) =>
       this.track(
-        this.scopes.acquired(scope, token).then(() => {
-          this.reconciler.request();
-          return this.countSync?.sweep();
+        this.parts.scopes.acquired(scope, token).then(() => {
+          this.parts.reconciler.request();
+          return this.parts.countSync?.sweep();
         }),
       ),
-    lost: (scope: string) => this.scopes.lost(scope),
+    lost: (scope: string) => this.parts.scopes.lost(scope),
   };
 
   constructor(private readonly options: SchedulerHostOptions) {
-    const { clock, logger } = options;
-    const tuning = (this.tuning = { ...defaultSchedulerTuning, ...options.tuning });
-    const { live, supervised } = this;
-    const track = (work: Promise<unknown>) => this.track(work);
-    const toGroup: ScopeLifecycle["toGroup"] = (group, event) => this.scopes.toGroup(group, event);
-    const toInstance: ScopeLifecycle["toInstance"] = (instanceId, event) => this.scopes.toInstance(instanceId, event);
-    const fencingTokenOf = (group: string) => this.scopes.fencingTokenOf(group);
-    this.ticks = new SchedulerTicks({
-      clock,
-      tickDuration: options.metrics.schedulerTickDuration,
-      groupsEvaluated: options.metrics.schedulerGroupsEvaluated,
-      tickIntervalMs: tuning.evaluationIntervalMs,
-    });
-
-    this.evaluator = new GroupEvaluator({
-      groups: options.groups,
-      instances: options.instances,
-      nodes: options.nodes,
-      live,
-      clock,
-      logger,
-      nodeListCacheMs: tuning.nodeListCacheMs,
-      startingPerNodeMax: tuning.startingPerNodeMax,
-      fencingTokenOf,
-      ensureCurrent: (group) => this.scopes.ensureCurrent(group),
-      instanceAdded: (instance) => this.scopes.instanceAdded(instance),
-      toInstance,
-      nodesSeen: (nodes) => this.nodes.seen(nodes),
-      revisions: options.revisions,
-      loadSamples: options.loadSamples,
-    });
-    this.dispatch = new CommandDispatch({
-      daemons: options.daemons,
-      instances: options.instances,
-      groups: options.groups,
-      credentials: options.credentials,
-      revisions: options.revisions,
-      live,
-      supervised,
-      logger,
-      fencingTokenOf,
-      toInstance,
-      track,
-    });
-    this.reports = new DaemonReportRouter({
-      live,
-      instances: options.instances,
-      events: options.events,
-      logger,
-      clock,
-      isSupervised: (id) => supervised.has(id),
-      toInstance,
-      forceStopStray: (nodeId, instanceId, group) => this.dispatch.forceStopStray(nodeId, instanceId, group),
-    });
-    this.crashes = new CrashRecorder({
-      crashes: options.crashes,
-      groups: options.groups,
-      events: options.events,
-      metrics: options.metrics,
-      clock,
-      logger,
-      crashLoop: options.crashLoop,
-      takeCrashDetails: (id) => this.reports.takeCrashDetails(id),
-      toGroup,
-    });
-    this.records = new InstanceRecordWriter({
-      instances: options.instances,
-      events: options.events,
-      clock,
-      logger,
-      live,
-      supervised,
-      ensureCurrent: (group) => this.scopes.ensureCurrent(group),
-      toGroup,
-      instanceFinished: (group, id) => this.scopes.instanceFinished(group, id),
-      startSlotFreed: () => {
-        for (const group of this.evaluator.takeGroupsWaitingForSlots()) toGroup(group, { type: "CHANGED" });
-      },
-      track,
-    });
-    this.scopes = new ScopeLifecycle({
-      groups: options.groups,
-      instances: options.instances,
-      scopes: options.scopes,
-      live,
-      supervised,
-      clock,
-      logger,
-      tuning,
-      inspect: (event) => this.records.observe(event),
-      completeStop: (doc, kind) => {
-        // A STOPPING actor has no way to send the stop again: the command goes out directly.
-        if (doc.state === "STOPPING") track(this.dispatch.stop({ instanceId: doc.id, group: doc.group, node: doc.node }, kind === "FORCE_STOP"));
-        else toInstance(doc.id, { type: kind });
-      },
-      adoptedDraining: (doc) => this.drainingAdopted?.(doc.id, doc.group),
-      effects: {
-        instances: {
-          dispatch: (ref) => track(this.dispatch.dispatch(ref)),
-          stop: (ref) => track(this.dispatch.stop(ref, false)),
-          forceStop: (ref) => track(this.dispatch.stop(ref, true)),
-          announceDrain: (ref) => options.events.publish(EventTypes.INSTANCE_DRAINING, { instanceId: ref.instanceId, group: ref.group, nodeId: ref.node }),
-          crashed: (ref, cause) => track(this.crashes.record(ref, cause)),
-          lost: (ref) => track(this.crashes.record(ref, { kind: "FAILURE", reason: "NODE_LOST" }, false)),
-          timedOut: (ref, delay) => track(this.crashes.record(ref, { kind: "FAILURE", reason: `TIMEOUT:${delay}` })),
-          stopUnconfirmed: (ref) => logger.warn(`Instance ${ref.instanceId} on ${ref.node}: no exit confirmed after a force-stop; recorded as STOPPED`),
-        },
-        groups: {
-          evaluate: (group, signal) => this.ticks.measure(group, () => this.evaluator.evaluate(group, signal)),
-          crashLoop: (group, loop) => track(this.crashes.pauseGroup(group, loop)),
-          resumed: (group) => {
-            this.crashes.reset(group);
-            track(options.groups.setSchedulingState(group, { paused: false }));
-          },
-          stopInstances: (group) => {
-            for (const instance of live.ofGroup(group)) toInstance(instance.id, { type: "STOP" });
-          },
-          evaluationFailed: (group, error) => {
-            options.metrics.schedulerTickFailures.inc();
-            this.ticks.failed();
-            if (error instanceof ScopeLostError) logger.warn(`Evaluation of group ${group} aborted: ${error.message}`);
-            else logger.error(`Evaluation of group ${group} failed`, error);
-          },
-        },
-      },
-    });
-    this.operations = new InstanceOperations({
-      instances: options.instances,
-      groups: options.groups,
-      scopes: options.scopes,
-      live,
-      supervised,
-      logger,
-      fencingTokenOf,
-      send: (nodeId, command) => this.dispatch.send(nodeId, command),
-      savePlayerCount: (id, count, fenced) => this.records.savePlayerCount(id, count, fenced),
-      // While no scheduler runs here nobody is shadowed: the count is written where it was reported.
-      writesRecordOf: (id) => !this.started || supervised.has(id),
+    this.tuning = { ...defaultSchedulerTuning, ...options.tuning };
+    this.view = new PlacementView(options.kv);
+    this.parts = buildSchedulerParts(options, {
+      tuning: this.tuning,
+      live: this.live,
+      supervised: this.supervised,
+      view: this.view,
+      track: (work) => this.track(work),
+      isStarted: () => this.started,
       playerCountWritten: (id, group) => this.countWritten?.(id, group),
-      requestStop: (id, group, kind) => this.records.requestStop(id, group, kind),
-      toInstance,
-      toGroup,
-    });
-    this.nodes = new NodeWatch({
-      nodes: options.nodes,
-      live,
-      supervised,
-      clock,
-      logger,
-      nodeTimeouts: tuning.nodeTimeouts,
-      toInstance,
-      invalidateNodes: () => this.evaluator.invalidateNodes(),
-      reconnected: (nodeId) => this.dispatch.redispatchScheduled(nodeId),
-      capacityAdded: () => this.scopes.changedEverywhere(),
-      track,
-    });
-    this.reconciler = new NodeReconciler({
-      live,
-      supervised,
-      clock,
-      logger,
-      intervalMs: tuning.reconcileIntervalMs,
-      otherNodes: async () => (await options.nodes.list()).filter((node) => node.state !== "OFFLINE").map((node) => node.id),
-      listInstances: async (nodeId) => {
-        const result = await this.dispatch.send(nodeId, { type: "list_instances", body: {} });
-        return result.ok ? (result.instances ?? []) : null;
-      },
-      reconcile: (nodeId, reports, asked) => this.reports.reconcile(nodeId, reports, asked),
-      ownsAnything: () => this.scopes.ownsAnything(),
-    });
-    const { playerCounts } = options;
-    this.countSync = playerCounts
-      ? new PlayerCountSync({
-          supervised,
-          live,
-          clock,
-          logger,
-          intervalMs: tuning.playerCountSyncIntervalMs,
-          counts: (ids) => playerCounts(ids),
-          apply: (id, count) => this.operations.playerCountChanged(id, count),
-        })
-      : null;
-    this.sweeper = new FinishedSweeper({
-      groups: options.groups,
-      instances: options.instances,
-      scopes: options.scopes,
-      live,
-      clock,
-      finishedRetentionMs: tuning.finishedRetentionMs,
-      evaluationIntervalMs: tuning.evaluationIntervalMs,
-      isOwned: (group) => this.scopes.isOwned(group),
-      track,
+      drainingAdopted: (id, group) => this.drainingAdopted?.(id, group),
+      trackGroup: (group) => this.trackGroup(group),
     });
   }
 
@@ -331,8 +98,9 @@ export class SchedulerHost implements InstanceLifecycle {
     if (this.started) return;
     this.started = true;
     const { events } = this.options;
-    const toGroup: ScopeLifecycle["toGroup"] = (group, event) => this.scopes.toGroup(group, event);
-    const nodeEvent = (nodeId: unknown, type: "CONNECTED" | "DISCONNECTED" | "DRAIN" | "UNDRAIN") => this.nodes.event(String(nodeId), { type });
+    const toGroup: SchedulerParts["scopes"]["toGroup"] = (group, event) => this.parts.scopes.toGroup(group, event);
+    const nodeEvent = (nodeId: unknown, type: "CONNECTED" | "DISCONNECTED" | "DRAIN" | "UNDRAIN", epoch?: unknown) =>
+      this.parts.nodes.event(String(nodeId), { type }, typeof epoch === "number" ? epoch : undefined);
     this.subscriptions.push(
       events.subscribe(EventTypes.GROUP_CREATED, (e) => this.groupCreated(String(e.data.groupName))),
       events.subscribe(EventTypes.GROUP_UPDATED, (e) => toGroup(String(e.data.groupName), { type: "CHANGED" })),
@@ -340,29 +108,28 @@ export class SchedulerHost implements InstanceLifecycle {
       events.subscribe(EventTypes.GROUP_MAINTENANCE_CHANGED, (e) =>
         toGroup(String(e.data.groupName), { type: e.data.maintenance === true ? "MAINTENANCE_ON" : "MAINTENANCE_OFF" }),
       ),
-      events.subscribe(EventTypes.NODE_CONNECTED, (e) => nodeEvent(e.data.nodeId, "CONNECTED")),
-      events.subscribe(EventTypes.NODE_DISCONNECTED, (e) => nodeEvent(e.data.nodeId, "DISCONNECTED")),
+      events.subscribe(EventTypes.NODE_CONNECTED, (e) => nodeEvent(e.data.nodeId, "CONNECTED", e.data.sessionEpoch)),
+      events.subscribe(EventTypes.NODE_DISCONNECTED, (e) => nodeEvent(e.data.nodeId, "DISCONNECTED", e.data.sessionEpoch)),
       events.subscribe(EventTypes.NODE_DRAIN_REQUESTED, (e) => nodeEvent(e.data.nodeId, "DRAIN")),
       events.subscribe(EventTypes.NODE_DRAIN_COMPLETED, (e) => nodeEvent(e.data.nodeId, "UNDRAIN")),
       // A player route handled by another controller changed the registry: the owner writes the count.
       ...[EventTypes.PLAYER_CONNECTED, EventTypes.PLAYER_DISCONNECTED].map((type) =>
         events.subscribe(type, (e) => {
-          if (e.source.startsWith("peer:")) this.track(this.countSync?.refresh([String(e.data.instanceId)]) ?? Promise.resolve());
+          if (e.source.startsWith("peer:")) this.track(this.parts.countSync?.refresh([String(e.data.instanceId)]) ?? Promise.resolve());
         }),
       ),
     );
-    this.unsubscribeReports = this.options.daemons.onReport((report) => this.reports.route(report));
-    await this.nodes.start();
-    // Every live instance, whichever controller schedules it: placement needs every reservation.
-    // Their states are followed once their group's scope is acquired here (put again then).
-    for (const doc of await this.options.instances.findDocs()) if (!FINISHED_STATES.has(doc.state)) this.live.put(doc, false);
+    this.unsubscribeReports = this.options.daemons.onReport((report) => this.parts.reports.route(report));
+    await this.parts.nodes.start();
+    // Every reservation on every node, whichever controller made it (read again every reconcile interval).
+    await this.view.refresh();
     const groups = await this.options.groups.listDocs();
     for (const group of groups) this.trackGroup(group.name);
     await this.options.scopes.start(this.scopeListener);
-    this.sweeper.start();
-    this.reconciler.start();
-    this.ticks.start();
-    this.countSync?.start();
+    this.parts.sweeper.start();
+    this.parts.reconciler.start();
+    this.parts.ticks.start();
+    this.parts.countSync?.start();
   }
 
   /**
@@ -373,9 +140,9 @@ export class SchedulerHost implements InstanceLifecycle {
   async pauseScheduling(): Promise<void> {
     if (!this.started || this.stopped || this.paused) return;
     this.paused = true;
-    this.sweeper.stop();
+    this.parts.sweeper.stop();
     await this.options.scopes.stop();
-    this.scopes.releaseAll();
+    this.parts.scopes.releaseAll();
     let timer: Timer | undefined;
     await Promise.race([this.settle(), new Promise<void>((resolve) => (timer = this.options.clock.setTimeout(resolve, stopSettleTimeoutMs, { unref: true })))]);
     timer?.cancel();
@@ -389,20 +156,20 @@ export class SchedulerHost implements InstanceLifecycle {
   async resumeScheduling(): Promise<void> {
     if (!this.paused || this.stopped) return;
     this.live.clear();
-    for (const doc of await this.options.instances.findDocs()) if (!FINISHED_STATES.has(doc.state)) this.live.put(doc, false);
+    await this.view.refresh();
     const names = new Set((await this.options.groups.listDocs()).map((g) => g.name));
     for (const name of this.trackedGroups) {
       if (names.has(name)) continue;
       this.options.scopes.untrack(name);
-      this.crashes.reset(name);
-      this.evaluator.forget(name);
+      this.parts.crashes.reset(name);
+      this.parts.evaluator.forget(name);
     }
     this.trackedGroups.clear();
     for (const name of names) this.trackGroup(name);
-    this.evaluator.invalidateNodes();
+    this.parts.evaluator.invalidateNodes();
     this.paused = false;
     await this.options.scopes.start(this.scopeListener);
-    this.sweeper.start();
+    this.parts.sweeper.start();
   }
 
   /** Stops every actor (the processes keep running) and waits for record writes under way. */
@@ -411,13 +178,14 @@ export class SchedulerHost implements InstanceLifecycle {
     this.stopped = true;
     for (const s of this.subscriptions) s.unsubscribe();
     this.unsubscribeReports?.();
-    this.sweeper.stop();
-    this.reconciler.stop();
-    this.ticks.stop();
-    await this.countSync?.stop();
+    this.parts.sweeper.stop();
+    this.parts.reconciler.stop();
+    this.parts.strays.stop();
+    this.parts.ticks.stop();
+    await this.parts.countSync?.stop();
     await this.options.scopes.stop();
-    this.scopes.stop();
-    this.nodes.stop();
+    this.parts.scopes.stop();
+    this.parts.nodes.stop();
     // Record writes under way finish; a command waiting for a daemon's answer is not waited for.
     let timer: Timer | undefined;
     await Promise.race([this.settle(), new Promise<void>((resolve) => (timer = this.options.clock.setTimeout(resolve, stopSettleTimeoutMs, { unref: true })))]);
@@ -426,7 +194,7 @@ export class SchedulerHost implements InstanceLifecycle {
 
   /** Where console lines of instances go (the console hub of the console streams). */
   setConsole(sink: ConsoleSink): void {
-    this.reports.console = sink;
+    this.parts.reports.console = sink;
   }
 
   /** Called after a player count was written to an instance's record here (the group's aggregates changed). */
@@ -445,7 +213,7 @@ export class SchedulerHost implements InstanceLifecycle {
 
   /** `cloud_scheduler_last_tick_lag_millis`: ms since the last successful tick, 0 before the first. */
   lastTickLagMs(): number {
-    return this.ticks.lastTickLagMs();
+    return this.parts.ticks.lastTickLagMs();
   }
 
   /**
@@ -457,9 +225,9 @@ export class SchedulerHost implements InstanceLifecycle {
     let healingActions = 0;
     for (const id of this.supervised.ids()) {
       const node = this.live.get(id)?.node;
-      if (node !== undefined && this.nodes.stateOf(node) === "UNREACHABLE") healingActions += 1;
+      if (node !== undefined && this.parts.nodes.stateOf(node) === "UNREACHABLE") healingActions += 1;
     }
-    return { startRetries: this.dispatch.startRetriesWaiting(), healingActions };
+    return { startRetries: this.parts.dispatch.startRetriesWaiting(), healingActions };
   }
 
   /** True between {@link start} and {@link stop}. */
@@ -477,14 +245,14 @@ export class SchedulerHost implements InstanceLifecycle {
   /** `POST /api/v1/groups/{group}/start`: schedules what the scaling mode allows now. */
   async startExplicitly(group: string): Promise<ExplicitStartResult> {
     if (!this.isOwned(group)) throw conflict(`Group ${group} is scheduled by another controller`, "NOT_OWNER");
-    return this.evaluator.startExplicitly(group);
+    return this.parts.evaluator.startExplicitly(group);
   }
 
   /** `POST /api/v1/groups/{group}/resume`: ends a crash-loop pause. */
   async resume(group: string): Promise<void> {
-    this.crashes.reset(group);
+    this.parts.crashes.reset(group);
     await this.options.groups.setSchedulingState(group, { paused: false });
-    this.scopes.toGroup(group, { type: "RESUME" });
+    this.parts.scopes.toGroup(group, { type: "RESUME" });
   }
 
   /**
@@ -493,47 +261,52 @@ export class SchedulerHost implements InstanceLifecycle {
    * holder's fencing token; the holder's actor follows the daemon's STOPPING report.
    */
   stopInstance(id: string, force: boolean): Promise<void> {
-    return this.operations.stopInstance(id, force);
+    return this.parts.operations.stopInstance(id, force);
   }
 
   /** Writes one line to the instance's standard input. */
   sendCommand(id: string, line: string): Promise<void> {
-    return this.operations.sendCommand(id, line);
+    return this.parts.operations.sendCommand(id, line);
   }
 
   /** The in-server plugin reported ready: RUNNING, and the daemon is told (plugin readiness). */
   markReady(id: string): Promise<void> {
-    return this.operations.markReady(id);
+    return this.parts.operations.markReady(id);
   }
 
   /** The player count of an instance changed (plugin player routes). */
   playerCountChanged(id: string, playerCount: number): Promise<void> {
-    return this.operations.playerCountChanged(id, playerCount);
+    return this.parts.operations.playerCountChanged(id, playerCount);
   }
 
   /** The fencing token of a group's scope while owned, else null. */
   fencingTokenOf(group: string): number | null {
-    return this.scopes.fencingTokenOf(group);
+    return this.parts.scopes.fencingTokenOf(group);
+  }
+
+  /** Start pacing per node from now on (the cluster-shared `scheduler.maxStartingPerNode`); 0: no limit. */
+  setStartingPerNodeMax(value: number): void {
+    this.tuning.startingPerNodeMax = value;
   }
 
   /** Whether this controller schedules `group` right now. */
   isOwned(group: string): boolean {
-    return this.scopes.isOwned(group);
+    return this.parts.scopes.isOwned(group);
   }
 
   // ---- the deployments seam (instance-lifecycle.ts) ----
 
   async startInstanceOfRevision(group: string, revision: number): Promise<RevisionStart> {
     if (!this.isOwned(group)) throw conflict(`Group ${group} is scheduled by another controller`, "NOT_OWNER");
-    return this.evaluator.startInstanceOfRevision(group, revision);
+    return this.parts.evaluator.startInstanceOfRevision(group, revision);
   }
 
   retireInstance(instanceId: string, how: "DRAIN" | "STOP"): void {
-    this.scopes.toInstance(instanceId, { type: how });
+    this.parts.scopes.toInstance(instanceId, { type: how });
   }
 
   onInstanceState(listener: InstanceStateListener): () => void {
-    return this.records.onStateChange(listener);
+    return this.parts.records.onStateChange(listener);
   }
 
   // ---- groups ----
@@ -545,16 +318,16 @@ export class SchedulerHost implements InstanceLifecycle {
 
   private async groupCreated(name: string): Promise<void> {
     this.trackGroup(name);
-    await this.scopes.groupCreated(name);
+    await this.parts.scopes.groupCreated(name);
   }
 
   private groupDeleted(name: string): void {
-    this.scopes.toGroup(name, { type: "DELETED" });
-    this.crashes.reset(name);
-    this.evaluator.forget(name);
-    this.scopes.groupRemoved(name);
+    this.parts.scopes.toGroup(name, { type: "DELETED" });
+    this.parts.crashes.reset(name);
+    this.parts.evaluator.forget(name);
+    this.parts.scopes.groupRemoved(name);
     // The scope stays tracked until its instances stopped; the sweep untracks it.
-    this.sweeper.groupDeleted(name);
+    this.parts.sweeper.groupDeleted(name);
   }
 
   private track<T>(work: Promise<T>): void {

@@ -1,7 +1,8 @@
 /**
  * Scope lifecycle: one supervisor per scope this controller owns, with a group actor per group and
- * an instance actor per live instance. Acquiring a scope reads its groups and instances and adopts
- * the live ones in their recorded state; losing it stops its actors in one transition (the
+ * an instance actor per live instance. Acquiring a scope reads its groups and instances, claims the
+ * live records (record-claims.ts: a write each, so the previous owner's late writes fail) and
+ * adopts them in their recorded state; losing it stops its actors in one transition (the
  * processes keep running; the next owner adopts them). An adopted instance whose record holds a
  * requested stop has it completed (the previous owner acknowledged it and may have died before it
  * went out). This part also holds the fencing token of each owned scope and routes events to the
@@ -22,13 +23,14 @@ import { provideSupervisor, type GroupEffectsPort, type InstanceEffectsPort } fr
 import type { LiveInstances } from "./live-instances.js";
 import type { SchedulerTuning } from "./scheduler-tuning.js";
 import { ScopeLostError, type ScopeOwnership } from "./scopes.js";
+import { claimLiveRecords } from "./record-claims.js";
 import type { SupervisedInstances } from "./supervised-instances.js";
 
 type SupervisorActor = Actor<ReturnType<typeof provideSupervisor>>;
 
 export interface ScopeLifecycleDeps {
   groups: Pick<GroupService, "getDoc" | "listDocs">;
-  instances: Pick<InstanceService, "findDocs">;
+  instances: Pick<InstanceService, "findRevisioned" | "saveIf" | "update">;
   scopes: Pick<ScopeOwnership, "scopeOf" | "ensureCurrent">;
   live: LiveInstances;
   supervised: SupervisedInstances;
@@ -62,11 +64,29 @@ export class ScopeLifecycle {
       return;
     }
     const groups = await this.groupsOfScope(scope);
+    // The scope of a group that no longer exists is held only while its instances live on (its
+    // owner died while stopping them, or they ran on a lost node): they are adopted and stopped.
+    const deleted = groups.length === 0 && scope.startsWith("group:") ? scope.slice("group:".length) : null;
+    const orphans = deleted === null ? [] : [{ name: deleted, static: false }];
+    const read: { group: { name: string; static: boolean }; docs: InstanceFields[] }[] = [];
+    try {
+      // Each live record is claimed (written again at the revision read): a stale owner's prepared write then fails.
+      for (const group of [...groups, ...orphans]) {
+        const found = await this.deps.instances.findRevisioned({ group: group.name });
+        read.push({ group, docs: await claimLiveRecords(this.deps.instances, found, (g) => this.ensureCurrent(g)) });
+      }
+    } catch (err) {
+      if (err instanceof ScopeLostError) return; // moved on again while being adopted: the next owner adopts
+      throw err;
+    }
+    // Lost (or taken again with another token) while the records were read: nothing is adopted.
+    // The live view and the supervised instances change only below, with no await in between, so
+    // a scope lost during the reads leaves nothing behind.
+    if (this.fencingTokens.get(scope) !== fencingToken || this.stopped) return;
     const adopted: ScopeInstance[] = [];
     const stops: InstanceFields[] = [];
     const draining: InstanceFields[] = [];
-    for (const group of groups) {
-      const docs = await this.deps.instances.findDocs({ group: group.name });
+    for (const { group, docs } of read) {
       // The view of a group another controller scheduled may hold instances that finished (or were
       // deleted) meanwhile: the records read now replace it, or they would count towards the group.
       const current = new Set(docs.filter((doc) => group.static || !FINISHED_STATES.has(doc.state)).map((doc) => doc.id));
@@ -86,14 +106,15 @@ export class ScopeLifecycle {
           timeouts: this.deps.tuning.instanceTimeouts,
         });
         this.deps.supervised.follow(doc.id, doc.state);
-        if (doc.stopRequested) stops.push(doc);
+        if (deleted !== null) stops.push({ ...doc, stopRequested: doc.stopRequested ?? "STOP" });
+        else if (doc.stopRequested) stops.push(doc);
         else if (doc.state === "DRAINING") draining.push(doc);
       }
     }
-    if (this.fencingTokens.get(scope) !== fencingToken || this.stopped) return;
     const supervisor = existing ?? this.createSupervisor(scope);
     supervisor.send({ type: "SCOPE_ACQUIRED", fencingToken, groups: groups.map((g) => this.scopeGroup(g)), instances: adopted });
     this.deps.logger.info(`Scheduling scope ${scope} (fencing token ${fencingToken}): ${groups.length} groups, ${adopted.length} live instances adopted`);
+    if (deleted !== null && adopted.length > 0) this.deps.logger.warn(`Group ${deleted} no longer exists: stopping its ${adopted.length} live instance(s)`);
     for (const doc of stops) {
       this.deps.logger.info(`Completing the ${doc.stopRequested} of ${doc.id} (${doc.state}) requested before ${scope} changed hands`);
       this.deps.completeStop(doc, doc.stopRequested!);

@@ -4,7 +4,8 @@
  * nothing from the rest of the package.
  */
 export { connectToCloud, cloudEnvironmentPresent, CLOUD_ENV, type CloudPlugin, type ConnectOptions } from "./plugin/cloud-plugin.js";
-export { CloudClient, CUSTOM_EVENT_TYPE_PATTERN, type CloudClientIdentity, type WorkloadKind } from "./plugin/cloud-client.js";
+export { CloudClient, CUSTOM_EVENT_TYPE_PATTERN, ADMISSION_REFUSALS, type CloudClientIdentity, type WorkloadKind } from "./plugin/cloud-client.js";
+export { MaintenanceState, MAINTENANCE_EVENT_TYPES, type MaintenanceListener } from "./plugin/maintenance.js";
 export { TransferResult } from "./plugin/transfer-result.js";
 export {
   PluginTransfers,
@@ -42,8 +43,10 @@ export type {
   GroupInfo,
   InstanceInfo,
   MetricsPayload,
+  PlayerAdmissionResult,
   PlayerMessage,
   PlayerView,
+  PluginMaintenance,
   SdkLogger,
   Transfer,
   TransferState,

@@ -2,7 +2,8 @@
  * Adapter selection for the composition root. Documents: a `mongodb://`/`mongodb+srv://` URI opens
  * MongoDB, a `postgres://`/`postgresql://` URI opens PostgreSQL, and without a URI the development
  * profile opens the embedded store under `<dataDir>/documents` (production requires a URI).
- * Key-value: memory without a URI, Redis for `redis://`/`rediss://`. Blobs live in the document
+ * Key-value: memory without a URI, Redis for `redis://`/`rediss://`, Redis through Sentinel for
+ * `redis-sentinel://`/`rediss-sentinel://` (redis/redis-connection.ts). Blobs live in the document
  * database when it is shared (a PostgreSQL table, or GridFS on MongoDB), otherwise in files under
  * `<dataDir>/blobs`.
  */
@@ -36,7 +37,7 @@ export interface OpenDocumentStoreOptions {
 
 /** Options of {@link openKvStore}. */
 export interface OpenKvStoreOptions {
-  /** `redis://` or `rediss://`; absent: an in-memory store for a single controller. */
+  /** `redis://`, `rediss://`, `redis-sentinel://` or `rediss-sentinel://`; absent: an in-memory store for a single controller. */
   uri?: string;
   clock?: Clock;
   /** Connection errors of the Redis client. */
@@ -81,8 +82,10 @@ export async function openDocumentStore(options: OpenDocumentStoreOptions): Prom
 export async function openKvStore(options: OpenKvStoreOptions = {}): Promise<KvStore> {
   if (!options.uri) return new MemoryKvStore({ clock: options.clock });
   const scheme = uriScheme(options.uri);
-  if (scheme === "redis" || scheme === "rediss") return openRedisKvStore({ uri: options.uri, onError: options.onError });
-  throw new Error(`unsupported key-value store URI scheme "${scheme ?? ""}": use redis:// or rediss://`);
+  if (scheme === "redis" || scheme === "rediss" || scheme === "redis-sentinel" || scheme === "rediss-sentinel") {
+    return openRedisKvStore({ uri: options.uri, onError: options.onError });
+  }
+  throw new Error(`unsupported key-value store URI scheme "${scheme ?? ""}": use redis://, rediss://, redis-sentinel:// or rediss-sentinel://`);
 }
 
 /** Opens the blob store: in the document database when there is one, else `<dataDir>/blobs`. */

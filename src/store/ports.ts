@@ -3,6 +3,7 @@
  * (embedded LevelDB or MongoDB/PostgreSQL for documents, memory or Redis for key-value, filesystem or
  * database for blobs). Every adapter passes the same contract suite (test/store/).
  */
+import { ApiError } from "../shared/errors.js";
 
 /** A stored document. `_id` is the primary key; every other field is JSON-serializable data. */
 export interface Doc {
@@ -48,6 +49,24 @@ export interface CollectionSpec {
   ttl?: TtlSpec;
 }
 
+/**
+ * The backing database or key-value store cannot be reached now (down, frozen past the command
+ * timeout, failing over, or answering that it is read-only). Expected during an outage: a request
+ * answers 503 STORE_UNAVAILABLE with Retry-After, background work tries again on its next round.
+ */
+export class StoreUnavailableError extends ApiError {
+  /** What the HTTP layer puts in Retry-After. */
+  readonly retryAfterSeconds = 1;
+  constructor(
+    readonly store: "document" | "key-value",
+    cause: unknown,
+  ) {
+    super(503, "STORE_UNAVAILABLE", `The shared ${store} store is unavailable; try again shortly`);
+    this.name = "StoreUnavailableError";
+    this.cause = cause;
+  }
+}
+
 /** Thrown by `insert` when `_id` (or a unique index value) already exists. */
 export class DuplicateKeyError extends Error {
   readonly code = "DUPLICATE_KEY";
@@ -59,16 +78,58 @@ export class DuplicateKeyError extends Error {
   }
 }
 
+/**
+ * Thrown by a conditional write ({@link Collection.putIf}, {@link Collection.deleteIf}) when the
+ * stored revision is not the one the writer read: someone wrote (or deleted) the document since.
+ * Expected whenever two writers race; the loser reads again or gives up, it never overwrites.
+ */
+export class RevisionConflictError extends Error {
+  readonly code = "REVISION_CONFLICT";
+  constructor(
+    readonly collection: string,
+    readonly id: string,
+    readonly expectedRev: string,
+  ) {
+    super(`Revision conflict in ${collection}: ${id} is no longer at revision ${expectedRev}`);
+    this.name = "RevisionConflictError";
+  }
+}
+
+/**
+ * A document with the revision the store holds it at. A revision is an opaque string, new on every
+ * write and never reused (not even after a delete and a re-insert of the same `_id`), so a writer
+ * holding an old one can never match a later version.
+ */
+export interface Revisioned<T extends Doc = Doc> {
+  readonly doc: T;
+  readonly rev: string;
+}
+
 export interface Collection<T extends Doc = Doc> {
   readonly name: string;
-  /** Inserts a new document; DuplicateKeyError when `_id` exists. Durable when the promise resolves. */
-  insert(doc: T): Promise<void>;
-  /** Inserts or replaces the whole document. Durable when the promise resolves. */
-  put(doc: T): Promise<void>;
+  /**
+   * Inserts a new document; DuplicateKeyError when `_id` exists (the conditional write "only if
+   * absent"). Durable when the promise resolves; answers the new revision.
+   */
+  insert(doc: T): Promise<string>;
+  /** Inserts or replaces the whole document, whatever is stored. Durable when the promise resolves; answers the new revision. */
+  put(doc: T): Promise<string>;
+  /**
+   * Compare-and-set: replaces the document only while the stored revision is `expectedRev`, in one
+   * atomic step; RevisionConflictError when it moved, or when the document is gone or expired.
+   * Durable when the promise resolves; answers the new revision.
+   */
+  putIf(doc: T, expectedRev: string): Promise<string>;
   get(id: string): Promise<T | null>;
+  /** The document with its revision, or null (what a conditional write starts from). */
+  getRevisioned(id: string): Promise<Revisioned<T> | null>;
   /** Removes a document; true when it existed. */
   delete(id: string): Promise<boolean>;
+  /** Removes the document only while the stored revision is `expectedRev`; RevisionConflictError otherwise. */
+  deleteIf(id: string, expectedRev: string): Promise<void>;
   find(filter?: Filter, options?: FindOptions): Promise<T[]>;
+  /** {@link find} with each document's revision. */
+  findRevisioned(filter?: Filter, options?: FindOptions): Promise<Revisioned<T>[]>;
   count(filter?: Filter): Promise<number>;
   /** Removes every matching document; returns how many. */
   deleteMany(filter?: Filter): Promise<number>;

@@ -6,7 +6,7 @@
  */
 import { validationError } from "../shared/errors.js";
 import { isDirEntry, type ManifestEntry } from "../wire/template-manifest.js";
-import { decodeText, placeholdersIn } from "../wire/template-text.js";
+import { decodeText, INSTANCE_PLACEHOLDERS, placeholdersIn } from "../wire/template-text.js";
 import type { TemplateLimits } from "./template-records.js";
 
 /** Files listed per variable in a scan result. */
@@ -29,6 +29,8 @@ export interface SearchHit {
 export interface ScannedVariable {
   name: string;
   defined: boolean;
+  /** Filled by the daemon for every instance (src/wire/template-text.ts, INSTANCE_PLACEHOLDERS). */
+  builtIn: boolean;
   files: string[];
 }
 
@@ -84,7 +86,12 @@ export class TemplateTextTools {
     });
     const variables = [...found]
       .sort(([a], [b]) => (a < b ? -1 : 1))
-      .map(([variable, files]) => ({ name: variable, defined: Object.hasOwn(doc.variables, variable), files }));
+      .map(([variable, files]) => ({
+        name: variable,
+        defined: Object.hasOwn(doc.variables, variable),
+        builtIn: (INSTANCE_PLACEHOLDERS as readonly string[]).includes(variable),
+        files,
+      }));
     return { variables, truncated };
   }
 

@@ -101,6 +101,8 @@ export interface CommandResult {
   message: string;
   /** The answer to list_instances: live instances, then recently finished ones; absent (or empty) otherwise. */
   instances?: InstanceStateReport[];
+  /** The answer to read_instance_log: the log's last lines, oldest first; absent (or empty) otherwise. */
+  log_lines?: ConsoleLine[];
 }
 export interface Inventory {
   instances: InstanceStateReport[];
@@ -163,6 +165,10 @@ export interface InstanceSpec {
   variables: Record<string, string>;
   templates: TemplateLayerRef[];
   jar_file: string;
+  /** Empty: none. */
+  platform_version?: string;
+  /** The catalog build to place at `jar_file`; empty: none. */
+  build_sha256?: string;
 }
 /** Fields every instance command carries. */
 export interface CommandHeader {
@@ -193,6 +199,12 @@ export interface MarkInstanceReady extends CommandHeader {
 export interface ListInstances {
   command_id: string;
 }
+/** Asks for the last lines of an instance's log; group and fencing_token are not on the wire (empty, 0). */
+export interface ReadInstanceLog {
+  command_id: string;
+  instance_id: string;
+  tail_lines: number;
+}
 export interface ModuleEvent {
   module: string;
   event_type: string;
@@ -208,6 +220,7 @@ export interface CommandPayloads {
   stdin_instance: StdinInstance;
   mark_instance_ready: MarkInstanceReady;
   list_instances: ListInstances;
+  read_instance_log: ReadInstanceLog;
 }
 /** Payload cases of ControllerMessage and their message types. */
 export interface ControllerPayloads extends CommandPayloads {

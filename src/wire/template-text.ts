@@ -5,6 +5,12 @@
 
 /** Placeholder syntax: `{{name}}` with optional inner spaces; names use letters, digits, `_ . -`. */
 export const PLACEHOLDER_PATTERN = /\{\{\s*([A-Za-z0-9_.-]{1,64})\s*\}\}/g;
+/**
+ * Placeholders the daemon fills for every instance, whatever the templates define (they win over a
+ * template variable of the same name): the instance id, its group, its port, its memory in MB and
+ * its platform.
+ */
+export const INSTANCE_PLACEHOLDERS = ["instanceId", "group", "port", "memoryMb", "platform"] as const;
 /** Bytes inspected for NUL when deciding whether a file is text. */
 const TEXT_SNIFF_BYTES = 8192;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });

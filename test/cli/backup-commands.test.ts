@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { restoreParts } from "../../src/cli/commands/backup.js";
 import { startTestApp, type TestApp } from "../support/http-app.js";
-import { bodiesOf, homeWithContext, runCli, startFakeController, type FakeController } from "./harness.js";
+import { bodiesOf, homeWithContext, runCli, runOnTerminal, startFakeController, type FakeController } from "./harness.js";
 
 const record = {
   id: "20261125T120000000Z-0a1b2c3d",
@@ -73,8 +73,8 @@ describe("cloudctl backup and restore", () => {
       assert.match(invalid.stdout, /missingFiles\s+manifest.json/);
 
       const declined = await runCli(["restore", record.id], { home, stdin: "n\n" });
-      assert.equal(declined.code, 0, declined.stderr);
-      assert.match(declined.stdout + declined.stderr, /cancelled/);
+      assert.equal(declined.code, 6, declined.stderr);
+      assert.match(declined.stderr, /not confirmed.*--yes/);
       assert.equal(bodiesOf(server, "POST", "/api/v1/restore").length, 0, "declining sends nothing");
 
       const dry = await runCli(["restore", record.id, "--dry-run", "--no-files"], { home });
@@ -98,8 +98,9 @@ describe("cloudctl backup and restore", () => {
       assert.equal(help.code, 0, help.stderr);
       assert.match(help.stdout, /--foreign\s+take a bundle this cluster did not make/);
       const before = bodiesOf(server, "POST", "/api/v1/restore").length;
-      const declined = await runCli(["restore", record.id, "--foreign"], { home, stdin: "n\n" });
-      assert.equal(declined.code, 0, declined.stderr);
+      // On a terminal, so the question is asked (and answered No: exit 6, nothing sent).
+      const declined = await runOnTerminal(["restore", record.id, "--foreign"], { home, stdin: "n\n" });
+      assert.equal(declined.code, 6, declined.stdout + declined.stderr);
       assert.match(declined.stdout + declined.stderr, /another cluster's: its users and roles replace these/);
       const dry = await runCli(["restore", record.id, "--dry-run", "--foreign"], { home });
       assert.equal(dry.code, 0, dry.stderr);

@@ -110,8 +110,9 @@ describe("cloudctl deploy", () => {
         runCli(["deploy", "show", "web", "abc"], { home }),
         runCli(["deploy", "web"], { home, stdin: "n\n" }),
       ]);
-      refused.slice(0, 7).forEach((r, i) => assert.equal(r.code, 1, `case ${i}: ${r.stdout} ${r.stderr}`));
-      assert.equal(refused[7].code, 0, "No cancels with exit 0");
+      // A flag value of the wrong form (-2 for a count) is a usage error (64); a value out of bounds is refused (1).
+      refused.slice(0, 7).forEach((r, i) => assert.equal(r.code, i === 4 ? 64 : 1, `case ${i}: ${r.stdout} ${r.stderr}`));
+      assert.equal(refused[7].code, 6, "a confirmation nobody can answer (piped stdin, no --yes) exits 6");
       assert.equal(server.requests.length, before, "nothing was sent");
       const [busy, gone] = await Promise.all([runCli(["deploy", "busy", "--yes"], { home }), runCli(["deploy", "gone", "--yes"], { home })]);
       assert.equal(busy.code, 1, busy.stderr);

@@ -17,7 +17,7 @@ describe("cloudctl group commands", () => {
   });
   after(() => server.close());
 
-  test("group delete asks first: No cancels with exit 0 and sends nothing; yes and --yes delete", async () => {
+  test("group delete without --yes on a piped stdin is refused with exit 6 and sends nothing, whatever is piped; --yes deletes", async () => {
     const { home, dispose } = homeWithContext(server.url);
     try {
       const [no, eof, yes, flag] = await Promise.all([
@@ -26,16 +26,17 @@ describe("cloudctl group commands", () => {
         runCli(["group", "delete", "gamma"], { home, stdin: "yes\n" }),
         runCli(["group", "delete", "delta", "--yes"], { home }),
       ]);
-      assert.equal(no.code, 0, no.stderr);
-      assert.match(no.stderr, /Delete group "alpha"/, "the prompt is shown even with --json");
-      assert.equal(eof.code, 0, eof.stderr);
-      assert.equal(yes.code, 0, yes.stderr);
+      for (const refused of [no, eof, yes]) {
+        assert.equal(refused.code, 6, refused.stderr);
+        assert.match(refused.stderr, /stdin is not a terminal.*pass --yes/);
+      }
+      assert.match(no.stderr, /Delete group "alpha"/, "the refusal names the question, also with --json");
       assert.equal(flag.code, 0, flag.stderr);
       const deleted = server.requests
         .filter((r) => r.method === "DELETE")
         .map((r) => r.path)
         .sort();
-      assert.deepEqual(deleted, ["/api/v1/groups/delta", "/api/v1/groups/gamma"]);
+      assert.deepEqual(deleted, ["/api/v1/groups/delta"]);
     } finally {
       dispose();
     }
@@ -53,7 +54,7 @@ describe("cloudctl group commands", () => {
         runCli(["group", "maintenance", "m-on", "ON"], { home }),
         runCli(["group", "maintenance", "m-one", "1"], { home }),
         runCli(["group", "maintenance", "m-off", "yes"], { home }),
-        runCli(["instance", "exec", "inst-1", "say", "hello", "world"], { home }),
+        runCli(["instance", "exec", "inst-1", "say", "hello", "world", "--wait", "0"], { home }),
         runCli(["group", "update", "lobby"], { home }),
       ]);
       results.slice(0, 7).forEach((r, i) => assert.equal(r.code, 0, `command ${i}: ${r.stderr}`));

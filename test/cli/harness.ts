@@ -1,6 +1,8 @@
 /**
- * Test harness for cloudctl: runs the real CLI as a child process (`node --import tsx
- * src/cli/main.ts`) in a temporary HOME, and a small hono server standing in for the controller.
+ * Test harness for cloudctl: runs the real CLI as a child process in a temporary HOME, through the
+ * bin of the source tree (`src/cli/launch.mjs`, what `npx cloudctl` runs: the sources bundled once
+ * per version), and a small hono server standing in for the controller. `runOnTerminal` runs it on
+ * a pseudo-terminal (util-linux `script`), for what only happens when a person is at the keyboard.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -12,7 +14,8 @@ import { Hono } from "hono";
 import { normalizeConfig, stringifyConfig } from "../../src/cli/config-file.js";
 
 const root = join(import.meta.dirname, "..", "..");
-const cliEntry = join(root, "src", "cli", "main.ts");
+/** The cloudctl bin of the source tree (package.json "bin"). */
+export const cliBin = join(root, "src", "cli", "launch.mjs");
 
 /** Bound on one CLI run; a hung child fails the test instead of the suite. */
 export const cliRunTimeoutMs = 45_000;
@@ -61,7 +64,7 @@ function childEnv(home: string, extra: Record<string, string> = {}): NodeJS.Proc
 
 /** Starts cloudctl with piped stdio; the caller drives stdin and must stop it. */
 export function spawnCli(args: string[], options: { home: string; env?: Record<string, string> }): ChildProcessWithoutNullStreams {
-  return spawn(process.execPath, ["--import", "tsx", cliEntry, ...args], {
+  return spawn(process.execPath, [cliBin, ...args], {
     cwd: root,
     env: childEnv(options.home, options.env),
     stdio: ["pipe", "pipe", "pipe"],
@@ -157,4 +160,21 @@ export function bodiesOf(server: FakeController, method: string, path: string): 
 /** The error envelope of the REST API. */
 export function envelope(status: number, code: string, message: string): { error: { code: string; message: string; status: number } } {
   return { error: { code, message, status } };
+}
+
+/** Quotes one word for `sh -c`. */
+export function shellWord(word: string): string {
+  return `'${word.replace(/'/g, "'\\''")}'`;
+}
+
+/**
+ * Runs cloudctl on a pseudo-terminal (`script -qec`), `input` typed on it: stdin and stdout are a
+ * terminal for the CLI. stdout holds what the terminal showed (the echo of the input included).
+ */
+export async function runOnTerminal(args: string[], options: CliRunOptions): Promise<CliResult> {
+  const command = [process.execPath, cliBin, ...args].map(shellWord).join(" ");
+  const child = spawn("script", ["-qec", command, "/dev/null"], { cwd: root, env: childEnv(options.home, options.env), stdio: ["pipe", "pipe", "pipe"] });
+  const done = waitForExit(child);
+  child.stdin.end(options.stdin ?? "");
+  return done;
 }

@@ -163,10 +163,25 @@ describe("cloudctl logs and diagnostics", () => {
     const result = await runCli(["diagnostics", "bundle", "--out", file, "--log-lines", "50"], { home });
     assert.equal(result.code, 0, result.stderr);
     const entries = await readTarGz(file);
-    assert.deepEqual(
-      [...entries.keys()],
-      ["manifest.json", "readiness.json", "overview.json", "settings.json", "config.json", "redis.json", "leases.json", "logs.txt"],
-    );
+    // The spec's entries first, then what a support case needs next: nodes, groups, crashes, each node's daemon log.
+    const keys = [...entries.keys()];
+    assert.deepEqual(keys.slice(0, 8), [
+      "manifest.json",
+      "readiness.json",
+      "overview.json",
+      "settings.json",
+      "config.json",
+      "redis.json",
+      "leases.json",
+      "logs.txt",
+    ]);
+    assert.deepEqual(keys.slice(8, 11), ["nodes.json", "groups.json", "crashes.json"]);
+    assert.ok(Array.isArray(JSON.parse(entries.get("nodes.json")!)), "nodes.json is the node list");
+    for (const key of keys.slice(11)) assert.match(key, /^daemon-logs\/.+\.txt$/);
+    const again = await runCli(["diagnostics", "bundle", "--out", file, "--log-lines", "0"], { home });
+    assert.equal(again.code, 1, "an existing file is not overwritten");
+    assert.match(again.stderr, /already exists.*--force/);
+    assert.equal((await runCli(["diagnostics", "bundle", "--out", file, "--log-lines", "0", "--force"], { home })).code, 0);
     assert.equal(JSON.parse(entries.get("readiness.json")!).status, "READY");
     assert.equal(JSON.parse(entries.get("config.json")!).share.enabled, true);
     assert.match(entries.get("logs.txt")!, /cli probe warn/);

@@ -36,7 +36,7 @@ describe("cloudctl node commands", () => {
     }
   });
 
-  test("delete asks first (No sends nothing); yes and --yes delete; --force sends force=true", async () => {
+  test("delete without --yes on a piped stdin is refused with exit 6 (nothing sent); --yes deletes; --force sends force=true", async () => {
     const { home, dispose } = homeWithContext(server.url);
     try {
       const [no, yes, flag, forced] = await Promise.all([
@@ -45,11 +45,11 @@ describe("cloudctl node commands", () => {
         runCli(["node", "rm", "gamma", "--yes"], { home }),
         runCli(["node", "delete", "busy", "--force", "--yes"], { home }),
       ]);
-      for (const r of [no, yes, flag, forced]) assert.equal(r.code, 0, r.stderr);
-      assert.match(no.stderr, /Delete node "alpha"\?/);
-      assert.match(no.stderr, /cancelled/);
+      for (const r of [no, yes]) assert.equal(r.code, 6, r.stderr);
+      for (const r of [flag, forced]) assert.equal(r.code, 0, r.stderr);
+      assert.match(no.stderr, /Delete node "alpha"\?.*pass --yes/);
       assert.match(flag.stdout, /deleted node gamma/);
-      assert.deepEqual(seen("DELETE").sort(), ["/api/v1/nodes/beta", "/api/v1/nodes/busy?force=true", "/api/v1/nodes/gamma"]);
+      assert.deepEqual(seen("DELETE").sort(), ["/api/v1/nodes/busy?force=true", "/api/v1/nodes/gamma"]);
     } finally {
       dispose();
     }

@@ -88,8 +88,9 @@ describe("cluster service: the cluster CA", () => {
   it("a first start adopts the CA already in cluster_ca; the Raft-held CA is written back after a change", async () => {
     const existing = createClusterCa();
     const h = await startHarness({
-      beforeStart: (documents) =>
-        documents.collection(CLUSTER_CA_COLLECTION).insert({ _id: CLUSTER_CA_DOCUMENT_ID, ...existing, createdAt: new Date().toISOString() }),
+      beforeStart: async (documents) => {
+        await documents.collection(CLUSTER_CA_COLLECTION).insert({ _id: CLUSTER_CA_DOCUMENT_ID, ...existing, createdAt: new Date().toISOString() });
+      },
     });
     const docs = new ClusterDocuments(h.documents);
     assert.deepEqual(await docs.readGatewayCa(), existing);

@@ -264,6 +264,26 @@ describe("cluster state machine: members and config versions", () => {
       [1, 2],
     );
   });
+
+  it("records each version's parent and refuses a put or an activation made against another active version", () => {
+    const f = stamped();
+    assert.equal(f.apply({ op: "config.put", atMs: 1, config: { a: 1 }, comment: "", by: "admin", parentVersion: null }).ok, true);
+    assert.equal(f.apply({ op: "config.put", atMs: 2, config: { a: 2 }, comment: "", by: "admin", parentVersion: 1 }).ok, true);
+    const stalePut = f.apply({ op: "config.put", atMs: 3, config: { a: 3 }, comment: "", by: "admin", parentVersion: 1 });
+    assert.equal(stalePut.code, "CLUSTER_WRITE_CONFLICT");
+    const staleActivate = f.apply({ op: "config.activate", atMs: 3, version: 1, by: "admin", expectedActive: null });
+    assert.equal(staleActivate.code, "CLUSTER_WRITE_CONFLICT");
+    assert.equal(f.machine.activeConfigVersion(), 2, "the refusals changed nothing");
+    assert.deepEqual(
+      f.machine.configVersions().map((v) => [v.version, v.parentVersion]),
+      [
+        [1, null],
+        [2, 1],
+      ],
+    );
+    assert.equal(f.apply({ op: "config.activate", atMs: 4, version: 1, by: "admin", expectedActive: 2 }).ok, true);
+    assert.equal(f.machine.activeConfigVersion(), 1);
+  });
 });
 
 describe("cluster state machine: determinism, snapshot and restore", () => {

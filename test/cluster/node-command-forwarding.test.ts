@@ -171,11 +171,13 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
       forwardedCommandTimeoutMs,
     });
 
+  /** Session epochs, one more per session opened (the node record's counter in the controller). */
+  let sessionEpochs = 0;
   /** Node `nodeId`'s daemon holds its stream to member `m`. */
   async function connect(m: Member, nodeId: string): Promise<void> {
     const sessionId = `${nodeId}-session`;
     m.gateway.sessions.set(nodeId, sessionId);
-    await m.relay.sessionOpened(nodeId, sessionId);
+    await m.relay.sessionOpened(nodeId, sessionId, ++sessionEpochs);
   }
 
   before(async () => {
@@ -289,7 +291,7 @@ describe("daemon commands forwarded over the cluster's gRPC", { timeout: 120_000
 
     const nowhere = await b.relay.sendCommand("node-unknown", stdinCommand);
     assert.equal(nowhere.error_code, "NODE_NOT_CONNECTED", "no session in the registry");
-    await registry.register("node-elsewhere", "ctl-000000000000", "s-1");
+    await registry.register("node-elsewhere", "ctl-000000000000", "s-1", 1);
     const unknownHolder = await b.relay.sendCommand("node-elsewhere", stdinCommand);
     assert.equal(unknownHolder.error_code, "PEER_UNKNOWN", unknownHolder.message);
   });

@@ -141,10 +141,11 @@ describe("daemon log reads between controllers over the cluster's gRPC", { timeo
   }
 
   /** Node `nodeId`'s daemon holds its stream to member `m` (and to no other). */
+  let sessionEpochs = 0;
   async function connect(m: Member, nodeId: string): Promise<void> {
     for (const other of members) other.connected.delete(nodeId);
     m.connected.add(nodeId);
-    await registry.register(nodeId, m.cluster.nodeId, `${nodeId}-${m.name}`);
+    await registry.register(nodeId, m.cluster.nodeId, `${nodeId}-${m.name}`, ++sessionEpochs);
   }
 
   before(async () => {
@@ -292,7 +293,7 @@ describe("daemon log reads between controllers over the cluster's gRPC", { timeo
   });
 
   it("a holder that cannot be asked is 503 LOG_HOLDER_UNAVAILABLE, at once, never an empty page", async () => {
-    await registry.register("node-elsewhere", "ctl-000000000000", "s-1");
+    await registry.register("node-elsewhere", "ctl-000000000000", "s-1", 1);
     const unknown = await apiFailureOf(a.access.read("node-elsewhere", {}));
     assert.equal(unknown.status, 503);
     assert.equal(unknown.code, "LOG_HOLDER_UNAVAILABLE");

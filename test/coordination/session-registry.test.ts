@@ -14,8 +14,8 @@ describeEachKv("NodeSessionRegistry", (makeEnv) => {
       const registry = new NodeSessionRegistry({ kv, sessionTtlMs: SESSION_TTL_MS });
       const nodeId = env.unique("node");
       assert.equal(await registry.lookup(nodeId), null);
-      await registry.register(nodeId, "c1", "s1");
-      assert.deepEqual(await registry.lookup(nodeId), { nodeId, controllerId: "c1", sessionId: "s1" });
+      await registry.register(nodeId, "c1", "s1", 1);
+      assert.deepEqual(await registry.lookup(nodeId), { nodeId, controllerId: "c1", sessionId: "s1", epoch: 1 });
       const remaining = await kv.ttlMs(nodeSessionKey(nodeId));
       assert.ok(remaining !== null && remaining > 0 && remaining <= SESSION_TTL_MS, `remaining ${remaining}`);
       assert.equal(nodeSessionKey(nodeId), `cloud:v1:session:node:${nodeId}`);
@@ -25,14 +25,14 @@ describeEachKv("NodeSessionRegistry", (makeEnv) => {
     withEnv(makeEnv, async (env) => {
       const registry = new NodeSessionRegistry({ kv: await env.connect(), sessionTtlMs: SESSION_TTL_MS });
       const [renewed, silent] = [env.unique("node"), env.unique("node")];
-      await registry.register(renewed, "c1", "s1");
-      await registry.register(silent, "c1", "s2");
+      await registry.register(renewed, "c1", "s1", 1);
+      await registry.register(silent, "c1", "s2", 1);
       for (let i = 0; i < 3; i++) {
         await env.expire(SESSION_TTL_MS / 2);
-        assert.equal(await registry.renew(renewed, "c1", "s1"), true);
+        assert.equal(await registry.renew(renewed, "c1", "s1", 1), true);
       }
       assert.equal(await registry.lookup(silent), null, "expired");
-      assert.deepEqual(await registry.lookup(renewed), { nodeId: renewed, controllerId: "c1", sessionId: "s1" });
+      assert.deepEqual(await registry.lookup(renewed), { nodeId: renewed, controllerId: "c1", sessionId: "s1", epoch: 1 });
     }));
 
   it("the newest session wins: the replaced session's renewals and unregistration leave it alone", () =>
@@ -40,11 +40,13 @@ describeEachKv("NodeSessionRegistry", (makeEnv) => {
       const first = new NodeSessionRegistry({ kv: await env.connect(), sessionTtlMs: SESSION_TTL_MS });
       const second = new NodeSessionRegistry({ kv: await env.connect(), sessionTtlMs: SESSION_TTL_MS });
       const nodeId = env.unique("node");
-      await first.register(nodeId, "c1", "s1");
-      await second.register(nodeId, "c2", "s2"); // the daemon reconnected to another controller
-      assert.equal(await first.renew(nodeId, "c1", "s1"), false, "replaced");
+      assert.equal(await first.register(nodeId, "c1", "s1", 1), true);
+      assert.equal(await second.register(nodeId, "c2", "s2", 2), true); // the daemon reconnected to another controller
+      assert.equal(await first.renew(nodeId, "c1", "s1", 1), false, "replaced");
+      assert.equal(await first.register(nodeId, "c1", "s1", 1), false, "a controller that resumes after a freeze cannot write its old session back");
       assert.equal(await first.unregister(nodeId, "s1"), false);
-      assert.deepEqual(await first.lookup(nodeId), { nodeId, controllerId: "c2", sessionId: "s2" });
+      assert.deepEqual(await first.lookup(nodeId), { nodeId, controllerId: "c2", sessionId: "s2", epoch: 2 });
+      assert.equal(await second.register(nodeId, "c2", "s2", 2), true, "the holder's own registration renews it");
       assert.equal(await second.unregister(nodeId, "s2"), true);
       assert.equal(await first.lookup(nodeId), null);
       assert.equal(await second.unregister(nodeId, "s2"), false, "already gone");
@@ -54,13 +56,23 @@ describeEachKv("NodeSessionRegistry", (makeEnv) => {
     withEnv(makeEnv, async (env) => {
       const registry = new NodeSessionRegistry({ kv: await env.connect(), sessionTtlMs: SESSION_TTL_MS });
       const nodeId = env.unique("node");
-      await registry.register(nodeId, "c1", "s1");
+      await registry.register(nodeId, "c1", "s1", 3);
       await env.expire(SESSION_TTL_MS + 50);
-      assert.equal(await registry.renew(nodeId, "c1", "s1"), true);
-      assert.deepEqual(await registry.lookup(nodeId), { nodeId, controllerId: "c1", sessionId: "s1" });
+      assert.equal(await registry.renew(nodeId, "c1", "s1", 3), true);
+      assert.deepEqual(await registry.lookup(nodeId), { nodeId, controllerId: "c1", sessionId: "s1", epoch: 3 });
       await env.expire(SESSION_TTL_MS + 50);
-      await registry.register(nodeId, "c2", "s9");
-      assert.equal(await registry.renew(nodeId, "c1", "s1"), false);
+      await registry.register(nodeId, "c2", "s9", 4);
+      assert.equal(await registry.renew(nodeId, "c1", "s1", 3), false);
+    }));
+
+  it("an entry written without an epoch counts as epoch 0: any session replaces it", () =>
+    withEnv(makeEnv, async (env) => {
+      const kv = await env.connect();
+      const registry = new NodeSessionRegistry({ kv, sessionTtlMs: SESSION_TTL_MS });
+      const nodeId = env.unique("node");
+      await kv.set(nodeSessionKey(nodeId), JSON.stringify({ controllerId: "old", sessionId: "s0" }), { ttlMs: SESSION_TTL_MS });
+      assert.deepEqual(await registry.lookup(nodeId), { nodeId, controllerId: "old", sessionId: "s0", epoch: 0 });
+      assert.equal(await registry.register(nodeId, "c1", "s1", 1), true);
     }));
 
   it("reads an unreadable entry as no session", () =>

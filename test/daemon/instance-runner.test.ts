@@ -76,6 +76,32 @@ describe("instance runner", { timeout: 55_000 }, () => {
     );
   });
 
+  it("refuses a start whose port a live instance holds (PORT_IN_USE) or whose memory would pass maxMemoryMb (INSUFFICIENT_MEMORY); nothing starts", async () => {
+    const h = await harness({ maxMemoryMb: 1000 });
+    const first = await simSpec("cap-1", { memoryMb: 600 });
+    h.runner.start(first, 1);
+    await h.waitForState("cap-1", "RUNNING");
+    assert.throws(
+      () => h.runner.start({ ...first, instanceId: "cap-2", memoryMb: 100 }, 1),
+      (error: RunnerError) => error.code === "PORT_IN_USE" && /Port \d+ is used by cap-1/.test(error.message),
+    );
+    const third = await simSpec("cap-3", { memoryMb: 401 });
+    assert.throws(
+      () => h.runner.start(third, 1),
+      (error: RunnerError) =>
+        error.code === "INSUFFICIENT_MEMORY" && error.message === "cap-3 needs 401 MB: 600 of 1000 MB are taken by live instances on this node",
+    );
+    assert.deepEqual(h.states("cap-2"), [], "a refused start reports nothing");
+    assert.deepEqual(h.states("cap-3"), []);
+    // Exactly the budget is allowed, and a port or memory freed by a stop is given again.
+    h.runner.start(await simSpec("cap-4", { memoryMb: 400 }), 1);
+    await h.runner.forceStop("cap-1", 1);
+    h.runner.start({ ...first, instanceId: "cap-5" }, 1);
+    await h.waitForState("cap-5", "RUNNING");
+    await h.runner.forceStop("cap-4", 1);
+    await h.runner.forceStop("cap-5", 1);
+  });
+
   it("plugin readiness: the server calls /api/plugin/ready with its workload token; markReady makes it RUNNING", async () => {
     const received: { instanceId: string; authorization: string | undefined }[] = [];
     let h!: RunnerHarness;

@@ -164,6 +164,13 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
     }
     await eventually(async () => (await api(c, "GET", "/api/v1/groups/lobby")).json.paused === true, "paused after 3 crashes", waitMs);
     assert.ok(eventsOf(c, "GROUP_CRASH_LOOP").some((e) => e.data.group === "lobby" && e.data.crashCount === 3));
+    const paused = (await api(c, "GET", "/api/v1/groups/lobby")).json;
+    assert.equal(paused.schedulingIssue?.code, "CRASH_LOOP", JSON.stringify(paused.schedulingIssue));
+    assert.match(
+      paused.schedulingIssue.message,
+      /^paused: 3 crashes within 300 s; the last: lobby-\w+ on \S+: \w+ \(exit 7\)/,
+      "the issue names the last crash",
+    );
     const metrics = await (await fetch(`${c.url}/metrics`)).text();
     assert.match(metrics, /cloud_scheduler_crash_loops_total 1/);
     // Paused: nothing new is scheduled (a replacement started before the third crash may finish starting).
@@ -180,6 +187,7 @@ describe("instances on real daemons", { timeout: 300_000 }, () => {
     const resumed = await api(c, "POST", "/api/v1/groups/lobby/resume");
     assert.equal(resumed.status, 200);
     assert.equal(resumed.json.paused, false);
+    assert.equal(resumed.json.schedulingIssue, null, "the crash-loop issue goes with the pause");
     await untilRunning("lobby", 3, "after resume");
   });
 

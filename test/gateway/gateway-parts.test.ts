@@ -4,11 +4,16 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
 import { nodeIdOfPeerCertificate } from "../../src/gateway/connect-handshake.js";
-import { heartbeatIntervalMsDefault, resolveGatewayTuning, type DaemonReport } from "../../src/gateway/gateway-types.js";
+import { heartbeatIntervalMsDefault, resolveGatewayTuning, type DaemonReport, type GatewayNodes } from "../../src/gateway/gateway-types.js";
 import { joinRefusalStatus } from "../../src/gateway/join-handler.js";
 import { NodeWriteQueue } from "../../src/gateway/node-write-queue.js";
+import { NodeLivenessRecords } from "../../src/gateway/node-liveness-records.js";
 import { ReportIntake } from "../../src/gateway/report-intake.js";
 import type { Logger } from "../../src/logs/types.js";
+import type { EventBus } from "../../src/events/types.js";
+import type { NodeRecord } from "../../src/domain/nodes/node-schemas.js";
+import { ApiError } from "../../src/shared/errors.js";
+import type { Hello } from "../../src/wire/daemon-proto.js";
 
 function recordingLogger(): Logger & { errors: string[] } {
   const errors: string[] = [];
@@ -110,5 +115,64 @@ describe("gateway: handshake and join helpers", () => {
     assert.equal(tuned.heartbeatIntervalMs, 100);
     assert.equal(tuned.staleAfterMissedPongs, 3);
     assert.equal(tuned.commandTimeoutMs, defaults.commandTimeoutMs);
+  });
+});
+
+describe("gateway: a session's opening on the node record", () => {
+  const hello: Hello = { protocol_version: 1, daemon_version: "1.0.0", node_id: "n1", total_memory_mb: 1024, used_memory_mb: 0, hostname: "vm" };
+  /** Node records whose first `failures` openings fail as a lock still held by a dead controller does. */
+  function nodes(failures: number) {
+    let attempts = 0;
+    const refuse = () => Promise.reject(new Error("not used here"));
+    const records: GatewayNodes = {
+      upsert: refuse,
+      get: refuse,
+      endSession: refuse,
+      isCertificateRevoked: async () => false,
+      onCertificateRevoked: () => () => undefined,
+      openSession: async () => {
+        attempts++;
+        if (attempts <= failures) throw new ApiError(503, "MUTEX_TIMEOUT", "Another controller is changing n1; try again");
+        return { record: {} as NodeRecord, sessionEpoch: 7 };
+      },
+    };
+    return { records, attempts: () => attempts };
+  }
+  function published() {
+    const events: Record<string, unknown>[] = [];
+    const bus = { publish: (_type: string, data: Record<string, unknown>) => void events.push(data) } as unknown as EventBus;
+    return { bus, events };
+  }
+
+  it("is tried again while the session is open, so the session gets its epoch (and can be registered)", async () => {
+    const { records, attempts } = nodes(2);
+    const { bus, events } = published();
+    const liveness = new NodeLivenessRecords({ nodes: records, events: bus, logger: recordingLogger(), hasSession: () => true });
+    liveness.connected("n1", "s1", hello, new Date(0).toISOString());
+    await liveness.settled();
+    assert.equal(attempts(), 3);
+    assert.equal(liveness.epochOf("s1"), 7);
+    assert.equal(events.length, 1);
+    assert.equal(events[0].sessionEpoch, 7, "NODE_CONNECTED carries the epoch");
+  });
+
+  it("is not tried again once the session ended, nor past its bound", async () => {
+    const ended = nodes(1);
+    const gone = new NodeLivenessRecords({ nodes: ended.records, events: published().bus, logger: recordingLogger(), hasSession: () => false });
+    gone.connected("n1", "s1", hello, new Date(0).toISOString());
+    await gone.settled();
+    assert.equal(ended.attempts(), 1);
+    assert.equal(gone.epochOf("s1"), undefined);
+
+    const failing = nodes(100);
+    const logger = recordingLogger();
+    const { bus, events } = published();
+    const stuck = new NodeLivenessRecords({ nodes: failing.records, events: bus, logger, hasSession: () => true });
+    stuck.connected("n1", "s1", hello, new Date(0).toISOString());
+    await stuck.settled();
+    assert.ok(failing.attempts() > 1 && failing.attempts() < 100, `bounded: ${failing.attempts()} attempts`);
+    assert.equal(stuck.epochOf("s1"), undefined);
+    assert.equal(events.length, 1, "NODE_CONNECTED is published even so");
+    assert.equal(logger.errors.length, 1, "the last failure is logged as an error");
   });
 });

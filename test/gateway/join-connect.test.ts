@@ -212,7 +212,7 @@ describe("daemon gateway: join and connect", { timeout: 60_000 }, () => {
     second.client.close();
   });
 
-  it("a new session of the same node replaces the old one", async () => {
+  it("a new session of the same node replaces the old one; the old one's end is not a disconnect of the node", async () => {
     const { token } = await createToken(c);
     const joined = (await rawJoin(c.grpcAddress, { token })).response!;
     const identity = { caPem: joined.ca_certificate_pem, keyPem: joined.private_key_pem, certificatePem: joined.certificate_pem };
@@ -238,10 +238,15 @@ describe("daemon gateway: join and connect", { timeout: 60_000 }, () => {
       s2.write(hello);
       assert.equal((await s1Error).code, grpc.status.ABORTED);
       await eventually(() => eventsOf(c, "NODE_CONNECTED", joined.node_id).length === 2, "second session");
-      const disconnected = eventsOf(c, "NODE_DISCONNECTED", joined.node_id);
-      assert.equal(disconnected.length, 1);
-      assert.equal(disconnected[0]!.data.reason, "replaced by a new session");
-      assert.equal(c.controller.gateway.listSessions().filter((s) => s.nodeId === joined.node_id).length, 1);
+      const epochs = eventsOf(c, "NODE_CONNECTED", joined.node_id).map((e) => e.data.sessionEpoch as number);
+      assert.equal(epochs[1], epochs[0] + 1, `each session gets the node's next epoch: ${epochs.join(", ")}`);
+      // Liveness follows the newest session: the replaced one ends without NODE_DISCONNECTED.
+      assert.deepEqual(eventsOf(c, "NODE_DISCONNECTED", joined.node_id), []);
+      const sessions = c.controller.gateway.listSessions().filter((s) => s.nodeId === joined.node_id);
+      assert.deepEqual(
+        sessions.map((s) => s.sessionEpoch),
+        [epochs[1]],
+      );
       assert.equal((await getNode(c, joined.node_id)).state, "ONLINE");
       s2.cancel();
     } finally {

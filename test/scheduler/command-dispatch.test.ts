@@ -8,7 +8,7 @@ import { createActor } from "xstate";
 import type { InstanceEvent } from "../../actors/instance/transitions.js";
 import { actorClock } from "../../src/scheduler/actor-clock.js";
 import { provideInstanceEffects, type InstanceEffectsPort } from "../../src/scheduler/actor-effects.js";
-import { CommandDispatch, PERMANENT_DISPATCH_ERRORS, refused, type CommandDispatchDeps } from "../../src/scheduler/command-dispatch.js";
+import { CAPACITY_REFUSALS, CommandDispatch, PERMANENT_DISPATCH_ERRORS, refused, type CommandDispatchDeps } from "../../src/scheduler/command-dispatch.js";
 import { LiveInstances } from "../../src/scheduler/live-instances.js";
 import { SupervisedInstances } from "../../src/scheduler/supervised-instances.js";
 import type { CommandResult, InstanceCommand } from "../../src/wire/daemon-proto.js";
@@ -67,6 +67,7 @@ describe("command dispatch", () => {
       fencingTokenOf: (g) => tokens.get(g) ?? null,
       toInstance: (id: string, event: InstanceEvent) =>
         void sent.push(`${id} ${event.type}${event.type === "FAILED" ? ` ${event.reason}` : event.type === "EXITED" ? ` ${event.exitCode}` : ""}`),
+      refusedByNode: (ref, code, message) => void sent.push(`${ref.instanceId} refused by ${ref.node}: ${code} ${message}`),
       track: (work) => void tracked.push(work),
       ...overrides,
     });
@@ -119,6 +120,18 @@ describe("command dispatch", () => {
       logger.warnings.map((w) => w.split(": ")[1]?.split(" ")[0]),
       ["STALE_EPOCH", "NODE_NOT_CONNECTED", "COMMAND_FAILED"],
     );
+  });
+
+  test("the node's capacity refusal stops the instance (no crash) and reports the refusal for the group's scheduling issue; no retry", async () => {
+    const ref = await scheduled(`${group}-1`);
+    const dispatch = dispatcher();
+    for (const code of CAPACITY_REFUSALS) {
+      sent.length = 0;
+      answers.push(refusal(code, "taken"));
+      await dispatch.dispatch(ref);
+      assert.deepEqual(sent, [`${ref.instanceId} STOP`, `${ref.instanceId} refused by node-a: ${code} taken`], code);
+      assert.equal(dispatch.startRetriesWaiting(), 0, "not retried");
+    }
   });
 
   test("starts whose dispatch failed and wait for another attempt are counted until dispatched, failed or no longer SCHEDULED", async () => {

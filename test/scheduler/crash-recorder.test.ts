@@ -60,7 +60,8 @@ describe("crash recorder", () => {
       [
         ["lobby-1", 137, "OOM_KILLED", ["Killed"], 9_000, START_MS - 5],
         ["lobby-2", 0, "NORMAL_EXIT_UNEXPECTED", [], 0, START_MS],
-        ["lobby-3", -1, "TIMEOUT", [], 0, START_MS + 10],
+        // A start that never ran has no output of its own: the reason is its log tail.
+        ["lobby-3", -1, "TIMEOUT", ["[cloud] TIMEOUT: no progress within the startTimeout bound"], 0, START_MS + 10],
       ],
     );
     assert.deepEqual(events.ofType("INSTANCE_CRASHED")[0], {
@@ -101,9 +102,27 @@ describe("crash recorder", () => {
     assert.deepEqual(told, []);
   });
 
-  test("the pause is written, counted and announced", async () => {
+  test("the pause is written with the last crash's reason as the group's scheduling issue, counted and announced", async () => {
+    details.set("lobby-3", {
+      exitCode: 1,
+      classification: "ERROR_EXIT",
+      logTail: ["[Server] Starting", "Failed to bind to 0.0.0.0:28450: listen EADDRINUSE", ""],
+      uptimeMs: 300,
+      timestampMs: START_MS,
+    });
+    for (const n of [1, 2, 3]) await recorder.record(ref(n), { kind: "EXIT", exitCode: 1 });
+    assert.equal(told.at(-1)?.event.type, "CRASH_LOOP");
     await recorder.pauseGroup("lobby", { crashCount: 3, windowStartMs: START_MS });
-    assert.deepEqual(schedulingStates, ['lobby {"paused":true}']);
+    assert.deepEqual(schedulingStates, [
+      `lobby ${JSON.stringify({
+        paused: true,
+        schedulingIssue: {
+          code: "CRASH_LOOP",
+          message: "paused: 3 crashes within 60 s; the last: lobby-3 on node-a: ERROR_EXIT (exit 1): Failed to bind to 0.0.0.0:28450: listen EADDRINUSE",
+          since: new Date(START_MS).toISOString(),
+        },
+      })}`,
+    ]);
     assert.equal(crashLoops, 1);
     assert.deepEqual(events.ofType("GROUP_CRASH_LOOP"), [{ group: "lobby", crashCount: 3, windowStart: new Date(START_MS).toISOString() }]);
   });

@@ -108,7 +108,7 @@ describe("daemon report router", () => {
   test("a live instance another controller follows: its reports are left to that controller", async () => {
     const record = instanceRecord({ id: "lobby-2", group: "lobby", node: "node-a", state: "RUNNING" });
     records.set(record.id, record);
-    live.put(record, false);
+    live.put(record);
     router.route(stateOf("node-a", stateReport("lobby-2", "STOPPING")));
     await flush();
     assert.deepEqual([sent, strays], [[], []]);

@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { isoFromMs } from "../../src/domain/shared/time.js";
+import { ScopeLostError } from "../../src/scheduler/scopes.js";
 import { FinishedSweeper } from "../../src/scheduler/finished-sweeper.js";
 import { LiveInstances } from "../../src/scheduler/live-instances.js";
 import { instanceRecord, openSchedulerFixture, type SchedulerFixture } from "./support.js";
@@ -43,6 +44,9 @@ describe("finished sweeper", () => {
       finishedRetentionMs: retentionMs,
       evaluationIntervalMs: 15_000,
       isOwned: (g) => owned.has(g),
+      ensureCurrent: async (g) => {
+        if (!owned.has(g)) throw new ScopeLostError(`group:${g}`);
+      },
       track: (work) => void pending.push(work),
     });
   });
@@ -53,6 +57,42 @@ describe("finished sweeper", () => {
     live.put(record);
   }
   const ids = async (group: string) => (await fx.instances.findDocs({ group })).map((d) => d.id).sort();
+
+  test("a delete is fenced: a scope lost after the read deletes nothing, a record written since the read stays", async () => {
+    const dyn = `fenced${suffix}`;
+    await fx.groups.create({ name: dyn, platform: "simulated", scalingMode: "DYNAMIC", minInstances: 0, maxInstances: 4 });
+    await finished(`${dyn}-old`, dyn, "STOPPED", retentionMs + 1);
+    await finished(`${dyn}-rewritten`, dyn, "STOPPED", retentionMs + 1);
+    owned.add(dyn);
+    const stale = new FinishedSweeper({
+      groups: fx.groups,
+      instances: {
+        findRevisioned: (filter) => fx.instances.findRevisioned(filter),
+        findDocs: (filter) => fx.instances.findDocs(filter),
+        removeIf: async (id, rev) => {
+          // Between the sweeper's read and its delete, the record is written again (a STATIC-like reuse, a repair).
+          if (id === `${dyn}-rewritten`) await fx.instances.save((await fx.instances.getDoc(id))!);
+          return fx.instances.removeIf(id, rev);
+        },
+      },
+      scopes: { track: () => undefined, untrack: () => undefined },
+      live,
+      clock: fx.clock,
+      finishedRetentionMs: retentionMs,
+      evaluationIntervalMs: 15_000,
+      isOwned: () => true,
+      ensureCurrent: async (g) => {
+        if (!owned.has(g)) throw new ScopeLostError(`group:${g}`);
+      },
+      track: () => undefined,
+    });
+    await stale.sweep();
+    assert.deepEqual(await ids(dyn), [`${dyn}-rewritten`]);
+    await finished(`${dyn}-later`, dyn, "STOPPED", retentionMs + 1);
+    owned.delete(dyn); // the scope moved; the in-memory view has not caught up yet
+    await stale.sweep();
+    assert.deepEqual(await ids(dyn), [`${dyn}-later`, `${dyn}-rewritten`], "the check after the read refused the delete");
+  });
 
   test("finished records past the retention go, from the store and the live view; STATIC slots and others' records stay", async () => {
     const dyn = `dyn${suffix}`;
@@ -80,7 +120,7 @@ describe("finished sweeper", () => {
     );
   });
 
-  test("a deleted group: its records are anyone's to sweep, its scope untracked once its instances finished", async () => {
+  test("a deleted group: its records are anyone's to sweep, its scope untracked once its instance records finished", async () => {
     const gone = `gone${suffix}`;
     await fx.groups.create({ name: gone, platform: "simulated", scalingMode: "DYNAMIC", minInstances: 0, maxInstances: 4 });
     await finished(`${gone}-a`, gone, "STOPPED", retentionMs + 1);
@@ -92,7 +132,8 @@ describe("finished sweeper", () => {
     await sweeper.sweep();
     assert.deepEqual(await ids(gone), [`${gone}-b`]);
     assert.deepEqual(untracked, [], "an instance is still stopping");
-    live.setState(stopping.id, "STOPPED");
+    // Stopped by whichever controller held the scope: the records decide, not this controller's view.
+    await fx.instances.save({ ...stopping, state: "STOPPED", stoppedAt: new Date(fx.clock.nowMs()).toISOString() });
     await sweeper.sweep();
     assert.deepEqual(untracked, [gone]);
     await sweeper.sweep();

@@ -11,6 +11,9 @@ import { NodeService } from "../../src/domain/nodes/node-service.js";
 import type { Logger } from "../../src/logs/types.js";
 import { GroupEvaluator } from "../../src/scheduler/group-evaluator.js";
 import { LiveInstances } from "../../src/scheduler/live-instances.js";
+import { PlacementView } from "../../src/scheduler/placement-view.js";
+import { MemoryKvStore } from "../../src/store/memory/memory-kv-store.js";
+import { FINISHED_STATES } from "../../src/domain/instances/instance-schemas.js";
 import { openStoreFixture, type StoreFixture } from "../support/store-fixture.js";
 
 const quiet: Logger = { name: "test", trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
@@ -21,6 +24,7 @@ describe("group evaluator: STATIC slots", () => {
   let instances: InstanceService;
   let nodes: NodeService;
   let live: LiveInstances;
+  let view: PlacementView;
   let evaluator: GroupEvaluator;
   const added: string[] = [];
   let group = "";
@@ -41,15 +45,18 @@ describe("group evaluator: STATIC slots", () => {
     for (const id of ["node-a", "node-b"]) await nodes.upsert(id, { host: id, state: "ONLINE", cordoned: false, usedMemoryMb: 0 });
     await groups.create({ name: group, platform: "simulated", scalingMode: "STATIC", minInstances: 2, memoryMb: 256, portRange: { start: 30000, end: 30010 } });
     live = new LiveInstances();
+    view = new PlacementView(new MemoryKvStore({ clock: fx.clock }));
     added.length = 0;
     evaluator = new GroupEvaluator({
       groups,
       instances,
       nodes,
       live,
+      view,
       clock: fx.clock,
       logger: quiet,
       nodeListCacheMs: 0,
+      refusalBackoffMs: 15_000,
       startingPerNodeMax: 0,
       fencingTokenOf: () => 1,
       ensureCurrent: async () => undefined,
@@ -65,6 +72,8 @@ describe("group evaluator: STATIC slots", () => {
     const next: InstanceFields = { ...doc, state };
     await instances.save(next);
     live.setState(id, state);
+    // The host frees the reservation of an instance that ended.
+    if (FINISHED_STATES.has(state)) await view.release(id, doc.node);
   }
   /** As the host does on every node event: the next placement reads the node records again. */
   const evaluate = () => {

@@ -9,12 +9,17 @@ import type { InstanceFields } from "../../src/domain/instances/instance-service
 import type { InstanceState } from "../../src/domain/instances/instance-schemas.js";
 import { GroupEvaluator, type GroupEvaluatorDeps } from "../../src/scheduler/group-evaluator.js";
 import { LiveInstances } from "../../src/scheduler/live-instances.js";
+import { PlacementView } from "../../src/scheduler/placement-view.js";
+import { MemoryKvStore } from "../../src/store/memory/memory-kv-store.js";
+import { FINISHED_STATES } from "../../src/domain/instances/instance-schemas.js";
 import { ScopeLostError } from "../../src/scheduler/scopes.js";
 import { openSchedulerFixture, recordingLogger, type SchedulerFixture } from "./support.js";
 
 describe("group evaluator", () => {
   let fx: SchedulerFixture;
   let live: LiveInstances;
+  let kv: MemoryKvStore;
+  let view: PlacementView;
   let added: InstanceFields[];
   let sent: { id: string; event: InstanceEvent }[];
   let nodeListings: number;
@@ -31,6 +36,8 @@ describe("group evaluator", () => {
     group = `lobby${++n}`;
     for (const id of nodeIds) await fx.nodes.upsert(id, { host: id, state: "ONLINE", cordoned: false, totalMemoryMb: 4096, usedMemoryMb: 0 });
     live = new LiveInstances();
+    kv = new MemoryKvStore({ clock: fx.clock });
+    view = new PlacementView(kv);
     added = [];
     sent = [];
     nodeListings = 0;
@@ -43,9 +50,11 @@ describe("group evaluator", () => {
       instances: fx.instances,
       nodes,
       live,
+      view,
       clock: fx.clock,
       logger: recordingLogger(),
       nodeListCacheMs: 0,
+      refusalBackoffMs: 15_000,
       startingPerNodeMax: 0,
       fencingTokenOf: () => 1,
       ensureCurrent: async () => undefined,
@@ -65,6 +74,7 @@ describe("group evaluator", () => {
     await fx.instances.save({ ...doc, state, playerCount });
     live.setState(id, state);
     live.setPlayerCount(id, playerCount);
+    if (FINISHED_STATES.has(state)) await view.release(id, doc.node);
   }
 
   test("scale up: minInstances new records, SCHEDULED, spread over the nodes, each handed to its actor", async () => {
@@ -170,7 +180,98 @@ describe("group evaluator", () => {
     assert.deepEqual(added, []);
     assert.deepEqual(await fx.instances.findDocs({ group }), []);
     assert.deepEqual(live.ofGroup(group), []);
-    for (const node of nodeIds) assert.equal(live.placement.reservedMemoryMb(node), 0, `nothing reserved on ${node}`);
+    for (const node of nodeIds) assert.equal(view.index.reservedMemoryMb(node), 0, `nothing reserved on ${node}`);
+    await view.refresh();
+    assert.deepEqual(
+      view.reservations().filter((r) => r.group === group),
+      [],
+      "the claims of the unwritten records were released",
+    );
+  });
+
+  test("two controllers place groups with the same port range at once: every instance placed, no port shared on a node", async () => {
+    const other = `${group}-other`;
+    for (const name of [group, other])
+      await fx.groups.create({
+        name,
+        platform: "simulated",
+        scalingMode: "DYNAMIC",
+        minInstances: 6,
+        maxInstances: 6,
+        memoryMb: 256,
+        portRange: { start: 31000, end: 31010 },
+      });
+    // A second controller: its own view and live instances over the same key-value store and records.
+    const secondLive = new LiveInstances();
+    const second = evaluator({ live: secondLive, view: new PlacementView(kv), instanceAdded: (i) => void (secondLive.put(i), added.push(i)) });
+    await Promise.all([evaluator().evaluate(group, signal()), second.evaluate(other, signal())]);
+    const records = [...(await fx.instances.findDocs({ group })), ...(await fx.instances.findDocs({ group: other }))];
+    assert.equal(records.length, 12);
+    const taken = records.map((r) => `${r.node}:${r.port}`);
+    assert.equal(new Set(taken).size, 12, `no port twice on a node: ${taken.sort().join(" ")}`);
+    for (const name of [group, other]) assert.equal((await fx.groups.get(name)).schedulingIssue, null);
+  });
+
+  test("memory reserved across controllers never passes a node's budget: the rest is an issue", async () => {
+    const other = `${group}-other`;
+    for (const name of [group, other])
+      await fx.groups.create({ name, platform: "simulated", scalingMode: "DYNAMIC", minInstances: 3, maxInstances: 3, memoryMb: 1500 });
+    const secondLive = new LiveInstances();
+    const second = evaluator({ live: secondLive, view: new PlacementView(kv), instanceAdded: (i) => void (secondLive.put(i), added.push(i)) });
+    await Promise.all([evaluator().evaluate(group, signal()), second.evaluate(other, signal())]);
+    const records = [...(await fx.instances.findDocs({ group })), ...(await fx.instances.findDocs({ group: other }))];
+    for (const node of nodeIds) {
+      const reserved = records.filter((r) => r.node === node).reduce((sum, r) => sum + r.memoryMb, 0);
+      assert.ok(reserved <= 4096, `${reserved} MB reserved on ${node}`);
+    }
+    assert.equal(records.length, 4, "two of 1,500 MB per 4,096 MB node");
+    const issues = [(await fx.groups.get(group)).schedulingIssue, (await fx.groups.get(other)).schedulingIssue].filter((i) => i !== null);
+    assert.ok(issues.length >= 1 && issues.every((i) => i?.code === "INSUFFICIENT_MEMORY"), JSON.stringify(issues));
+  });
+
+  test("a reservation released by another controller is seen before a failure is reported", async () => {
+    await fx.groups.create({ name: group, platform: "simulated", scalingMode: "STATIC", minInstances: 1, memoryMb: 4000 });
+    const elsewhere = new PlacementView(kv);
+    for (const node of nodeIds) {
+      const r = { instanceId: `other-${node}`, group: "other", node, port: 30000, memoryMb: 4000, claimedAtMs: 0 };
+      elsewhere.hold(r);
+      await elsewhere.claim([r], () => 4096);
+    }
+    await view.refresh(); // this controller read the view while the other instances ran
+    await elsewhere.forget(elsewhere.reservations().filter((r) => r.group === "other")); // they ended since
+    await evaluator().evaluate(group, signal());
+    assert.equal(added.length, 1, "placed on the view read again");
+    assert.equal((await fx.groups.get(group)).schedulingIssue, null);
+  });
+
+  test("a node that refused a start is the group's issue and is left out of its placements for the backoff", async () => {
+    await fx.groups.create({ name: group, platform: "simulated", scalingMode: "DYNAMIC", minInstances: 1, maxInstances: 4, memoryMb: 256 });
+    const ev = evaluator();
+    await ev.nodeRefused(group, "node-a", "PORT_IN_USE", "Port 30000 is used by x-1 (RUNNING) on this node");
+    const issue = (await fx.groups.get(group)).schedulingIssue;
+    assert.deepEqual([issue?.code, issue?.message], ["PORT_IN_USE", "node node-a refused a start: Port 30000 is used by x-1 (RUNNING) on this node"]);
+    await ev.evaluate(group, signal());
+    assert.deepEqual(
+      added.map((a) => a.node),
+      ["node-b"],
+      "the other node takes it",
+    );
+    assert.equal((await fx.groups.get(group)).schedulingIssue, null, "placed: the issue is cleared");
+    await fx.nodes.upsert("node-b", { host: "node-b", state: "OFFLINE" });
+    ev.invalidateNodes();
+    await ev.nodeRefused(group, "node-a", "INSUFFICIENT_MEMORY", "no room");
+    await fx.groups.update(group, { minInstances: 2 });
+    await ev.evaluate(group, signal());
+    assert.equal(added.length, 1, "only the refusing node is ONLINE: it waits");
+    assert.equal((await fx.groups.get(group)).schedulingIssue?.code, "INSUFFICIENT_MEMORY", "the refusal stays the issue while it waits");
+    await fx.clock.advanceAsync(15_000);
+    await ev.evaluate(group, signal());
+    assert.deepEqual(
+      added.map((a) => a.node),
+      ["node-b", "node-a"],
+      "tried again after the backoff",
+    );
+    await fx.nodes.upsert("node-b", { host: "node-b", state: "ONLINE" });
   });
 
   test("the node list is reused for nodeListCacheMs of the clock, and read again once invalidated", async () => {

@@ -82,7 +82,7 @@ describe("instance operations", () => {
   async function running(id: string, follow: boolean, state: "RUNNING" | "DRAINING" | "STOPPED" = "RUNNING"): Promise<void> {
     const record = instanceRecord({ id, group, node: "node-a", state });
     await fx.instances.save(record);
-    live.put(record, follow);
+    live.put(record);
     if (follow) supervised.follow(id, state);
   }
   const bodyOf = (command: InstanceCommand | undefined) => command?.body as { fencing_token: number; instance_id: string } | undefined;
@@ -148,6 +148,9 @@ describe("instance operations", () => {
     await ops.markReady(`${group}-1`);
     assert.deepEqual(actorEvents, [`${group}-1 DISPATCHED`, `${group}-1 SPAWNED`, `${group}-1 READY`]);
     assert.equal(commands[1]?.type, "mark_instance_ready");
+    // A refusal that may pass (the lease moved while the call was on its way) is a 503: the plugin reports it again.
+    answers.push({ command_id: "c", ok: false, error_code: "STALE_EPOCH", message: "older" });
+    await assert.rejects(ops.markReady(`${group}-1`), { status: 503, code: "READY_NOT_DELIVERED" });
   });
 
   test("player counts: recorded, the group told; a draining instance whose last player left is EMPTY", async () => {

@@ -153,14 +153,14 @@ describe("instance record writer", () => {
     const w = writer();
     const actor = followedActor(w);
     actor.send({ type: "DISPATCHED" });
-    await w.savePlayerCount(id, 12, true);
+    await w.savePlayerCount(id, 12);
     await settled();
     const record = (await fx.instances.getDoc(id))!;
     assert.deepEqual([record.state, record.playerCount], ["PREPARING", 12]);
     actor.send({ type: "STOP" });
     actor.send({ type: "EXITED", exitCode: 0 });
     await settled();
-    await w.savePlayerCount(id, 5, true);
+    await w.savePlayerCount(id, 5);
     assert.equal((await fx.instances.getDoc(id))!.playerCount, 0);
     actor.stop();
   });
@@ -174,10 +174,37 @@ describe("instance record writer", () => {
     const before = (await fx.instances.getDoc(id))!;
     assert.equal(before.state, "PREPARING");
     const moved = writer({ ensureCurrent: async () => Promise.reject(new ScopeLostError("group:lobby")) });
-    await assert.rejects(moved.savePlayerCount(id, 9, true), ScopeLostError);
+    await assert.rejects(moved.savePlayerCount(id, 9), ScopeLostError);
     assert.deepEqual(await fx.instances.getDoc(id), before, "the record untouched");
-    await moved.savePlayerCount(id, 9, false);
-    assert.equal((await fx.instances.getDoc(id))!.playerCount, 9, "an unfenced write (no scheduler on this controller) lands");
+  });
+
+  test("an owner that stalls between its fencing check and its write never puts back a state over the new owner's", async () => {
+    // The old owner's check passes, then it stalls; meanwhile the scope moves and the new owner
+    // claims the record and writes STOPPED. Then the old owner resumes: its write is refused.
+    let stalled!: () => void;
+    const resume = new Promise<void>((resolve) => (stalled = resolve));
+    let checks = 0;
+    const old = writer({
+      ensureCurrent: async () => {
+        checks += 1;
+        if (checks === 1) return resume; // passes, after the stall
+        throw new ScopeLostError("group:lobby"); // any later check: the scope has moved
+      },
+    });
+    const actor = followedActor(old);
+    actor.send({ type: "DISPATCHED" }); // the old owner is about to write PREPARING over SCHEDULED
+    await new Promise((resolve) => setImmediate(resolve));
+    const newOwner = writer();
+    await newOwner.requestStop(id, "lobby", "STOP"); // a write of the new owner
+    await fx.instances.update(id, async (doc) => ({ next: { ...doc!, state: "STOPPED" as const }, result: undefined }));
+    stalled();
+    await settled();
+    actor.stop();
+    const record = (await fx.instances.getDoc(id))!;
+    assert.equal(record.state, "STOPPED", "the record never goes back");
+    assert.equal(record.stopRequested, "STOP");
+    assert.equal(checks, 2, "the refused write read again and checked again");
+    assert.deepEqual(logger.errors, []);
   });
 
   test("a requested stop is written in order with the states, fenced, never weakened, and kept by later state writes", async () => {

@@ -37,18 +37,4 @@ describe("LiveInstances start slots", () => {
     live.removeGroup("lobby");
     assert.equal(live.startingOn("a"), 0);
   });
-
-  test("instances recorded only for their reservation take no start slot, until followed", () => {
-    const live = new LiveInstances();
-    live.put(instance("other", "a", "SCHEDULED"), false);
-    assert.equal(live.startingOn("a"), 0);
-    assert.equal(live.placement.reservedMemoryMb("a"), 256, "the reservation still counts");
-    live.setState("other", "RUNNING");
-    live.setState("other", "SCHEDULED");
-    assert.equal(live.startingOn("a"), 0);
-    live.remove("other");
-    assert.equal(live.startingOn("a"), 0);
-    live.put(instance("other", "a", "PREPARING"));
-    assert.equal(live.startingOn("a"), 1, "followed once put again");
-  });
 });

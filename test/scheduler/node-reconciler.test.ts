@@ -61,7 +61,7 @@ describe("node reconciler", () => {
     supervise("lobby-1", "node-a", "RUNNING");
     supervise("lobby-2", "node-a", "SCHEDULED");
     supervise("lobby-3", "node-b", "STARTING");
-    live.put(instanceRecord({ id: "other-1", group: "other", node: "node-b", state: "RUNNING" }), false);
+    live.put(instanceRecord({ id: "other-1", group: "other", node: "node-b", state: "RUNNING" }));
     answers.set("node-b", null);
     await reconciler.request();
     assert.deepEqual(queries.sort(), ["node-a", "node-b", "node-c"]);

@@ -1,6 +1,8 @@
 // The node watch alone, on the fake clock and the real node service: the gateway's CONNECTED and
 // DISCONNECTED drive the node actors, which keep only the grace period; a node unreachable past it
-// is written OFFLINE and its supervised instances get NODE_LOST. A connected node has no timer.
+// is written OFFLINE and its supervised instances get NODE_LOST, but only when no controller holds
+// a session of it. A disconnect of an older session than the newest connected changes nothing.
+// A connected node has no timer.
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, test } from "node:test";
 import type { InstanceEvent } from "../../actors/instance/transitions.js";
@@ -18,6 +20,8 @@ describe("node watch", () => {
   let pending: Promise<unknown>[];
   let calls: string[];
   let watch: NodeWatch;
+  /** Nodes some controller holds a session of (the registry's answer). */
+  let sessions: Set<string>;
   let node = "";
   let n = 0;
 
@@ -32,6 +36,7 @@ describe("node watch", () => {
     supervised = new SupervisedInstances();
     pending = [];
     calls = [];
+    sessions = new Set();
     watch = new NodeWatch({
       nodes: fx.nodes,
       live,
@@ -42,6 +47,8 @@ describe("node watch", () => {
       toInstance: (id: string, event: InstanceEvent) => void calls.push(`${id} ${event.type}`),
       invalidateNodes: () => void calls.push("invalidate"),
       reconnected: (nodeId) => void calls.push(`reconnected ${nodeId}`),
+      hostSeen: () => undefined,
+      sessionHeld: async (nodeId) => sessions.has(nodeId),
       capacityAdded: () => void calls.push("capacity"),
       track: (work) => void pending.push(work),
     });
@@ -60,7 +67,7 @@ describe("node watch", () => {
     watch.event(nodeId, { type: "DISCONNECTED" });
   }
   function place(id: string, nodeId: string, follow: boolean): void {
-    live.put(instanceRecord({ id, group: "lobby", node: nodeId, state: "RUNNING" }), follow);
+    live.put(instanceRecord({ id, group: "lobby", node: nodeId, state: "RUNNING" }));
     if (follow) supervised.follow(id, "RUNNING");
   }
 
@@ -131,6 +138,59 @@ describe("node watch", () => {
     assert.equal(watch.stateOf(node), "UNREACHABLE");
     await advance(graceMs);
     assert.equal((await fx.nodes.get(node)).state, "OFFLINE");
+    assert.ok(calls.includes("lobby-1 NODE_LOST"));
+    watch.stop();
+  });
+
+  test("the end of an older session than the newest connected one is ignored: the node stays ONLINE", async () => {
+    await fx.nodes.upsert(node, { host: node, state: "ONLINE" });
+    await watch.start();
+    place("lobby-1", node, true);
+    watch.event(node, { type: "CONNECTED" }, 4);
+    watch.event(node, { type: "CONNECTED" }, 5); // the daemon moved to another controller
+    watch.event(node, { type: "DISCONNECTED" }, 4); // the frozen holder of session 4 resumed
+    await advance(10 * graceMs);
+    assert.equal(watch.stateOf(node), "ONLINE");
+    assert.ok(!calls.some((c) => c.endsWith("NODE_LOST")), JSON.stringify(calls));
+    watch.event(node, { type: "DISCONNECTED" }, 5);
+    assert.equal(watch.stateOf(node), "UNREACHABLE", "the newest session's end counts");
+    watch.stop();
+  });
+
+  test("a grace period that ends while a controller holds a session of the node: no NODE_LOST, back ONLINE, reconciled", async () => {
+    await fx.nodes.upsert(node, { host: node, state: "ONLINE" });
+    await watch.start();
+    place("lobby-1", node, true);
+    await disconnect(node);
+    sessions.add(node); // connected elsewhere; this controller missed it
+    await advance(graceMs);
+    assert.equal(watch.stateOf(node), "ONLINE");
+    assert.equal((await fx.nodes.get(node)).state, "UNREACHABLE", "the record is the gateway's to change");
+    assert.ok(!calls.some((c) => c.endsWith("NODE_LOST")), JSON.stringify(calls));
+    assert.ok(calls.includes(`reconnected ${node}`), "its instances are checked against what it runs");
+    watch.stop();
+  });
+
+  test("a record ONLINE again when the grace period ends (the connect was missed here): nothing replaced", async () => {
+    await fx.nodes.upsert(node, { host: node, state: "ONLINE" });
+    await watch.start();
+    place("lobby-1", node, true);
+    await disconnect(node);
+    await fx.nodes.upsert(node, { host: node, state: "ONLINE" });
+    await advance(graceMs);
+    assert.equal((await fx.nodes.get(node)).state, "ONLINE");
+    assert.ok(!calls.some((c) => c.endsWith("NODE_LOST")), JSON.stringify(calls));
+    assert.equal(watch.stateOf(node), "ONLINE");
+    watch.stop();
+  });
+
+  test("a node another controller already wrote OFFLINE: the instances supervised here are still replaced", async () => {
+    await fx.nodes.upsert(node, { host: node, state: "ONLINE" });
+    await watch.start();
+    place("lobby-1", node, true);
+    await disconnect(node);
+    await fx.nodes.upsert(node, { host: node, state: "OFFLINE" });
+    await advance(graceMs);
     assert.ok(calls.includes("lobby-1 NODE_LOST"));
     watch.stop();
   });

@@ -222,7 +222,7 @@ describe("placeInstance", () => {
     );
   });
 
-  test("nodes on one machine share its ports, also when the machine is learnt after the instances were added", () => {
+  test("nodes on one machine share its ports, also when the machine is learnt after the instances were added (rehost)", () => {
     const hosts = new Map<string, string>();
     const index = new PlacementIndex((nodeId) => hosts.get(nodeId) ?? nodeId);
     const group: PlacementGroup = { name: "lobby", memoryMb: 64, portRange: { start: 30000, end: 30005 } };
@@ -231,7 +231,10 @@ describe("placeInstance", () => {
     hosts.set("a", "vm");
     hosts.set("b", "vm");
     hosts.set("c", "other");
+    assert.equal(lowestFreePort(group, "b", index), 30000, "a's ports still count under its old machine");
+    index.rehost("a");
     assert.equal(lowestFreePort(group, "b", index), 30001, "b shares a's machine");
+    assert.equal(lowestFreePort(group, "a", index), 30001, "and a its own port");
     assert.equal(lowestFreePort(group, "c", index), 30000, "c is another machine");
     index.remove({ group: "lobby", node: "a", port: 30000, memoryMb: 64, state: "RUNNING" });
     assert.equal(lowestFreePort(group, "b", index), 30000, "freed for the whole machine");

@@ -22,7 +22,7 @@ describe("PlayerCountSync", () => {
     let failReads = false;
     const logger = recordingLogger();
     const add = (id: string, playerCount: number, owned: boolean, state: InstanceState = "RUNNING") => {
-      live.put({ id, group: "lobby", node: "a", port: 30000 + live.size, memoryMb: 256, state, playerCount }, owned);
+      live.put({ id, group: "lobby", node: "a", port: 30000 + live.size, memoryMb: 256, state, playerCount });
       if (owned) supervised.follow(id, state);
     };
     const sync = new PlayerCountSync({

@@ -11,6 +11,7 @@ import { ScopeLifecycle } from "../../src/scheduler/scope-lifecycle.js";
 import { groupScope, ScopeLostError } from "../../src/scheduler/scopes.js";
 import { SupervisedInstances } from "../../src/scheduler/supervised-instances.js";
 import { flush, instanceRecord, openSchedulerFixture, recordingLogger, type SchedulerFixture } from "./support.js";
+import { RevisionConflictError } from "../../src/store/ports.js";
 
 const intervalMs = 10_000;
 
@@ -105,8 +106,52 @@ describe("scope lifecycle", () => {
     assert.equal(evaluations.length, 1);
     await fx.clock.advanceAsync(1);
     assert.deepEqual(evaluations, [`${group}@${startMs}`, `${group}@${startMs + intervalMs}`]);
+    // Adopting claimed each live record after a fencing check: a write at the revision read.
+    assert.deepEqual(currentChecks, [`group:${group}#5`, `group:${group}#5`]);
     await lifecycle.ensureCurrent(group);
-    assert.deepEqual(currentChecks, [`group:${group}#5`]);
+    assert.deepEqual(currentChecks, [`group:${group}#5`, `group:${group}#5`, `group:${group}#5`]);
+    lifecycle.stop();
+  });
+
+  test("acquired: the adopted live records are claimed (rewritten at the revision read), so a write prepared by the previous owner fails", async () => {
+    await seed();
+    const before = new Map((await fx.instances.findRevisioned({ group })).map((r) => [r.doc.id, r.rev]));
+    await lifecycle.acquired(groupScope(group), 5);
+    const after = new Map((await fx.instances.findRevisioned({ group })).map((r) => [r.doc.id, r.rev]));
+    assert.notEqual(after.get(`${group}-1`), before.get(`${group}-1`), "RUNNING record claimed");
+    assert.notEqual(after.get(`${group}-2`), before.get(`${group}-2`), "SCHEDULED record claimed");
+    assert.equal(after.get(`${group}-3`), before.get(`${group}-3`), "a finished record is not claimed");
+    const stale = (await fx.instances.getDoc(`${group}-1`))!;
+    await assert.rejects(fx.instances.saveIf({ ...stale, state: "STOPPING" }, before.get(`${group}-1`)!), RevisionConflictError);
+    assert.equal((await fx.instances.getDoc(`${group}-1`))!.state, "RUNNING");
+    lifecycle.stop();
+  });
+
+  test("a scope lost while its records are being read adopts nothing: no instance is left supervised without an actor", async () => {
+    await seed();
+    const acquiring = lifecycle.acquired(groupScope(group), 5);
+    lifecycle.lost(groupScope(group)); // the lease moved before the reads returned
+    await acquiring;
+    await flush();
+    assert.equal(supervised.size, 0, "nothing supervised");
+    assert.deepEqual(live.ofGroup(group), [], "nothing in the live view");
+    assert.deepEqual(effects, [], "nothing dispatched");
+    lifecycle.stop();
+  });
+
+  test("the scope of a group that no longer exists: its live instances are adopted and stopped", async () => {
+    // The group was deleted and its owner died while stopping its instances.
+    await fx.instances.save(instanceRecord({ id: `${group}-x`, group, node: "node-a", state: "RUNNING" }));
+    await fx.instances.save(instanceRecord({ id: `${group}-y`, group, node: "node-a", state: "STOPPING" }));
+    await fx.instances.save(instanceRecord({ id: `${group}-z`, group, node: "node-a", state: "STOPPED" }));
+    await lifecycle.acquired(groupScope(group), 9);
+    await flush();
+    assert.deepEqual(
+      [supervised.stateOf(`${group}-x`), supervised.stateOf(`${group}-y`), supervised.stateOf(`${group}-z`)],
+      ["RUNNING", "STOPPING", undefined],
+    );
+    assert.deepEqual(completedStops.sort(), [`${group}-x RUNNING STOP`, `${group}-y STOPPING STOP`]);
+    assert.deepEqual(evaluations, [], "no group actor: there is no group");
     lifecycle.stop();
   });
 
@@ -181,9 +226,9 @@ describe("scope lifecycle", () => {
   test("acquired: instances of the group that finished or vanished while another controller scheduled it leave the view", async () => {
     await fx.groups.create({ name: group, platform: "simulated", minInstances: 1 });
     await fx.instances.save(instanceRecord({ id: `${group}-a`, group, node: "node-a", state: "RUNNING" }));
-    // Seen live when this controller started; stopped and deleted by the other controller since.
-    live.put(instanceRecord({ id: `${group}-stopped`, group, node: "node-a", state: "RUNNING" }), false);
-    live.put(instanceRecord({ id: `${group}-deleted`, group, node: "node-a", state: "RUNNING" }), false);
+    // Once in the live view here (scheduled here before); stopped and deleted by another controller since.
+    live.put(instanceRecord({ id: `${group}-stopped`, group, node: "node-a", state: "RUNNING" }));
+    live.put(instanceRecord({ id: `${group}-deleted`, group, node: "node-a", state: "RUNNING" }));
     await fx.instances.save(instanceRecord({ id: `${group}-stopped`, group, node: "node-a", state: "STOPPED" }));
     await lifecycle.acquired(groupScope(group), 3);
     assert.deepEqual(

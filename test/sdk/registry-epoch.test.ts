@@ -80,8 +80,8 @@ describe("plugin SDK: re-reporting players after the registry was lost", { timeo
     assert.deepEqual(
       again.map((r) => r.body).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))),
       [
-        { uuid: uuidOf(1), name: "alice", group: "lobby" },
-        { uuid: uuidOf(3), name: "carol", group: "lobby" },
+        { uuid: uuidOf(1), name: "alice", group: "lobby", rejoin: true },
+        { uuid: uuidOf(3), name: "carol", group: "lobby", rejoin: true },
       ],
     );
     const sequences = again.map((r) => Number(r.headers["x-cloud-sequence"]));
@@ -106,7 +106,7 @@ describe("plugin SDK: re-reporting players after the registry was lost", { timeo
     assert.equal(joins(mark).length, 0, "the epoch it already has");
     server.sendFrame("registry-epoch", { registryEpoch: "epoch-c" });
     const [join] = await eventually(() => (joins(mark).length === 1 ? joins(mark) : null), "dave re-sent", 10_000);
-    assert.deepEqual(join.body, { uuid: uuidOf(7), name: "dave", group: "proxy" });
+    assert.deepEqual(join.body, { uuid: uuidOf(7), name: "dave", group: "proxy", rejoin: true });
     assert.equal(proxy.eventStream.connectCount, 1, "no reconnect was needed");
   });
 

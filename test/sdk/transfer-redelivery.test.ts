@@ -41,6 +41,30 @@ describe("transfer redelivery", () => {
     assert.deepEqual(calls, ["t-1", "t-1"]);
   });
 
+  it("a transfer re-sent while its first attempt still runs is not lost when that attempt then fails", async () => {
+    // Under load the reconnected stream re-sends the pending transfer before the move begun on the
+    // old stream has failed (its calls wait in the relay for the daemon's next session).
+    const transfers = new PluginTransfers({ info: () => {}, warn: () => {} });
+    const calls: string[] = [];
+    let failFirst: (error: Error) => void = () => undefined;
+    transfers.onTransfer((t) => {
+      calls.push(t.id);
+      if (calls.length === 1) return new Promise<void>((_, reject) => (failFirst = reject));
+    });
+    transfers.deliver("transfer", transfer("t-4"));
+    await settle();
+    transfers.deliver("transfer", transfer("t-4")); // the reconnect's re-send, while the move is under way
+    await settle();
+    assert.deepEqual(calls, ["t-4"], "not run twice at once");
+    failFirst(new Error("the relay answered 503"));
+    await settle();
+    await settle();
+    assert.deepEqual(calls, ["t-4", "t-4"], "the re-send that came during the failed attempt is carried out");
+    transfers.deliver("transfer", transfer("t-4"));
+    await settle();
+    assert.deepEqual(calls, ["t-4", "t-4"], "done: not repeated");
+  });
+
   it("a handler that throws synchronously also lets the transfer come again; one failing beside one that worked does not", async () => {
     const transfers = new PluginTransfers({ info: () => {}, warn: () => {} });
     let calls = 0;

@@ -12,6 +12,7 @@ import { FakeClock } from "../support/fake-clock.js";
 import { AssertionError } from "../../src/shared/errors.js";
 import { documentComparator, matchesFilter } from "../../src/store/document-query.js";
 import { DuplicateKeyError, type CollectionSpec, type Doc, type DocumentStore, type Filter, type FindOptions } from "../../src/store/ports.js";
+import { runRevisionContract } from "./document-revision-contract.js";
 import { checkAgainstReference, portableStrings, queryArbitraries, queryPropertySpec } from "./query-arbitraries.js";
 
 /** What a runner provides for one test. */
@@ -142,6 +143,7 @@ const queryCases: { title: string; filter: Filter; options?: FindOptions; expect
 
 /** Runs the document store contract against the subjects `createSubject` makes. */
 export function runDocumentStoreContract(name: string, createSubject: () => Promise<DocumentStoreSubject>): void {
+  runRevisionContract(name, createSubject);
   async function withStore(body: (store: DocumentStore, clock: FakeClock, subject: DocumentStoreSubject) => Promise<void>): Promise<void> {
     const subject = await createSubject();
     const clock = new FakeClock(startMs());

@@ -6,7 +6,10 @@ import { join } from "node:path";
 import { it } from "node:test";
 import { FakeClock } from "../support/fake-clock.js";
 import { LevelDocumentStore, openLevelDocumentStore } from "../../src/store/embedded/level-document-store.js";
-import { DuplicateKeyError, type Doc } from "../../src/store/ports.js";
+import { Level } from "level";
+import { CollectionKeys } from "../../src/store/embedded/key-codec.js";
+import { DuplicateKeyError, RevisionConflictError, type Doc } from "../../src/store/ports.js";
+import { LEGACY_REVISION } from "../../src/store/revisions.js";
 import { runDocumentStoreContract } from "./document-store-contract.js";
 
 runDocumentStoreContract("embedded (LevelDB)", async () => {
@@ -62,6 +65,32 @@ it("embedded: writes issued together apply in call order, each seeing the ones b
     assert.deepEqual(await users.find({ username: "ann" }), []);
   } finally {
     await store.close();
+    await rm(directory, { recursive: true, force: true });
+  }
+});
+
+it("embedded: a document written before documents had revisions reads at the legacy revision and takes a conditional write", async () => {
+  const directory = await mkdtemp(join(tmpdir(), "doc-store-"));
+  try {
+    const first = await openLevelDocumentStore({ directory, ttlSweepIntervalMs: 0 });
+    await first.collection<Doc>("groups").insert({ _id: "placeholder" });
+    await first.close();
+    // The value format of the earlier layout: the document JSON alone.
+    const db = new Level<string, string>(directory, { keyEncoding: "utf8", valueEncoding: "utf8" });
+    await db.put(new CollectionKeys("groups").doc("old"), JSON.stringify({ _id: "old", name: "from before" }));
+    await db.close();
+    const store = await openLevelDocumentStore({ directory, ttlSweepIntervalMs: 0 });
+    try {
+      const groups = store.collection<Doc>("groups");
+      assert.deepEqual(await groups.getRevisioned("old"), { doc: { _id: "old", name: "from before" }, rev: LEGACY_REVISION });
+      const rev = await groups.putIf({ _id: "old", name: "written again" }, LEGACY_REVISION);
+      assert.notEqual(rev, LEGACY_REVISION);
+      await assert.rejects(groups.putIf({ _id: "old", name: "stale" }, LEGACY_REVISION), RevisionConflictError);
+      assert.equal((await groups.get("old"))?.name, "written again");
+    } finally {
+      await store.close();
+    }
+  } finally {
     await rm(directory, { recursive: true, force: true });
   }
 });

@@ -6,7 +6,8 @@ import { openBlobStore, openDocumentStore } from "../../src/store/open.js";
 import { PostgresBlobStore } from "../../src/store/postgres/postgres-blob-store.js";
 import { openPostgresDocumentStore, PostgresDocumentStore } from "../../src/store/postgres/postgres-document-store.js";
 import { filterConditions, SqlParams } from "../../src/store/postgres/sql-query.js";
-import type { Filter } from "../../src/store/ports.js";
+import { RevisionConflictError, type Doc, type Filter } from "../../src/store/ports.js";
+import { LEGACY_REVISION } from "../../src/store/revisions.js";
 import { startPostgresServer, type PostgresServer } from "../support/postgres-server.js";
 import { runDocumentStoreContract } from "./document-store-contract.js";
 
@@ -87,5 +88,23 @@ it("PostgreSQL: controllers creating the same collection at once all succeed", a
     assert.equal(await stores[0].collection("race_items", spec).count(), 3);
   } finally {
     await Promise.all(stores.map((store) => store.close()));
+  }
+});
+
+it("PostgreSQL: a table from before revisions gets the rev column; its rows read at the legacy revision and take a conditional write", async () => {
+  const client = new pg.Client({ connectionString: server!.uri });
+  await client.connect();
+  const store = await openPostgresDocumentStore({ uri: server!.uri, ttlSweepIntervalMs: 0, poolConnectionsMax: 2 });
+  try {
+    await client.query(`CREATE TABLE "doc_legacy_items" (id text COLLATE "C" PRIMARY KEY, doc jsonb NOT NULL, expires_at bigint)`);
+    await client.query(`INSERT INTO "doc_legacy_items" (id, doc) VALUES ('old', '{"_id":"old","name":"from before"}')`);
+    const items = store.collection<Doc>("legacy_items");
+    assert.deepEqual(await items.getRevisioned("old"), { doc: { _id: "old", name: "from before" }, rev: LEGACY_REVISION });
+    await items.putIf({ _id: "old", name: "written again" }, LEGACY_REVISION);
+    await assert.rejects(items.putIf({ _id: "old", name: "stale" }, LEGACY_REVISION), RevisionConflictError);
+    assert.equal((await items.get("old"))?.name, "written again");
+  } finally {
+    await client.end();
+    await store.close();
   }
 });

@@ -42,6 +42,7 @@ import type { EventStream, EventStreamOptions } from "../../src/controller/event
 import type { MetricsHistory } from "../../src/metrics/metrics-history.js";
 import type { BackupService } from "../../src/backup/backup-service.js";
 import type { LogsAndSharing, LogsAndSharingTuning } from "../../src/controller/logs-and-sharing.js";
+import type { Capabilities } from "../../src/controller/capabilities.js";
 import type { ModulePlatform, ModulePlatformTuning } from "../../src/modules/module-platform.js";
 
 /** Password of the bootstrap admin unless a test asks for a generated one. */
@@ -139,6 +140,10 @@ export interface TestApp {
   backups: BackupService;
   /** The daemon log mirror's buffers, the log streams, diagnostics and sharing. */
   logsAndSharing: LogsAndSharing;
+  /** Global maintenance and the other operator capabilities (src/controller/capabilities.ts). */
+  capabilities: Capabilities;
+  /** The scheduler host (running only with `scheduler: true`). */
+  scheduler: RunningController["scheduler"];
   /** Platform modules. */
   modules: ModulePlatform;
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
@@ -275,6 +280,8 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     metricsHistory: services.metricsHistory,
     backups: services.backups,
     logsAndSharing: services.logsAndSharing,
+    capabilities: services.capabilities,
+    scheduler: controller.scheduler,
     modules: services.modules,
     request,
     login,

@@ -18,6 +18,13 @@ export interface PostgresServer {
   uri: string;
   /** Connection URI of another, freshly created database on the same server. */
   createDatabase(name: string): Promise<string>;
+  port: number;
+  /** Freezes the server (SIGSTOP to the postmaster and every backend): connections stay open, nothing answers. */
+  pause(): void;
+  /** Lets a paused server go on (SIGCONT). */
+  resume(): void;
+  /** Makes every new transaction read-only (or writable again), as a standby answers: `SHOW transaction_read_only` follows. */
+  setReadOnly(readOnly: boolean): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -52,6 +59,14 @@ export async function startPostgresServer(options: { database?: string } = {}): 
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
   let stopped = false;
+  // runuser stops itself when the server it waits for is stopped, and waits stopped until it is
+  // continued: it is resumed with the server, or the server's exit would never be reaped.
+  const signalAll = (signal: NodeJS.Signals) => {
+    const postmaster = postmasterPid(dataDir);
+    const pids = postmaster === undefined ? [] : [postmaster, ...childrenOf(postmaster)];
+    if (asRoot && child?.pid) pids.push(child.pid);
+    for (const pid of pids) killQuietly(pid, signal);
+  };
   const killOnExit = () => child?.pid && killQuietly(postmasterPid(dataDir) ?? child.pid, "SIGKILL");
 
   const stop = async () => {
@@ -60,6 +75,7 @@ export async function startPostgresServer(options: { database?: string } = {}): 
     process.off("exit", killOnExit);
     if (child && child.exitCode === null && child.signalCode === null) {
       const pid = postmasterPid(dataDir);
+      signalAll("SIGCONT"); // a paused server cannot shut down
       killQuietly(pid ?? child.pid!, "SIGINT"); // fast shutdown: roll back clients, checkpoint, exit
       const timer = setTimeout(() => killQuietly(pid ?? child!.pid!, "SIGKILL"), stopTimeoutMs);
       await exited;
@@ -127,7 +143,17 @@ export async function startPostgresServer(options: { database?: string } = {}): 
       return `postgres://postgres@127.0.0.1:${port}/${name}`;
     };
     const uri = await createDatabase(database);
-    return { uri, createDatabase, stop };
+    const setReadOnly = async (readOnly: boolean) => {
+      const client = new pg.Client({ connectionString: adminUri });
+      await client.connect();
+      try {
+        await client.query(`ALTER SYSTEM SET default_transaction_read_only = ${readOnly ? "on" : "off"}`);
+        await client.query("SELECT pg_reload_conf()");
+      } finally {
+        await client.end();
+      }
+    };
+    return { uri, createDatabase, port, pause: () => signalAll("SIGSTOP"), resume: () => signalAll("SIGCONT"), setReadOnly, stop };
   } catch (error) {
     await stop();
     throw error;
@@ -141,6 +167,23 @@ function postmasterPid(dataDir: string): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** The processes whose parent is `parent` (the postmaster's backends and workers). */
+function childrenOf(parent: number): number[] {
+  const children: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      // pid (comm) state ppid …: comm may hold spaces, so read after the last ")".
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === parent) children.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return children;
 }
 
 function killQuietly(pid: number, signal: NodeJS.Signals): void {

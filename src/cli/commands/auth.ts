@@ -43,13 +43,20 @@ export function registerAuthCommands(program: Command, runtime: RuntimeFactory):
     .option("-p, --password <password>", "password (asked for when omitted; a pipe may supply it)")
     .addHelpText(
       "after",
-      "\nThe global --controller and --context flags name the controller and the context to create.\nWithout them the values are asked for (on a pipe: one answer per line).",
+      "\nThe global --controller and --context flags (or CLOUD_CONTROLLER, CLOUD_CONTEXT) name the controller and the context to create;\n" +
+        `on a terminal they are asked for, on a pipe they default to ${defaultControllerUrl} and "${legacyContextName}".\n` +
+        "From a pipe only the username (without -u) and the password are read, one per line:\n" +
+        "  printf '%s\\n' \"$PASSWORD\" | cloudctl setup -c http://127.0.0.1:8080 -u admin",
     )
     .action(async (opts: Credentials, cmd: Command) => {
       const rt = runtime(cmd);
-      const controllerAnswer = rt.globals.controller ?? (await rt.prompter.ask(`Controller URL [${defaultControllerUrl}]: `));
+      // Questions with a default are asked on a terminal only: on a pipe the answers are the
+      // username (when -u is missing) and the password, one per line, so a piped password can never
+      // become the context's name.
+      const askDefault = async (question: string) => (rt.prompter.interactive ? rt.prompter.ask(question) : null);
+      const controllerAnswer = rt.globals.controller ?? rt.io.env.CLOUD_CONTROLLER ?? (await askDefault(`Controller URL [${defaultControllerUrl}]: `));
       const controller = normalizeControllerUrl(controllerAnswer?.trim() || defaultControllerUrl);
-      const nameAnswer = rt.globals.context ?? (await rt.prompter.ask(`Context name [${legacyContextName}]: `));
+      const nameAnswer = rt.globals.context ?? rt.io.env.CLOUD_CONTEXT ?? (await askDefault(`Context name [${legacyContextName}]: `));
       const name = checkContextName(nameAnswer?.trim() || legacyContextName);
       const username = await required(rt, opts.username, "Username: ");
       const password = await required(rt, opts.password, "Password: ", true);

@@ -16,6 +16,7 @@ import { createReadStream } from "node:fs";
 import { link, open, stat, unlink } from "node:fs/promises";
 import { Readable } from "node:stream";
 import type { Command } from "commander";
+import { ID_KINDS, idToConfirm, resolveId, withIdPrefix } from "../id-prefix.js";
 import { CliError, ExitCode } from "../exit-codes.js";
 import { errorFromResponse, listOf, requestTimeoutMs, segment, type HttpClient } from "../http-client.js";
 import { formatBytes } from "../render.js";
@@ -110,9 +111,9 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
   backup
     .command("show <id>")
     .description("show a backup's manifest")
-    .action(async (id: string, _opts, cmd: Command) => {
+    .action(async (given: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
-      const response = await rt.client().get<BackupRecord>(backupPath(id));
+      const { result: response } = await withIdPrefix(rt.client(), ID_KINDS.backup, given, (id) => rt.client().get<BackupRecord>(backupPath(id)));
       if (rt.json) return rt.out.raw(response.raw);
       const r = response.data;
       rt.out.fields([
@@ -133,9 +134,11 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
   backup
     .command("verify <id>")
     .description("verify a bundle: every part against the manifest's checksums, required collections and prefixes (exit 1 when invalid)")
-    .action(async (id: string, _opts, cmd: Command) => {
+    .action(async (given: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
-      const response = await rt.client().post<ValidationReport>(`${backupPath(id)}/verify`);
+      const { id, result: response } = await withIdPrefix(rt.client(), ID_KINDS.backup, given, (id) =>
+        rt.client().post<ValidationReport>(`${backupPath(id)}/verify`),
+      );
       const report = response.data;
       if (rt.json) rt.out.raw(response.raw);
       else if (report.valid) rt.out.success(`backup ${rt.out.accent(id)} is valid`);
@@ -151,13 +154,11 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
     .alias("rm")
     .description("delete a backup")
     .option("-y, --yes", "do not ask for confirmation")
-    .action(async (id: string, opts: { yes?: boolean }, cmd: Command) => {
+    .action(async (given: string, opts: { yes?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
-      if (!opts.yes && !(await rt.prompter.confirm(`Delete backup ${id}? This cannot be undone.`))) {
-        rt.out.note("cancelled");
-        return;
-      }
-      const response = await rt.client().delete(backupPath(id));
+      const id = await idToConfirm(rt.client(), ID_KINDS.backup, given, !opts.yes && rt.prompter.interactive);
+      await rt.confirm(`Delete backup ${id}? This cannot be undone.`, opts.yes);
+      const { result: response } = await withIdPrefix(rt.client(), ID_KINDS.backup, id, (id) => rt.client().delete(backupPath(id)));
       if (rt.json) return rt.out.raw(response.raw);
       rt.out.success(`deleted backup ${rt.out.accent(id)}`);
     });
@@ -166,8 +167,9 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
     .command("download <id>")
     .description("download a bundle, streamed to disk and checked against the sha256 the controller recorded")
     .option("-o, --out <file>", "where to write it (default backup-<id>.tar.gz; never overwritten)")
-    .action(async (id: string, opts: { out?: string }, cmd: Command) => {
+    .action(async (given: string, opts: { out?: string }, cmd: Command) => {
       const rt = runtime(cmd);
+      const id = await resolveId(rt.client(), ID_KINDS.backup, given);
       const client = rt.client();
       const file = opts.out ?? `backup-${id}.tar.gz`;
       const record = (await client.get<BackupRecord>(backupPath(id))).data;
@@ -215,20 +217,20 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
       "take a bundle this cluster did not make or cannot authenticate (another cluster's: the migration path); ADMIN only; it brings that cluster's users",
     )
     .option("-y, --yes", "do not ask for confirmation")
-    .action(async (id: string, opts: RestoreFlags & { yes?: boolean; foreign?: boolean }, cmd: Command) => {
+    .action(async (given: string, opts: RestoreFlags & { yes?: boolean; foreign?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
       const parts = restoreParts(opts);
       const dryRun = opts.dryRun === true;
       const foreign = opts.foreign === true;
+      const id = await idToConfirm(rt.client(), ID_KINDS.backup, given, !dryRun && !opts.yes && rt.prompter.interactive);
       if (!dryRun && !opts.yes) {
         const what = [parts.datastores ? "the database" : "", parts.filesystem ? "the template files" : ""].filter(Boolean).join(" and ");
         const trust = foreign ? " The bundle may be another cluster's: its users and roles replace these, unchecked by this cluster." : "";
-        if (!(await rt.prompter.confirm(`Restore backup ${id}? This replaces ${what}, and everyone must sign in again.${trust}`))) {
-          rt.out.note("cancelled");
-          return;
-        }
+        await rt.confirm(`Restore backup ${id}? This replaces ${what}, and everyone must sign in again.${trust}`, false);
       }
-      const response = await rt.client().post<RestoreReport>("/api/v1/restore", { id, dryRun, ...parts, ...(foreign ? { foreign } : {}) });
+      const { result: response } = await withIdPrefix(rt.client(), ID_KINDS.backup, id, (id) =>
+        rt.client().post<RestoreReport>("/api/v1/restore", { id, dryRun, ...parts, ...(foreign ? { foreign } : {}) }),
+      );
       if (rt.json) return rt.out.raw(response.raw);
       const report = response.data;
       rt.out.fields([
@@ -238,7 +240,7 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
         ["file entries", report.filesystem.entryCount],
         ["rollback copy", report.filesystem.rollbackRoot ?? "-"],
         ["data applied", report.datastores.applied],
-        ["collections", report.datastores.mongoCollections.length],
+        ["collections", `${report.datastores.mongoCollections.length}: ${report.datastores.mongoCollections.join(", ")}`],
         ["key prefixes", report.datastores.redisPrefixes.join(", ")],
       ]);
       if (!dryRun && parts.datastores) rt.out.note("the users were restored: sign in again (cloudctl login)");

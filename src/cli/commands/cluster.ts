@@ -5,6 +5,7 @@ import { listOf, segment } from "../http-client.js";
 import { collect, commaList, parseCount } from "../options.js";
 import { display } from "../render.js";
 import type { Runtime, RuntimeFactory } from "../runtime.js";
+import { registerClusterConfigCommands } from "./cluster-config.js";
 
 /** Default lifetime of a controller join token (24 h); the controller caps it at 30 days. */
 export const joinTokenTtlDefaultSeconds = 86_400;
@@ -54,11 +55,10 @@ left: with no quorum the cluster cannot commit anything, so recover --eject cann
  7. Grow back to an odd member count: cloudctl cluster join-token create --join-addr <host:9090>
     and start each new controller with the token (one at a time, waiting for readiness).`;
 
+/** Asks unless `--yes`; a No or a stdin that is not a terminal ends the command with exit 6. */
 async function confirmUnlessYes(rt: Runtime, yes: boolean | undefined, question: string): Promise<boolean> {
-  if (yes) return true;
-  const confirmed = await rt.prompter.confirm(question);
-  if (!confirmed) rt.out.note("cancelled");
-  return confirmed;
+  await rt.confirm(question, yes);
+  return true;
 }
 
 /** Registers the cluster commands. */
@@ -226,4 +226,6 @@ export function registerClusterCommands(program: Command, runtime: RuntimeFactor
       const count = response.data?.memberCount;
       rt.out.success(`recovered: ejected ${ejected.join(", ")}${typeof count === "number" ? `; ${count} member(s) now` : ""}`);
     });
+
+  registerClusterConfigCommands(cluster, runtime);
 }

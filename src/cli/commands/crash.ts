@@ -1,6 +1,7 @@
 /** `cloudctl crash list|info`. */
 import type { Command } from "commander";
 import { listOf, segment } from "../http-client.js";
+import { ID_KINDS, withIdPrefix } from "../id-prefix.js";
 import { sinceToIso } from "../options.js";
 import { formatDuration } from "../render.js";
 import type { RuntimeFactory } from "../runtime.js";
@@ -16,8 +17,19 @@ interface CrashRecord {
   classification?: string;
   logTail?: string[];
   uptimeMs?: number;
+  /** Why, in one line (records written before reasons were kept have none). */
+  reason?: string | null;
   timestamp?: string;
   crashedAt?: string;
+}
+
+/** Longest reason in the list's REASON column; `crash info` shows it whole. */
+export const reasonColumnChars = 60;
+
+/** A crash's reason for a table cell: cut to {@link reasonColumnChars}; the last log line for older records. */
+export function reasonCell(crash: Pick<CrashRecord, "reason" | "logTail">): string {
+  const text = crash.reason ?? [...(crash.logTail ?? [])].reverse().find((line) => line.trim() !== "") ?? "";
+  return text.length > reasonColumnChars ? `${text.slice(0, reasonColumnChars - 1)}…` : text;
 }
 
 /** Share expiries the controller accepts. */
@@ -30,7 +42,7 @@ export function registerCrashCommands(program: Command, runtime: RuntimeFactory)
   crash
     .command("list")
     .alias("ls")
-    .description("list crashes")
+    .description("list crashes, newest first (ID: the first 8 characters; any unique beginning works in `crash info`)")
     .option("--group <name>", "only this group")
     .option("--node <id>", "only this node")
     .option("--since <when>", "at or after: a duration (1h, 30m, 7d) or an ISO 8601 date; sent as from", (v) => sinceToIso(v))
@@ -40,9 +52,9 @@ export function registerCrashCommands(program: Command, runtime: RuntimeFactory)
       if (rt.json) return rt.out.raw(response.raw);
       const o = rt.out;
       o.table(
-        ["ID", "TIME", "GROUP", "INSTANCE", "NODE", "EXIT", "CLASS", "UPTIME"],
+        ["ID", "TIME", "GROUP", "INSTANCE", "NODE", "EXIT", "CLASS", "UPTIME", "REASON"],
         listOf<CrashRecord>(response.data).map((c) => [
-          o.accent(c.id),
+          o.accent(c.id.slice(0, 8)),
           c.crashedAt ?? c.timestamp ?? "",
           c.group ?? "",
           c.instanceId ?? "",
@@ -50,6 +62,7 @@ export function registerCrashCommands(program: Command, runtime: RuntimeFactory)
           c.exitCode ?? "",
           c.classification ?? "",
           formatDuration(c.uptimeMs),
+          reasonCell(c),
         ]),
       );
     });
@@ -61,19 +74,21 @@ export function registerCrashCommands(program: Command, runtime: RuntimeFactory)
     .option("--expiry <expiry>", `share expiry: ${shareExpiries.join(", ")}`, "1d")
     .option("--public", "make the shared copy public")
     .option("--burn-after-read", "the shared copy disappears after one read")
-    .action(async (id: string, opts: { share?: boolean; expiry: string; public?: boolean; burnAfterRead?: boolean }, cmd: Command) => {
+    .action(async (given: string, opts: { share?: boolean; expiry: string; public?: boolean; burnAfterRead?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
       const client = rt.client();
-      const path = `/api/v1/crashes/${segment(id)}`;
+      const path = (id: string) => `/api/v1/crashes/${segment(id)}`;
       if (opts.share) {
-        const response = await client.post<{ id?: string; url?: string; password?: string; expiresAt?: string | null }>(`${path}/share`, {
-          expiry: opts.expiry,
-          public: Boolean(opts.public),
-          burnAfterRead: Boolean(opts.burnAfterRead),
-        });
+        const { result: response } = await withIdPrefix(client, ID_KINDS.crash, given, (id) =>
+          client.post<{ id?: string; url?: string; password?: string; expiresAt?: string | null }>(`${path(id)}/share`, {
+            expiry: opts.expiry,
+            public: Boolean(opts.public),
+            burnAfterRead: Boolean(opts.burnAfterRead),
+          }),
+        );
         return printShare(rt.out, response.raw, response.data);
       }
-      const response = await client.get<CrashRecord>(path);
+      const { result: response } = await withIdPrefix(client, ID_KINDS.crash, given, (id) => client.get<CrashRecord>(path(id)));
       if (rt.json) return rt.out.raw(response.raw);
       const c = response.data;
       const o = rt.out;
@@ -86,6 +101,7 @@ export function registerCrashCommands(program: Command, runtime: RuntimeFactory)
         ["Exit code", c.exitCode],
         ["Class", c.classification],
         ["Uptime", formatDuration(c.uptimeMs)],
+        ["Reason", c.reason ?? ""],
       ]);
       if (c.logTail && c.logTail.length > 0) {
         o.line();

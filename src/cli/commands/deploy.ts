@@ -9,26 +9,13 @@ import { CliError } from "../exit-codes.js";
 import { listOf, segment, type HttpClient } from "../http-client.js";
 import { collect, parseCount } from "../options.js";
 import { display } from "../render.js";
+import { changedLines, changeFacts, renderDeployment, type DeploymentView } from "./deploy-view.js";
 import type { Runtime, RuntimeFactory } from "../runtime.js";
 
 /** Refresh period of `--watch`. */
 export const deployWatchIntervalMs = 2_000;
 const strategies = ["ROLLING", "RECREATE"];
 const finishedStates = new Set(["COMPLETED", "ROLLED_BACK", "FAILED"]);
-
-interface DeploymentView {
-  group: string;
-  revision: number;
-  previousRevision?: number;
-  state: string;
-  phase?: string;
-  desiredInstances?: number | null;
-  canaryCount?: number | null;
-  reason?: string | null;
-  createdAt?: string;
-  progress?: { newInstances: number; newHealthy: number; oldInstances: number; retired: number };
-  instances?: { id: string; node: string; state: string; deploymentRevision: number; role: string; healthy: boolean; retired: boolean; playerCount: number }[];
-}
 
 interface DeployFlags {
   strategy?: string;
@@ -79,48 +66,27 @@ export function deployBody(flags: DeployFlags): Record<string, unknown> {
   return body;
 }
 
-function renderDeployment(rt: Runtime, d: DeploymentView): void {
-  const o = rt.out;
-  o.fields([
-    ["Group", d.group],
-    ["Revision", `${d.revision} (from ${display(d.previousRevision)})`],
-    ["State", o.state(d.state)],
-    ["Phase", display(d.phase)],
-    ["Desired", display(d.desiredInstances)],
-    ["Canaries", display(d.canaryCount)],
-    ...(d.progress
-      ? ([
-          ["Progress", `${d.progress.newHealthy}/${d.progress.newInstances} new healthy, ${d.progress.oldInstances} old left, ${d.progress.retired} retired`],
-        ] as [string, unknown][])
-      : []),
-    ...(d.reason ? ([["Reason", d.reason]] as [string, unknown][]) : []),
-  ]);
-  if (!d.instances) return;
-  o.line();
-  o.table(
-    ["ID", "NODE", "STATE", "REV", "ROLE", "HEALTHY", "RETIRED", "PLAYERS"],
-    d.instances.map((i) => [
-      o.accent(i.id),
-      i.node,
-      o.state(i.state),
-      i.deploymentRevision,
-      i.role,
-      i.healthy ? "yes" : "",
-      i.retired ? "yes" : "",
-      i.playerCount,
-    ]),
-  );
-}
-
-/** Shows the deployment every {@link deployWatchIntervalMs} until it finishes; exit 1 unless it COMPLETED. */
+/**
+ * Follows the deployment until it finishes; exit 0 when it COMPLETED, 1 when it was rolled back
+ * or failed. A terminal gets the whole view every {@link deployWatchIntervalMs}; anything else one
+ * timestamped line per change (commands/deploy-view.ts).
+ */
 async function watchDeployment(rt: Runtime, client: HttpClient, group: string, revision: number): Promise<void> {
-  const clear = process.stdout.isTTY ? "\x1b[2J\x1b[H" : "";
+  const terminal = rt.io.stdoutIsTty && !rt.json;
+  let previous: Map<string, string> | null = null;
   for (;;) {
     const d = (await client.get<DeploymentView>(`${deploymentsPath(group)}/${revision}`)).data!;
-    process.stdout.write(clear);
-    rt.out.line(rt.out.colors.dim(`every ${deployWatchIntervalMs / 1000}s · ${new Date().toISOString()} · Ctrl-C to stop watching (the rollout goes on)`));
-    renderDeployment(rt, d);
-    if (!clear) rt.out.line();
+    if (rt.json) rt.out.line(JSON.stringify(d));
+    else if (terminal) {
+      process.stdout.write("\x1b[2J\x1b[H");
+      rt.out.line(rt.out.colors.dim(`every ${deployWatchIntervalMs / 1000}s · ${new Date().toISOString()} · Ctrl-C to stop watching (the rollout goes on)`));
+      renderDeployment(rt.out, d, Date.now());
+    } else {
+      const facts = changeFacts(d);
+      const stamp = new Date().toISOString().slice(11, 19);
+      for (const line of changedLines(previous, facts)) rt.out.line(`${stamp} ${line}`);
+      previous = facts;
+    }
     if (finishedStates.has(d.state) && d.phase === "DONE") {
       if (d.state !== "COMPLETED") throw new CliError(`deployment ${revision} of ${group} ${d.state}${d.reason ? `: ${d.reason}` : ""}`);
       return;
@@ -135,7 +101,7 @@ export function registerDeployCommands(program: Command, runtime: RuntimeFactory
     .command("deploy")
     .description("roll a group out to a new revision (an unchanged group is a rolling restart), and follow, pause, resume, promote or roll back")
     .argument("[group]", "the group to roll out")
-    .option("--strategy <strategy>", "ROLLING (default: the group's updateStrategy) or RECREATE")
+    .option("--strategy <strategy>", "ROLLING or RECREATE (default: the group's updateStrategy)")
     .option("--batch-size <n>", "instances replaced at once (at least 1; default 1)", parseCount)
     .option("--canary-instances <n>", "new instances that run beside the old ones until promoted (at least 0)", parseCount)
     .option("--canary-percent <p>", "canaries as a percentage of the group (0 to 100; exclusive with --canary-instances)", parseCount)
@@ -147,18 +113,13 @@ export function registerDeployCommands(program: Command, runtime: RuntimeFactory
     .option("--template <name>", "template layers of the new revision, in order (repeatable; default: the group's)", collect, [])
     .option("--memory <mb>", "memory of the new revision's instances in MB (default: the group's)", parseCount)
     .option("-y, --yes", "do not ask for confirmation")
-    .option("--watch", "follow the rollout until it finishes")
+    .option("--watch", "follow the rollout until it finishes: batch, health-gate countdown, per-instance state (one line per change when not on a terminal)")
     .action(async (group: string | undefined, flags: DeployFlags, cmd: Command) => {
       if (!group) throw new CliError("deploy needs a group: cloudctl deploy <group> [flags], or a subcommand (see --help)");
       const rt = runtime(cmd);
       const body = deployBody(flags);
-      if (!flags.yes) {
-        const what = body.changes ? `a new revision (${JSON.stringify(body.changes)})` : "a new revision of its current settings (a rolling restart)";
-        if (!(await rt.prompter.confirm(`Roll group "${group}" out to ${what}?`))) {
-          rt.out.note("cancelled");
-          return;
-        }
-      }
+      const what = body.changes ? `a new revision (${JSON.stringify(body.changes)})` : "a new revision of its current settings (a rolling restart)";
+      await rt.confirm(`Roll group "${group}" out to ${what}?`, flags.yes);
       const client = rt.client();
       const response = await client.post<DeploymentView>(deploymentsPath(group), body);
       if (rt.json && !flags.watch) return rt.out.raw(response.raw);
@@ -202,7 +163,7 @@ export function registerDeployCommands(program: Command, runtime: RuntimeFactory
       if (watch && !rt.json) return watchDeployment(rt, client, group, rev);
       const response = await client.get<DeploymentView>(`${deploymentsPath(group)}/${rev}`);
       if (rt.json) return rt.out.raw(response.raw);
-      renderDeployment(rt, response.data!);
+      renderDeployment(rt.out, response.data!, Date.now());
     });
 
   const control = (verb: string, help: string, body?: (opts: Record<string, unknown>) => Record<string, unknown>, extra?: (c: Command) => Command) => {

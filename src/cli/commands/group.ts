@@ -5,6 +5,7 @@ import { listOf, segment, type HttpClient } from "../http-client.js";
 import { collect, parseCount } from "../options.js";
 import { display, formatDuration, groupStatus } from "../render.js";
 import type { Runtime, RuntimeFactory } from "../runtime.js";
+import { reasonCell } from "./crash.js";
 import { startGroup, type InstanceRecord } from "./instance.js";
 
 /** Fields of the list form of a group. */
@@ -205,7 +206,12 @@ export function registerGroupCommands(program: Command, runtime: RuntimeFactory)
       const response = await client.get<Record<string, unknown>>(groupPath(name));
       if (rt.json) return rt.out.raw(response.raw);
       const g = response.data ?? {};
-      const instances = await client.get("/api/v1/services", { group: name });
+      const [instances, crashes] = await Promise.all([
+        client.get("/api/v1/services", { group: name }),
+        // A role without crashes.view still sees the group; the line then says so.
+        client.get("/api/v1/crashes", { group: name, limit: 1 }).catch(() => null),
+      ]);
+      const lastCrash = crashes ? listOf<{ timestamp?: string; instanceId?: string; reason?: string | null; logTail?: string[] }>(crashes.data)[0] : undefined;
       const o = rt.out;
       const portRange = g.portRange as { start?: number; end?: number } | undefined;
       o.fields([
@@ -223,6 +229,10 @@ export function registerGroupCommands(program: Command, runtime: RuntimeFactory)
         ["Maintenance", g.maintenance ? "on" : "off"],
         ["Paused", g.paused ? "yes: crash loop (`cloudctl group resume` ends it)" : "no"],
         ["Issue", issueText(g.schedulingIssue)],
+        [
+          "Last crash",
+          lastCrash ? `${display(lastCrash.timestamp)} ${display(lastCrash.instanceId)}: ${reasonCell(lastCrash)}` : crashes ? "none kept" : "(not readable)",
+        ],
         ...(Array.isArray(g.stoppedInstances) && g.stoppedInstances.length > 0
           ? [["Stopped", `${g.stoppedInstances.join(", ")} (by an operator; \`cloudctl group start\` starts them)`] as [string, unknown]]
           : []),
@@ -314,13 +324,7 @@ export function registerGroupCommands(program: Command, runtime: RuntimeFactory)
     .action(async (name: string, opts: { yes?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
       const client = rt.client();
-      if (!opts.yes) {
-        const confirmed = await rt.prompter.confirm(`Delete group "${name}" and stop every running instance? This cannot be undone.`);
-        if (!confirmed) {
-          rt.out.note("cancelled");
-          return;
-        }
-      }
+      await rt.confirm(`Delete group "${name}" and stop every running instance? This cannot be undone.`, opts.yes);
       const response = await client.delete(groupPath(name));
       if (rt.json) return rt.out.raw(response.raw || "{}");
       rt.out.success(`deleted group ${rt.out.accent(name)}`);
@@ -347,9 +351,17 @@ export function registerGroupCommands(program: Command, runtime: RuntimeFactory)
     .description("resume a group paused after a crash loop (a group that is not paused is left as it is)")
     .action(async (name: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
-      const response = await rt.client().post<{ paused?: boolean }>(`${groupPath(name)}/resume`);
+      const client = rt.client();
+      const response = await client.post<{ paused?: boolean }>(`${groupPath(name)}/resume`);
       if (rt.json) return rt.out.raw(response.raw);
       if (response.data?.paused) throw new CliError(`group ${name} is still paused`);
       rt.out.success(`group ${rt.out.accent(name)} is not paused: the scheduler starts its instances again`);
+      // A resume does not remove what made the group crash: say what that was, so a new pause is no surprise.
+      const crashes = await client.get("/api/v1/crashes", { group: name, limit: 1 }).catch(() => null);
+      const last = crashes ? listOf<{ timestamp?: string; instanceId?: string; reason?: string | null; logTail?: string[] }>(crashes.data)[0] : undefined;
+      if (last) {
+        rt.out.note(`the last crash (${display(last.timestamp)}, ${display(last.instanceId)}): ${reasonCell(last)}`);
+        rt.out.note(`if its cause remains, the group pauses again after the next crashes: \`cloudctl logs ${display(last.instanceId)}\` shows why it ended`);
+      }
     });
 }

@@ -2,6 +2,8 @@
 import type { Command } from "commander";
 import { runConsole } from "../console-session.js";
 import { listOf, segment } from "../http-client.js";
+import { ID_KINDS, withIdPrefix } from "../id-prefix.js";
+import { execWithOutput, showInstanceLogs, withExecFlags, withInstanceLogFlags, type ExecFlags, type InstanceLogFlags } from "./instance-output.js";
 import { formatDuration } from "../render.js";
 import type { Runtime, RuntimeFactory } from "../runtime.js";
 
@@ -44,8 +46,11 @@ export async function startGroup(rt: Runtime, group: string): Promise<void> {
 }
 
 /** `POST …/stop` or `…/force-stop`: answered 202 with the instance record as the stop begins. */
-async function stopInstance(rt: Runtime, id: string, force: boolean): Promise<void> {
-  const response = await rt.client().post<InstanceRecord>(`${servicePath(id)}/${force ? "force-stop" : "stop"}`);
+async function stopInstance(rt: Runtime, given: string, force: boolean): Promise<void> {
+  const client = rt.client();
+  const { id, result: response } = await withIdPrefix(client, ID_KINDS.instance, given, (id) =>
+    client.post<InstanceRecord>(`${servicePath(id)}/${force ? "force-stop" : "stop"}`),
+  );
   if (rt.json) return rt.out.raw(response.raw || "{}");
   const state = response.data?.state;
   rt.out.success(`${force ? "force-stop" : "stop"} requested for ${rt.out.accent(id)}${state ? ` (now ${state})` : ""}`);
@@ -84,9 +89,10 @@ export function registerInstanceCommands(program: Command, runtime: RuntimeFacto
   instance
     .command("info <id>")
     .description("show one instance")
-    .action(async (id: string, _opts, cmd: Command) => {
+    .action(async (given: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
-      const response = await rt.client().get<InstanceRecord>(servicePath(id));
+      const client = rt.client();
+      const { result: response } = await withIdPrefix(client, ID_KINDS.instance, given, (id) => client.get<InstanceRecord>(servicePath(id)));
       if (rt.json) return rt.out.raw(response.raw);
       const i = response.data;
       const o = rt.out;
@@ -120,22 +126,43 @@ export function registerInstanceCommands(program: Command, runtime: RuntimeFacto
     .description("kill an instance at once (same as `instance stop --force`)")
     .action(async (id: string, _opts, cmd: Command) => stopInstance(runtime(cmd), id, true));
 
-  instance
-    .command("exec <id> <words...>")
-    .description("send a console command (words joined with single spaces)")
-    .action(async (id: string, words: string[], _opts, cmd: Command) => {
+  withExecFlags(instance.command("exec <id> <words...>"))
+    .description("send a console command (words joined with single spaces) and show what the server prints")
+    .addHelpText("after", "\n--json prints the controller's answer and does not wait for output.")
+    .action(async (given: string, words: string[], flags: ExecFlags, cmd: Command) => {
       const rt = runtime(cmd);
+      const client = rt.client();
       const command = words.join(" ");
-      const response = await rt.client().post(`${servicePath(id)}/command`, { command });
-      if (rt.json) return rt.out.raw(response.raw || "{}");
-      rt.out.success(`sent to ${rt.out.accent(id)}: ${command}`);
+      if (!rt.json) return void (await withIdPrefix(client, ID_KINDS.instance, given, (id) => execWithOutput(rt, client, id, command, flags)));
+      const { result: response } = await withIdPrefix(client, ID_KINDS.instance, given, (id) => client.post(`${servicePath(id)}/command`, { command }));
+      rt.out.raw(response.raw || "{}");
+    });
+
+  withInstanceLogFlags(instance.command("logs <id>"))
+    .description("the instance's log from its node: console output and the daemon's [cloud] lines, also after it ended")
+    .action(async (given: string, flags: InstanceLogFlags, cmd: Command) => {
+      const rt = runtime(cmd);
+      const client = rt.client();
+      await withIdPrefix(client, ID_KINDS.instance, given, (id) => showInstanceLogs(rt, client, id, flags));
     });
 
   instance
     .command("console <id>")
     .description("attach to the console: output streams, typed lines are sent as commands, Ctrl-Q detaches")
+    .action(async (given: string, _opts, cmd: Command) => {
+      const rt = runtime(cmd);
+      const client = rt.client();
+      await withIdPrefix(client, ID_KINDS.instance, given, (id) => runConsole(client, rt.out, id));
+    });
+
+  instance
+    .command("delete <id>")
+    .alias("rm")
+    .description("delete the record of a STOPPED or CRASHED instance (a STATIC group's slot records stay)")
     .action(async (id: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
-      await runConsole(rt.client(), rt.out, id);
+      const response = await rt.client().delete(servicePath(id));
+      if (rt.json) return rt.out.raw(response.raw || "{}");
+      rt.out.success(`deleted instance ${rt.out.accent(id)}`);
     });
 }

@@ -1,6 +1,7 @@
 /**
- * `cloudctl logs [controller | daemon <node-id>]` and `cloudctl diagnostics bundle` (alias `diag`)
- * (spec document 2, "Command-line client").
+ * `cloudctl logs [controller | daemon <node-id> | <instance>]` and `cloudctl diagnostics bundle`
+ * (alias `diag`) (spec document 2, "Command-line client"). `logs <instance>` is the instance's log
+ * from its node (commands/instance-output.ts), the same as `instance logs <instance>`.
  *
  * `logs` prints the newest `--tail` records (200) at `--level` (INFO) and above, optionally of one
  * `--logger` prefix, as HUMAN lines (`--json`: the controller's answer as returned). `--follow`
@@ -9,19 +10,13 @@
  * `--public`, `--burn-after-read`) and prints the link (and the share's id, which `cloudctl share
  * revoke` takes); it cannot be combined with `--follow`, and a daemon's log has no share route.
  *
- * `diagnostics bundle` writes the redacted diagnostics as a tar.gz with the entries manifest.json,
- * readiness.json, overview.json, settings.json, config.json, redis.json (the key-value summary),
- * leases.json and logs.txt (`--log-lines`, 500 by default, fetched at DEBUG; 0 leaves logs.txt
- * out), to `--out` (default `diagnostics-<time>.tar.gz`). With `--share` it uploads the bundle
- * instead and prints the link.
+ * `diagnostics bundle`: commands/diagnostics.ts.
  */
-import { createWriteStream } from "node:fs";
-import { pipeline } from "node:stream/promises";
-import { createGzip } from "node:zlib";
 import type { Command } from "commander";
-import tarStream from "tar-stream";
 import { SseParser } from "../console-session.js";
-import { CliError, ExitCode } from "../exit-codes.js";
+import { CliError, ExitCode, usageError } from "../exit-codes.js";
+import { ID_KINDS, withIdPrefix } from "../id-prefix.js";
+import { showInstanceLogs } from "./instance-output.js";
 import { errorFromResponse, segment, type HttpClient } from "../http-client.js";
 import type { Output } from "../render.js";
 import type { RuntimeFactory } from "../runtime.js";
@@ -54,7 +49,7 @@ function parseTail(value: string): number {
   return n;
 }
 
-function parseLogLines(value: string): number {
+export function parseLogLines(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0 || n > 2000) throw new CliError(`--log-lines: expected a whole number from 0 to 2000, got ${value}`);
   return n;
@@ -71,20 +66,20 @@ function parseExpiry(value: string): string {
   return value;
 }
 
-interface ShareFlags {
+export interface ShareFlags {
   expiry: string;
   public?: boolean;
   burnAfterRead?: boolean;
 }
 
-interface ShareAnswer {
+export interface ShareAnswer {
   id?: string;
   url?: string;
   password?: string;
   expiresAt?: string | null;
 }
 
-const shareBody = (opts: ShareFlags) => ({ expiry: opts.expiry, public: Boolean(opts.public), burnAfterRead: Boolean(opts.burnAfterRead) });
+export const shareBody = (opts: ShareFlags) => ({ expiry: opts.expiry, public: Boolean(opts.public), burnAfterRead: Boolean(opts.burnAfterRead) });
 
 /** Prints a share's link, the password a private share needs, and the id that revokes it. */
 export function printShare(out: Output, raw: string, answer: ShareAnswer | undefined): void {
@@ -96,7 +91,7 @@ export function printShare(out: Output, raw: string, answer: ShareAnswer | undef
   if (answer?.id) out.note(out.colors.dim(`revoke with: cloudctl share revoke ${answer.id}`));
 }
 
-function addShareFlags(command: Command): Command {
+export function addShareFlags(command: Command): Command {
   return command
     .option("--expiry <expiry>", `share expiry: ${shareExpiries.join(", ")}`, parseExpiry, "1d")
     .option("--public", "the shared copy opens with the link alone (otherwise it also needs the printed password)")
@@ -139,26 +134,38 @@ async function follow(client: HttpClient, out: Output, path: string, query: Reco
   out.note(out.colors.dim("log stream closed"));
 }
 
-/** Registers `logs` and `diagnostics`. */
+/** Registers `logs` (`diagnostics` is registered by commands/diagnostics.ts). */
 export function registerLogCommands(program: Command, runtime: RuntimeFactory): void {
   const logs = program
     .command("logs")
-    .description("print the controller's log, or a node daemon's (logs daemon <node-id>)")
-    .argument("[target]", "controller (default) or daemon", "controller")
+    .description("print the controller's log, a node daemon's (logs daemon <node-id>), or an instance's (logs <instance>)")
+    .argument("[target]", "controller (default), daemon, or an instance id (a unique beginning of one is enough)", "controller")
     .argument("[node-id]", "the node, for logs daemon")
     .option("-f, --follow", "print the buffered records, then new ones until interrupted (--json is ignored)")
     .option("--tail <n>", "the newest n records (1 to 2000)", parseTail, 200)
     .option("--level <level>", `minimum level: ${levels.join(", ")}`, parseLevel, "INFO")
     .option("--logger <prefix>", "only loggers with this name prefix")
-    .option("--share", "upload the redacted controller log and print the link (not with --follow)");
+    .option("--share", "upload the redacted controller log and print the link (not with --follow)")
+    .option("--timestamps", "instance logs: print each line's time first");
   addShareFlags(logs).action(
     async (
       target: string,
       nodeId: string | undefined,
-      opts: { follow?: boolean; tail: number; level: string; logger?: string; share?: boolean } & ShareFlags,
+      opts: { follow?: boolean; tail: number; level: string; logger?: string; share?: boolean; timestamps?: boolean } & ShareFlags,
       cmd: Command,
     ) => {
-      if (target !== "controller" && target !== "daemon") throw new CliError(`unknown log target ${target}: expected controller or daemon <node-id>`);
+      if (target !== "controller" && target !== "daemon") {
+        const notForInstances = ["level", "logger", "share", "expiry", "public", "burnAfterRead"].filter((flag) => cmd.getOptionValueSource(flag) === "cli");
+        if (nodeId) throw usageError(`unexpected argument ${nodeId}: cloudctl logs <instance> takes one instance id`);
+        if (notForInstances.length > 0)
+          throw usageError(`an instance log takes --follow, --tail and --timestamps only (not --${notForInstances.join(", --")})`);
+        const rt = runtime(cmd);
+        const client = rt.client();
+        await withIdPrefix(client, ID_KINDS.instance, target, (id) =>
+          showInstanceLogs(rt, client, id, { follow: opts.follow, tail: opts.tail, timestamps: opts.timestamps }),
+        );
+        return;
+      }
       if (target === "daemon" && !nodeId) throw new CliError("logs daemon needs a node id");
       if (target === "controller" && nodeId) throw new CliError(`unexpected argument ${nodeId}`);
       if (opts.share && opts.follow) throw new CliError("--share cannot be combined with --follow");
@@ -175,73 +182,14 @@ export function registerLogCommands(program: Command, runtime: RuntimeFactory): 
         });
         return printShare(rt.out, response.raw, response.data);
       }
-      const path = target === "daemon" ? `/api/v1/nodes/${segment(nodeId!)}/logs` : "/api/v1/system/logs";
-      if (opts.follow) return follow(client, rt.out, `${path}/stream`, filters);
-      const response = await client.get<{ records?: LogRecordView[] }>(path, filters);
-      if (rt.json) return rt.out.raw(response.raw);
-      for (const record of response.data?.records ?? []) rt.out.line(formatLogLine(record));
+      const show = async (path: string) => {
+        if (opts.follow) return follow(client, rt.out, `${path}/stream`, filters);
+        const response = await client.get<{ records?: LogRecordView[] }>(path, filters);
+        if (rt.json) return rt.out.raw(response.raw);
+        for (const record of response.data?.records ?? []) rt.out.line(formatLogLine(record));
+      };
+      if (target === "daemon") await withIdPrefix(client, ID_KINDS.node, nodeId!, (id) => show(`/api/v1/nodes/${segment(id)}/logs`));
+      else await show("/api/v1/system/logs");
     },
   );
-
-  const diagnostics = program.command("diagnostics").alias("diag").description("redacted support data");
-  const bundle = diagnostics
-    .command("bundle")
-    .description("write the redacted diagnostics as a tar.gz (or upload them with --share)")
-    .option("-o, --out <file>", "where to write the archive (default diagnostics-<time>.tar.gz)")
-    .option("--log-lines <n>", "controller log records in logs.txt, fetched at DEBUG (0 leaves logs.txt out)", parseLogLines, 500)
-    .option("--share", "upload the redacted bundle and print the link instead of writing a file");
-  addShareFlags(bundle).action(async (opts: { out?: string; logLines: number; share?: boolean } & ShareFlags, cmd: Command) => {
-    const rt = runtime(cmd);
-    const client = rt.client();
-    if (opts.share) {
-      const response = await client.post<ShareAnswer>("/api/v1/system/diagnostics/share", { logLines: opts.logLines, logLevel: "DEBUG", ...shareBody(opts) });
-      return printShare(rt.out, response.raw, response.data);
-    }
-    const response = await client.get<DiagnosticsView>("/api/v1/system/diagnostics", { logLines: String(opts.logLines), logLevel: "DEBUG" });
-    const out = opts.out ?? `diagnostics-${new Date().toISOString().replace(/[:.]/g, "-")}.tar.gz`;
-    const entries = await writeBundle(out, response.data, client.url(""), opts.logLines);
-    if (rt.json) return rt.out.jsonValue({ file: out, entries });
-    rt.out.success(`wrote ${out} (${entries.join(", ")})`);
-  });
-}
-
-interface DiagnosticsView {
-  generatedAt?: string;
-  readiness?: unknown;
-  overview?: unknown;
-  settings?: unknown;
-  config?: unknown;
-  kv?: unknown;
-  leases?: unknown;
-  logs?: { records?: LogRecordView[]; size?: number; capacity?: number; level?: string };
-}
-
-/** Streams the archive to `file`; resolves with its entry names. */
-async function writeBundle(file: string, d: DiagnosticsView, controllerUrl: string, logLines: number): Promise<string[]> {
-  const json = (value: unknown) => `${JSON.stringify(value ?? null, null, 2)}\n`;
-  const files: [string, string][] = [
-    ["readiness.json", json(d.readiness)],
-    ["overview.json", json(d.overview)],
-    ["settings.json", json(d.settings)],
-    ["config.json", json(d.config)],
-    ["redis.json", json(d.kv)],
-    ["leases.json", json(d.leases)],
-  ];
-  if (logLines > 0) files.push(["logs.txt", (d.logs?.records ?? []).map((r) => `${formatLogLine(r)}\n`).join("")]);
-  const manifest = {
-    generatedAt: d.generatedAt ?? new Date().toISOString(),
-    controller: controllerUrl.replace(/\/+$/, ""),
-    logLines,
-    logRecords: d.logs?.records?.length ?? 0,
-    entries: ["manifest.json", ...files.map(([name]) => name)],
-  };
-  const pack = tarStream.pack();
-  const written = pipeline(pack, createGzip(), createWriteStream(file, { mode: 0o600 }));
-  const mtime = new Date();
-  for (const [name, text] of [["manifest.json", json(manifest)] as [string, string], ...files]) {
-    await new Promise<void>((resolve, reject) => pack.entry({ name, mode: 0o600, mtime }, text, (err) => (err ? reject(err) : resolve())));
-  }
-  pack.finalize();
-  await written;
-  return manifest.entries;
 }

@@ -4,10 +4,22 @@
  */
 import type { Command } from "commander";
 import { listOf, segment } from "../http-client.js";
+import { ID_KINDS, idToConfirm, withIdPrefix } from "../id-prefix.js";
 import { display } from "../render.js";
 import type { RuntimeFactory } from "../runtime.js";
 
 type NodeRecord = Record<string, unknown> & { id?: string; state?: string };
+
+/**
+ * A node field for people: a usage ratio (`cpuUsage`, 0 to 1) as a percentage, other fractions
+ * with two decimals, megabyte counts with their unit; everything else as it is.
+ */
+export function formatNodeField(key: string, value: unknown): string {
+  if (typeof value !== "number" || !Number.isFinite(value)) return display(value);
+  if (/usage$/i.test(key) && value >= 0 && value <= 1) return `${(value * 100).toFixed(1)} %`;
+  if (/Mb$/.test(key)) return `${Math.round(value)} MB`;
+  return Number.isInteger(value) ? String(value) : value.toFixed(2);
+}
 
 /** Columns shown after ID and STATE when the controller's node records carry them. */
 const optionalNodeColumns = ["host", "address", "version", "instanceCount", "memoryMb", "cordoned", "certificateRevoked"];
@@ -40,27 +52,31 @@ export function registerNodeCommands(program: Command, runtime: RuntimeFactory):
       const o = rt.out;
       o.table(
         ["ID", "STATE", ...extra.map((k) => k.replace(/([A-Z])/g, " $1").toUpperCase())],
-        nodes.map((n) => [o.accent(display(n.id)), o.state(display(n.state)), ...extra.map((k) => display(n[k]))]),
+        nodes.map((n) => [o.accent(display(n.id)), o.state(display(n.state)), ...extra.map((k) => formatNodeField(k, n[k]))]),
       );
     });
 
   node
     .command("info <id>")
     .description("show one node")
-    .action(async (id: string, _opts, cmd: Command) => {
+    .action(async (given: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
-      const response = await rt.client().get<NodeRecord>(`/api/v1/nodes/${segment(id)}`);
+      const client = rt.client();
+      const { result: response } = await withIdPrefix(client, ID_KINDS.node, given, (id) => client.get<NodeRecord>(`/api/v1/nodes/${segment(id)}`));
       if (rt.json) return rt.out.raw(response.raw);
-      rt.out.fields(Object.entries(response.data ?? {}));
+      rt.out.fields(Object.entries(response.data ?? {}).map(([key, value]) => [key, formatNodeField(key, value)]));
     });
 
   for (const { action, help, done } of nodeActions) {
     node
       .command(`${action} <id>`)
       .description(help)
-      .action(async (id: string, _opts, cmd: Command) => {
+      .action(async (given: string, _opts, cmd: Command) => {
         const rt = runtime(cmd);
-        const response = await rt.client().post<NodeRecord>(`/api/v1/nodes/${segment(id)}/${action}`);
+        const client = rt.client();
+        const { id, result: response } = await withIdPrefix(client, ID_KINDS.node, given, (id) =>
+          client.post<NodeRecord>(`/api/v1/nodes/${segment(id)}/${action}`),
+        );
         if (rt.json) return rt.out.raw(response.raw);
         rt.out.success(`node ${rt.out.accent(id)} ${done}${response.data?.state ? ` (${display(response.data.state)})` : ""}`);
       });
@@ -72,19 +88,16 @@ export function registerNodeCommands(program: Command, runtime: RuntimeFactory):
     .description("delete an UNREACHABLE or OFFLINE node's record (asks first)")
     .option("--force", "delete even while instances on the node are live")
     .option("-y, --yes", "do not ask for confirmation")
-    .action(async (id: string, opts: { force?: boolean; yes?: boolean }, cmd: Command) => {
+    .action(async (given: string, opts: { force?: boolean; yes?: boolean }, cmd: Command) => {
       const rt = runtime(cmd);
       const client = rt.client();
-      if (!opts.yes) {
-        const live = opts.force ? " even if instances on it are live" : "";
-        const reconnect = "A daemon with a valid certificate registers it again when it connects.";
-        const confirmed = await rt.prompter.confirm(`Delete node "${id}"${live}? ${reconnect}`);
-        if (!confirmed) {
-          rt.out.note("cancelled");
-          return;
-        }
-      }
-      const response = await client.delete(`/api/v1/nodes/${segment(id)}`, { force: opts.force ? true : undefined });
+      const asked = await idToConfirm(client, ID_KINDS.node, given, !opts.yes && rt.prompter.interactive);
+      const live = opts.force ? " even if instances on it are live" : "";
+      const reconnect = "A daemon with a valid certificate registers it again when it connects.";
+      await rt.confirm(`Delete node "${asked}"${live}? ${reconnect}`, opts.yes);
+      const { id, result: response } = await withIdPrefix(client, ID_KINDS.node, asked, (id) =>
+        client.delete(`/api/v1/nodes/${segment(id)}`, { force: opts.force ? true : undefined }),
+      );
       if (rt.json) return rt.out.raw(response.raw || "{}");
       rt.out.success(`deleted node ${rt.out.accent(id)}`);
     });

@@ -5,6 +5,7 @@
  * revoked, fails with exit 1 (HTTP 409); an unknown id with exit 4.
  */
 import type { Command } from "commander";
+import { ID_KINDS, withIdPrefix } from "../id-prefix.js";
 import { CliError } from "../exit-codes.js";
 import { listOf, segment } from "../http-client.js";
 import type { RuntimeFactory } from "../runtime.js";
@@ -71,9 +72,9 @@ export function registerShareCommands(program: Command, runtime: RuntimeFactory)
   share
     .command("show <id>")
     .description("show one recorded share")
-    .action(async (id: string, _opts, cmd: Command) => {
+    .action(async (given: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
-      const response = await rt.client().get<ShareRecord>(sharePath(id));
+      const { result: response } = await withIdPrefix(rt.client(), ID_KINDS.share, given, (id) => rt.client().get<ShareRecord>(sharePath(id)));
       if (rt.json) return rt.out.raw(response.raw);
       const r = response.data;
       rt.out.fields([
@@ -94,9 +95,9 @@ export function registerShareCommands(program: Command, runtime: RuntimeFactory)
   share
     .command("revoke <id>")
     .description("revoke a share: the paste service deletes the paste")
-    .action(async (id: string, _opts, cmd: Command) => {
+    .action(async (given: string, _opts, cmd: Command) => {
       const rt = runtime(cmd);
-      const response = await rt.client().delete<ShareRecord>(sharePath(id));
+      const { id, result: response } = await withIdPrefix(rt.client(), ID_KINDS.share, given, (id) => rt.client().delete<ShareRecord>(sharePath(id)));
       if (rt.json) return rt.out.raw(response.raw);
       rt.out.success(`revoked share ${rt.out.accent(id)}: the paste is deleted`);
     });

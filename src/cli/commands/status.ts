@@ -32,6 +32,35 @@ export function localVersion(): Record<string, string> {
   return { cli: cliVersion(), go: process.version, node: process.version, os: platform(), arch: arch() };
 }
 
+/** What `cloudctl --version` prints: the version, the runtime and the platform on one line. */
+export function versionLine(): string {
+  const local = localVersion();
+  return `cloudctl ${local.cli} (node ${local.node}, ${local.os}/${local.arch})`;
+}
+
+/**
+ * The human lines of `version`: the controller's fields under names that say what they are. The
+ * record's `javaVersion` only repeats `runtimeVersion` (a name the spec keeps); it is not shown.
+ */
+export function versionPairs(local: Record<string, string>, controller: Record<string, unknown> | null, controllerError?: string): [string, unknown][] {
+  const pairs: [string, unknown][] = [
+    ["cloudctl", local.cli],
+    ["runtime", `node ${local.node}`],
+    ["os/arch", `${local.os}/${local.arch}`],
+  ];
+  if (controller) {
+    const runtime = controller.runtimeVersion ?? controller.javaVersion;
+    pairs.push(["controller", controller.version ?? "unknown"]);
+    if (controller.gitCommit !== undefined) pairs.push(["controller commit", controller.gitCommit]);
+    if (runtime !== undefined) pairs.push(["controller runtime", `node ${String(runtime)}`]);
+    for (const [key, value] of Object.entries(controller)) {
+      if (!["version", "gitCommit", "runtimeVersion", "javaVersion"].includes(key)) pairs.push([`controller ${key}`, value]);
+    }
+  }
+  if (controllerError) pairs.push(["controller", `unavailable (${controllerError})`]);
+  return pairs;
+}
+
 interface Overview {
   nodeCount?: number;
   instanceCount?: number;
@@ -93,11 +122,13 @@ export function registerStatusCommands(program: Command, runtime: RuntimeFactory
         target = undefined;
       }
       let controllerError: string | undefined;
+      let controller: Record<string, unknown> | null = null;
       if (target?.controller) {
         try {
           const client = rt.clientFor(target.controller, target.token);
           const response = await client.get<Record<string, unknown>>("/api/v1/system/version");
           if (response.data && typeof response.data === "object") {
+            controller = response.data;
             for (const [key, value] of Object.entries(response.data)) result[`controller_${key}`] = value;
           }
         } catch (error) {
@@ -108,15 +139,6 @@ export function registerStatusCommands(program: Command, runtime: RuntimeFactory
         rt.out.jsonValue(result);
         return;
       }
-      const pairs: [string, unknown][] = [
-        ["cloudctl", local.cli],
-        ["runtime", `node ${local.node}`],
-        ["os/arch", `${local.os}/${local.arch}`],
-      ];
-      for (const [key, value] of Object.entries(result)) {
-        if (key.startsWith("controller_")) pairs.push([key.replace("controller_", "controller "), value]);
-      }
-      if (controllerError) pairs.push(["controller", `unavailable (${controllerError})`]);
-      rt.out.fields(pairs);
+      rt.out.fields(versionPairs(local, controller, controllerError));
     });
 }

@@ -5,15 +5,17 @@
  * docs/decisions/daemon-runner.md.
  */
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, utimesSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { bundleSimulatedServerSync, simulatedServerSourceHash } from "./bundle.js";
 
 export { INSTANCE_ENV, SIMULATED_CRASH_ON_BOOT_FILE, SIMULATED_READY_LINE_PREFIX, SIMULATED_SERVER_ENV } from "./environment.js";
 
-/** Where bundles made from the source tree are kept (one per source version). */
-export const SIMULATED_SERVER_CACHE_DIR = join(tmpdir(), "cloud-control-plane-simulated-server");
+/**
+ * Where bundles made from the source tree are kept (one per source version): the tree's own
+ * node_modules/.cache, like other tools' caches, so nothing of a checkout is left in a shared /tmp.
+ */
+export const SIMULATED_SERVER_CACHE_DIR = fileURLToPath(new URL("../../../node_modules/.cache/cloud-control-plane/simulated-server", import.meta.url));
 /** A cached bundle unused this long is removed when a new one is written. */
 const cachedBundleMaxAgeMs = 7 * 24 * 3600 * 1000;
 

@@ -12,6 +12,8 @@ export const INSTANCE_ENV = {
   memoryMb: "CLOUD_MEMORY_MB",
   controllerUrl: "CLOUD_CONTROLLER_URL",
   workloadToken: "CLOUD_WORKLOAD_TOKEN",
+  /** The group's platform version (a catalog build's version); absent when none is named. */
+  platformVersion: "CLOUD_PLATFORM_VERSION",
 } as const;
 
 /** Knobs only the simulated server reads (tests and benchmarks set them). */

@@ -20,8 +20,6 @@
 import { connect, createServer, type Socket } from "node:net";
 import { existsSync } from "node:fs";
 import {
-  Arguments,
-  CommandBuilder,
   CommandRegistry,
   RED,
   cloudEnvironmentPresent,
@@ -35,7 +33,8 @@ import {
   type TransferResult,
 } from "../../sdk/index.js";
 import { INSTANCE_ENV, SIMULATED_CRASH_ON_BOOT_FILE, SIMULATED_SERVER_ENV } from "./environment.js";
-import { TickModel, loadPercentMax } from "./tick-model.js";
+import { TickModel } from "./tick-model.js";
+import { registerConsoleCommands } from "./console-commands.js";
 
 const VERSION = "1.0.0";
 const retryBackoffMaxMs = 2_000;
@@ -149,13 +148,21 @@ function acceptSession(socket: Socket): void {
         if (!UUID_TEXT.test(uuid ?? "") || !PLAYER_NAME.test(playerName ?? "")) return void socket.end("DENIED bad player\n");
         if (!players.has(playerName) && players.size >= Math.min(maxPlayers, playersMax)) return void socket.end("DENIED full\n");
         name = playerName;
-        const previous = players.get(name);
-        previous?.session?.destroy();
-        players.set(name, { uuid, server: null, session: socket });
-        log(`${name}[/${socket.remoteAddress ?? "?"}] logged in (uuid ${uuid}) through ${from ?? "?"}`);
-        plugin?.players.trackLocalJoin(uuid, name);
-        plugin?.client.reportPlayerJoin(uuid, name);
-        socket.write(`WELCOME ${instanceId}\n`);
+        const joining = playerName;
+        // The controller admits the player first (maintenance); nothing else is sent before WELCOME.
+        void admit(uuid, joining).then((refusal) => {
+          if (socket.destroyed) return;
+          if (refusal !== null) {
+            log(`${joining} was refused: ${refusal}`, "WARN");
+            return void socket.end(`DENIED ${refusal}\n`);
+          }
+          const previous = players.get(joining);
+          previous?.session?.destroy();
+          players.set(joining, { uuid, server: null, session: socket });
+          log(`${joining}[/${socket.remoteAddress ?? "?"}] logged in (uuid ${uuid}) through ${from ?? "?"}`);
+          plugin?.players.trackLocalJoin(uuid, joining);
+          socket.write(`WELCOME ${instanceId}\n`);
+        });
       } else if (line === "MOVED" || line === "QUIT" || line === "STAY") {
         ended = line;
         const player = players.get(name);
@@ -226,14 +233,31 @@ function reportMetrics(): MetricsPayload {
 
 // ---- players -------------------------------------------------------------------------------
 
+/**
+ * Asks the controller to admit a player (`player-join`, awaited): null when admitted, else the
+ * message the player is shown (maintenance). A controller that cannot answer admits the player.
+ */
+async function admit(uuid: string, name: string): Promise<string | null> {
+  if (plugin === null) return null;
+  try {
+    const admission = await plugin.client.admitPlayer(uuid, name);
+    return admission.admitted ? null : admission.message;
+  } catch (error) {
+    log(`Reporting the join of ${name} failed: ${(error as Error).message}`, "WARN");
+    return null;
+  }
+}
+
 async function join(name: string): Promise<void> {
   if (players.has(name)) return log(`${name} is already online`, "WARN");
   if (players.size >= Math.min(maxPlayers, playersMax)) return log(`${name} cannot join: server full`, "WARN");
   const uuid = await offlineUuid(name);
+  const refusal = await admit(uuid, name);
+  if (refusal !== null) return log(`${name} was refused: ${refusal}`, "WARN");
+  if (players.has(name)) return log(`${name} is already online`, "WARN");
   players.set(name, { uuid, server: null, session: null });
   log(`${name}[/127.0.0.1] logged in (uuid ${uuid})`);
   plugin?.players.trackLocalJoin(uuid, name, proxyMode ? instanceId : null);
-  plugin?.client.reportPlayerJoin(uuid, name);
 }
 
 function leave(name: string, how = "left the game"): void {
@@ -343,156 +367,19 @@ function transferEnded(transfer: Transfer, result: TransferResult): void {
 
 const consoleUser = consoleSender((text) => log(stripFormatting(text), text.startsWith(RED) ? "WARN" : "INFO"));
 const commands = plugin?.commands ?? new CommandRegistry({ onError: (error) => log(`Command failed: ${String(error)}`, "ERROR") });
-const playerName = Arguments.of("name", (input) => (PLAYER_NAME.test(input) ? input : fail(`Player names are 1-16 of A-Z a-z 0-9 _, not "${input}"`)));
-const onlineName = Arguments.of(
-  "name",
-  (input) => (players.has(input) ? input : fail(`${input} is not online`)),
-  (prefix) => [...players.keys()].filter((name) => name.startsWith(prefix)),
-);
 const needsPlugin = (): CloudPlugin => plugin ?? fail("No controller configured (CLOUD_CONTROLLER_URL and CLOUD_WORKLOAD_TOKEN)");
-
-commands.register(
-  CommandBuilder.literal("help")
-    .description("this list")
-    .handler(() => log(`Commands: ${commands.overview(consoleUser).join(", ")}`))
-    .build(),
-);
-commands.register(
-  CommandBuilder.literal("stop")
-    .description("stop the server")
-    .handler(() => (ignoreStop ? log("Ignoring stop (CLOUD_SIM_IGNORE_STOP)", "WARN") : stop("stop command")))
-    .build(),
-);
-commands.register(
-  CommandBuilder.literal("say")
-    .argument(Arguments.string("text").optional("").greedy())
-    .handler((c) => log(`[Server] ${c.get<string>("text")}`))
-    .build(),
-);
-commands.register(
-  CommandBuilder.literal("list")
-    .description("players online here")
-    .handler(() => log(`There are ${players.size} of a max of ${maxPlayers} players online: ${[...players.keys()].join(", ")}`))
-    .build(),
-);
-commands.register(
-  CommandBuilder.literal("players")
-    .description("simulate players")
-    .then(
-      CommandBuilder.literal("join")
-        .argument(playerName)
-        .handler((c) => join(c.get("name"))),
-    )
-    .then(
-      CommandBuilder.literal("leave")
-        .argument(playerName)
-        .handler((c) => leave(c.get("name"))),
-    )
-    .then(
-      CommandBuilder.literal("kick")
-        .argument(onlineName)
-        .argument(Arguments.string("reason").optional("Kicked").greedy())
-        .handler((c) => leave(c.get("name"), `was kicked: ${c.get<string>("reason")}`)),
-    )
-    .then(
-      CommandBuilder.literal("transfer")
-        .description("to the least-loaded instance of a group")
-        .argument(onlineName)
-        .argument(Arguments.string("group"))
-        .handler(async (c) => {
-          const name = c.get<string>("name");
-          const result = await needsPlugin().client.transferPlayer(players.get(name)!.uuid, c.get("group"));
-          if (result.success)
-            log(
-              `Transfer of ${name} to group ${c.get<string>("group")} queued${result.targetInstanceId ? ` (${result.targetInstanceId})` : ""}${result.transferId ? ` as ${result.transferId}` : ""}`,
-            );
-          else log(`Transfer of ${name} failed: ${result.failureReason}`, "WARN");
-        }),
-    )
-    .then(
-      CommandBuilder.literal("send")
-        .description("to one instance")
-        .argument(onlineName)
-        .argument(Arguments.string("instance"))
-        .handler(async (c) => {
-          const name = c.get<string>("name");
-          const result = await needsPlugin().client.transferPlayerTo(players.get(name)!.uuid, c.get("instance"));
-          if (result.success) log(`Transfer of ${name} to ${result.targetInstanceId} queued${result.transferId ? ` as ${result.transferId}` : ""}`);
-          else log(`Transfer of ${name} failed: ${result.failureReason}`, "WARN");
-        }),
-    )
-    .build(),
-);
-commands.register(
-  CommandBuilder.literal("load")
-    .description(`simulated work per tick, 0-${loadPercentMax} %`)
-    .argument(Arguments.integer("percent", { min: 0, max: loadPercentMax }))
-    .handler((c) => {
-      ticks.setLoad(c.get("percent"), Date.now());
-      log(`Load set to ${c.get<number>("percent")} % (${ticks.read(Date.now()).msptAvg.toFixed(1)} ms per tick on average so far)`);
-    })
-    .build(),
-);
-commands.register(
-  CommandBuilder.literal("tps")
-    .handler(() => {
-      const { tps1m, tps5m, tps15m, msptAvg } = ticks.read(Date.now());
-      log(`TPS from last 1m, 5m, 15m: ${tps1m.toFixed(2)}, ${tps5m.toFixed(2)}, ${tps15m.toFixed(2)} (MSPT ${msptAvg.toFixed(2)})`);
-    })
-    .build(),
-);
-commands.register(
-  CommandBuilder.literal("metrics")
-    .description("report metrics now")
-    .handler(() => {
-      needsPlugin();
-      const metrics = reportMetrics();
-      log(`Reported metrics: tps1m=${metrics.tps1m.toFixed(2)} msptAvg=${metrics.msptAvg.toFixed(2)} players=${metrics.playerCount}`);
-    })
-    .build(),
-);
-commands.register(
-  CommandBuilder.literal("event")
-    .description("publish a custom event")
-    .argument(Arguments.string("type"))
-    .argument(Arguments.string("json").optional("{}").greedy())
-    .handler((c) => {
-      let data: unknown;
-      try {
-        data = JSON.parse(c.get("json"));
-      } catch {
-        return c.fail("json: not valid JSON");
-      }
-      c.failUnless(data !== null && typeof data === "object" && !Array.isArray(data), "json: must be an object");
-      try {
-        needsPlugin().client.publishEvent(c.get("type"), data as Record<string, unknown>);
-      } catch (error) {
-        return c.fail((error as Error).message);
-      }
-      log(`Published event ${c.get<string>("type")}`);
-    })
-    .build(),
-);
-commands.register(
-  CommandBuilder.literal("crash")
-    .argument(Arguments.string("code").optional("1"))
-    .handler((c) => {
-      const code = Number(c.get("code"));
-      const exitCode = Number.isInteger(code) && code >= 0 && code <= 255 ? code : 1;
-      log(`Simulated crash, exiting with code ${exitCode}`, "ERROR");
-      process.exit(exitCode);
-    })
-    .build(),
-);
-commands.register(
-  CommandBuilder.literal("oom")
-    .handler(() => {
-      // The JVM prints this line; the kernel's OOM killer then ends the process with SIGKILL.
-      log('Exception in thread "Server thread" java.lang.OutOfMemoryError: Java heap space', "ERROR");
-      process.kill(process.pid, "SIGKILL");
-    })
-    .build(),
-);
+registerConsoleCommands(commands, {
+  log,
+  players,
+  join,
+  leave,
+  stop: () => (ignoreStop ? log("Ignoring stop (CLOUD_SIM_IGNORE_STOP)", "WARN") : stop("stop command")),
+  needsPlugin,
+  ticks,
+  reportMetrics,
+  maxPlayers,
+  overview: () => commands.overview(consoleUser),
+});
 
 // Commands run one after another, in the order they were typed (a join finishes before the next line).
 let commandQueue: Promise<void> = Promise.resolve();
@@ -566,8 +453,16 @@ function startEventStream(active: CloudPlugin): void {
       return name !== undefined;
     },
   });
+  active.maintenance.onChange((state) =>
+    log(
+      `Maintenance is now ${state.globalEnabled ? "on" : "off"}${state.globalEnabled && state.message ? `: ${state.message}` : ""} (group ${state.groupMaintenance ? "in" : "not in"} maintenance)`,
+    ),
+  );
   active.eventStream.start();
-  void active.eventStream.whenConnected().then(() => log("Connected to the event stream"));
+  void active.eventStream.whenConnected().then(() => {
+    log("Connected to the event stream");
+    return active.maintenance.refresh().catch((error: Error) => log(`Reading maintenance failed: ${error.message}`, "WARN"));
+  });
 }
 
 log(`Starting simulated game server ${VERSION} (instance ${instanceId}, group ${group || "-"}, node ${process.version})`);

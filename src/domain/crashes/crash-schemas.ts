@@ -17,6 +17,8 @@ export const CrashSchema = Type.Object({
   classification: Type.String(),
   logTail: Type.Array(Type.String()),
   uptimeMs: Type.Integer(),
+  /** Why, in one line (additive): the daemon's refusal or failure when the process never ran, else the exit and its last line; null on older records. */
+  reason: Type.Union([Type.String(), Type.Null()]),
   timestamp: Type.String({ format: "date-time" }),
   /** Alias of timestamp. */
   crashedAt: Type.String({ format: "date-time" }),

@@ -29,6 +29,8 @@ export interface StoredCrash extends Doc {
   classification: string;
   logTail: string[];
   uptimeMs: number;
+  /** Why, in one line (absent on records written before reasons were kept). */
+  reason?: string;
   /** ISO 8601 UTC (toISOString form, so string order is time order). */
   timestamp: string;
 }
@@ -51,6 +53,8 @@ export interface CrashReport {
   classification: string;
   logTail: readonly string[];
   uptimeMs: number;
+  /** Why, in one line: the daemon's refusal or failure, or the exit and the last line printed. */
+  reason?: string;
   /** Epoch ms; the clock's now when omitted. */
   timestampMs?: number;
 }
@@ -110,6 +114,7 @@ export class CrashService {
       classification: report.classification,
       logTail: report.logTail.slice(-crashLogTailLinesMax),
       uptimeMs: report.uptimeMs,
+      ...(report.reason !== undefined ? { reason: report.reason } : {}),
       timestamp: isoFromMs(report.timestampMs ?? this.clock.nowMs()),
     };
     await this.crashes.insert(doc);
@@ -128,6 +133,7 @@ function toCrash(doc: StoredCrash): Crash {
     classification: doc.classification,
     logTail: doc.logTail,
     uptimeMs: doc.uptimeMs,
+    reason: doc.reason ?? null,
     timestamp: doc.timestamp,
     crashedAt: doc.timestamp,
   };

@@ -5,9 +5,11 @@
  */
 import type { Clock } from "../../shared/clock.js";
 import { conflict, notFound, validationError } from "../../shared/errors.js";
+import { closestPlatform, DAEMON_PLATFORM_IDS } from "../../wire/platform-catalog.js";
 import { EventTypes, type GroupMaintenanceChangedPayload } from "../../events/event-types.js";
 import type { EventBus } from "../../events/types.js";
-import { DuplicateKeyError, type Collection, type DocumentStore } from "../../store/ports.js";
+import { DuplicateKeyError, RevisionConflictError, type Collection, type DocumentStore } from "../../store/ports.js";
+import { UPDATE_ATTEMPTS_MAX, updateDocument, type UpdateDecision } from "../shared/conditional-update.js";
 import { KeyedMutex, type KeyedLock } from "../shared/keyed-mutex.js";
 import { isoFromMs } from "../shared/time.js";
 import { checkSchema } from "../shared/validate.js";
@@ -64,12 +66,28 @@ export interface GroupUpdateResult {
   after: Group;
 }
 
+/**
+ * The software catalog as groups use it: the default `platformVersion` of a new group (its
+ * platform's recommended build), and the check that a named version is a build of the platform.
+ */
+export interface GroupCatalog {
+  defaultVersion(platform: string): Promise<string | null>;
+  /** 422 when the catalog has builds of `platform` but not `version`. */
+  check(platform: string, version: string | null): Promise<void>;
+}
+
 const noAggregates: GroupAggregates = { runningInstances: 0, totalPlayers: 0 };
 
-/** Creates, reads, updates and deletes groups, publishing the GROUP_* events. */
+/**
+ * Creates, reads, updates and deletes groups, publishing the GROUP_* events. Every change of a
+ * stored group is a read-modify-write under the group's lock, written as a compare-and-set on the
+ * revision read (conditional-update.ts): a writer that lost the lock while it stalled fails
+ * instead of putting back what it read.
+ */
 export class GroupService {
   private readonly groups: Collection<StoredGroup>;
   private readonly writes: KeyedLock;
+  private catalog: GroupCatalog | null = null;
 
   constructor(
     store: DocumentStore,
@@ -84,6 +102,11 @@ export class GroupService {
   ) {
     this.groups = store.collection<StoredGroup>(GROUPS_COLLECTION);
     this.writes = writes;
+  }
+
+  /** Consults the software catalog for defaults and checks of `platformVersion` (set once by the composition root). */
+  useCatalog(catalog: GroupCatalog): void {
+    this.catalog = catalog;
   }
 
   /** Every group in list form, ordered by name. */
@@ -128,23 +151,27 @@ export class GroupService {
    * when the group no longer exists.
    */
   async setSchedulingState(name: string, state: GroupSchedulingState): Promise<boolean> {
-    return this.writes.run(name, async () => {
-      const current = await this.groups.get(name);
-      if (!current) return false;
-      const next: StoredGroup = { ...current };
-      if (state.paused !== undefined) next.paused = state.paused;
-      if (state.schedulingIssue !== undefined) next.schedulingIssue = state.schedulingIssue;
-      if (state.stoppedInstances !== undefined) next.stoppedInstances = [...new Set(state.stoppedInstances)].sort();
-      if (
-        next.paused === current.paused &&
-        JSON.stringify(next.schedulingIssue ?? null) === JSON.stringify(current.schedulingIssue ?? null) &&
-        JSON.stringify(next.stoppedInstances ?? []) === JSON.stringify(current.stoppedInstances ?? [])
-      ) {
-        return true;
-      }
-      await this.groups.put(next);
-      return true;
-    });
+    return this.writes.run(name, (signal) =>
+      updateDocument(
+        this.groups,
+        name,
+        (current) => {
+          if (!current) return { next: null, result: false };
+          const next: StoredGroup = { ...current };
+          if (state.paused !== undefined) next.paused = state.paused;
+          if (state.schedulingIssue !== undefined) next.schedulingIssue = state.schedulingIssue;
+          // The crash-loop issue says why the group is paused: it goes with the pause.
+          if (state.paused === false && next.schedulingIssue?.code === "CRASH_LOOP") next.schedulingIssue = null;
+          if (state.stoppedInstances !== undefined) next.stoppedInstances = [...new Set(state.stoppedInstances)].sort();
+          const unchanged =
+            next.paused === current.paused &&
+            JSON.stringify(next.schedulingIssue ?? null) === JSON.stringify(current.schedulingIssue ?? null) &&
+            JSON.stringify(next.stoppedInstances ?? []) === JSON.stringify(current.stoppedInstances ?? []);
+          return { next: unchanged ? null : next, result: true };
+        },
+        { signal },
+      ),
+    );
   }
 
   /**
@@ -152,16 +179,21 @@ export class GroupService {
    * written under the group's write lock. Returns false when the group no longer exists.
    */
   async setStoppedByOperator(name: string, instanceId: string, stopped: boolean): Promise<boolean> {
-    return this.writes.run(name, async () => {
-      const current = await this.groups.get(name);
-      if (!current) return false;
-      const ids = new Set(current.stoppedInstances ?? []);
-      if (ids.has(instanceId) === stopped) return true;
-      if (stopped) ids.add(instanceId);
-      else ids.delete(instanceId);
-      await this.groups.put({ ...current, stoppedInstances: [...ids].sort() });
-      return true;
-    });
+    return this.writes.run(name, (signal) =>
+      updateDocument(
+        this.groups,
+        name,
+        (current) => {
+          if (!current) return { next: null, result: false };
+          const ids = new Set(current.stoppedInstances ?? []);
+          if (ids.has(instanceId) === stopped) return { next: null, result: true };
+          if (stopped) ids.add(instanceId);
+          else ids.delete(instanceId);
+          return { next: { ...current, stoppedInstances: [...ids].sort() }, result: true };
+        },
+        { signal },
+      ),
+    );
   }
 
   /**
@@ -170,20 +202,25 @@ export class GroupService {
    * GROUP_UPDATED when something changed. Returns false when the group no longer exists.
    */
   async setRevisionFields(name: string, fields: GroupRevisionFields): Promise<boolean> {
-    const changed = await this.writes.run(name, async () => {
-      const current = await this.groups.get(name);
-      if (!current) return null;
-      const next: StoredGroup = { ...current, ...fields, templates: [...fields.templates] };
-      if (
-        JSON.stringify([next.platformVersion, next.jarFile, next.memoryMb, next.templates]) ===
-        JSON.stringify([current.platformVersion, current.jarFile, current.memoryMb, current.templates])
-      )
-        return false;
-      validateGroupInvariants(next);
-      next.updatedAt = isoFromMs(this.clock.nowMs());
-      await this.groups.put(next);
-      return true;
-    });
+    const changed = await this.writes.run(name, (signal) =>
+      updateDocument<StoredGroup, boolean | null>(
+        this.groups,
+        name,
+        (current) => {
+          if (!current) return { next: null, result: null };
+          const next: StoredGroup = { ...current, ...fields, templates: [...fields.templates] };
+          if (
+            JSON.stringify([next.platformVersion, next.jarFile, next.memoryMb, next.templates]) ===
+            JSON.stringify([current.platformVersion, current.jarFile, current.memoryMb, current.templates])
+          )
+            return { next: null, result: false };
+          validateGroupInvariants(next);
+          next.updatedAt = isoFromMs(this.clock.nowMs());
+          return { next, result: true };
+        },
+        { signal },
+      ),
+    );
     if (changed) this.events.publish(EventTypes.GROUP_UPDATED, { groupName: name });
     return changed !== null;
   }
@@ -202,7 +239,7 @@ export class GroupService {
       _id: input.name,
       name: input.name,
       platform: input.platform,
-      platformVersion: input.platformVersion ?? GROUP_DEFAULTS.platformVersion,
+      platformVersion: input.platformVersion ?? (await this.catalog?.defaultVersion(input.platform)) ?? GROUP_DEFAULTS.platformVersion,
       jarFile: input.jarFile ?? GROUP_DEFAULTS.jarFile,
       templates: [...(input.templates ?? GROUP_DEFAULTS.templates)],
       scalingMode,
@@ -225,6 +262,8 @@ export class GroupService {
       updatedAt: nowIso,
     };
     validateGroupInvariants(doc);
+    checkPlatform(doc.platform);
+    await this.catalog?.check(doc.platform, doc.platformVersion);
     if (doc.parent !== null && !(await this.exists(doc.parent))) {
       throw validationError(`parent: unknown group ${doc.parent}`);
     }
@@ -244,32 +283,9 @@ export class GroupService {
    */
   async update(name: string, patch: GroupPatch): Promise<GroupUpdateResult> {
     checkSchema(GroupPatchSchema, patch, "body");
-    const { before, after, changed } = await this.writes.run(name, async () => {
-      const current = await this.require(name);
-      const merged: StoredGroup = { ...current, portRange: { ...current.portRange } };
-      let changed = false;
-      for (const key of Object.keys(patch) as (keyof GroupPatch)[]) {
-        if (key === "loadScaling") continue;
-        const value = patch[key];
-        if (value === undefined || merged[key] === value) continue;
-        (merged as Record<string, unknown>)[key] = value;
-        changed = true;
-      }
-      if (patch.loadScaling !== undefined) {
-        const loadScaling = resolveLoadScaling(patch.loadScaling);
-        if (JSON.stringify(loadScaling) !== JSON.stringify(current.loadScaling ?? null)) {
-          merged.loadScaling = loadScaling;
-          changed = true;
-        }
-      }
-      merged.static = merged.scalingMode === "STATIC";
-      validateGroupInvariants(merged, new Set(Object.keys(patch)));
-      if (changed) {
-        merged.updatedAt = isoFromMs(this.clock.nowMs());
-        await this.groups.put(merged);
-      }
-      return { before: current, after: merged, changed };
-    });
+    const { before, after, changed } = await this.writes.run(name, (signal) =>
+      updateDocument(this.groups, name, (stored) => this.patched(name, stored, patch), { signal }),
+    );
     if (changed) {
       this.events.publish(EventTypes.GROUP_UPDATED, { groupName: name });
       if (before.maintenance !== after.maintenance) {
@@ -284,16 +300,55 @@ export class GroupService {
     return { before: toGroup(before, aggregates), after: toGroup(after, aggregates) };
   }
 
+  /** A PATCH applied to the stored group (404 when there is none), re-checked as a whole. */
+  private patched(
+    name: string,
+    current: StoredGroup | null,
+    patch: GroupPatch,
+  ): UpdateDecision<StoredGroup, { before: StoredGroup; after: StoredGroup; changed: boolean }> {
+    if (!current) throw notFound(`Group not found: ${name}`);
+    const merged: StoredGroup = { ...current, portRange: { ...current.portRange } };
+    let changed = false;
+    for (const key of Object.keys(patch) as (keyof GroupPatch)[]) {
+      if (key === "loadScaling") continue;
+      const value = patch[key];
+      if (value === undefined || merged[key] === value) continue;
+      (merged as Record<string, unknown>)[key] = value;
+      changed = true;
+    }
+    if (patch.loadScaling !== undefined) {
+      const loadScaling = resolveLoadScaling(patch.loadScaling);
+      if (JSON.stringify(loadScaling) !== JSON.stringify(current.loadScaling ?? null)) {
+        merged.loadScaling = loadScaling;
+        changed = true;
+      }
+    }
+    merged.static = merged.scalingMode === "STATIC";
+    validateGroupInvariants(merged, new Set(Object.keys(patch)));
+    if (changed) merged.updatedAt = isoFromMs(this.clock.nowMs());
+    return { next: changed ? merged : null, result: { before: current, after: merged, changed } };
+  }
+
   /**
    * Deletes a group and publishes GROUP_DELETED; returns the record as it was. Stopping the
    * group's instances is the scheduler's reaction to the event.
    */
   async delete(name: string): Promise<Group> {
-    return this.writes.run(name, async () => {
-      const before = await this.get(name);
-      if (!(await this.groups.delete(name))) throw notFound(`Group not found: ${name}`);
-      this.events.publish(EventTypes.GROUP_DELETED, { groupName: name });
-      return before;
+    return this.writes.run(name, async (signal) => {
+      for (let attempt = 1; ; attempt++) {
+        const stored = await this.groups.getRevisioned(name);
+        if (!stored) throw notFound(`Group not found: ${name}`);
+        const before = await this.withAggregates(stored.doc);
+        signal.throwIfAborted();
+        try {
+          await this.groups.deleteIf(name, stored.rev);
+        } catch (error) {
+          if (error instanceof RevisionConflictError && attempt < UPDATE_ATTEMPTS_MAX) continue;
+          throw error;
+        }
+        this.events.publish(EventTypes.GROUP_DELETED, { groupName: name });
+        return before;
+      }
     });
   }
 
@@ -324,4 +379,13 @@ function toGroup(doc: StoredGroup, aggregates: GroupAggregates): Group {
     stoppedInstances: stoppedInstances ?? [],
     ...aggregates,
   };
+}
+
+/** 422 VALIDATION_ERROR unless a daemon of this release runs `platform`; the message names the ones it runs. */
+export function checkPlatform(platform: string): void {
+  if (DAEMON_PLATFORM_IDS.includes(platform)) return;
+  const hint = closestPlatform(platform);
+  throw validationError(
+    `platform: unknown platform "${platform}"${hint ? ` (did you mean ${hint}?)` : ""}; the cluster runs ${DAEMON_PLATFORM_IDS.join(", ")}`,
+  );
 }

@@ -1,11 +1,14 @@
 /**
  * Instances: server processes scheduled into groups, served under /api/v1/services. The service owns
- * the `instances` collection (indexes on group, node and state). Writes come from the scheduler and
- * the daemon gateway through {@link InstanceService.save}; the REST surface here is read-only.
+ * the `instances` collection (indexes on group, node and state). The scheduler of the group's scope
+ * writes them, every write conditional on the revision it read ({@link InstanceService.update},
+ * {@link InstanceService.saveIf}, {@link InstanceService.insertNew}, {@link InstanceService.removeIf});
+ * the REST surface here is read-only.
  */
 import type { Clock } from "../../shared/clock.js";
 import { assert, notFound } from "../../shared/errors.js";
-import type { Collection, Doc, DocumentStore, Filter } from "../../store/ports.js";
+import type { Collection, Doc, DocumentStore, Filter, Revisioned } from "../../store/ports.js";
+import { updateDocument, type UpdateDecision } from "../shared/conditional-update.js";
 import type { GroupAggregateSource, GroupAggregates } from "../groups/group-service.js";
 import { SingleFlight } from "../shared/single-flight.js";
 import { FINISHED_STATES, INSTANCE_STATES, SERVING_STATES, type Instance, type InstanceListItem, type InstanceState } from "./instance-schemas.js";
@@ -124,20 +127,53 @@ export class InstanceService implements GroupAggregateSource {
   }
 
   /**
-   * Inserts or replaces an instance document (scheduler and daemon gateway). The caller builds the
-   * document; a malformed one is a bug there, so it fails an assertion.
+   * Inserts or replaces an instance document whatever is stored: seeding (tests, tools), never the
+   * scheduler, whose writes are conditional. A malformed document fails an assertion.
    */
   async save(instance: InstanceFields): Promise<void> {
-    assert(instance.id.length > 0 && instance.group.length > 0, "instance needs an id and a group");
-    assert(INSTANCE_STATES.includes(instance.state), `unknown instance state ${instance.state}`);
-    assert(Number.isInteger(instance.port) && instance.port >= 0 && instance.port <= 65535, `bad port ${instance.port}`);
-    assert(Number.isInteger(instance.playerCount) && instance.playerCount >= 0, `bad playerCount ${instance.playerCount}`);
-    await this.instances.put({ ...instance, _id: instance.id });
+    await this.instances.put(stored(instance));
+  }
+
+  /** Replaces the record only at revision `rev` (RevisionConflictError otherwise); answers the new revision. */
+  saveIf(instance: InstanceFields, rev: string): Promise<string> {
+    return this.instances.putIf(stored(instance), rev);
+  }
+
+  /** Records a new instance (DuplicateKeyError when the id exists); answers its revision. */
+  insertNew(instance: InstanceFields): Promise<string> {
+    return this.instances.insert(stored(instance));
+  }
+
+  /**
+   * Read-modify-write of one record as a compare-and-set: `decide` sees the stored record (and
+   * checks the scope's fencing there, after the read), its `next` is written only at the revision
+   * read; on a conflict all of it runs again on what is stored now (conditional-update.ts).
+   */
+  update<R>(id: string, decide: (current: StoredInstance | null) => Promise<UpdateDecision<StoredInstance, R>>): Promise<R> {
+    return updateDocument(this.instances, id, async (current) => {
+      const decision = await decide(current);
+      return decision.next === null ? decision : { ...decision, next: stored(decision.next) };
+    });
   }
 
   /** The stored document, or null (the scheduler's own reads). */
   getDoc(id: string): Promise<StoredInstance | null> {
     return this.instances.get(id);
+  }
+
+  /** The stored document with its revision, or null (what a conditional write starts from). */
+  getRevisioned(id: string): Promise<Revisioned<StoredInstance> | null> {
+    return this.instances.getRevisioned(id);
+  }
+
+  /** Stored documents matching the filter, with their revisions. */
+  findRevisioned(filter: InstanceFilter = {}): Promise<Revisioned<StoredInstance>[]> {
+    return this.instances.findRevisioned(toStoreFilter(filter));
+  }
+
+  /** Removes the record only at revision `rev` (RevisionConflictError otherwise). */
+  removeIf(id: string, rev: string): Promise<void> {
+    return this.instances.deleteIf(id, rev);
   }
 
   /** Stored documents matching the filter (the scheduler's own reads). */
@@ -200,6 +236,15 @@ export class InstanceService implements GroupAggregateSource {
   private findShared(filter: Filter): Promise<StoredInstance[]> {
     return this.findFlights.run(JSON.stringify(filter), () => this.instances.find(filter));
   }
+}
+
+/** The stored form of an instance; a malformed one is a bug of the caller, so it fails an assertion. */
+function stored(instance: InstanceFields): StoredInstance {
+  assert(instance.id.length > 0 && instance.group.length > 0, "instance needs an id and a group");
+  assert(INSTANCE_STATES.includes(instance.state), `unknown instance state ${instance.state}`);
+  assert(Number.isInteger(instance.port) && instance.port >= 0 && instance.port <= 65535, `bad port ${instance.port}`);
+  assert(Number.isInteger(instance.playerCount) && instance.playerCount >= 0, `bad playerCount ${instance.playerCount}`);
+  return { ...instance, _id: instance.id };
 }
 
 function toStoreFilter(filter: InstanceFilter): Filter {

@@ -9,7 +9,8 @@ import type { Clock } from "../../shared/clock.js";
 import { conflict, notFound } from "../../shared/errors.js";
 import { EventTypes, type NodeDrainCompletedPayload, type NodeDrainRequestedPayload } from "../../events/event-types.js";
 import type { EventBus } from "../../events/types.js";
-import type { Collection, Doc, DocumentStore } from "../../store/ports.js";
+import { RevisionConflictError, type Collection, type Doc, type DocumentStore } from "../../store/ports.js";
+import { UPDATE_ATTEMPTS_MAX, updateDocument } from "../shared/conditional-update.js";
 import { KeyedMutex, type KeyedLock } from "../shared/keyed-mutex.js";
 import { isoFromMs } from "../shared/time.js";
 import type { NodeRecord, NodeState } from "./node-schemas.js";
@@ -32,8 +33,11 @@ export const NODE_CREDENTIAL_CUTOFF_RETENTION_MS = 25 * 60 * 60 * 1000;
 
 /** The stored fields of a node: the record without the computed instance count and revocation. */
 export type NodeFields = Omit<NodeRecord, "instanceCount" | "certificateRevoked" | "certificateRevokedAt">;
-/** The stored node document, keyed by node id. */
-export type StoredNode = NodeFields & Doc;
+/**
+ * The stored node document, keyed by node id. `sessionEpoch` numbers the node's daemon sessions
+ * (one more for each session opened, on whichever controller): the newest session owns liveness.
+ */
+export type StoredNode = NodeFields & Doc & { sessionEpoch?: number };
 /** A revocation of a node's certificate, keyed by node id. */
 export type StoredRevocation = Doc & { nodeId: string; revokedAt: string };
 /** Credentials of the node issued at or before `cutoffAtMs` are refused; keyed by node id. */
@@ -177,21 +181,32 @@ export class NodeService {
    * and every API credential issued to the node so far is refused from now on.
    */
   async delete(id: string, options: DeleteNodeOptions = {}): Promise<NodeRecord> {
-    return this.writes.run(id, async () => {
-      const doc = await this.require(id);
-      const record = await this.recordOf(doc);
-      if (doc.state === "ONLINE" || doc.state === "DRAINING") {
-        const hint = "stop its daemon or revoke its certificate first";
-        throw conflict(`Node ${id} is ${doc.state}: only an UNREACHABLE or OFFLINE node can be deleted (${hint})`, "INVALID_STATE");
+    return this.writes.run(id, async (signal) => {
+      for (let attempt = 1; ; attempt++) {
+        const stored = await this.nodes.getRevisioned(id);
+        if (!stored) throw notFound(`Node not found: ${id}`);
+        const doc = stored.doc;
+        const record = await this.recordOf(doc);
+        if (doc.state === "ONLINE" || doc.state === "DRAINING") {
+          const hint = "stop its daemon or revoke its certificate first";
+          throw conflict(`Node ${id} is ${doc.state}: only an UNREACHABLE or OFFLINE node can be deleted (${hint})`, "INVALID_STATE");
+        }
+        if (record.instanceCount > 0 && options.force !== true) {
+          const instances = record.instanceCount === 1 ? "1 live instance" : `${record.instanceCount} live instances`;
+          throw conflict(`Node ${id} has ${instances}; pass force=true to delete it anyway`);
+        }
+        signal.throwIfAborted();
+        // The cut-off first: a delete that was answered never leaves the node's credentials working.
+        await this.cutOffCredentials(id);
+        try {
+          // Only the version judged above: a daemon that reconnected meanwhile made it ONLINE again.
+          await this.nodes.deleteIf(id, stored.rev);
+        } catch (error) {
+          if (error instanceof RevisionConflictError && attempt < UPDATE_ATTEMPTS_MAX) continue;
+          throw error;
+        }
+        return record;
       }
-      if (record.instanceCount > 0 && options.force !== true) {
-        const instances = record.instanceCount === 1 ? "1 live instance" : `${record.instanceCount} live instances`;
-        throw conflict(`Node ${id} has ${instances}; pass force=true to delete it anyway`);
-      }
-      // The cut-off first: a delete that was answered never leaves the node's credentials working.
-      await this.cutOffCredentials(id);
-      await this.nodes.delete(id);
-      return record;
     });
   }
 
@@ -257,29 +272,101 @@ export class NodeService {
    * state is given; fields not given keep their stored values.
    */
   async upsert(id: string, update: NodeUpsert): Promise<NodeRecord> {
-    return this.writes.run(id, async () => {
-      const current = await this.nodes.get(id);
-      const nowIso = isoFromMs(this.clock.nowMs());
-      const base: StoredNode = current ?? {
-        _id: id,
+    return this.upsertWith(id, update, (next) => next);
+  }
+
+  /** {@link upsert}, with `adjust` applied to the merged document before it is written (under the same lock, at the revision read). */
+  private async upsertWith(id: string, update: NodeUpsert, adjust: (next: StoredNode) => StoredNode): Promise<NodeRecord> {
+    const next = await this.writes.run(id, (signal) =>
+      updateDocument(
+        this.nodes,
         id,
-        state: "ONLINE",
-        host: update.host,
-        labels: {},
-        version: null,
-        totalMemoryMb: 0,
-        usedMemoryMb: 0,
-        cpuUsage: 0,
-        cordoned: false,
-        registeredAt: nowIso,
-        connectedAt: null,
-        lastHeartbeatAt: null,
-        drainRequestedAt: null,
-      };
-      const next: StoredNode = { ...base, ...update, _id: id, id, registeredAt: base.registeredAt };
-      await this.nodes.put(next);
-      return this.recordOf(next);
+        (current) => {
+          const merged = adjust(this.upserted(id, current, update));
+          return { next: merged, result: merged };
+        },
+        { signal },
+      ),
+    );
+    return this.recordOf(next);
+  }
+
+  /** The node record `update` makes of the stored one (or of none). */
+  private upserted(id: string, current: StoredNode | null, update: NodeUpsert): StoredNode {
+    const nowIso = isoFromMs(this.clock.nowMs());
+    const base: StoredNode = current ?? {
+      _id: id,
+      id,
+      state: "ONLINE",
+      host: update.host,
+      labels: {},
+      version: null,
+      totalMemoryMb: 0,
+      usedMemoryMb: 0,
+      cpuUsage: 0,
+      cordoned: false,
+      registeredAt: nowIso,
+      connectedAt: null,
+      lastHeartbeatAt: null,
+      drainRequestedAt: null,
+    };
+    return { ...base, ...update, _id: id, id, registeredAt: base.registeredAt };
+  }
+
+  /**
+   * A daemon session of the node opened: the record takes `update` (the hello's figures) and the
+   * next session epoch, and an UNREACHABLE or OFFLINE node is ONLINE again (DRAINING when a drain is
+   * pending: its drainRequestedAt survived the outage). Returns the record and the session's epoch.
+   */
+  async openSession(id: string, update: NodeUpsert): Promise<{ record: NodeRecord; sessionEpoch: number }> {
+    let sessionEpoch = 0;
+    const record = await this.upsertWith(id, update, (next) => {
+      sessionEpoch = (next.sessionEpoch ?? 0) + 1;
+      const back = next.state === "UNREACHABLE" || next.state === "OFFLINE";
+      return { ...next, sessionEpoch, state: back ? (next.drainRequestedAt !== null ? "DRAINING" : "ONLINE") : next.state };
     });
+    return { record, sessionEpoch };
+  }
+
+  /**
+   * The session numbered `sessionEpoch` ended. True when it was the node's newest session (no
+   * other opened since, on any controller); then, with `markUnreachable`, an ONLINE or DRAINING
+   * node becomes UNREACHABLE (a pending drain is kept). A session replaced by a newer one changes
+   * nothing: liveness follows the newest session.
+   */
+  async endSession(id: string, sessionEpoch: number, markUnreachable: boolean): Promise<boolean> {
+    return this.writes.run(id, (signal) =>
+      updateDocument(
+        this.nodes,
+        id,
+        (current) => {
+          if (!current || (current.sessionEpoch ?? 0) > sessionEpoch) return { next: null, result: false };
+          const unreachable = markUnreachable && (current.state === "ONLINE" || current.state === "DRAINING");
+          return { next: unreachable ? { ...current, state: "UNREACHABLE" as const } : null, result: true };
+        },
+        { signal },
+      ),
+    );
+  }
+
+  /**
+   * UNREACHABLE → OFFLINE (its grace period ended). True once OFFLINE (by this call or another
+   * controller's), or when the node is no longer registered; false when it is ONLINE or DRAINING
+   * again (a session came back).
+   */
+  async markOffline(id: string): Promise<boolean> {
+    return this.writes.run(id, (signal) =>
+      updateDocument(
+        this.nodes,
+        id,
+        (current) => {
+          if (!current || current.state === "OFFLINE") return { next: null, result: true };
+          if (current.state !== "UNREACHABLE") return { next: null, result: false };
+          return { next: { ...current, state: "OFFLINE" as const }, result: true };
+        },
+        { signal },
+      ),
+    );
   }
 
   /** Drain intents still waiting: drained nodes that run live instances (`cloud_workflows_node_drains`). */
@@ -302,13 +389,18 @@ export class NodeService {
 
   /** Read-modify-write of one node record; `next` answers null when nothing changes. */
   private async change(id: string, next: (doc: StoredNode) => StoredNode | null): Promise<NodeTransition> {
-    const { before, after, changed } = await this.writes.run(id, async () => {
-      const before = await this.require(id);
-      const after = next(before);
-      if (after === null) return { before, after: before, changed: false };
-      await this.nodes.put(after);
-      return { before, after, changed: true };
-    });
+    const { before, after, changed } = await this.writes.run(id, (signal) =>
+      updateDocument(
+        this.nodes,
+        id,
+        (before) => {
+          if (!before) throw notFound(`Node not found: ${id}`);
+          const after = next(before);
+          return { next: after, result: { before, after: after ?? before, changed: after !== null } };
+        },
+        { signal },
+      ),
+    );
     const [instanceCount, revocation] = await Promise.all([this.instanceCounts.liveCountForNode(id), this.revocations.get(id)]);
     const revokedAt = revocation?.revokedAt ?? null;
     return { before: toRecord(before, instanceCount, revokedAt), after: toRecord(after, instanceCount, revokedAt), changed };

@@ -3,7 +3,7 @@ import type { ErrorHandler, NotFoundHandler } from "hono";
 import type { Logger } from "../../logs/types.js";
 import { errorEnvelope, renderThrown } from "../envelope.js";
 import type { AppEnv } from "../types.js";
-import { RateLimitedError } from "./rate-limit.js";
+import { ApiError } from "../../shared/errors.js";
 
 export const handleError = (opts: { logger: Logger }): ErrorHandler<AppEnv> =>
   function handleError(err, c) {
@@ -13,7 +13,9 @@ export const handleError = (opts: { logger: Logger }): ErrorHandler<AppEnv> =>
     } else if (rendered.status >= 500) {
       opts.logger.warn(`${c.req.method} ${truncate(c.req.path)} failed: ${rendered.code} ${rendered.message}`);
     }
-    if (err instanceof RateLimitedError) c.header("Retry-After", String(err.retryAfterSeconds));
+    // A rate limit, or a store outage (StoreUnavailableError, 503 STORE_UNAVAILABLE): the client is told when to try again.
+    const retryAfterSeconds = err instanceof ApiError ? (err as ApiError & { retryAfterSeconds?: unknown }).retryAfterSeconds : undefined;
+    if (typeof retryAfterSeconds === "number") c.header("Retry-After", String(retryAfterSeconds));
     return c.json(errorEnvelope(rendered.status, rendered.code, rendered.message), rendered.status as 500);
   };
 

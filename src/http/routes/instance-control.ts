@@ -3,7 +3,8 @@
  * console command, and the console stream. The stream is Server-Sent Events authenticated by a
  * single-use ticket (`POST /api/v1/services/{id}/console/ticket`, valid 30 s), because a browser
  * cannot put a bearer token on an EventSource. Frames: `event: console` with `id` = sequence and
- * data `{instanceId, line, stream, timestampMs}`; the latest lines first, then live ones. A bad
+ * data `{instanceId, line, stream, timestampMs}`; the latest lines first (query `tail`: how many; 0
+ * for none), then live ones. A bad
  * ticket gets one `event: error` with `{"message":"Unauthorized"}` and the stream closes.
  */
 import type { Hono } from "hono";
@@ -137,7 +138,11 @@ export function instanceControlRoutes(deps: InstanceControlDeps): (app: Hono<App
         tag,
         auth: "public",
         params: IdParams,
-        query: Type.Object({ ticket: Type.Optional(Type.String({ maxLength: 256 })) }),
+        query: Type.Object({
+          ticket: Type.Optional(Type.String({ maxLength: 256 })),
+          /** Buffered lines sent first (default: all the controller keeps); 0 sends only new lines. */
+          tail: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000 })),
+        }),
       },
       async ({ params, query, c }) => {
         const ticket = query.ticket ? await deps.tickets.redeem(query.ticket, "console") : null;
@@ -148,7 +153,7 @@ export function instanceControlRoutes(deps: InstanceControlDeps): (app: Hono<App
           openStreams++;
           deps.metrics.sseClientsConnected.inc();
           try {
-            await streamConsole(stream, deps.console, params.id, deps.clock);
+            await streamConsole(stream, deps.console, params.id, query.tail, deps.clock);
           } finally {
             openStreams--;
             deps.metrics.sseClientsConnected.dec();
@@ -164,7 +169,7 @@ async function refuse(stream: SSEStreamingApi, message: string): Promise<void> {
 }
 
 /** Sends the recent lines, then every new line, until the client goes away. */
-async function streamConsole(stream: SSEStreamingApi, hub: ConsoleHub, instanceId: string, clock: Clock = systemClock): Promise<void> {
+async function streamConsole(stream: SSEStreamingApi, hub: ConsoleHub, instanceId: string, tail?: number, clock: Clock = systemClock): Promise<void> {
   const queue: ConsoleEntry[] = [];
   let wake: (() => void) | null = null;
   let stopListening: () => void;
@@ -187,8 +192,9 @@ async function streamConsole(stream: SSEStreamingApi, hub: ConsoleHub, instanceI
   const keepAlive = clock.setInterval(() => void stream.write(SSE_KEEP_ALIVE).catch(() => undefined), consoleKeepAliveMs);
   try {
     await stream.writeSSE({ event: "connected", data: JSON.stringify({ instanceId }) });
-    const backlog = hub.recent(instanceId);
-    const lastBacklogSeq = backlog.at(-1)?.seq ?? 0;
+    const buffered = hub.recent(instanceId);
+    const lastBacklogSeq = buffered.at(-1)?.seq ?? 0;
+    const backlog = tail === undefined ? buffered : tail === 0 ? [] : buffered.slice(-tail);
     for (const entry of backlog) await send(stream, entry);
     while (!closed) {
       if (queue.length === 0) {

@@ -17,6 +17,7 @@ import type { MachineCredentials } from "../../plugin-api/credentials.js";
 import type { InstanceMetricsService } from "../../plugin-api/instance-metrics.js";
 import { isProxyPlatform, type PlayerService } from "../../plugin-api/players.js";
 import type { SequenceGuard } from "../../plugin-api/sequence-guard.js";
+import type { PlayerAdmission } from "../../plugin-api/admission.js";
 import { ApiError, badRequest, notFound, validationError, unauthorized } from "../../shared/errors.js";
 import { addRoute, type RouteRegistry } from "../route.js";
 import type { AppEnv } from "../types.js";
@@ -48,6 +49,8 @@ export interface PluginRouteDeps {
   metrics: InstanceMetricsService;
   /** The event stream's tickets (`kind: "plugin-events"`); null when this controller has no stream. */
   eventTickets: Tickets<EventStreamTicket> | null;
+  /** Who may join (maintenance); absent: every join is taken. */
+  admission?: PlayerAdmission;
 }
 
 const Count = Type.Number({ minimum: 0, maximum: 1e15 });
@@ -120,19 +123,32 @@ export function pluginRoutes(deps: PluginRouteDeps): (app: Hono<AppEnv>, registr
       {
         method: "post",
         path: "/api/plugin/player-join",
-        summary: "A player joined this instance (a proxy: the player came onto the network through it)",
+        summary:
+          "A player joined this instance (a proxy: the player came onto the network through it); 403 MAINTENANCE or GROUP_MAINTENANCE refuses the player",
         tag,
         auth: "workload",
-        body: Type.Object({ uuid: Uuid, name: PlayerName, group: Type.Optional(Type.String({ maxLength: 256 })) }),
+        body: Type.Object({
+          uuid: Uuid,
+          name: PlayerName,
+          group: Type.Optional(Type.String({ maxLength: 256 })),
+          /** A player this instance already holds, reported again after the registry lost it: never refused. */
+          rejoin: Type.Optional(Type.Boolean()),
+        }),
         response: Type.Object({ instanceId: Type.String(), playerCount: Type.Integer() }),
       },
       async ({ principal, body, c }) => {
         const workload = workloadOf(principal);
         const instance = await deps.instances.get(workload.instanceId);
         if (body.group && body.group !== instance.group) throw badRequest(`group: this instance belongs to ${instance.group}, not ${body.group}`);
+        const groupDoc = await deps.groups.getDoc(instance.group);
+        const proxy = groupDoc !== null && isProxyPlatform(groupDoc.platform);
+        const uuid = body.uuid.toLowerCase();
+        if (deps.admission && body.rejoin !== true) {
+          const target = { instanceId: instance.id, proxy, group: instance.group, groupMaintenance: groupDoc?.maintenance ?? false };
+          await deps.admission.check(target, uuid, body.name, await deps.players.get(uuid));
+        }
         await checkSequence(c, workload, deps.sequences);
-        const proxy = await isProxyGroup(deps.groups, instance.group);
-        const playerCount = await deps.players.join({ instanceId: instance.id, group: instance.group, proxy }, body.uuid.toLowerCase(), body.name);
+        const playerCount = await deps.players.join({ instanceId: instance.id, group: instance.group, proxy }, uuid, body.name);
         return { instanceId: instance.id, playerCount };
       },
     );

@@ -11,6 +11,13 @@ import { InstanceListItemSchema, InstanceSchema, InstanceStateSchema } from "../
 import { addRoute, type RouteRegistry } from "../route.js";
 import { KeysetPageSchema, keysetPage, PAGE_SIZE_DEFAULT, PageSizeQuery, sortedBy } from "../keyset.js";
 import type { AppEnv } from "../types.js";
+import type { AuditRecorder } from "../../audit/types.js";
+import { audited } from "../audited.js";
+
+/** Removes finished instance records (scheduler/instance-removal.ts). */
+export interface FinishedInstanceRemoval {
+  removeFinished(id: string): Promise<unknown>;
+}
 
 const tag = "Services";
 /** Empty filter values are accepted and ignored. */
@@ -22,8 +29,11 @@ const ListQuery = Type.Object({
   cursor: Type.Optional(Type.String({ maxLength: 256, description: "Keyset paging: the id of the last instance seen; blank for the first page" })),
 });
 
-/** Mounts the read-only instance routes. */
-export function serviceRoutes(instances: InstanceService): (app: Hono<AppEnv>, registry: RouteRegistry) => void {
+/** Mounts the instance list and get routes, and the delete of a finished instance when `removal` is given. */
+export function serviceRoutes(
+  instances: InstanceService,
+  removal?: { removal: FinishedInstanceRemoval; audit: AuditRecorder },
+): (app: Hono<AppEnv>, registry: RouteRegistry) => void {
   // Callers that share one list read (the service coalesces them) also share its encoded JSON.
   const serialized = new WeakMap<object, Uint8Array<ArrayBuffer>>();
   const toJson = (list: readonly object[]): Uint8Array<ArrayBuffer> => {
@@ -69,5 +79,26 @@ export function serviceRoutes(instances: InstanceService): (app: Hono<AppEnv>, r
       },
       ({ params }) => instances.get(params.id),
     );
+
+    if (removal) {
+      addRoute(
+        app,
+        registry,
+        {
+          method: "delete",
+          path: "/api/v1/services/:id",
+          summary: "Delete the record of a STOPPED or CRASHED instance: 409 INSTANCE_NOT_FINISHED while it lives, 409 STATIC_SLOT for a STATIC group's slot",
+          tag,
+          permission: "instances.delete",
+          params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 256 }) }),
+          successStatus: 204,
+        },
+        async ({ params, c }) => {
+          const before = await removal.removal.removeFinished(params.id);
+          await audited(removal.audit, c, { action: "instance.delete", resourceType: "instance", resourceId: params.id, before });
+          return c.body(null, 204);
+        },
+      );
+    }
   };
 }

@@ -6,7 +6,10 @@
 import { CloudApiError, InvalidArgumentError } from "./errors.js";
 import { TransferResult } from "./transfer-result.js";
 import type { PluginTransport } from "./transport.js";
-import type { GroupInfo, InstanceInfo, MetricsPayload, PlayerMessage, PlayerView, Transfer } from "./types.js";
+import type { GroupInfo, InstanceInfo, MetricsPayload, PlayerAdmissionResult, PlayerMessage, PlayerView, PluginMaintenance, Transfer } from "./types.js";
+
+/** Refusal codes of `POST /api/plugin/player-join` (maintenance); the player is not let in. */
+export const ADMISSION_REFUSALS: ReadonlySet<string> = new Set(["MAINTENANCE", "GROUP_MAINTENANCE"]);
 
 /** Custom event types look like `MODULE:ACTION` (spec document 3, "Bus contract"). */
 export const CUSTOM_EVENT_TYPE_PATTERN = /^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+$/;
@@ -114,11 +117,45 @@ export class CloudClient {
   }
 
   /**
+   * A player coming onto this instance, asked of the controller before letting it in (a proxy's
+   * login, a server's join): `POST /api/plugin/player-join`, awaited. A refusal (403 MAINTENANCE or
+   * GROUP_MAINTENANCE) is a result with the text to show the player. When the controller cannot
+   * answer (no connection, 5xx) the player is admitted and the join is reported in the background
+   * as any report: an outage of the control plane does not lock players out.
+   */
+  async admitPlayer(uuid: string, name: string): Promise<PlayerAdmissionResult> {
+    const body = { uuid, name, group: this.identity.group };
+    try {
+      await this.transport.post("/api/plugin/player-join", body);
+      return { admitted: true };
+    } catch (error) {
+      if (error instanceof CloudApiError && error.status === 403 && ADMISSION_REFUSALS.has(error.code)) {
+        return { admitted: false, code: error.code, message: error.message };
+      }
+      if (error instanceof CloudApiError && error.retriable) {
+        this.transport.report("/api/plugin/player-join", body);
+        return { admitted: true };
+      }
+      throw error;
+    }
+  }
+
+  /** Maintenance of the network and of this instance's group: `GET /api/plugin/maintenance`. */
+  async fetchMaintenance(): Promise<PluginMaintenance> {
+    const raw = await this.transport.get<Partial<PluginMaintenance> | null>("/api/plugin/maintenance");
+    return {
+      globalEnabled: raw?.globalEnabled === true,
+      message: typeof raw?.message === "string" ? raw.message : null,
+      groupMaintenance: raw?.groupMaintenance === true,
+    };
+  }
+
+  /**
    * A player this instance holds, reported again (`POST /api/plugin/player-join`, the client rules of
    * every report): the registry lost it. Resolves once the report is settled; never rejects.
    */
   rejoinPlayer(uuid: string, name: string): Promise<void> {
-    return this.transport.reportSettled("/api/plugin/player-join", { uuid, name, group: this.identity.group });
+    return this.transport.reportSettled("/api/plugin/player-join", { uuid, name, group: this.identity.group, rejoin: true });
   }
 
   /** A player left this instance (fire-and-forget `POST /api/plugin/player-leave`). */

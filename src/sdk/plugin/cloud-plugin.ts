@@ -8,6 +8,7 @@ import { CloudClient, type WorkloadKind } from "./cloud-client.js";
 import { CommandRegistry, type CommandRegistryOptions } from "./commands/registry.js";
 import { PluginEventBus } from "./event-bus.js";
 import { PluginEventStream, type EventStreamOptions } from "./event-stream.js";
+import { MaintenanceState } from "./maintenance.js";
 import { PlayerManager } from "./players.js";
 import { PlayerRejoiner } from "./rejoin.js";
 import { PluginTransfers } from "./transfers.js";
@@ -50,6 +51,8 @@ export interface CloudPlugin {
   /** Reports the local players again when the controller lost its player registry. */
   readonly rejoiner: PlayerRejoiner;
   readonly commands: CommandRegistry;
+  /** Maintenance of the network and of this group, kept current by the event stream. */
+  readonly maintenance: MaintenanceState;
   readonly transport: PluginTransport;
   /** Closes the event stream (if it was started), the player view's subscriptions and the token renewal. */
   close(): Promise<void>;
@@ -83,6 +86,8 @@ export function connectToCloud(options: ConnectOptions = {}): CloudPlugin {
   const events = new PluginEventBus(client, logger);
   const players = new PlayerManager(client);
   players.follow(events, (error) => logger.warn(`Reloading the players failed: ${error.message}`));
+  const maintenance = new MaintenanceState(client, (error) => logger.warn(`Reloading maintenance failed: ${error.message}`));
+  maintenance.follow(events);
   const transfers = new PluginTransfers(logger);
   const eventStream = new PluginEventStream(transport, events, { logger, ...options.eventStream }, transfers);
   const rejoiner = new PlayerRejoiner(client, players, logger);
@@ -103,10 +108,12 @@ export function connectToCloud(options: ConnectOptions = {}): CloudPlugin {
     transfers,
     rejoiner,
     commands,
+    maintenance,
     transport,
     close: async () => {
       stopRejoining();
       players.unfollow();
+      maintenance.unfollow();
       transport.close();
       await eventStream.stop();
     },

@@ -44,6 +44,8 @@ function isTransfer(value: unknown): value is Transfer {
 export class PluginTransfers {
   /** Transfer id → whether its outcome arrived (insertion order: the oldest first). */
   private readonly seen = new Map<string, TransferResult | null>();
+  /** Transfers whose handlers run now → whether the controller sent the transfer again meanwhile. */
+  private readonly running = new Map<string, boolean>();
   private handlers: TransferHandler[] = [];
   private outcomeHandlers: TransferOutcomeHandler[] = [];
   private readonly waiters = new Map<string, ((result: TransferResult) => void)[]>();
@@ -95,21 +97,11 @@ export class PluginTransfers {
       return;
     }
     if (event === "transfer") {
+      // Sent again while its handlers still run (a reconnected stream re-sends what is pending):
+      // remembered, so that it is carried out once more should this attempt fail.
+      if (this.running.has(data.id)) return void this.running.set(data.id, true);
       if (this.seen.has(data.id)) return;
-      this.remember(data.id, null);
-      // When every handler failed, the transfer is handed out again if the controller sends it again
-      // (a reconnected stream re-sends what is pending): a move cut short by a failover is retried.
-      const runs = [...this.handlers].map((handler) => {
-        try {
-          return Promise.resolve(handler(data));
-        } catch (error) {
-          return Promise.reject(error as Error);
-        }
-      });
-      void Promise.allSettled(runs).then((settled) => {
-        for (const run of settled) if (run.status === "rejected") this.handlerFailed(run.reason);
-        if (settled.length > 0 && settled.every((run) => run.status === "rejected") && this.seen.get(data.id) === null) this.seen.delete(data.id);
-      });
+      this.carryOut(data);
       return;
     }
     if (event !== "transfer-completed" && event !== "transfer-failed") return;
@@ -125,6 +117,31 @@ export class PluginTransfers {
     }
     for (const waiter of this.waiters.get(data.id) ?? []) waiter(result);
     this.waiters.delete(data.id);
+  }
+
+  /**
+   * Hands a transfer to the handlers. When every handler failed, the transfer is handed out again
+   * if the controller sends it again (a reconnected stream re-sends what is pending), or at once
+   * when it was sent again while this attempt ran: a move cut short by a failover is retried.
+   */
+  private carryOut(data: Transfer): void {
+    this.remember(data.id, null);
+    this.running.set(data.id, false);
+    const runs = [...this.handlers].map((handler) => {
+      try {
+        return Promise.resolve(handler(data));
+      } catch (error) {
+        return Promise.reject(error as Error);
+      }
+    });
+    void Promise.allSettled(runs).then((settled) => {
+      const resent = this.running.get(data.id) ?? false;
+      this.running.delete(data.id);
+      for (const run of settled) if (run.status === "rejected") this.handlerFailed(run.reason);
+      if (settled.length === 0 || settled.some((run) => run.status === "fulfilled") || this.seen.get(data.id) !== null) return;
+      this.seen.delete(data.id);
+      if (resent) this.carryOut(data);
+    });
   }
 
   private remember(id: string, result: TransferResult | null): void {

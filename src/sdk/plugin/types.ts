@@ -64,6 +64,22 @@ export interface MetricsPayload {
   uptimeMs: number;
 }
 
+/** Maintenance as `GET /api/plugin/maintenance` answers it. */
+export interface PluginMaintenance {
+  globalEnabled: boolean;
+  /** The operator's message for refused players; null when none was set. */
+  message: string | null;
+  /** Whether this instance's own group is in maintenance. */
+  groupMaintenance: boolean;
+}
+
+/**
+ * The controller's answer to a player coming onto this instance (`CloudClient.admitPlayer`):
+ * admitted, or refused with `MAINTENANCE` (the network is in maintenance) or `GROUP_MAINTENANCE`
+ * (this instance's group is) and the text to show the player.
+ */
+export type PlayerAdmissionResult = { readonly admitted: true } | { readonly admitted: false; readonly code: string; readonly message: string };
+
 /** Where a transfer stands: waiting for the player's arrival, arrived, or given up. */
 export type TransferState = "PENDING" | "COMPLETED" | "FAILED";
 

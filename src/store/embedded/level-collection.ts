@@ -6,8 +6,9 @@
 import type { Level } from "level";
 import type { Clock } from "../../shared/clock.js";
 import { assert } from "../../shared/errors.js";
-import type { Collection, CollectionSpec, Doc, Filter, FindOptions, IndexSpec } from "../ports.js";
-import { DuplicateKeyError } from "../ports.js";
+import type { Collection, CollectionSpec, Doc, Filter, FindOptions, IndexSpec, Revisioned } from "../ports.js";
+import { DuplicateKeyError, RevisionConflictError } from "../ports.js";
+import { newRevision } from "../revisions.js";
 import {
   assertCollectionName,
   assertFieldPath,
@@ -20,8 +21,10 @@ import {
   ttlBaseMs,
 } from "../document-query.js";
 import { AsyncMutex } from "./async-mutex.js";
-import { CollectionKeys, idFromDocKey, idFromEntryKey } from "./key-codec.js";
-import { planQuery, type KeyRange, type QueryPlan } from "./query-plan.js";
+import { CollectionKeys, idFromEntryKey } from "./key-codec.js";
+import { clearRange, reconcileSpec, writeBatchOpsMax } from "./level-spec.js";
+import { planQuery, type QueryPlan } from "./query-plan.js";
+import { decodeStoredValue, encodeStoredValue } from "./stored-value.js";
 
 /** Documents read per iterator round trip while scanning the document keyspace. */
 const scanBatchMax = 1_000;
@@ -29,15 +32,16 @@ const scanBatchMax = 1_000;
 const indexFetchBatchMax = 256;
 /** Single-document writes committed together in one synced batch. */
 const writeGroupMax = 256;
-/** Operations per atomic batch when deleting many documents or rebuilding an index. */
-const writeBatchOpsMax = 2_000;
 const indexNamePattern = /^[A-Za-z0-9_.-]{1,63}$/;
 
 export type Db = Level<string, string>;
 type BatchOp = { type: "put"; key: string; value: string } | { type: "del"; key: string };
 /** Keys written earlier in the current write group: the new value, or null when deleted. */
 type Overlay = Map<string, string | null>;
-type WriteRequest<T> = { kind: "insert" | "put"; doc: T } | { kind: "delete"; id: string };
+/** A stored document version: its revision and its contents. */
+type Stored<T> = Revisioned<T & Doc>;
+/** `expectedRev`: the write is conditional (putIf, deleteIf). */
+type WriteRequest<T> = { kind: "insert" | "put"; doc: T; expectedRev?: string } | { kind: "delete"; id: string; expectedRev?: string };
 interface PendingWrite<T> {
   request: WriteRequest<T>;
   resolve: (result: unknown) => void;
@@ -73,24 +77,40 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
     this.keys = new CollectionKeys(name);
   }
 
-  async insert(doc: T): Promise<void> {
-    await this.submit({ kind: "insert", doc: toJsonDocument(doc) });
+  async insert(doc: T): Promise<string> {
+    return (await this.submit({ kind: "insert", doc: toJsonDocument(doc) })) as string;
   }
 
-  async put(doc: T): Promise<void> {
-    await this.submit({ kind: "put", doc: toJsonDocument(doc) });
+  async put(doc: T): Promise<string> {
+    return (await this.submit({ kind: "put", doc: toJsonDocument(doc) })) as string;
+  }
+
+  async putIf(doc: T, expectedRev: string): Promise<string> {
+    return (await this.submit({ kind: "put", doc: toJsonDocument(doc), expectedRev })) as string;
   }
 
   async get(id: string): Promise<T | null> {
+    return (await this.getRevisioned(id))?.doc ?? null;
+  }
+
+  async getRevisioned(id: string): Promise<Revisioned<T> | null> {
     await this.init();
-    return (await this.readLive(id)).doc;
+    return (await this.readLive(id)).live;
   }
 
   async delete(id: string): Promise<boolean> {
     return (await this.submit({ kind: "delete", id })) === true;
   }
 
+  async deleteIf(id: string, expectedRev: string): Promise<void> {
+    await this.submit({ kind: "delete", id, expectedRev });
+  }
+
   async find(filter: Filter = {}, options: FindOptions = {}): Promise<T[]> {
+    return (await this.findRevisioned(filter, options)).map((found) => found.doc);
+  }
+
+  async findRevisioned(filter: Filter = {}, options: FindOptions = {}): Promise<Revisioned<T>[]> {
     assertValidFilter(filter);
     assertValidFindOptions(options);
     await this.init();
@@ -99,15 +119,18 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
     if (limit === 0) return [];
     const plan = planQuery(this.keys, this.indexes, filter, options);
     const planOrdered = plan.kind === "point" || plan.ordered;
-    const matches: T[] = [];
+    const matches: Stored<T>[] = [];
     scan: for await (const batch of this.candidates(plan)) {
-      for (const doc of batch) {
-        if (!matchesFilter(doc, filter)) continue;
-        matches.push(doc);
+      for (const found of batch) {
+        if (!matchesFilter(found.doc, filter)) continue;
+        matches.push(found);
         if (planOrdered && matches.length >= skip + limit) break scan;
       }
     }
-    if (!planOrdered) matches.sort(documentComparator(options.sort));
+    if (!planOrdered) {
+      const compare = documentComparator(options.sort);
+      matches.sort((a, b) => compare(a.doc, b.doc));
+    }
     return matches.slice(skip, skip + limit);
   }
 
@@ -126,7 +149,7 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
       return total;
     }
     for await (const batch of this.candidates(planQuery(this.keys, this.indexes, filter, {}))) {
-      for (const doc of batch) if (matchesFilter(doc, filter)) total++;
+      for (const found of batch) if (matchesFilter(found.doc, filter)) total++;
     }
     return total;
   }
@@ -137,9 +160,9 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
       let removed = 0;
       let ops: BatchOp[] = [];
       for await (const batch of this.candidates(planQuery(this.keys, this.indexes, filter, {}))) {
-        for (const doc of batch) {
-          if (!matchesFilter(doc, filter)) continue;
-          ops.push(...this.removalOps(doc));
+        for (const found of batch) {
+          if (!matchesFilter(found.doc, filter)) continue;
+          ops.push(...this.removalOps(found.doc));
           removed++;
         }
         if (ops.length >= writeBatchOpsMax) {
@@ -160,7 +183,7 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
       const ops: BatchOp[] = [];
       let removed = 0;
       for (const key of due) {
-        const raw = await this.readRaw(idFromEntryKey(key));
+        const raw = (await this.readRaw(idFromEntryKey(key)))?.doc;
         if (raw && this.isExpired(raw)) {
           ops.push(...this.removalOps(raw));
           removed++;
@@ -178,23 +201,24 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
   /** Removes every document, index entry and TTL entry of the collection (the start of an import). */
   async clearForImport(): Promise<void> {
     await this.write(async () => {
-      await this.clearRange({ gte: this.keys.docPrefix, lt: this.keys.docEnd });
-      await this.clearRange({ gte: this.keys.indexesPrefix, lt: this.keys.indexesEnd });
-      await this.clearRange({ gte: this.keys.ttlPrefix, lt: this.keys.ttlEnd });
+      await clearRange(this.db, { gte: this.keys.docPrefix, lt: this.keys.docEnd });
+      await clearRange(this.db, { gte: this.keys.indexesPrefix, lt: this.keys.indexesEnd });
+      await clearRange(this.db, { gte: this.keys.ttlPrefix, lt: this.keys.ttlEnd });
     });
   }
 
   /**
-   * Writes imported documents with their index and TTL entries, in synced batches. The caller
-   * cleared the collection first and brings each `_id` once (a verified bundle does), so no
-   * earlier version's entries need removing and unique values were unique where they came from.
+   * Writes imported documents with their index and TTL entries, in synced batches, each at a new
+   * revision. The caller cleared the collection first and brings each `_id` once (a verified bundle
+   * does), so no earlier version's entries need removing and unique values were unique where they
+   * came from.
    */
   async importDocuments(docs: readonly Doc[]): Promise<void> {
     await this.write(async () => {
       let ops: BatchOp[] = [];
       for (const raw of docs) {
         const doc = toJsonDocument(raw);
-        ops.push({ type: "put", key: this.keys.doc(doc._id), value: JSON.stringify(doc) });
+        ops.push({ type: "put", key: this.keys.doc(doc._id), value: encodeStoredValue(newRevision(), doc) });
         for (const key of this.entryOps(doc)) ops.push({ type: "put", key, value: "" });
         if (ops.length >= writeBatchOpsMax) {
           await this.db.batch(ops, { sync: true });
@@ -264,21 +288,29 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
     });
   }
 
-  /** Computes the batch operations of one write against the stored state plus `overlay`. */
+  /**
+   * Computes the batch operations of one write against the stored state plus `overlay` (the writes
+   * earlier in the group): a conditional write compares with the revision as of those, so of two
+   * writes from one revision in one group the second fails, as it would in two groups.
+   */
   private async prepare(request: WriteRequest<T>, overlay: Overlay): Promise<{ ops: BatchOp[]; result: unknown }> {
+    const id = request.kind === "delete" ? request.id : request.doc._id;
+    const previous = await this.readLive(id, overlay);
+    if (request.expectedRev !== undefined && previous.live?.rev !== request.expectedRev) {
+      throw new RevisionConflictError(this.name, id, request.expectedRev);
+    }
     if (request.kind === "delete") {
-      const previous = await this.readLive(request.id, overlay);
       if (!previous.raw) return { ops: [], result: false };
-      return { ops: this.removalOps(previous.raw), result: previous.doc !== null };
+      return { ops: this.removalOps(previous.raw.doc), result: previous.live !== null };
     }
     const doc = request.doc;
-    const previous = await this.readLive(doc._id, overlay);
-    if (request.kind === "insert" && previous.doc) throw new DuplicateKeyError(this.name, doc._id);
+    if (request.kind === "insert" && previous.live) throw new DuplicateKeyError(this.name, doc._id);
     await this.assertUnique(doc, overlay);
-    const ops: BatchOp[] = previous.raw ? this.removalOps(previous.raw) : [];
-    ops.push({ type: "put", key: this.keys.doc(doc._id), value: JSON.stringify(doc) });
+    const ops: BatchOp[] = previous.raw ? this.removalOps(previous.raw.doc) : [];
+    const rev = newRevision();
+    ops.push({ type: "put", key: this.keys.doc(doc._id), value: encodeStoredValue(rev, doc) });
     for (const key of this.entryOps(doc)) ops.push({ type: "put", key, value: "" });
-    return { ops, result: undefined };
+    return { ops, result: rev };
   }
 
   private async write<R>(section: () => Promise<R>): Promise<R> {
@@ -288,57 +320,17 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
 
   /** Brings stored index and TTL entries in line with the declared spec (once per process). */
   private init(): Promise<void> {
-    this.ready ??= this.mutex.run(() => this.reconcileSpec());
+    this.ready ??= this.mutex.run(() =>
+      reconcileSpec({
+        db: this.db,
+        keys: this.keys,
+        name: this.name,
+        spec: this.spec,
+        entryKeys: (doc) => this.entryOps(doc),
+        isExpired: (doc) => this.isExpired(doc),
+      }),
+    );
     return this.ready;
-  }
-
-  private async reconcileSpec(): Promise<void> {
-    const declared = JSON.stringify(normalizeSpec(this.spec));
-    const stored = await this.db.get(this.keys.meta);
-    if (stored === declared) return;
-    const previous = stored ? (JSON.parse(stored) as CollectionSpec) : { indexes: [] };
-    // Drop every index and TTL entry written under the previous spec, then rebuild from documents.
-    // The metadata is written last, so a crash midway leads to a fresh rebuild on the next open.
-    for (const index of previous.indexes ?? [])
-      await this.clearRange({ gte: this.keys.indexPrefix(index.name), lt: this.keys.indexPrefix(index.name).slice(0, -1) + "\x01" });
-    for (const index of this.indexes)
-      await this.clearRange({ gte: this.keys.indexPrefix(index.name), lt: this.keys.indexPrefix(index.name).slice(0, -1) + "\x01" });
-    await this.clearRange({ gte: this.keys.ttlPrefix, lt: this.keys.ttlEnd });
-    const seen = this.indexes.filter((i) => i.unique).map(() => new Map<string, string>());
-    let ops: BatchOp[] = [];
-    for await (const [key, value] of this.db.iterator({ gte: this.keys.docPrefix, lt: this.keys.docEnd })) {
-      const doc = JSON.parse(value) as Doc;
-      assert(doc._id === idFromDocKey(this.keys, key), `document key and _id disagree in ${this.name}`);
-      this.indexes
-        .filter((i) => i.unique)
-        .forEach((index, n) => {
-          const fieldValue = getPath(doc, index.field);
-          if (fieldValue === undefined) return;
-          const valueKey = JSON.stringify(fieldValue);
-          const other = seen[n].get(valueKey);
-          if (other !== undefined && !this.isExpired(doc)) throw new DuplicateKeyError(this.name, `${index.name}: ${valueKey}`);
-          seen[n].set(valueKey, doc._id);
-        });
-      ops.push(...this.entryOps(doc).map((k): BatchOp => ({ type: "put", key: k, value: "" })));
-      if (ops.length >= writeBatchOpsMax) {
-        await this.db.batch(ops, { sync: true });
-        ops = [];
-      }
-    }
-    ops.push({ type: "put", key: this.keys.meta, value: declared });
-    await this.db.batch(ops, { sync: true });
-  }
-
-  private async clearRange(range: KeyRange): Promise<void> {
-    let ops: BatchOp[] = [];
-    for await (const key of this.db.keys(range)) {
-      ops.push({ type: "del", key });
-      if (ops.length >= writeBatchOpsMax) {
-        await this.db.batch(ops, { sync: true });
-        ops = [];
-      }
-    }
-    if (ops.length > 0) await this.db.batch(ops, { sync: true });
   }
 
   /** Index and TTL entry keys of one document version. */
@@ -368,25 +360,25 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
       for (const [key, present] of overlay) if (present !== null && key.startsWith(entryPrefix)) holders.add(idFromEntryKey(key));
       holders.delete(doc._id);
       for (const otherId of holders) {
-        const other = await this.readRaw(otherId, overlay);
+        const other = (await this.readRaw(otherId, overlay))?.doc;
         if (other && !this.isExpired(other)) throw new DuplicateKeyError(this.name, `${index.name}: ${JSON.stringify(value)}`);
       }
     }
   }
 
-  private async readRaw(id: string, overlay?: Overlay): Promise<T | null> {
+  private async readRaw(id: string, overlay?: Overlay): Promise<Stored<T> | null> {
     const key = this.keys.doc(id);
     const value = overlay?.has(key) ? overlay.get(key) : await this.db.get(key);
     if (value === undefined || value === null) return null;
-    const doc = JSON.parse(value) as T;
-    assert(doc._id === id, `stored document ${id} has _id ${doc._id}`);
-    return doc;
+    const stored = decodeStoredValue<T>(value);
+    assert(stored.doc._id === id, `stored document ${id} has _id ${stored.doc._id}`);
+    return stored;
   }
 
   /** The stored version (even when expired, so its entries can be removed) and the live view. */
-  private async readLive(id: string, overlay?: Overlay): Promise<{ raw: T | null; doc: T | null }> {
+  private async readLive(id: string, overlay?: Overlay): Promise<{ raw: Stored<T> | null; live: Stored<T> | null }> {
     const raw = await this.readRaw(id, overlay);
-    return { raw, doc: raw && !this.isExpired(raw) ? raw : null };
+    return { raw, live: raw && !this.isExpired(raw.doc) ? raw : null };
   }
 
   private expiresAtMs(doc: Doc): number | null {
@@ -402,10 +394,10 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
   }
 
   /** Live documents the plan yields, in the plan's order, in batches (one await per batch). */
-  private async *candidates(plan: QueryPlan): AsyncGenerator<T[]> {
+  private async *candidates(plan: QueryPlan): AsyncGenerator<Stored<T>[]> {
     if (plan.kind === "point") {
       const found = await this.readLive(plan.id);
-      if (found.doc) yield [found.doc];
+      if (found.live) yield [found.live];
       return;
     }
     if (plan.kind === "points") {
@@ -420,10 +412,10 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
         for (;;) {
           const entries = await iterator.nextv(scanBatchMax);
           if (entries.length === 0) return;
-          const docs: T[] = [];
+          const docs: Stored<T>[] = [];
           for (const [, value] of entries) {
-            const doc = JSON.parse(value) as T;
-            if (!this.isExpired(doc)) docs.push(doc);
+            const stored = decodeStoredValue<T>(value);
+            if (!this.isExpired(stored.doc)) docs.push(stored);
           }
           yield docs;
         }
@@ -448,24 +440,16 @@ export class LevelCollection<T extends Doc> implements Collection<T> {
     }
   }
 
-  private async fetchLive(ids: string[], yielded: Set<string>): Promise<T[]> {
+  private async fetchLive(ids: string[], yielded: Set<string>): Promise<Stored<T>[]> {
     const values = await this.db.getMany(ids.map((id) => this.keys.doc(id)));
-    const docs: T[] = [];
+    const docs: Stored<T>[] = [];
     for (const value of values) {
       if (value === undefined) continue; // deleted between reading the index and the document
-      const doc = JSON.parse(value) as T;
-      if (this.isExpired(doc) || yielded.has(doc._id)) continue;
-      yielded.add(doc._id);
-      docs.push(doc);
+      const stored = decodeStoredValue<T>(value);
+      if (this.isExpired(stored.doc) || yielded.has(stored.doc._id)) continue;
+      yielded.add(stored.doc._id);
+      docs.push(stored);
     }
     return docs;
   }
-}
-
-/** The spec in a canonical form (indexes sorted by name, defaults filled), stored and compared as JSON. */
-export function normalizeSpec(spec: CollectionSpec): CollectionSpec {
-  const indexes = [...(spec.indexes ?? [])]
-    .map((i) => ({ name: i.name, field: i.field, unique: i.unique === true }))
-    .sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
-  return { indexes, ...(spec.ttl ? { ttl: { name: spec.ttl.name, field: spec.ttl.field, seconds: spec.ttl.seconds } } : {}) };
 }

@@ -16,7 +16,9 @@ import { assert } from "../../shared/errors.js";
 import { getPath, ttlBaseMs } from "../document-query.js";
 import type { Collection, CollectionSpec, Doc, DocumentImportBatch, DocumentSnapshot, DocumentStore } from "../ports.js";
 import { CollectionKeys, collectionFromMetaKey, metaRange } from "./key-codec.js";
-import { LevelCollection, normalizeSpec, type Db } from "./level-collection.js";
+import { LevelCollection, type Db } from "./level-collection.js";
+import { normalizeSpec } from "./level-spec.js";
+import { decodeStoredValue } from "./stored-value.js";
 
 /** Options of {@link openLevelDocumentStore}. */
 export interface LevelDocumentStoreOptions {
@@ -102,7 +104,7 @@ export class LevelDocumentStore implements DocumentStore {
         const iterator = db.iterator({ gte: keys.docPrefix, lt: keys.docEnd, snapshot });
         try {
           for (let entries = await iterator.nextv(batchMax); entries.length > 0; entries = await iterator.nextv(batchMax)) {
-            yield entries.map(([, value]) => JSON.parse(value) as Doc).filter((doc) => !expiredAt(doc, spec, nowMs));
+            yield entries.map(([, value]) => decodeStoredValue(value).doc).filter((doc) => !expiredAt(doc, spec, nowMs));
           }
         } finally {
           await iterator.close();

@@ -10,14 +10,22 @@
  * dates. So the adapter stores the parsed TTL base of `ttl.field` in a hidden `_ttlAt` date and
  * creates the TTL index (named `ttl.name`, `expireAfterSeconds: ttl.seconds`) on it; `_ttlAt` is
  * never returned. The monitor runs about once a minute, so reads also hide expired documents.
+ *
+ * Revisions: a hidden `_rev` field, returned only by the revisioned reads; a conditional write is
+ * one `replaceOne`/`deleteOne` filtered on `_id` and `_rev`, which MongoDB applies atomically.
+ *
+ * Outages: server selection gives up after `serverSelectionTimeoutMs` (2 s by default) and a socket
+ * waits `socketTimeoutMs` (5 s) at most; network, selection and "not primary" errors become
+ * StoreUnavailableError (503 STORE_UNAVAILABLE), so a request never hangs on a lost replica set.
  */
 import { MongoClient, type Collection as MongoCollection, type Document, type Filter as MongoFilter, type Sort } from "mongodb";
 import type { Clock } from "../../shared/clock.js";
 import { systemClock } from "../../shared/clock.js";
 import { assert } from "../../shared/errors.js";
 import { assertCollectionName, assertFieldPath, assertValidFilter, assertValidFindOptions, getPath, toJsonDocument, ttlBaseMs } from "../document-query.js";
-import type { Collection, CollectionSpec, Doc, DocumentImportBatch, DocumentSnapshot, DocumentStore, Filter, FindOptions } from "../ports.js";
-import { DuplicateKeyError } from "../ports.js";
+import type { Collection, CollectionSpec, Doc, DocumentImportBatch, DocumentSnapshot, DocumentStore, Filter, FindOptions, Revisioned } from "../ports.js";
+import { DuplicateKeyError, RevisionConflictError, StoreUnavailableError } from "../ports.js";
+import { LEGACY_REVISION, newRevision } from "../revisions.js";
 
 /** Options of {@link openMongoDocumentStore}. */
 export interface MongoDocumentStoreOptions {
@@ -28,9 +36,39 @@ export interface MongoDocumentStoreOptions {
   /** Time source for read-time expiry. */
   clock?: Clock;
   serverSelectionTimeoutMs?: number;
+  socketTimeoutMs?: number;
 }
 
 const hiddenTtlField = "_ttlAt";
+const hiddenRevField = "_rev";
+/** What plain reads leave out. */
+const hiddenProjection = { [hiddenTtlField]: 0, [hiddenRevField]: 0 };
+/** Server error codes of a replica set that cannot take the operation now (not primary, stepping down, shutting down, unreachable). */
+const unavailableCodes = new Set([6, 7, 89, 91, 189, 9001, 10107, 11600, 11602, 13435, 13436]);
+const unavailableErrorNames = new Set([
+  "MongoServerSelectionError",
+  "MongoNetworkError",
+  "MongoNetworkTimeoutError",
+  "MongoNotConnectedError",
+  "MongoTopologyClosedError",
+]);
+
+/** `error` as the adapter throws it: a StoreUnavailableError when the database cannot serve now, else unchanged. */
+export function mongoStoreError(error: unknown): unknown {
+  if (typeof error !== "object" || error === null || error instanceof StoreUnavailableError) return error;
+  const { name, code } = error as { name?: unknown; code?: unknown };
+  const unavailable = (typeof name === "string" && unavailableErrorNames.has(name)) || (typeof code === "number" && unavailableCodes.has(code));
+  return unavailable ? new StoreUnavailableError("document", error) : error;
+}
+
+/** Runs one driver call, mapping an outage to StoreUnavailableError. */
+async function guarded<R>(call: () => Promise<R>): Promise<R> {
+  try {
+    return await call();
+  } catch (error) {
+    throw mongoStoreError(error);
+  }
+}
 
 /** A document as stored: string `_id` (never an ObjectId), JSON fields, maybe `_ttlAt`. */
 interface StoredDoc extends Document {
@@ -42,7 +80,8 @@ const duplicateKeyCode = 11000;
 export async function openMongoDocumentStore(options: MongoDocumentStoreOptions): Promise<MongoDocumentStore> {
   const client = new MongoClient(options.uri, {
     writeConcern: { w: "majority", journal: true },
-    serverSelectionTimeoutMS: options.serverSelectionTimeoutMs ?? 10_000,
+    serverSelectionTimeoutMS: options.serverSelectionTimeoutMs ?? 2_000,
+    socketTimeoutMS: options.socketTimeoutMs ?? 5_000,
   });
   await client.connect();
   const store = new MongoDocumentStore(client, options);
@@ -90,7 +129,7 @@ export class MongoDocumentStore implements DocumentStore {
     const db = this.client.db(this.dbName);
     let names: string[];
     try {
-      const listed = await db.listCollections({}, { nameOnly: true, session }).toArray();
+      const listed = await guarded(() => db.listCollections({}, { nameOnly: true, session }).toArray());
       names = listed
         .map((c) => c.name)
         .filter((name) => !name.startsWith("system.") && !name.includes("."))
@@ -107,10 +146,7 @@ export class MongoDocumentStore implements DocumentStore {
         if (!names.includes(collection)) return;
         const ttl = specs.get(collection)?.spec.ttl;
         const live = ttl ? { $or: [{ [hiddenTtlField]: { $exists: false } }, { [hiddenTtlField]: { $gt: new Date(nowMs - ttl.seconds * 1000) } }] } : {};
-        const cursor = db
-          .collection<StoredDoc>(collection)
-          .find(live, { session, projection: { [hiddenTtlField]: 0 }, batchSize: batchMax })
-          .sort({ _id: 1 });
+        const cursor = db.collection<StoredDoc>(collection).find(live, { session, projection: hiddenProjection, batchSize: batchMax }).sort({ _id: 1 });
         let batch: Doc[] = [];
         for await (const doc of cursor) {
           batch.push(doc as unknown as Doc);
@@ -143,7 +179,7 @@ export class MongoDocumentStore implements DocumentStore {
   }
 
   async ping(): Promise<void> {
-    await this.client.db(this.dbName).command({ ping: 1 });
+    await guarded(() => this.client.db(this.dbName).command({ ping: 1 }));
   }
 
   async close(): Promise<void> {
@@ -185,25 +221,28 @@ class MongoDocCollection<T extends Doc> implements Collection<T> {
   /** Removes every document (the start of an import). */
   async clearForImport(): Promise<void> {
     await this.init();
-    await this.collection.deleteMany({});
+    await guarded(() => this.collection.deleteMany({}));
   }
 
-  /** Writes imported documents (each `_id` once, into a cleared collection). */
+  /** Writes imported documents (each `_id` once, into a cleared collection), each at a new revision. */
   async importDocuments(docs: readonly Doc[]): Promise<void> {
     if (docs.length === 0) return;
-    await this.collection.insertMany(
-      docs.map((doc) => this.toStored(doc as T)),
-      { ordered: true },
+    await guarded(() =>
+      this.collection.insertMany(
+        docs.map((doc) => this.toStored(doc as T, newRevision())),
+        { ordered: true },
+      ),
     );
   }
 
-  async insert(doc: T): Promise<void> {
-    const stored = this.toStored(doc);
+  async insert(doc: T): Promise<string> {
+    const rev = newRevision();
+    const stored = this.toStored(doc, rev);
     await this.init();
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.collection.insertOne(stored);
-        return;
+        await guarded(() => this.collection.insertOne(stored));
+        return rev;
       } catch (error) {
         if (!isDuplicateKey(error)) throw error;
         // The conflicting document may be expired but not yet removed by the TTL monitor.
@@ -213,13 +252,14 @@ class MongoDocCollection<T extends Doc> implements Collection<T> {
     }
   }
 
-  async put(doc: T): Promise<void> {
-    const stored = this.toStored(doc);
+  async put(doc: T): Promise<string> {
+    const rev = newRevision();
+    const stored = this.toStored(doc, rev);
     await this.init();
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.collection.replaceOne({ _id: stored._id }, stored, { upsert: true });
-        return;
+        await guarded(() => this.collection.replaceOne({ _id: stored._id }, stored, { upsert: true }));
+        return rev;
       } catch (error) {
         if (!isDuplicateKey(error)) throw error;
         // Two upserts of one new _id race; the loser retries as a replace.
@@ -230,47 +270,97 @@ class MongoDocCollection<T extends Doc> implements Collection<T> {
     }
   }
 
+  async putIf(doc: T, expectedRev: string): Promise<string> {
+    const rev = newRevision();
+    const stored = this.toStored(doc, rev);
+    await this.init();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const result = await guarded(() => this.collection.replaceOne(this.atRevision(stored._id, expectedRev), stored));
+        if (result.matchedCount === 0) throw new RevisionConflictError(this.name, stored._id, expectedRev);
+        return rev;
+      } catch (error) {
+        if (!isDuplicateKey(error)) throw error;
+        if (attempt === 0 && this.spec.ttl && (await this.removeExpired()) > 0) continue;
+        throw this.duplicateKeyError(error, stored._id);
+      }
+    }
+  }
+
   async get(id: string): Promise<T | null> {
     await this.init();
-    const found = await this.collection.findOne(this.withLive({ _id: id }), { projection: { [hiddenTtlField]: 0 } });
+    const found = await guarded(() => this.collection.findOne(this.withLive({ _id: id }), { projection: hiddenProjection }));
     return (found as unknown as T | null) ?? null;
+  }
+
+  async getRevisioned(id: string): Promise<Revisioned<T> | null> {
+    await this.init();
+    const found = await guarded(() => this.collection.findOne(this.withLive({ _id: id }), { projection: { [hiddenTtlField]: 0 } }));
+    return found ? this.revisioned(found) : null;
   }
 
   async delete(id: string): Promise<boolean> {
     await this.init();
-    const result = await this.collection.deleteOne(this.withLive({ _id: id }));
+    const result = await guarded(() => this.collection.deleteOne(this.withLive({ _id: id })));
     return result.deletedCount === 1;
   }
 
+  async deleteIf(id: string, expectedRev: string): Promise<void> {
+    await this.init();
+    const result = await guarded(() => this.collection.deleteOne(this.atRevision(id, expectedRev)));
+    if (result.deletedCount === 0) throw new RevisionConflictError(this.name, id, expectedRev);
+  }
+
   async find(filter: Filter = {}, options: FindOptions = {}): Promise<T[]> {
+    return (await this.select(filter, options, hiddenProjection)) as unknown as T[];
+  }
+
+  async findRevisioned(filter: Filter = {}, options: FindOptions = {}): Promise<Revisioned<T>[]> {
+    return (await this.select(filter, options, { [hiddenTtlField]: 0 })).map((found) => this.revisioned(found));
+  }
+
+  async count(filter: Filter = {}): Promise<number> {
+    assertValidFilter(filter);
+    await this.init();
+    return guarded(() => this.collection.countDocuments(this.withLive(filter as MongoFilter<StoredDoc>)));
+  }
+
+  async deleteMany(filter: Filter = {}): Promise<number> {
+    assertValidFilter(filter);
+    await this.init();
+    const result = await guarded(() => this.collection.deleteMany(this.withLive(filter as MongoFilter<StoredDoc>)));
+    return result.deletedCount;
+  }
+
+  private async select(filter: Filter, options: FindOptions, projection: Document): Promise<StoredDoc[]> {
     assertValidFilter(filter);
     assertValidFindOptions(options);
     await this.init();
     if (options.limit === 0) return [];
     const direction = options.sort?.direction ?? 1;
     const sort: Sort = options.sort && options.sort.field !== "_id" ? { [options.sort.field]: direction, _id: direction } : { _id: direction };
-    let cursor = this.collection.find(this.withLive(filter as MongoFilter<StoredDoc>), { projection: { [hiddenTtlField]: 0 } }).sort(sort);
+    let cursor = this.collection.find(this.withLive(filter as MongoFilter<StoredDoc>), { projection }).sort(sort);
     if (options.skip) cursor = cursor.skip(options.skip);
     if (options.limit !== undefined) cursor = cursor.limit(options.limit);
-    return (await cursor.toArray()) as unknown as T[];
+    return guarded(() => cursor.toArray());
   }
 
-  async count(filter: Filter = {}): Promise<number> {
-    assertValidFilter(filter);
-    await this.init();
-    return this.collection.countDocuments(this.withLive(filter as MongoFilter<StoredDoc>));
+  /** A stored document with `_rev` taken out as its revision (documents written before revisions: the legacy one). */
+  private revisioned(found: StoredDoc): Revisioned<T> {
+    const { [hiddenRevField]: rev, ...doc } = found;
+    return { doc: doc as unknown as T, rev: typeof rev === "string" ? rev : LEGACY_REVISION };
   }
 
-  async deleteMany(filter: Filter = {}): Promise<number> {
-    assertValidFilter(filter);
-    await this.init();
-    const result = await this.collection.deleteMany(this.withLive(filter as MongoFilter<StoredDoc>));
-    return result.deletedCount;
+  /** The live document `id` at revision `rev`. */
+  private atRevision(id: string, rev: string): MongoFilter<StoredDoc> {
+    const revision = rev === LEGACY_REVISION ? { $in: [LEGACY_REVISION, null] } : rev;
+    return this.withLive({ _id: id, [hiddenRevField]: revision } as MongoFilter<StoredDoc>);
   }
 
-  private toStored(doc: T): StoredDoc {
+  private toStored(doc: T, rev: string): StoredDoc {
     const stored: StoredDoc = toJsonDocument(doc);
-    assert(!(hiddenTtlField in stored), `${hiddenTtlField} is reserved`);
+    assert(!(hiddenTtlField in stored) && !(hiddenRevField in stored), `${hiddenTtlField} and ${hiddenRevField} are reserved`);
+    stored[hiddenRevField] = rev;
     const ttl = this.spec.ttl;
     if (ttl) {
       const baseMs = ttlBaseMs(getPath(stored, ttl.field));
@@ -291,7 +381,7 @@ class MongoDocCollection<T extends Doc> implements Collection<T> {
   private async removeExpired(): Promise<number> {
     const ttl = this.spec.ttl!;
     const cutoff = new Date(this.clock.nowMs() - ttl.seconds * 1000);
-    const result = await this.collection.deleteMany({ [hiddenTtlField]: { $lte: cutoff } });
+    const result = await guarded(() => this.collection.deleteMany({ [hiddenTtlField]: { $lte: cutoff } }));
     return result.deletedCount;
   }
 
@@ -303,7 +393,7 @@ class MongoDocCollection<T extends Doc> implements Collection<T> {
   }
 
   private init(): Promise<void> {
-    this.ready ??= this.createIndexes().catch((error: unknown) => {
+    this.ready ??= guarded(() => this.createIndexes()).catch((error: unknown) => {
       this.ready = undefined; // retry on the next call
       throw error;
     });

@@ -2,27 +2,32 @@
  * PostgreSQL document store (`pg`) for the production profile when no MongoDB is available.
  *
  * One table per collection, `doc_<name> (id text COLLATE "C" PRIMARY KEY, doc jsonb NOT NULL,
- * expires_at bigint)`: `id` mirrors `_id` with byte-order comparison (like MongoDB's), `doc` is
- * the whole JSON document, and `expires_at` is the TTL deadline in epoch ms computed when the
- * document is written (NULL when the collection has no TTL or the field is absent). Declared
+ * expires_at bigint, rev text)`: `id` mirrors `_id` with byte-order comparison (like MongoDB's),
+ * `doc` is the whole JSON document, `expires_at` is the TTL deadline in epoch ms computed when the
+ * document is written (NULL when the collection has no TTL or the field is absent), and `rev` the
+ * document's revision (a conditional write is one `UPDATE … WHERE rev = $expected`). Declared
  * indexes become expression indexes on `doc #> '{field}'`; the TTL becomes an index on
  * `expires_at`. Reads hide expired rows, and a sweeper deletes them in bounded batches.
  * Each statement commits on its own, durably (PostgreSQL's defaults: fsync, synchronous_commit).
+ * Connections, host failover and timeouts: postgres-pool.ts.
  */
 import { TtlSweeper } from "../ttl-sweeper.js";
-import { createHash } from "node:crypto";
 import pg from "pg";
 import type { Clock } from "../../shared/clock.js";
 import { systemClock } from "../../shared/clock.js";
 import { assert } from "../../shared/errors.js";
-import { assertCollectionName, assertFieldPath, assertValidFilter, assertValidFindOptions, getPath, toJsonDocument, ttlBaseMs } from "../document-query.js";
-import type { Collection, CollectionSpec, Doc, DocumentImportBatch, DocumentSnapshot, DocumentStore, Filter, FindOptions } from "../ports.js";
-import { DuplicateKeyError } from "../ports.js";
-import { fieldExpression, filterConditions, orderBy, quoteIdentifier, SqlParams } from "./sql-query.js";
+import type { Collection, CollectionSpec, Doc, DocumentImportBatch, DocumentSnapshot, DocumentStore } from "../ports.js";
+import { newRevision } from "../revisions.js";
+import { PostgresCollection } from "./postgres-collection.js";
+import { PostgresPool } from "./postgres-pool.js";
+import { quoteIdentifier } from "./sql-query.js";
 
 /** Options of {@link openPostgresDocumentStore}. */
 export interface PostgresDocumentStoreOptions {
-  /** postgres:// or postgresql:// connection URI. */
+  /**
+   * postgres:// or postgresql:// connection URI; several hosts (`host1:5432,host2:5432`) with
+   * `target_session_attrs=read-write` follow a failover to the writable one (postgres-pool.ts).
+   */
   uri: string;
   /** Time source for TTL deadlines and read-time expiry. */
   clock?: Clock;
@@ -32,18 +37,26 @@ export interface PostgresDocumentStoreOptions {
   ttlSweepBatchMax?: number;
   /** Connections in the pool. */
   poolConnectionsMax?: number;
+  /** Bound of connecting, or of waiting for a free connection. Default 2 s. */
+  connectTimeoutMs?: number;
+  /** Bound of one statement (imports and snapshot pages: {@link longStatementTimeoutMs}). Default 4 s. */
+  queryTimeoutMs?: number;
 }
 
 const defaultTtlSweepIntervalMs = 60_000;
 const defaultTtlSweepBatchMax = 1_000;
 const defaultPoolConnectionsMax = 10;
-const identifierBytesMax = 63;
-const uniqueViolation = "23505";
+/** Bound of an import statement or a snapshot page, which move up to hundreds of kilobytes. */
+const longStatementTimeoutMs = 60_000;
 
 /** Connects and returns the store; fails when the database is unreachable. */
 export async function openPostgresDocumentStore(options: PostgresDocumentStoreOptions): Promise<PostgresDocumentStore> {
-  const pool = new pg.Pool({ connectionString: options.uri, max: options.poolConnectionsMax ?? defaultPoolConnectionsMax });
-  pool.on("error", () => undefined); // idle-client errors surface on the next query instead
+  const pool = new PostgresPool({
+    uri: options.uri,
+    poolConnectionsMax: options.poolConnectionsMax ?? defaultPoolConnectionsMax,
+    connectTimeoutMs: options.connectTimeoutMs ?? 2_000,
+    queryTimeoutMs: options.queryTimeoutMs ?? 4_000,
+  });
   const store = new PostgresDocumentStore(pool, options);
   try {
     await store.ping();
@@ -63,7 +76,7 @@ export class PostgresDocumentStore implements DocumentStore {
   private closed = false;
 
   constructor(
-    private readonly pool: pg.Pool,
+    private readonly pool: PostgresPool,
     options: PostgresDocumentStoreOptions,
   ) {
     this.clock = options.clock ?? systemClock;
@@ -102,6 +115,7 @@ export class PostgresDocumentStore implements DocumentStore {
   async snapshot(): Promise<DocumentSnapshot> {
     assert(!this.closed, "document store is closed");
     const client = await this.pool.connect();
+    const pool = this.pool;
     let names: string[];
     try {
       await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
@@ -111,8 +125,8 @@ export class PostgresDocumentStore implements DocumentStore {
       names = tables.rows.map((row) => row.name).sort();
     } catch (error) {
       await client.query("ROLLBACK").catch(() => undefined); // the first error is the one to report
-      client.release();
-      throw error;
+      client.release(true);
+      throw pool.clientFailed(error);
     }
     const nowMs = Math.floor(this.clock.nowMs());
     return {
@@ -122,10 +136,13 @@ export class PostgresDocumentStore implements DocumentStore {
         const table = quoteIdentifier(`doc_${collection}`);
         let after: string | null = null;
         for (;;) {
-          const page: pg.QueryResult<{ id: string; doc: Doc }> = await client.query<{ id: string; doc: Doc }>(
-            `SELECT id, doc FROM ${table} WHERE ($1::text IS NULL OR id > $1) AND (expires_at IS NULL OR expires_at > $2) ORDER BY id LIMIT $3`,
-            [after, nowMs, batchMax],
-          );
+          const page: pg.QueryResult<{ id: string; doc: Doc }> = await client
+            .query<{ id: string; doc: Doc }>({
+              text: `SELECT id, doc FROM ${table} WHERE ($1::text IS NULL OR id > $1) AND (expires_at IS NULL OR expires_at > $2) ORDER BY id LIMIT $3`,
+              values: [after, nowMs, batchMax],
+              query_timeout: longStatementTimeoutMs,
+            } as pg.QueryConfig)
+            .catch((error: unknown) => Promise.reject(pool.clientFailed(error)));
           if (page.rows.length === 0) return;
           after = page.rows[page.rows.length - 1].id;
           yield page.rows.map((row) => row.doc);
@@ -158,18 +175,18 @@ export class PostgresDocumentStore implements DocumentStore {
         }
         if (batch.documents.length === 0) continue;
         const rows = batch.documents.map((doc) => target.row(doc));
-        await client.query(`INSERT INTO ${table} (id, doc, expires_at) SELECT * FROM unnest($1::text[], $2::jsonb[], $3::bigint[])`, [
-          rows.map((row) => row.id),
-          rows.map((row) => row.json),
-          rows.map((row) => row.expiresAtMs),
-        ]);
+        await client.query({
+          text: `INSERT INTO ${table} (id, doc, expires_at, rev) SELECT * FROM unnest($1::text[], $2::jsonb[], $3::bigint[], $4::text[])`,
+          values: [rows.map((row) => row.id), rows.map((row) => row.json), rows.map((row) => row.expiresAtMs), rows.map(() => newRevision())],
+          query_timeout: longStatementTimeoutMs,
+        } as pg.QueryConfig);
         counts.set(batch.collection, counts.get(batch.collection)! + rows.length);
       }
       await client.query("COMMIT");
       return counts;
     } catch (error) {
       await client.query("ROLLBACK").catch(() => undefined); // the import's error is the one to report
-      throw error;
+      throw this.pool.clientFailed(error);
     } finally {
       client.release();
     }
@@ -190,206 +207,4 @@ export class PostgresDocumentStore implements DocumentStore {
     await this.sweeper.stop();
     await this.pool.end();
   }
-}
-
-/** An identifier of at most 63 bytes: `name`, or a prefix of it plus a hash when too long. */
-function boundedIdentifier(name: string): string {
-  if (Buffer.byteLength(name) <= identifierBytesMax) return name;
-  const hash = createHash("sha256").update(name).digest("hex").slice(0, 12);
-  return `${name.slice(0, identifierBytesMax - 13)}_${hash}`;
-}
-
-class PostgresCollection<T extends Doc> implements Collection<T> {
-  private readonly table: string;
-  private readonly indexNames = new Map<string, string>(); // SQL index name → declared name
-  private ready: Promise<void> | undefined;
-
-  constructor(
-    private readonly pool: pg.Pool,
-    readonly name: string,
-    readonly spec: CollectionSpec,
-    private readonly clock: Clock,
-  ) {
-    assertCollectionName(name);
-    this.table = `doc_${name}`;
-    for (const index of spec.indexes ?? []) {
-      assertFieldPath(index.field);
-      this.indexNames.set(boundedIdentifier(`${this.table}_${index.name}`), index.name);
-    }
-    if (spec.ttl) {
-      assertFieldPath(spec.ttl.field);
-      assert(spec.ttl.seconds > 0, "ttl seconds must be positive");
-    }
-  }
-
-  /** Creates the table and indexes when missing. */
-  prepare(): Promise<void> {
-    return this.init();
-  }
-
-  /** The row an imported document becomes. */
-  row(doc: Doc): { id: string; json: string; expiresAtMs: number | null } {
-    const stored = toJsonDocument(doc);
-    return { id: stored._id, json: JSON.stringify(stored), expiresAtMs: this.expiresAtMs(stored) };
-  }
-
-  async insert(doc: T): Promise<void> {
-    const stored = toJsonDocument(doc);
-    await this.init();
-    const table = quoteIdentifier(this.table);
-    // An expired row with the same id is logically absent: replace it.
-    const sql =
-      `INSERT INTO ${table} AS t (id, doc, expires_at) VALUES ($1, $2, $3) ` +
-      `ON CONFLICT (id) DO UPDATE SET doc = EXCLUDED.doc, expires_at = EXCLUDED.expires_at ` +
-      `WHERE t.expires_at IS NOT NULL AND t.expires_at <= $4`;
-    const result = await this.writeRow(sql, [stored._id, JSON.stringify(stored), this.expiresAtMs(stored), this.nowMs()]);
-    if (result.rowCount === 0) throw new DuplicateKeyError(this.name, stored._id);
-  }
-
-  async put(doc: T): Promise<void> {
-    const stored = toJsonDocument(doc);
-    await this.init();
-    const sql =
-      `INSERT INTO ${quoteIdentifier(this.table)} (id, doc, expires_at) VALUES ($1, $2, $3) ` +
-      `ON CONFLICT (id) DO UPDATE SET doc = EXCLUDED.doc, expires_at = EXCLUDED.expires_at`;
-    await this.writeRow(sql, [stored._id, JSON.stringify(stored), this.expiresAtMs(stored)]);
-  }
-
-  async get(id: string): Promise<T | null> {
-    await this.init();
-    const result = await this.pool.query<{ doc: T }>(
-      `SELECT doc FROM ${quoteIdentifier(this.table)} WHERE id = $1 AND (expires_at IS NULL OR expires_at > $2)`,
-      [id, this.nowMs()],
-    );
-    return result.rows[0]?.doc ?? null;
-  }
-
-  async delete(id: string): Promise<boolean> {
-    await this.init();
-    const result = await this.pool.query<{ live: boolean }>(
-      `DELETE FROM ${quoteIdentifier(this.table)} WHERE id = $1 RETURNING (expires_at IS NULL OR expires_at > $2) AS live`,
-      [id, this.nowMs()],
-    );
-    return result.rows[0]?.live === true;
-  }
-
-  async find(filter: Filter = {}, options: FindOptions = {}): Promise<T[]> {
-    assertValidFilter(filter);
-    assertValidFindOptions(options);
-    await this.init();
-    const params = new SqlParams();
-    let sql = `SELECT doc FROM ${quoteIdentifier(this.table)} WHERE ${this.where(filter, params)} ORDER BY ${orderBy(options.sort)}`;
-    if (options.limit !== undefined) sql += ` LIMIT ${params.add(options.limit)}`;
-    if (options.skip) sql += ` OFFSET ${params.add(options.skip)}`;
-    const result = await this.pool.query<{ doc: T }>(sql, params.values);
-    return result.rows.map((row) => row.doc);
-  }
-
-  async count(filter: Filter = {}): Promise<number> {
-    assertValidFilter(filter);
-    await this.init();
-    const params = new SqlParams();
-    const result = await this.pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM ${quoteIdentifier(this.table)} WHERE ${this.where(filter, params)}`,
-      params.values,
-    );
-    return result.rows[0].n;
-  }
-
-  async deleteMany(filter: Filter = {}): Promise<number> {
-    assertValidFilter(filter);
-    await this.init();
-    const params = new SqlParams();
-    const result = await this.pool.query(`DELETE FROM ${quoteIdentifier(this.table)} WHERE ${this.where(filter, params)}`, params.values);
-    return result.rowCount ?? 0;
-  }
-
-  /** Deletes up to `batchMax` expired rows; returns how many. */
-  async sweepExpired(batchMax: number): Promise<number> {
-    if (!this.spec.ttl) return 0;
-    await this.init();
-    const table = quoteIdentifier(this.table);
-    const result = await this.pool.query(`DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2)`, [
-      this.nowMs(),
-      batchMax,
-    ]);
-    return result.rowCount ?? 0;
-  }
-
-  private where(filter: Filter, params: SqlParams): string {
-    const conditions = filterConditions(filter, params);
-    conditions.push(`(expires_at IS NULL OR expires_at > ${params.add(this.nowMs())})`);
-    return conditions.join(" AND ");
-  }
-
-  /**
-   * Runs an insert/upsert, mapping unique violations to DuplicateKeyError. A violation may come
-   * from an expired row that still holds the value until swept; those rows are deleted and the
-   * write is tried once more.
-   */
-  private async writeRow(sql: string, values: unknown[]): Promise<pg.QueryResult> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.pool.query(sql, values);
-      } catch (error) {
-        if (!isUniqueViolation(error)) throw error;
-        if (attempt === 0 && this.spec.ttl) {
-          await this.pool.query(`DELETE FROM ${quoteIdentifier(this.table)} WHERE expires_at <= $1`, [this.nowMs()]);
-          continue;
-        }
-        const declared = error.constraint ? this.indexNames.get(error.constraint) : undefined;
-        throw new DuplicateKeyError(this.name, declared ? `${declared}: ${error.detail ?? ""}` : String(values[0]));
-      }
-    }
-  }
-
-  /** Whole milliseconds, as `expires_at` (bigint) holds them. */
-  private nowMs(): number {
-    return Math.floor(this.clock.nowMs());
-  }
-
-  private expiresAtMs(doc: Doc): number | null {
-    const ttl = this.spec.ttl;
-    if (!ttl) return null;
-    const baseMs = ttlBaseMs(getPath(doc, ttl.field));
-    return baseMs === null ? null : Math.ceil(baseMs + ttl.seconds * 1000);
-  }
-
-  private init(): Promise<void> {
-    this.ready ??= this.createSchema().catch((error: unknown) => {
-      this.ready = undefined; // let the next call retry, e.g. after the database comes back
-      throw error;
-    });
-    return this.ready;
-  }
-
-  /** Creates the table and indexes; an advisory lock serializes controllers doing it at once. */
-  private async createSchema(): Promise<void> {
-    const table = quoteIdentifier(this.table);
-    const client = await this.pool.connect();
-    try {
-      await client.query("BEGIN");
-      await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [this.table]);
-      await client.query(`CREATE TABLE IF NOT EXISTS ${table} (id text COLLATE "C" PRIMARY KEY, doc jsonb NOT NULL, expires_at bigint)`);
-      for (const [sqlName, declared] of this.indexNames) {
-        const index = this.spec.indexes!.find((i) => i.name === declared)!;
-        const unique = index.unique ? "UNIQUE " : "";
-        await client.query(`CREATE ${unique}INDEX IF NOT EXISTS ${quoteIdentifier(sqlName)} ON ${table} (${fieldExpression(index.field)})`);
-      }
-      if (this.spec.ttl) {
-        const ttlIndex = boundedIdentifier(`${this.table}_${this.spec.ttl.name}`);
-        await client.query(`CREATE INDEX IF NOT EXISTS ${quoteIdentifier(ttlIndex)} ON ${table} (expires_at) WHERE expires_at IS NOT NULL`);
-      }
-      await client.query("COMMIT");
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined); // the transaction's error is the one to report
-      throw error;
-    } finally {
-      client.release();
-    }
-  }
-}
-
-function isUniqueViolation(error: unknown): error is { code: string; constraint?: string; detail?: string } {
-  return typeof error === "object" && error !== null && (error as { code?: unknown }).code === uniqueViolation;
 }

@@ -6,19 +6,23 @@
  * appendSequenced is one Lua script (INCR, RPUSH, LTRIM, PUBLISH) and readSequenced another (GET
  * and LRANGE), so a sequenced log never shows a number without its entry; ttlMs is PTTL; keys walks SCAN (never KEYS, which blocks the server) with the prefix escaped
  * for MATCH. Pub/sub needs a connection in subscriber mode, so it runs on a duplicate connection
- * opened on the first subscribe.
+ * opened on the first subscribe. Connecting (one server or through Redis Sentinel) and what an
+ * outage looks like: redis-connection.ts.
  */
-import { Redis, type RedisOptions } from "ioredis";
+import { Redis } from "ioredis";
 import { assert } from "../../shared/errors.js";
 import { parseSequencedEntry, type KvStore, type SequencedEntry, type SequencedLog } from "../ports.js";
+import { redisConnection, redisStoreError } from "./redis-connection.js";
 
 /** Options of {@link openRedisKvStore}. */
 export interface RedisKvStoreOptions {
-  /** redis:// or rediss:// URI. */
+  /** redis://, rediss://, redis-sentinel:// or rediss-sentinel:// URI (redis-connection.ts). */
   uri: string;
   /** Attempts per command while reconnecting, after which the command fails instead of waiting. */
   commandRetriesMax?: number;
   connectTimeoutMs?: number;
+  /** How long one command may wait for its answer. Default 2 s. */
+  commandTimeoutMs?: number;
   /** Connection errors and throwing subscribers are reported here; the default ignores them. */
   onError?: (error: unknown) => void;
 }
@@ -77,12 +81,12 @@ interface ScriptedRedis extends Redis {
 
 /** Connects to Redis; fails when it is unreachable. */
 export async function openRedisKvStore(options: RedisKvStoreOptions): Promise<RedisKvStore> {
-  const redisOptions: RedisOptions = {
-    lazyConnect: true,
-    maxRetriesPerRequest: options.commandRetriesMax ?? 3,
-    connectTimeout: options.connectTimeoutMs ?? 5_000,
-  };
-  const client = new Redis(options.uri, redisOptions);
+  const connection = redisConnection(options.uri, {
+    commandRetriesMax: options.commandRetriesMax ?? 3,
+    connectTimeoutMs: options.connectTimeoutMs ?? 5_000,
+    commandTimeoutMs: options.commandTimeoutMs ?? 2_000,
+  });
+  const client = connection.uri === null ? new Redis(connection.options) : new Redis(connection.uri, connection.options);
   const onError = options.onError ?? (() => undefined);
   client.on("error", onError);
   try {
@@ -126,43 +130,43 @@ export class RedisKvStore implements KvStore {
   }
 
   async get(key: string): Promise<string | null> {
-    return this.client.get(key);
+    return this.run(() => this.client.get(key));
   }
 
   async set(key: string, value: string, options?: { ttlMs?: number }): Promise<void> {
     const ttl = ttlArgument(options?.ttlMs);
-    if (ttl === "") await this.client.set(key, value);
-    else await this.client.set(key, value, "PX", ttl);
+    await this.run(() => (ttl === "" ? this.client.set(key, value) : this.client.set(key, value, "PX", ttl)));
   }
 
   async setIfAbsent(key: string, value: string, options?: { ttlMs?: number }): Promise<boolean> {
     const ttl = ttlArgument(options?.ttlMs);
-    const reply = ttl === "" ? await this.client.set(key, value, "NX") : await this.client.set(key, value, "PX", ttl, "NX");
+    const reply = await this.run(() => (ttl === "" ? this.client.set(key, value, "NX") : this.client.set(key, value, "PX", ttl, "NX")));
     return reply === "OK";
   }
 
   async compareAndSet(key: string, expected: string, value: string, options?: { ttlMs?: number }): Promise<boolean> {
-    return (await this.client.kvCompareAndSet(key, expected, value, ttlArgument(options?.ttlMs))) === 1;
+    const ttl = ttlArgument(options?.ttlMs);
+    return (await this.run(() => this.client.kvCompareAndSet(key, expected, value, ttl))) === 1;
   }
 
   async compareAndDelete(key: string, expected: string): Promise<boolean> {
-    return (await this.client.kvCompareAndDelete(key, expected)) === 1;
+    return (await this.run(() => this.client.kvCompareAndDelete(key, expected))) === 1;
   }
 
   async delete(key: string): Promise<boolean> {
-    return (await this.client.del(key)) === 1;
+    return (await this.run(() => this.client.del(key))) === 1;
   }
 
   async increment(key: string): Promise<number> {
-    return this.client.incr(key);
+    return this.run(() => this.client.incr(key));
   }
 
   async take(key: string): Promise<string | null> {
-    return this.client.kvTake(key);
+    return this.run(() => this.client.kvTake(key));
   }
 
   async ttlMs(key: string): Promise<number | null> {
-    const remaining = await this.client.pttl(key);
+    const remaining = await this.run(() => this.client.pttl(key));
     return remaining < 0 ? null : remaining; // -2: absent, -1: no expiry
   }
 
@@ -170,7 +174,7 @@ export class RedisKvStore implements KvStore {
     const found = new Set<string>(); // SCAN may return a key more than once
     let cursor = "0";
     for (let round = 0; round < scanRoundsMax; round++) {
-      const [next, batch] = await this.client.scan(cursor, "MATCH", `${escapeGlob(prefix)}*`, "COUNT", scanCountHint);
+      const [next, batch] = await this.run(() => this.client.scan(cursor, "MATCH", `${escapeGlob(prefix)}*`, "COUNT", scanCountHint));
       for (const key of batch) found.add(key);
       cursor = next;
       if (cursor === "0") return [...found].sort();
@@ -179,17 +183,17 @@ export class RedisKvStore implements KvStore {
   }
 
   async publish(channel: string, message: string): Promise<void> {
-    await this.client.publish(channel, message);
+    await this.run(() => this.client.publish(channel, message));
   }
 
   async appendSequenced(log: SequencedLog, value: string): Promise<number> {
     assert(Number.isSafeInteger(log.entriesMax) && log.entriesMax > 0, "entriesMax must be a positive integer");
-    return Number(await this.client.kvAppendSequenced(log.counterKey, log.listKey, value, String(log.entriesMax), log.channel));
+    return Number(await this.run(() => this.client.kvAppendSequenced(log.counterKey, log.listKey, value, String(log.entriesMax), log.channel)));
   }
 
   async readSequenced(log: SequencedLog, fromSequence: number): Promise<{ latestSequence: number; entries: SequencedEntry[] }> {
     assert(Number.isSafeInteger(fromSequence) && fromSequence >= 0, "fromSequence must be a non-negative integer");
-    const [latest, raw] = await this.client.kvReadSequenced(log.counterKey, log.listKey, String(Math.max(fromSequence, 1)));
+    const [latest, raw] = await this.run(() => this.client.kvReadSequenced(log.counterKey, log.listKey, String(Math.max(fromSequence, 1))));
     const entries: SequencedEntry[] = [];
     for (const text of raw) {
       const entry = parseSequencedEntry(text);
@@ -211,7 +215,7 @@ export class RedisKvStore implements KvStore {
     const firstOnChannel = set.size === 1;
     if (firstOnChannel) {
       try {
-        await subscriber.subscribe(channel);
+        await this.run(() => subscriber.subscribe(channel));
       } catch (error) {
         this.handlers.delete(channel);
         throw error;
@@ -222,13 +226,13 @@ export class RedisKvStore implements KvStore {
       if (!current?.delete(subscription)) return;
       if (current.size === 0) {
         this.handlers.delete(channel);
-        if (!this.closed) await subscriber.unsubscribe(channel);
+        if (!this.closed) await this.run(() => subscriber.unsubscribe(channel));
       }
     };
   }
 
   async ping(): Promise<void> {
-    await this.client.ping();
+    await this.run(() => this.client.ping());
   }
 
   async close(): Promise<void> {
@@ -236,6 +240,15 @@ export class RedisKvStore implements KvStore {
     this.closed = true;
     this.handlers.clear();
     await Promise.all([quit(this.client), this.subscriber ? quit(this.subscriber) : undefined]);
+  }
+
+  /** One command; an outage becomes StoreUnavailableError (redis-connection.ts). */
+  private async run<R>(command: () => Promise<R>): Promise<R> {
+    try {
+      return await command();
+    } catch (error) {
+      throw redisStoreError(error);
+    }
   }
 
   private subscriberConnection(): Redis {
@@ -261,6 +274,9 @@ async function quit(connection: Redis): Promise<void> {
     await connection.quit();
   } catch {
     // The connection is already broken: closing it hard is all that is left to do.
+  } finally {
+    // Also closes what QUIT leaves open: through Sentinel, the failover detector's connections to
+    // the Sentinels (they would reconnect for ever once the Sentinels are gone).
     connection.disconnect();
   }
 }
