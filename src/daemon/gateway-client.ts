@@ -1,197 +1,50 @@
 /**
  * The daemon side of the daemon stream. Joins once with the node join token and its own key pair
- * (src/daemon/node-key.ts: the private key is stored in `dataDir` before the first attempt and
- * reused by every retry, so a join whose answer was lost can be repeated with the same token; the
- * node id, certificate and CA are kept there afterwards), then holds one mutual-TLS stream to a controller:
- * hello first, answers pings, reports node status periodically, dispatches instance commands to
- * an injected handler. Every controller address is kept; a broken stream is re-opened on the next
- * address after an exponential back-off with jitter, bounded by `reconnectDelayMaxMs`. A hello_ack
- * with protocol_compatible false ends the client (no reconnect). Reports go out through
+ * (src/daemon/gateway-join.ts; the identity is kept in `dataDir` afterwards, src/daemon/node-identity.ts),
+ * then holds one mutual-TLS stream to a controller: hello first, answers pings, reports node status
+ * periodically, dispatches instance commands to an injected handler (src/daemon/controller-commands.ts).
+ * Every controller address is kept; a broken stream is re-opened on the next address after an
+ * exponential back-off with jitter, bounded by `reconnectDelayMaxMs`. A hello_ack with
+ * protocol_compatible false ends the client (no reconnect). Reports go out through
  * {@link GatewayClient.send}; {@link GatewayClientOptions.onSessionOpen} runs right after each
- * hello_ack, before anything else is sent on the new stream.
+ * hello_ack, before anything else is sent on the new stream. Shapes and tuning live in
+ * src/daemon/gateway-client-types.ts, re-exported here.
  */
-import { createPublicKey, X509Certificate } from "node:crypto";
-import { existsSync } from "node:fs";
-import { readFile } from "node:fs/promises";
-import { cpus, freemem, hostname as osHostname, totalmem } from "node:os";
-import { join } from "node:path";
-import type { PeerCertificate } from "node:tls";
-import * as grpc from "@grpc/grpc-js";
+import { hostname as osHostname } from "node:os";
+import type * as grpc from "@grpc/grpc-js";
+import { DAEMON_PROTOCOL_VERSION, daemonMessage, loadNodeGateway, type ControllerMessage, type DaemonMessage } from "../wire/daemon-proto.js";
+import { handleInstanceCommand } from "./controller-commands.js";
+import { openStreamChannel, type GatewayStream, type NodeGatewayClient } from "./gateway-channel.js";
 import {
-  DAEMON_PROTOCOL_VERSION,
-  daemonGrpcMessageBytesMax,
-  daemonMessage,
-  loadNodeGateway,
-  type CommandResult,
-  type ControllerMessage,
-  type ApiCredential,
-  type DaemonMessage,
-  type HelloAck,
-  type InstanceCommand,
-  type JoinRequest,
-  type JoinResponse,
-} from "../wire/daemon-proto.js";
-import { SpanKind, SpanStatusCode, type Tracing } from "../shared/tracing.js";
-import { CONTROLLER_CERTIFICATE_NAME } from "../wire/certificate-names.js";
-import { loadOrCreateNodeKey, NODE_KEY_FILE, writeFileDurably } from "./node-key.js";
+  backgroundBufferedMessagesMax,
+  backoffDelayMs,
+  connectTimeoutMsDefault,
+  controllerSilenceHeartbeats,
+  droppableBufferedMessagesMax,
+  GatewayClientError,
+  type ClientState,
+  type GatewayClientOptions,
+  type SendOptions,
+} from "./gateway-client-types.js";
+import { joinWithToken } from "./gateway-join.js";
+import { HostCpuSampler, hostUsedMemoryMb } from "./host-usage.js";
+import { readIdentity, writeIdentity, type NodeIdentity } from "./node-identity.js";
 
-/** File names of the node identity inside `dataDir`. */
-export const IDENTITY_FILES = { nodeId: "node-id", key: NODE_KEY_FILE, certificate: "node.crt", ca: "ca.crt" } as const;
-
-/** The node's identity after joining. */
-export interface NodeIdentity {
-  nodeId: string;
-  keyPem: string;
-  certificatePem: string;
-  caPem: string;
-}
-
-/** Handles one instance command; an expected failure is a result with ok false and a code. */
-export type CommandHandler = (command: InstanceCommand & { commandId: string }) => Promise<Omit<CommandResult, "command_id">>;
-
-/** Minimal logger the client writes to. */
-export interface ClientLogger {
-  info(message: string): void;
-  warn(message: string): void;
-  error(message: string): void;
-}
-
-/** A stream the controller acknowledged. */
-export interface SessionInfo {
-  /** The controller address this stream dialled (`host:port`). */
-  address: string;
-  helloAck: HelloAck;
-}
-
-/** Options of {@link GatewayClient.send}. */
-export interface SendOptions {
-  /**
-   * Dropped (send returns false) when the stream already buffers
-   * {@link droppableBufferedMessagesMax} messages: console lines, not state reports.
-   */
-  droppable?: boolean;
-  /**
-   * Lowest priority (mirrored log records): written only while fewer than
-   * {@link backgroundBufferedMessagesMax} messages wait, so reports never queue behind them.
-   */
-  background?: boolean;
-}
-
-/** Where the client is. */
-export type ClientState = "joining" | "connecting" | "connected" | "backoff" | "stopped";
-
-/** Stable codes of {@link GatewayClientError}. */
-export type GatewayClientErrorCode = "JOIN_REFUSED" | "NO_IDENTITY" | "PROTOCOL_INCOMPATIBLE";
-
-/** A failure the client does not retry. */
-export class GatewayClientError extends Error {
-  constructor(
-    readonly code: GatewayClientErrorCode,
-    message: string,
-  ) {
-    super(message);
-    this.name = "GatewayClientError";
-  }
-}
-
-export interface GatewayClientOptions {
-  /** Every controller's gRPC address (`host:port`). */
-  controllers: readonly string[];
-  token?: string;
-  nodeId?: string;
-  hostname?: string;
-  dataDir: string;
-  maxMemoryMb: number;
-  daemonVersion: string;
-  /** Sent in hello; only tests change it. */
-  protocolVersion?: number;
-  statusIntervalMs: number;
-  reconnectDelayMinMs: number;
-  reconnectDelayMaxMs: number;
-  /** How long one connection attempt may take to be acknowledged. */
-  connectTimeoutMs?: number;
-  /** How long one Join call may take before it is retried (15 s by default). */
-  joinTimeoutMs?: number;
-  commandHandler?: CommandHandler;
-  /** Spans of the handled commands, continuing the controller's `traceparent`; none by default. */
-  tracing?: Tracing;
-  logger: ClientLogger;
-  /** Uniform [0, 1); Math.random by default (jitter). */
-  random?: () => number;
-  /** Memory currently used by instances; host memory in use by default. */
-  usedMemoryMb?: () => number;
-  onStateChange?: (state: ClientState, detail: string) => void;
-  /**
-   * Runs synchronously right after a compatible hello_ack, before the first node status: what is
-   * sent here is the first thing the controller receives on the session.
-   */
-  onSessionOpen?: (session: SessionInfo) => void;
-  /** The controller sent a fresh API credential (`api_credential`). */
-  onApiCredential?: (credential: ApiCredential) => void;
-  /** Called when the client gives up for good (refused join, incompatible protocol). */
-  onFatal?: (error: GatewayClientError) => void;
-}
-
-type NodeGatewayClient = grpc.Client & {
-  Join(request: JoinRequest, options: grpc.CallOptions, callback: (error: grpc.ServiceError | null, response?: JoinResponse) => void): grpc.ClientUnaryCall;
-  Connect(options?: grpc.CallOptions): grpc.ClientDuplexStream<DaemonMessage, ControllerMessage>;
-};
-
-const connectTimeoutMsDefault = 15_000;
-const joinTimeoutMsDefault = 15_000;
-/** Heartbeat intervals without any controller message after which the daemon reconnects. */
-export const controllerSilenceHeartbeats = 4;
-/**
- * Droppable messages are only written while fewer than this many messages wait: instance state
- * reports are never queued behind a backlog of console lines (a daemon starting hundreds of
- * servers prints thousands of lines while its spawns keep the event loop busy).
- */
-export const droppableBufferedMessagesMax = 64;
-/** Background messages (log records) are only written while fewer than this many messages wait. */
-export const backgroundBufferedMessagesMax = 8;
-
-/** Delay before reconnect attempt `attempt` (0-based): min·2^attempt capped at max, with ±50 % jitter. */
-export function backoffDelayMs(attempt: number, minMs: number, maxMs: number, random: () => number): number {
-  const base = Math.min(maxMs, minMs * 2 ** Math.min(attempt, 30));
-  return Math.min(maxMs, Math.round(base * (0.5 + random())));
-}
-
-/** Reads the identity stored in `dataDir`, or null before the node joined. */
-export async function readIdentity(dataDir: string): Promise<NodeIdentity | null> {
-  const path = (name: string) => join(dataDir, name);
-  if (!existsSync(path(IDENTITY_FILES.nodeId))) return null;
-  const [nodeId, keyPem, certificatePem, caPem] = await Promise.all(
-    [IDENTITY_FILES.nodeId, IDENTITY_FILES.key, IDENTITY_FILES.certificate, IDENTITY_FILES.ca].map((name) => readFile(path(name), "utf8")),
-  );
-  return { nodeId: nodeId!.trim(), keyPem: keyPem!, certificatePem: certificatePem!, caPem: caPem! };
-}
-
-/**
- * Stores the identity; the node id file is written last, so its presence means complete. The key
- * file is written only when the controller generated the key (`keyGenerated`): the node's own key
- * is already there.
- */
-async function writeIdentity(dataDir: string, identity: NodeIdentity, keyGenerated: boolean): Promise<void> {
-  if (keyGenerated) await writeFileDurably(dataDir, IDENTITY_FILES.key, identity.keyPem, 0o600);
-  await writeFileDurably(dataDir, IDENTITY_FILES.certificate, identity.certificatePem, 0o644);
-  await writeFileDurably(dataDir, IDENTITY_FILES.ca, identity.caPem, 0o644);
-  await writeFileDurably(dataDir, IDENTITY_FILES.nodeId, `${identity.nodeId}\n`, 0o644);
-}
-
-/** True when `certificatePem` is for the public key of `keyPem`; false for anything unreadable. */
-function certificateMatchesKey(certificatePem: string, keyPem: string): boolean {
-  try {
-    return new X509Certificate(certificatePem).publicKey.equals(createPublicKey(keyPem));
-  } catch {
-    // An unreadable certificate or key does not match; the caller refuses the answer.
-    return false;
-  }
-}
-
-/** Accepts a controller certificate by its name, whatever address it was reached on. */
-function checkControllerIdentity(_host: string, certificate: PeerCertificate): Error | undefined {
-  return certificate.subject?.CN === CONTROLLER_CERTIFICATE_NAME ? undefined : new Error(`Not a controller certificate: ${String(certificate.subject?.CN)}`);
-}
+export {
+  backgroundBufferedMessagesMax,
+  backoffDelayMs,
+  controllerSilenceHeartbeats,
+  droppableBufferedMessagesMax,
+  GatewayClientError,
+  type ClientLogger,
+  type ClientState,
+  type CommandHandler,
+  type GatewayClientErrorCode,
+  type GatewayClientOptions,
+  type SendOptions,
+  type SessionInfo,
+} from "./gateway-client-types.js";
+export { IDENTITY_FILES, readIdentity, type NodeIdentity } from "./node-identity.js";
 
 /** The daemon's connection to the controllers. */
 export class GatewayClient {
@@ -199,7 +52,7 @@ export class GatewayClient {
   private readonly random: () => number;
   private identity: NodeIdentity | null = null;
   private client: NodeGatewayClient | null = null;
-  private stream: grpc.ClientDuplexStream<DaemonMessage, ControllerMessage> | null = null;
+  private stream: GatewayStream | null = null;
   private addressIndex = 0;
   private attempt = 0;
   private stopped = false;
@@ -209,7 +62,7 @@ export class GatewayClient {
   private lastHeardAtMs = 0;
   private connectTimer: NodeJS.Timeout | null = null;
   private stateValue: ClientState = "connecting";
-  private lastCpu = cpus().map((c) => c.times);
+  private readonly cpu = new HostCpuSampler();
 
   constructor(private readonly options: GatewayClientOptions) {
     if (options.controllers.length === 0) throw new Error("At least one controller address is required");
@@ -234,7 +87,17 @@ export class GatewayClient {
     this.identity = await readIdentity(this.options.dataDir);
     if (!this.identity) {
       if (!this.options.token) throw new GatewayClientError("NO_IDENTITY", `Not joined yet (no identity in ${this.options.dataDir}) and no token configured`);
-      const joined = await this.join(this.options.token);
+      const joined = await joinWithToken(
+        {
+          options: this.options,
+          service: this.service,
+          random: this.random,
+          nextAddress: () => this.nextAddress(),
+          isStopped: () => this.stopped,
+          onAttempt: (address) => this.setState("joining", address),
+        },
+        this.options.token,
+      );
       await writeIdentity(this.options.dataDir, joined.identity, joined.keyGenerated);
       this.identity = joined.identity;
       this.options.logger.info(`Joined as node ${this.identity.nodeId}`);
@@ -269,61 +132,6 @@ export class GatewayClient {
     this.setState("stopped", "stopped");
   }
 
-  /**
-   * Joins with the node's own key (created and stored before the first attempt). An older
-   * controller that ignores the public key answers a key pair of its own: that one is used.
-   */
-  private async join(token: string): Promise<{ identity: NodeIdentity; keyGenerated: boolean }> {
-    const nodeKey = await loadOrCreateNodeKey(this.options.dataDir);
-    for (let attempt = 0; ; attempt++) {
-      if (this.stopped) throw new GatewayClientError("JOIN_REFUSED", "Stopped before joining");
-      const address = this.nextAddress();
-      this.setState("joining", address);
-      // No CA is known before joining: the controller's certificate is not verified here (the
-      // token authenticates the daemon; see docs/decisions/daemon-stream.md).
-      const credentials = grpc.credentials.createSsl(null, null, null, { rejectUnauthorized: false, checkServerIdentity: () => undefined });
-      const client = new (this.service as unknown as new (address: string, credentials: grpc.ChannelCredentials, options: object) => NodeGatewayClient)(
-        address,
-        credentials,
-        { "grpc.ssl_target_name_override": CONTROLLER_CERTIFICATE_NAME },
-      );
-      try {
-        const response = await new Promise<JoinResponse>((resolve, reject) => {
-          client.Join(
-            {
-              token,
-              node_id: this.options.nodeId ?? "",
-              hostname: this.options.hostname ?? osHostname(),
-              daemon_version: this.options.daemonVersion,
-              total_memory_mb: this.options.maxMemoryMb,
-              csr_public_key_pem: nodeKey.publicKeyPem,
-            },
-            { deadline: Date.now() + (this.options.joinTimeoutMs ?? joinTimeoutMsDefault) },
-            (error, res) => (error ? reject(error) : resolve(res!)),
-          );
-        });
-        const keyGenerated = response.private_key_pem !== "";
-        const keyPem = keyGenerated ? response.private_key_pem : nodeKey.keyPem;
-        if (!certificateMatchesKey(response.certificate_pem, keyPem)) {
-          throw new GatewayClientError("JOIN_REFUSED", `Join via ${address} answered a certificate that does not match the node key`);
-        }
-        const identity = { nodeId: response.node_id, keyPem, certificatePem: response.certificate_pem, caPem: response.ca_certificate_pem };
-        return { identity, keyGenerated };
-      } catch (err) {
-        if (err instanceof GatewayClientError) throw err;
-        const error = err as grpc.ServiceError;
-        if (error.code === grpc.status.UNAUTHENTICATED || error.code === grpc.status.INVALID_ARGUMENT) {
-          throw new GatewayClientError("JOIN_REFUSED", `Join refused by ${address}: ${error.details || error.message}`);
-        }
-        const delayMs = backoffDelayMs(attempt, this.options.reconnectDelayMinMs, this.options.reconnectDelayMaxMs, this.random);
-        this.options.logger.warn(`Join via ${address} failed (${error.details || error.message}); retrying in ${delayMs} ms`);
-        await new Promise((r) => setTimeout(r, delayMs));
-      } finally {
-        client.close();
-      }
-    }
-  }
-
   private nextAddress(): string {
     const address = this.options.controllers[this.addressIndex % this.options.controllers.length]!;
     this.addressIndex += 1;
@@ -334,21 +142,8 @@ export class GatewayClient {
     if (this.stopped || !this.identity) return;
     const address = this.nextAddress();
     this.setState("connecting", address);
-    const { caPem, keyPem, certificatePem } = this.identity;
-    const credentials = grpc.credentials.createSsl(Buffer.from(caPem), Buffer.from(keyPem), Buffer.from(certificatePem), {
-      checkServerIdentity: checkControllerIdentity,
-    });
     this.client?.close();
-    const client = new (this.service as unknown as new (address: string, credentials: grpc.ChannelCredentials, options: object) => NodeGatewayClient)(
-      address,
-      credentials,
-      {
-        "grpc.max_receive_message_length": daemonGrpcMessageBytesMax,
-        "grpc.max_send_message_length": daemonGrpcMessageBytesMax,
-        // The controller certificate is checked by name, whatever address reached it.
-        "grpc.ssl_target_name_override": CONTROLLER_CERTIFICATE_NAME,
-      },
-    );
+    const client = openStreamChannel(this.service, address, this.identity);
     this.client = client;
     const stream = client.Connect();
     this.stream = stream;
@@ -384,12 +179,7 @@ export class GatewayClient {
     );
   }
 
-  private receive(
-    stream: grpc.ClientDuplexStream<DaemonMessage, ControllerMessage>,
-    message: ControllerMessage,
-    address: string,
-    end: (why: string) => void,
-  ): void {
+  private receive(stream: GatewayStream, message: ControllerMessage, address: string, end: (why: string) => void): void {
     switch (message.payload) {
       case "hello_ack": {
         if (this.connectTimer) clearTimeout(this.connectTimer);
@@ -429,25 +219,9 @@ export class GatewayClient {
       case "mark_instance_ready":
       case "list_instances":
       case "read_instance_log": {
-        const type = message.payload;
-        const body = (message as unknown as Record<string, { command_id: string }>)[type]!;
-        const command = { type, body, commandId: body.command_id, traceparent: message.traceparent ?? "" } as unknown as InstanceCommand & {
-          commandId: string;
-        };
-        const tracing = this.options.tracing;
-        if (tracing?.enabled) {
-          void tracing.inSpan(
-            `handle ${type}`,
-            { kind: SpanKind.SERVER, traceparent: command.traceparent, attributes: { "cloud.command": type } },
-            async (span) => {
-              const result = await this.dispatch(stream, command);
-              if (!result.ok) {
-                span.setAttribute("cloud.error_code", result.error_code);
-                span.setStatus({ code: SpanStatusCode.ERROR, message: result.error_code });
-              }
-            },
-          );
-        } else void this.dispatch(stream, command);
+        handleInstanceCommand(message, message.payload, this.options.commandHandler, this.options.tracing, (commandId, result) => {
+          if (this.stream === stream) stream.write(daemonMessage("command_result", { command_id: commandId, ...result }));
+        });
         return;
       }
       default:
@@ -456,28 +230,11 @@ export class GatewayClient {
     }
   }
 
-  private async dispatch(
-    stream: grpc.ClientDuplexStream<DaemonMessage, ControllerMessage>,
-    command: InstanceCommand & { commandId: string },
-  ): Promise<Omit<CommandResult, "command_id">> {
-    let result: Omit<CommandResult, "command_id">;
-    if (!this.options.commandHandler) {
-      result = { ok: false, error_code: "UNSUPPORTED", message: "This daemon has no instance runner" };
-    } else {
-      try {
-        result = await this.options.commandHandler(command);
-      } catch (err) {
-        const code = (err as { code?: unknown }).code;
-        result = { ok: false, error_code: typeof code === "string" ? code : "INTERNAL", message: (err as Error).message };
-      }
-    }
-    if (this.stream === stream) stream.write(daemonMessage("command_result", { command_id: command.commandId, ...result }));
-    return result;
-  }
-
-  private sendStatus(stream: grpc.ClientDuplexStream<DaemonMessage, ControllerMessage>): void {
+  private sendStatus(stream: GatewayStream): void {
     if (this.stream !== stream) return;
-    stream.write(daemonMessage("node_status", { cpu_usage: this.cpuUsage(), used_memory_mb: this.usedMemoryMb(), total_memory_mb: this.options.maxMemoryMb }));
+    stream.write(
+      daemonMessage("node_status", { cpu_usage: this.cpu.sample(), used_memory_mb: this.usedMemoryMb(), total_memory_mb: this.options.maxMemoryMb }),
+    );
   }
 
   /**
@@ -515,21 +272,6 @@ export class GatewayClient {
   }
 
   private usedMemoryMb(): number {
-    return this.options.usedMemoryMb?.() ?? Math.round((totalmem() - freemem()) / (1024 * 1024));
-  }
-
-  /** Host CPU usage in [0, 1] since the previous call. */
-  private cpuUsage(): number {
-    const now = cpus().map((c) => c.times);
-    let idle = 0;
-    let total = 0;
-    now.forEach((t, i) => {
-      const before = this.lastCpu[i] ?? { user: 0, nice: 0, sys: 0, idle: 0, irq: 0 };
-      const sum = t.user + t.nice + t.sys + t.idle + t.irq - (before.user + before.nice + before.sys + before.idle + before.irq);
-      total += sum;
-      idle += t.idle - before.idle;
-    });
-    this.lastCpu = now;
-    return total > 0 ? Math.min(1, Math.max(0, 1 - idle / total)) : 0;
+    return this.options.usedMemoryMb?.() ?? hostUsedMemoryMb();
   }
 }

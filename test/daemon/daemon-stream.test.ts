@@ -66,8 +66,8 @@ describe("cloud-daemon over the daemon stream", { timeout: 120_000 }, () => {
 
   it("runs a standalone instance: PREPARING → STARTING → RUNNING on its Done line; stdin reaches it", async () => {
     const result = await controller.command("start_instance", { group: "lobby", fencing_token: TOKEN, spec: wireSpec("lobby-1", await freePort()) });
-    // Every decoded result carries `instances`, empty except in the answer to list_instances.
-    assert.deepEqual(result, { command_id: result.command_id, ok: true, error_code: "", message: "", instances: [] });
+    // Every decoded result carries `instances` and `log_lines`, empty except in the answers to list_instances and read_instance_log.
+    assert.deepEqual(result, { command_id: result.command_id, ok: true, error_code: "", message: "", instances: [], log_lines: [] });
     const running = await waitForState("lobby-1", "RUNNING");
     assert.deepEqual(controller.statesOf("lobby-1"), ["PREPARING", "STARTING", "RUNNING"]);
     assert.equal(running.fencing_token, TOKEN);
