@@ -6,6 +6,7 @@
  */
 import type { Logger } from "../logs/types.js";
 import type { AuditService } from "./audit-service.js";
+import { systemClock, type Clock } from "../shared/clock.js";
 
 /** The singleton lease's name and time to live (spec document 2, "Lease key spaces"). */
 export const AUDIT_PRUNER_LEASE = "audit-pruner";
@@ -23,6 +24,8 @@ export interface AuditPrunerOptions {
   retentionDays: number | (() => number);
   logger: Logger;
   pruneIntervalMs?: number;
+  /** The system clock by default. */
+  clock?: Clock;
 }
 
 /** Starts pruning; returns the function that stops it. */
@@ -45,7 +48,6 @@ export function startAuditPruner(options: AuditPrunerOptions): () => void {
     }
   };
   void tick();
-  const timer = setInterval(() => void tick(), options.pruneIntervalMs ?? pruneIntervalMsDefault);
-  timer.unref();
-  return () => clearInterval(timer);
+  const timer = (options.clock ?? systemClock).setInterval(() => void tick(), options.pruneIntervalMs ?? pruneIntervalMsDefault, { unref: true });
+  return () => timer.cancel();
 }

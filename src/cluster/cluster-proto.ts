@@ -10,6 +10,7 @@ import * as protoLoader from "@grpc/proto-loader";
 import type { CommandPayloads, CommandResult, LogRecordMessage } from "../wire/daemon-proto.js";
 import { ApiError } from "../shared/errors.js";
 import { CONTROLLER_CERTIFICATE_NAME } from "../wire/certificate-names.js";
+import { systemClock } from "../shared/clock.js";
 
 export const clusterProtoPath = fileURLToPath(new URL("../../proto/cluster.proto", import.meta.url));
 
@@ -160,6 +161,6 @@ export function callUnary<Req, Res>(
   timeoutMs: number,
 ): Promise<Res> {
   return new Promise((resolve, reject) => {
-    invoke(request, { deadline: Date.now() + timeoutMs }, (error, response) => (error ? reject(error) : resolve(response as Res)));
+    invoke(request, { deadline: systemClock.nowMs() + timeoutMs }, (error, response) => (error ? reject(error) : resolve(response as Res)));
   });
 }

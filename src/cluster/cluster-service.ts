@@ -12,12 +12,11 @@
  * `cluster-upkeep.ts` (background upkeep), `cluster-views.ts` (the read views) and
  * `singleton-leases.ts` ({@link ClusterService.runUnderLease}).
  */
-import { performance } from "node:perf_hooks";
 import type { AuditRecorder } from "../audit/types.js";
 import type { LogQuery } from "../logs/log-query.js";
 import type { NodeLogRead } from "../logs/node-log-buffers.js";
 import type { Logger } from "../logs/types.js";
-import type { Clock } from "../shared/clock.js";
+import { systemClock, sleep, nextTurn, type Clock, type Timer } from "../shared/clock.js";
 import { assert } from "../shared/errors.js";
 import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
 import { issueNodeCertificate, type CertificateAndKey } from "./ca.js";
@@ -83,7 +82,8 @@ const leaseReleaseTimeoutMs = 1_000;
 /** How often the background upkeep runs (pending stamp, own member record, CA document). */
 export const upkeepIntervalMs = 1_000;
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
+/** Raft progress is polled on the system clock the Raft host ticks on; the injected clock only stamps commands (tests hold it still). */
+const pollRaft = (ms: number) => sleep(systemClock, ms, { unref: true });
 
 /** See the module comment. */
 export class ClusterService implements ClusterMembershipPort {
@@ -98,7 +98,7 @@ export class ClusterService implements ClusterMembershipPort {
   private readonly joinTokens: JoinTokenAdmin;
   private readonly removal: MemberRemoval;
   private readonly upkeep: ClusterUpkeep;
-  private upkeepTimer: NodeJS.Timeout | null = null;
+  private upkeepTimer: Timer | null = null;
   private identity: MemberIdentity;
   private wasMember = false;
   private left = false;
@@ -229,13 +229,13 @@ export class ClusterService implements ClusterMembershipPort {
    */
   async start(waitMs: number): Promise<boolean> {
     await this.campaignIfSoleVoter(waitMs);
-    this.upkeepTimer = setInterval(() => void this.upkeep.run(), upkeepIntervalMs);
-    this.upkeepTimer.unref();
-    const started = performance.now();
-    while (!this.stopped && performance.now() - started < waitMs) {
+    // Upkeep follows Raft's pace, on the system clock like the polls above.
+    this.upkeepTimer = systemClock.setInterval(() => void this.upkeep.run(), upkeepIntervalMs, { unref: true });
+    const started = systemClock.nowMs();
+    while (!this.stopped && systemClock.nowMs() - started < waitMs) {
       await this.upkeep.run();
       if (this.isReady() && this.upkeep.gatewayCaSynced) return true;
-      await sleep(this.options.tuning.tickIntervalMs);
+      await pollRaft(this.options.tuning.tickIntervalMs);
     }
     return false;
   }
@@ -258,8 +258,8 @@ export class ClusterService implements ClusterMembershipPort {
     await this.singletonLeases.releaseAll(leaseReleaseTimeoutMs);
     this.stopped = true;
     this.unsubscribe();
-    if (this.upkeepTimer) clearInterval(this.upkeepTimer);
-    while (this.upkeep.running || this.removal.recovering) await sleep(10);
+    this.upkeepTimer?.cancel();
+    while (this.upkeep.running || this.removal.recovering) await pollRaft(10);
     await this.member.stop();
     this.options.clients.close();
   }
@@ -450,8 +450,8 @@ export class ClusterService implements ClusterMembershipPort {
   /** Wait for the local log to be applied, then campaign when this controller is the only voter. */
   private async campaignIfSoleVoter(waitMs: number): Promise<void> {
     const host = this.member.host;
-    const started = performance.now();
-    while (host.applied() < host.status().hardState.commit && performance.now() - started < waitMs) await sleep(5);
+    const started = systemClock.nowMs();
+    while (host.applied() < host.status().hardState.commit && systemClock.nowMs() - started < waitMs) await pollRaft(5);
     const voters = this.member.confState().voters;
     if (voters.length === 1 && voters[0] === this.nodeId && !host.isLeader()) host.campaign();
   }
@@ -475,6 +475,6 @@ export class ClusterService implements ClusterMembershipPort {
     this.left = true;
     this.identity = { ...this.identity, state: "left" };
     this.options.identityStore.writeIdentity(this.identity);
-    setImmediate(() => this.options.onLeft());
+    nextTurn(() => this.options.onLeft());
   }
 }

@@ -20,6 +20,7 @@ import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import type { Message, NodeId } from "../../raft/types.js";
+import { nextTurn } from "../shared/clock.js";
 
 export const raftProtoPath = fileURLToPath(new URL("../../proto/raft.proto", import.meta.url));
 
@@ -300,7 +301,7 @@ class PeerLink {
       // order: a message queued behind it meanwhile flushes the whole queue.
       if (this.deferredFlushScheduled) return;
       this.deferredFlushScheduled = true;
-      setImmediate(() => {
+      nextTurn(() => {
         this.deferredFlushScheduled = false;
         this.flush();
       });

@@ -3,8 +3,7 @@
  * leads, otherwise handed to the leader over the {@link LeaderLink}, and retried while nothing was
  * applied, within a bound (503 RAFT_UNAVAILABLE beyond).
  */
-import { performance } from "node:perf_hooks";
-import type { Clock } from "../shared/clock.js";
+import { sleep, systemClock, type Clock } from "../shared/clock.js";
 import { conflict } from "../shared/errors.js";
 import {
   encodeCommand,
@@ -19,7 +18,8 @@ import { RaftHostError } from "./host-errors.js";
 import type { LeaderLink, MembershipRequest } from "./membership-types.js";
 import type { RaftMember, RaftTuning } from "./raft-member.js";
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
+/** Raft progress is polled on the system clock the Raft host ticks on; the injected clock only stamps commands (tests hold it still). */
+const pollRaft = (ms: number) => sleep(systemClock, ms, { unref: true });
 
 /** What the writes need of the cluster service. */
 export interface LeaderWritesDeps {
@@ -89,10 +89,10 @@ export class LeaderWrites {
 
   /** Waits (bounded by the commit timeout) until this controller applied `index`, so a read after a write sees it. */
   async waitApplied(index: number): Promise<void> {
-    const started = performance.now();
+    const started = systemClock.nowMs();
     const host = this.deps.member().host;
-    while (host.applied() < index && !this.deps.isStopped() && performance.now() - started < this.deps.tuning.commitTimeoutMs) {
-      await sleep(this.deps.tuning.tickIntervalMs / 4);
+    while (host.applied() < index && !this.deps.isStopped() && systemClock.nowMs() - started < this.deps.tuning.commitTimeoutMs) {
+      await pollRaft(this.deps.tuning.tickIntervalMs / 4);
     }
   }
 
@@ -101,7 +101,7 @@ export class LeaderWrites {
    * nothing was applied (no leader yet, a refused or dropped proposal) until `timeoutMs` passed.
    */
   private async onLeader<T>(timeoutMs: number, asLeader: () => Promise<T>, viaLink: ((leaderId: string, link: LeaderLink) => Promise<T>) | null): Promise<T> {
-    const started = performance.now();
+    const started = systemClock.nowMs();
     let lastProblem = "no leader is known";
     for (;;) {
       const closed = this.deps.closedReason();
@@ -130,8 +130,8 @@ export class LeaderWrites {
       } else if (leaderId !== null) {
         lastProblem = `the leader is ${leaderId}, which this controller cannot reach`;
       }
-      if (performance.now() - started >= timeoutMs) throw raftUnavailable(lastProblem);
-      await sleep(this.deps.tuning.tickIntervalMs);
+      if (systemClock.nowMs() - started >= timeoutMs) throw raftUnavailable(lastProblem);
+      await pollRaft(this.deps.tuning.tickIntervalMs);
     }
   }
 }

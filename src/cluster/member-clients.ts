@@ -26,6 +26,7 @@ import {
   type StatusResponse,
 } from "./cluster-proto.js";
 import type { LeaderLink, MembershipRequest } from "./membership-types.js";
+import { systemClock } from "../shared/clock.js";
 
 /** Metadata key marking a join relayed by a member to the leader (relayed at most once). */
 export const relayedJoinMetadataKey = "x-cloud-relayed-join";
@@ -77,7 +78,7 @@ export class MemberClients {
       callback: (error: grpc.ServiceError | null, response?: JoinClusterResponse) => void,
     ) => grpc.ClientUnaryCall;
     return new Promise((resolve, reject) => {
-      join.call(client, request, metadata, { deadline: Date.now() + timeoutMs }, (error, response) => (error ? reject(error) : resolve(response!)));
+      join.call(client, request, metadata, { deadline: systemClock.nowMs() + timeoutMs }, (error, response) => (error ? reject(error) : resolve(response!)));
     });
   }
 
@@ -90,7 +91,7 @@ export class MemberClients {
     const client = this.client(address);
     return new Promise((resolve, reject) => {
       const cancel = () => call.cancel();
-      const call = client.ForwardNodeCommand(request, { deadline: Date.now() + options.timeoutMs }, (error, response) => {
+      const call = client.ForwardNodeCommand(request, { deadline: systemClock.nowMs() + options.timeoutMs }, (error, response) => {
         options.signal.removeEventListener("abort", cancel);
         if (error) reject(error);
         else resolve(response!);

@@ -2,10 +2,9 @@
  * Members leaving the cluster: another member ejected, this controller leaving on its own, and
  * recovery after the quorum is lost (this controller stays as the only member).
  */
-import { performance } from "node:perf_hooks";
 import { ConfChangeType } from "../../raft/types.js";
 import type { Logger } from "../logs/types.js";
-import type { Clock } from "../shared/clock.js";
+import { sleep, systemClock, type Clock } from "../shared/clock.js";
 import { conflict, notFound } from "../shared/errors.js";
 import { raftUnavailable } from "./cluster-errors.js";
 import type { Ejection, LeaveResponse } from "./cluster-schemas.js";
@@ -15,7 +14,8 @@ import type { MembershipRequest } from "./membership-types.js";
 import type { RaftMember } from "./raft-member.js";
 import { probeMembers, rewriteLogAsSoleMember } from "./recovery.js";
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
+/** Raft progress is polled on the system clock the Raft host ticks on; the injected clock only stamps commands (tests hold it still). */
+const pollRaft = (ms: number) => sleep(systemClock, ms, { unref: true });
 
 /** What a recovery answers. */
 export interface RecoveryResult {
@@ -135,8 +135,8 @@ export class MemberRemoval {
       }
       const member = this.deps.member();
       const host = member.host;
-      const waitStarted = performance.now();
-      while (host.applied() < host.status().hardState.commit && performance.now() - waitStarted < this.deps.commitTimeoutMs) await sleep(10);
+      const waitStarted = systemClock.nowMs();
+      while (host.applied() < host.status().hardState.commit && systemClock.nowMs() - waitStarted < this.deps.commitTimeoutMs) await pollRaft(10);
       const applied = host.applied();
       const data = state.snapshotAsSoleMember(nodeId, named, { reason, by, atMs: this.deps.clock.nowMs() });
       const port = member.port;

@@ -12,6 +12,7 @@ import type { NodeTls } from "./cluster-identity.js";
 import { GrpcTransport } from "./grpc-transport.js";
 import { LevelStorage } from "./level-storage.js";
 import { RaftNodeHost } from "./raft-node-host.js";
+import { nextTurn } from "../shared/clock.js";
 
 /** Timing of the Raft member; every field has a default. */
 export interface RaftTuning {
@@ -101,7 +102,7 @@ export class RaftMember {
         onConfChange: (change, confState) => machine.applyMembership(change, confState),
         onFatal: (error) => {
           logger.error("The Raft member failed and stops the controller", error);
-          setImmediate(() => {
+          nextTurn(() => {
             throw error;
           });
         },

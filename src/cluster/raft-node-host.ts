@@ -20,7 +20,7 @@ import { HostErrorCode, notLeader, RaftHostError } from "./host-errors.js";
 import type { TransportHandler } from "./grpc-transport.js";
 import { PendingProposals, PendingReads } from "./pending-requests.js";
 import type { ConfChangeCodec, HostStorage, MessageSender, RawNodeLike, StateMachine } from "./raft-host-ports.js";
-import { systemClock, type Clock, type Timer } from "../shared/clock.js";
+import { nextTurn as queueTurn, systemClock, type Clock, type Timer } from "../shared/clock.js";
 import { RequestFraming, stripRequestHeader } from "./request-framing.js";
 
 export interface RaftNodeHostOptions {
@@ -144,7 +144,7 @@ export class RaftNodeHost {
     this.stopped = true;
     this.tickTimer?.cancel();
     this.failAll(HostErrorCode.Stopped, "the node host stopped");
-    while (this.loopRunning) await new Promise((resolve) => setImmediate(resolve));
+    while (this.loopRunning) await nextTurn();
   }
 
   get id(): NodeId {
@@ -447,7 +447,7 @@ export class RaftNodeHost {
     this.failAll(HostErrorCode.Stopped, "the node host failed");
     if (this.config.onFatal) this.config.onFatal(error);
     else
-      setImmediate(() => {
+      queueTurn(() => {
         throw error;
       });
   }
@@ -455,7 +455,7 @@ export class RaftNodeHost {
 
 /** Resolves after the immediates (native ones, such as HTTP/2's socket writes, first) already queued. */
 function nextTurn(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
+  return new Promise((resolve) => queueTurn(() => resolve()));
 }
 
 function isRaftError(error: unknown): error is Error & { code: string } {

@@ -20,12 +20,11 @@ import { existsSync, readFileSync, rmSync } from "node:fs";
 import { createServer, isIP } from "node:net";
 import { hostname } from "node:os";
 import { join, resolve } from "node:path";
-import { performance } from "node:perf_hooks";
 import type { AuditRecorder } from "../audit/types.js";
 import { resolveConfigPath } from "../config/load.js";
 import type { ControllerConfig } from "../config/schema.js";
 import type { LogService, Logger } from "../logs/types.js";
-import type { Clock } from "../shared/clock.js";
+import { systemClock, sleep, type Clock } from "../shared/clock.js";
 import type { DocumentStore } from "../store/ports.js";
 import { createClusterCa, issueNodeCertificate } from "./ca.js";
 import { ClusterDocuments } from "./cluster-documents.js";
@@ -297,15 +296,16 @@ async function completeJoin(
   tokenPath: string | null,
   log: Logger,
 ): Promise<void> {
-  const started = performance.now();
+  // Promotion is Raft progress: polled on the system clock the Raft host ticks on.
+  const started = systemClock.nowMs();
   while (!service.configuration().voters.includes(identity.nodeId)) {
-    if (performance.now() - started > joinPromotionWaitMs) {
+    if (systemClock.nowMs() - started > joinPromotionWaitMs) {
       await service.stop();
       throw new ClusterStartupError(
         `Joined cluster ${identity.clusterId} as a learner but was not promoted to voter within ${joinPromotionWaitMs / 1000} s; a restart continues the join`,
       );
     }
-    await new Promise((resolvePromise) => setTimeout(resolvePromise, 50));
+    await sleep(systemClock, 50);
   }
   if (identity.state !== "member") {
     identityStore.writeIdentity({ ...identity, state: "member" });

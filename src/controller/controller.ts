@@ -163,6 +163,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
         runUnderLease: (name, ttlMs, fn) => cluster.runUnderLease(name, ttlMs, fn),
         retentionDays: () => domain.capabilities.settings.auditRetentionDays(),
         logger: logs.logger("cloud.audit"),
+        clock,
       });
       cleanups.push({ name: "audit pruner", run: stopAuditPruner });
     }

@@ -69,7 +69,7 @@ export function buildCoordination(options: CoordinationOptions): SchedulingCoord
   const leases = new KvLeases({ kv, controllerId, leaseTtlMs, metrics: options.metrics, highWater: options.fencingHighWater });
   const scopes = new LeaseScopeOwnership({ leases, leaseTtlMs, clock: options.clock, logger });
   const registry = new NodeSessionRegistry({ kv });
-  const relay = new DaemonRelay({ controllerId, kv, registry, gateway, peers: options.cluster.memberCommandLink(), logger });
+  const relay = new DaemonRelay({ controllerId, kv, registry, gateway, peers: options.cluster.memberCommandLink(), logger, clock: options.clock });
   const bridge = new EventBridge({ kv, bus: events, controllerId, logger });
   const subscriptions: Subscription[] = [];
   return {

@@ -15,11 +15,12 @@
  * Without a peer (one controller) everything stays local.
  */
 import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
-import type { DaemonReport } from "../gateway/daemon-gateway.js";
+import type { DaemonReport } from "../wire/daemon-proto.js";
 import type { Logger } from "../logs/types.js";
 import type { KvStore } from "../store/ports.js";
 import { KV_KEY_PREFIX } from "./keys.js";
 import type { NodeSessionRegistry } from "./session-registry.js";
+import { systemClock, type Clock, type Timer } from "../shared/clock.js";
 
 /** The channel every controller publishes its daemons' reports on. */
 export const DAEMON_REPORTS_CHANNEL = `${KV_KEY_PREFIX}daemon-reports`;
@@ -53,6 +54,8 @@ export interface PeerCommandLink {
 }
 
 export interface DaemonRelayOptions {
+  /** Times the session renewals; the system clock by default. */
+  clock?: Clock;
   controllerId: string;
   kv: KvStore;
   registry: NodeSessionRegistry;
@@ -76,7 +79,7 @@ export class DaemonRelay {
   private forwardsInFlight = 0;
   private readonly handlers = new Set<(report: DaemonReport) => void>();
   private readonly cleanups: (() => Promise<void> | void)[] = [];
-  private renewTimer: NodeJS.Timeout | null = null;
+  private renewTimer: Timer | null = null;
 
   constructor(private readonly options: DaemonRelayOptions) {}
 
@@ -92,12 +95,11 @@ export class DaemonRelay {
           .catch((err: unknown) => this.options.logger.warn("Relaying a daemon report failed", err));
       }),
     );
-    this.renewTimer = setInterval(() => void this.renewSessions(), sessionRenewIntervalMs);
-    this.renewTimer.unref();
+    this.renewTimer = (this.options.clock ?? systemClock).setInterval(() => void this.renewSessions(), sessionRenewIntervalMs, { unref: true });
   }
 
   async stop(): Promise<void> {
-    if (this.renewTimer) clearInterval(this.renewTimer);
+    this.renewTimer?.cancel();
     // Forwarded commands still on their way are cancelled and answer RELAY_STOPPED.
     this.stopping.abort();
     for (const cleanup of this.cleanups.splice(0).reverse()) await cleanup();

@@ -12,7 +12,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { KeyedMutex, type KeyedLock, type LockedSection } from "../domain/shared/keyed-mutex.js";
-import { systemClock, type Clock } from "../shared/clock.js";
+import { sleep, systemClock, type Clock } from "../shared/clock.js";
 import { ApiError } from "../shared/errors.js";
 import type { KvStore } from "../store/ports.js";
 import { KvHold } from "./kv-hold.js";
@@ -77,7 +77,7 @@ export class KvMutex implements KeyedLock {
       let sentAtMs = this.clock.nowMs();
       while (!(await this.kv.setIfAbsent(key, owner, { ttlMs: this.ttlMs }))) {
         if (this.clock.nowMs() >= deadline) throw new ApiError(503, "MUTEX_TIMEOUT", `Another controller is changing ${name}; try again`);
-        await new Promise<void>((resolve) => this.clock.setTimeout(resolve, this.retryMs));
+        await sleep(this.clock, this.retryMs);
         sentAtMs = this.clock.nowMs();
       }
       const hold = new KvHold({

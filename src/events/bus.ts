@@ -4,7 +4,7 @@
  * logged and the others still run. The pending queue is bounded; beyond the bound new events are
  * dropped and counted, so a publishing loop cannot exhaust memory.
  */
-import { systemClock, type Clock } from "../shared/clock.js";
+import { nextTurn, systemClock, type Clock } from "../shared/clock.js";
 import type { Logger } from "../logs/types.js";
 import { isBuiltInEventType } from "./event-types.js";
 import type { CloudEvent, EventBus, EventFilterBuilder, EventHandler, Subscription } from "./types.js";
@@ -124,7 +124,7 @@ export function createEventBus(options: EventBusOptions): ControllerEventBus {
   function schedule(): void {
     if (scheduled) return;
     scheduled = true;
-    setImmediate(drain);
+    nextTurn(drain);
   }
 
   function notifyIdle(): void {

@@ -24,7 +24,7 @@
 import { sseFrame, SSE_KEEP_ALIVE, type SseSink } from "../shared/sse.js";
 import type { GaugeHandle } from "../metrics/metrics.js";
 import type { Clock, Timer } from "../shared/clock.js";
-import { systemClock } from "../shared/clock.js";
+import { nextTurn, systemClock } from "../shared/clock.js";
 import type { EventJournal, JournalEntry } from "./event-journal.js";
 
 /** Concurrent stream clients per controller (spec: more than 100 are refused). */
@@ -193,7 +193,7 @@ export class EventStreamHub {
   private schedulePass(): void {
     if (this.passScheduled) return;
     this.passScheduled = true;
-    setImmediate(() => this.pass());
+    nextTurn(() => this.pass());
   }
 
   private pass(): void {

@@ -10,6 +10,7 @@ import type { MetricsService } from "../metrics/metrics.js";
 import { DAEMON_PROTOCOL_VERSION, payloadCase, unsupportedProtocolMessage, type DaemonMessage, type Hello } from "../wire/daemon-proto.js";
 import type { DaemonSession } from "./daemon-session.js";
 import type { ConnectCall, GatewayNodes } from "./gateway-types.js";
+import { systemClock, type Clock } from "../shared/clock.js";
 
 /** Why a revoked node's stream is refused or ended (UNAUTHENTICATED). */
 export function certificateRevokedMessage(nodeId: string): string {
@@ -29,6 +30,8 @@ export function nodeIdOfPeerCertificate(certificate: Partial<PeerCertificate> | 
 
 /** What the handshake needs of the gateway. */
 export interface ConnectHandshakeDeps {
+  /** Times the hello deadline; the system clock by default. */
+  clock?: Clock;
   nodes: GatewayNodes;
   metrics: MetricsService;
   logger: Logger;
@@ -64,12 +67,12 @@ export function acceptConnect(call: ConnectCall, deps: ConnectHandshakeDeps): vo
     if (session) session.close(certificateRevokedMessage(nodeId), { status: grpc.status.UNAUTHENTICATED, markUnreachable: true });
     else refuse(grpc.status.UNAUTHENTICATED, certificateRevokedMessage(nodeId));
   });
-  const helloTimer = setTimeout(() => refuse(grpc.status.DEADLINE_EXCEEDED, "No hello received in time"), deps.helloTimeoutMs);
+  const helloTimer = (deps.clock ?? systemClock).setTimeout(() => refuse(grpc.status.DEADLINE_EXCEEDED, "No hello received in time"), deps.helloTimeoutMs);
   let settled = false;
   const refuse = (code: grpc.status, details: string) => {
     if (settled) return;
     settled = true;
-    clearTimeout(helloTimer);
+    helloTimer.cancel();
     stopWatching();
     call.emit("error", { code, details });
   };
@@ -98,7 +101,7 @@ export function acceptConnect(call: ConnectCall, deps: ConnectHandshakeDeps): vo
         if (deps.isStopping()) return refuse(grpc.status.UNAVAILABLE, "Controller is stopping");
         if (call.cancelled) return refuse(grpc.status.CANCELLED, "stream cancelled before hello_ack");
         settled = true;
-        clearTimeout(helloTimer);
+        helloTimer.cancel();
         // Only this handler's listeners: grpc-js keeps its own "error" listener, which sends the status.
         call.off("error", onError);
         call.off("end", onEnd);

@@ -9,7 +9,7 @@ import { EventTypes, type NodeHeartbeatResumedPayload, type NodeHeartbeatStalePa
 import type { EventBus } from "../events/types.js";
 import type { Logger } from "../logs/types.js";
 import type { MetricsService } from "../metrics/metrics.js";
-import type { Clock } from "../shared/clock.js";
+import type { Clock, Timer } from "../shared/clock.js";
 import {
   controllerMessage,
   payloadCase,
@@ -59,7 +59,7 @@ export class DaemonSession {
   private readonly connectedAtIso: string;
   private readonly commands: PendingCommands;
   private readonly heartbeats: HeartbeatMonitor;
-  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private heartbeatTimer: Timer | null = null;
 
   constructor(
     readonly nodeId: string,
@@ -92,8 +92,7 @@ export class DaemonSession {
   }
 
   startHeartbeats(): void {
-    this.heartbeatTimer = setInterval(() => this.heartbeat(), this.tuning.heartbeatIntervalMs);
-    this.heartbeatTimer.unref();
+    this.heartbeatTimer = this.services.clock.setInterval(() => this.heartbeat(), this.tuning.heartbeatIntervalMs, { unref: true });
   }
 
   /** Writes a message unless the outbound buffer is full; true when queued. */
@@ -122,7 +121,7 @@ export class DaemonSession {
   close(reason: string, opts: SessionCloseOptions = {}): void {
     if (this.closed) return;
     this.closed = true;
-    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    this.heartbeatTimer?.cancel();
     this.commands.rejectAll(reason);
     try {
       if (opts.status !== undefined && opts.status !== grpc.status.OK) {

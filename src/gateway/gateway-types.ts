@@ -71,8 +71,8 @@ export interface GatewayService {
   implementation: grpc.UntypedServiceImplementation;
 }
 
-/** A daemon message the gateway does not handle itself (instance state, console, crash, log). */
-export type DaemonReport = { nodeId: string; sessionId: string; message: DaemonMessage };
+/** Declared in wire/: the rooms below the gateway that route reports import it from there. */
+export type { DaemonReport } from "../wire/daemon-proto.js";
 
 /** A live session, as `DaemonGateway.listSessions` lists it. */
 export interface SessionInfo {

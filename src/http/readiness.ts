@@ -4,6 +4,7 @@
  * failed when it throws, answers false or takes longer than `timeoutMs`.
  */
 import type { ReadinessProbe } from "./routes/system.js";
+import { systemClock, type Clock, type Timer } from "../shared/clock.js";
 
 /** A check slower than this counts as failed, so a hung database cannot hang the probe. */
 export const READINESS_CHECK_TIMEOUT_MS = 2_000;
@@ -20,10 +21,10 @@ export interface ReadinessComponents {
   platformModules: HealthCheck;
 }
 
-async function passes(check: HealthCheck, timeoutMs: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
+async function passes(check: HealthCheck, timeoutMs: number, clock: Clock): Promise<boolean> {
+  let timer: Timer | undefined;
   const timeout = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), timeoutMs);
+    timer = clock.setTimeout(() => resolve(false), timeoutMs);
   });
   try {
     const run = Promise.resolve()
@@ -33,19 +34,19 @@ async function passes(check: HealthCheck, timeoutMs: number): Promise<boolean> {
       .catch(() => false);
     return await Promise.race([run, timeout]);
   } finally {
-    clearTimeout(timer);
+    timer?.cancel();
   }
 }
 
 /** A probe running the four checks concurrently. */
-export function createReadinessProbe(components: ReadinessComponents, timeoutMs = READINESS_CHECK_TIMEOUT_MS): ReadinessProbe {
+export function createReadinessProbe(components: ReadinessComponents, timeoutMs = READINESS_CHECK_TIMEOUT_MS, clock: Clock = systemClock): ReadinessProbe {
   return {
     async checks() {
       const [stateStore, coordinationStore, scheduler, platformModules] = await Promise.all([
-        passes(components.stateStore, timeoutMs),
-        passes(components.coordinationStore, timeoutMs),
-        passes(components.scheduler, timeoutMs),
-        passes(components.platformModules, timeoutMs),
+        passes(components.stateStore, timeoutMs, clock),
+        passes(components.coordinationStore, timeoutMs, clock),
+        passes(components.scheduler, timeoutMs, clock),
+        passes(components.platformModules, timeoutMs, clock),
       ]);
       return { stateStore, coordinationStore, scheduler, platformModules };
     },

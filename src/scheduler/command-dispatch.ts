@@ -10,7 +10,6 @@ import type { GroupService } from "../domain/groups/group-service.js";
 import type { InstanceService } from "../domain/instances/instance-service.js";
 import { freezePoint } from "../shared/test-freeze.js";
 import type { Logger } from "../logs/types.js";
-import type { MachineCredentials } from "../plugin-api/credentials.js";
 import { conflict } from "../shared/errors.js";
 import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
 import type { InstanceRef } from "./actor-effects.js";
@@ -32,11 +31,16 @@ export interface DaemonCommands {
   sendCommand(nodeId: string, command: InstanceCommand): Promise<CommandResult>;
 }
 
+/** The scheduler's credentials port: a start command carries a workload token for the start it names. */
+export interface WorkloadTokens {
+  issueWorkloadToken(identity: { instanceId: string; group: string; node: string }, startId?: string): { token: string };
+}
+
 export interface CommandDispatchDeps {
   daemons: DaemonCommands;
   instances: Pick<InstanceService, "getDoc">;
   groups: Pick<GroupService, "getDoc">;
-  credentials: Pick<MachineCredentials, "issueWorkloadToken">;
+  credentials: WorkloadTokens;
   /** Frozen revisions (deployments); without it every instance starts from its group record. */
   revisions?: Pick<RevisionSource, "specOf">;
   live: LiveInstances;

@@ -18,7 +18,7 @@ import { FINISHED_STATES, type InstanceState } from "../domain/instances/instanc
 import { EventTypes, type InstanceConsoleOutputPayload, type NodeCacheStatusPayload } from "../events/event-types.js";
 import type { EventBus } from "../events/types.js";
 import type { CrashReportMessage, InstanceStateReport } from "../wire/daemon-proto.js";
-import type { DaemonReport } from "../gateway/daemon-gateway.js";
+import type { DaemonReport } from "../wire/daemon-proto.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
 import type { LiveInstances } from "./live-instances.js";

@@ -34,3 +34,16 @@ export const systemClock: Clock = {
     return { cancel: () => clearInterval(handle) };
   },
 };
+
+/** Resolves after `delayMs` on `clock`: the one `sleep` of the controller rooms. */
+export function sleep(clock: Clock, delayMs: number, options?: TimerOptions): Promise<void> {
+  return new Promise((resolve) => clock.setTimeout(resolve, delayMs, options));
+}
+
+/**
+ * Runs `callback` on the next turn of the event loop, after pending I/O. Not time (a fake clock does not
+ * hold it back): it lets other work on the loop run first.
+ */
+export function nextTurn(callback: () => void): void {
+  setImmediate(callback);
+}

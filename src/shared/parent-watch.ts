@@ -8,6 +8,7 @@
  * wrapper watch: `nohup cloudctl … &` from a shell that then exits must keep running.
  */
 import { readFileSync } from "node:fs";
+import { systemClock } from "./clock.js";
 
 /** How often the ancestors are checked; the process outlives a gone one by at most this long. */
 export const parentCheckIntervalMs = 1_000;
@@ -44,13 +45,17 @@ export function whenParentGone(onGone: () => void, options: { generations?: numb
   const chain = ancestry(Math.max(1, options.generations ?? 1));
   // An ancestor is gone when /proc no longer shows it with the parent it had (a reused pid has another).
   const intact = () => chain.every(([pid, parent], index) => (index === 0 ? process.ppid === parent : parentOf(pid) === parent));
-  const timer = setInterval(() => {
-    if (intact()) return;
-    clearInterval(timer);
-    onGone();
-  }, options.intervalMs ?? parentCheckIntervalMs);
-  timer.unref();
-  return () => clearInterval(timer);
+  // Process-level, in wall time: the daemon's and the CLI's mains call it, no injected clock.
+  const timer = systemClock.setInterval(
+    () => {
+      if (intact()) return;
+      timer.cancel();
+      onGone();
+    },
+    options.intervalMs ?? parentCheckIntervalMs,
+    { unref: true },
+  );
+  return () => timer.cancel();
 }
 
 /** True when npm (npm run, npm start, npx) started this process or one of its ancestors. */

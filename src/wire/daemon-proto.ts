@@ -129,6 +129,9 @@ export interface DaemonPayloads {
 /** A daemon -> controller message: exactly one payload case set, named by `payload`. */
 export type DaemonMessage = { [K in keyof DaemonPayloads]: { payload?: K } & { [P in K]: DaemonPayloads[K] } }[keyof DaemonPayloads];
 
+/** A daemon message the gateway does not handle itself (instance state, console, crash, log), with the session it came on. */
+export type DaemonReport = { nodeId: string; sessionId: string; message: DaemonMessage };
+
 export interface ApiCredential {
   token: string;
   expires_at_ms: number;

@@ -20,6 +20,7 @@ import { addRoute, type RouteRegistry } from "../route.js";
 import { audited } from "../audited.js";
 import type { AppEnv } from "../types.js";
 import { SSE_KEEP_ALIVE } from "../../shared/sse.js";
+import { systemClock, type Clock } from "../../shared/clock.js";
 
 const tag = "Services";
 const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 256 }) });
@@ -48,6 +49,8 @@ export interface ConsoleTicket {
 }
 
 export interface InstanceControlDeps {
+  /** Times the console stream's keep-alives; the system clock by default. */
+  clock?: Clock;
   instances: InstanceService;
   operations: InstanceOperations;
   console: ConsoleHub;
@@ -150,7 +153,7 @@ export function instanceControlRoutes(deps: InstanceControlDeps): (app: Hono<App
           openStreams++;
           deps.metrics.sseClientsConnected.inc();
           try {
-            await streamConsole(stream, deps.console, params.id, query.tail);
+            await streamConsole(stream, deps.console, params.id, query.tail, deps.clock);
           } finally {
             openStreams--;
             deps.metrics.sseClientsConnected.dec();
@@ -166,7 +169,7 @@ async function refuse(stream: SSEStreamingApi, message: string): Promise<void> {
 }
 
 /** Sends the recent lines, then every new line, until the client goes away. */
-async function streamConsole(stream: SSEStreamingApi, hub: ConsoleHub, instanceId: string, tail?: number): Promise<void> {
+async function streamConsole(stream: SSEStreamingApi, hub: ConsoleHub, instanceId: string, tail?: number, clock: Clock = systemClock): Promise<void> {
   const queue: ConsoleEntry[] = [];
   let wake: (() => void) | null = null;
   let stopListening: () => void;
@@ -186,7 +189,7 @@ async function streamConsole(stream: SSEStreamingApi, hub: ConsoleHub, instanceI
     wake?.();
   });
   // A keep-alive that cannot be written means the client is gone; onAbort ends the stream.
-  const keepAlive = setInterval(() => void stream.write(SSE_KEEP_ALIVE).catch(() => undefined), consoleKeepAliveMs);
+  const keepAlive = clock.setInterval(() => void stream.write(SSE_KEEP_ALIVE).catch(() => undefined), consoleKeepAliveMs);
   try {
     await stream.writeSSE({ event: "connected", data: JSON.stringify({ instanceId }) });
     const buffered = hub.recent(instanceId);
@@ -203,7 +206,7 @@ async function streamConsole(stream: SSEStreamingApi, hub: ConsoleHub, instanceI
       if (entry.seq > lastBacklogSeq) await send(stream, entry);
     }
   } finally {
-    clearInterval(keepAlive);
+    keepAlive.cancel();
     stopListening();
   }
 }

@@ -57,7 +57,7 @@ export class LevelDocumentStore implements DocumentStore {
     this.clock = options.clock ?? systemClock;
     this.ttlSweepBatchMax = options.ttlSweepBatchMax ?? defaultTtlSweepBatchMax;
     assert(this.ttlSweepBatchMax > 0, "ttlSweepBatchMax must be positive");
-    this.sweeper = new TtlSweeper(options.ttlSweepIntervalMs ?? defaultTtlSweepIntervalMs, () => this.sweepExpired());
+    this.sweeper = new TtlSweeper(options.ttlSweepIntervalMs ?? defaultTtlSweepIntervalMs, () => this.sweepExpired(), this.clock);
   }
 
   collection<T extends Doc = Doc>(name: string, spec?: CollectionSpec): Collection<T> {

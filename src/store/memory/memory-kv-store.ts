@@ -6,7 +6,7 @@
  * and a throwing handler does not affect the others.
  */
 import type { Clock } from "../../shared/clock.js";
-import { systemClock } from "../../shared/clock.js";
+import { nextTurn, systemClock } from "../../shared/clock.js";
 import { assert } from "../../shared/errors.js";
 import { formatSequencedEntry, type KvStore, type SequencedEntry, type SequencedLog } from "../ports.js";
 
@@ -124,7 +124,7 @@ export class MemoryKvStore implements KvStore {
     const handlers = this.channels.get(channel);
     if (!handlers || handlers.size === 0) return;
     const snapshot = [...handlers];
-    setImmediate(() => {
+    nextTurn(() => {
       for (const handler of snapshot) {
         if (!this.channels.get(channel)?.has(handler)) continue; // unsubscribed meanwhile
         try {

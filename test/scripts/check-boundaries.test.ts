@@ -1,0 +1,119 @@
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { after, describe, test } from "node:test";
+import { checkBoundaries, maxFileLines } from "../../scripts/check-boundaries.js";
+
+const repoRoot = join(import.meta.dirname, "..", "..");
+const made: string[] = [];
+after(() => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A small tree that keeps every rule: the clock, a store on floor 1, a scheduler on floor 6 and a daemon. */
+function cleanTree(extra: Record<string, string> = {}): string {
+  const root = mkdtempSync(join(tmpdir(), "house-rules-"));
+  made.push(root);
+  const tree: Record<string, string> = {
+    "src/shared/clock.ts": "export const systemClock = { nowMs: () => Date.now() };\nexport const later = (f: () => void) => setTimeout(f, 1);\n",
+    "src/store/ports.ts": 'import { systemClock } from "../shared/clock.js";\nexport const now = () => systemClock.nowMs();\n',
+    "src/scheduler/tick.ts": 'import { now } from "../store/ports.js";\n// setTimeout(...) in a comment is not a call\nexport const tick = () => now();\n',
+    "src/daemon/loop.ts": 'import { systemClock } from "../shared/clock.js";\nexport const spin = () => setInterval(() => systemClock.nowMs(), 1000);\n',
+    ...extra,
+  };
+  for (const [path, text] of Object.entries(tree)) {
+    mkdirSync(dirname(join(root, path)), { recursive: true });
+    writeFileSync(join(root, path), text);
+  }
+  return root;
+}
+
+const lines = (count: number) => Array.from({ length: count }, (_, i) => `export const v${i} = ${i};`).join("\n") + "\n";
+
+describe("check-boundaries", () => {
+  test("a clean tree passes", () => {
+    assert.deepEqual(checkBoundaries(cleanTree()), []);
+  });
+
+  test("a file of 501 lines fails, naming the file, its line count and the limit; 500 lines pass", () => {
+    assert.deepEqual(checkBoundaries(cleanTree({ "src/store/long.ts": lines(maxFileLines) })), []);
+    const problems = checkBoundaries(cleanTree({ "src/store/long.ts": lines(maxFileLines + 1) }));
+    assert.deepEqual(problems, ["src/store/long.ts: 501 lines; a file in src/ has at most 500"]);
+  });
+
+  test("an import going up the table fails", () => {
+    // store/ is on floor 1, scheduler/ on floor 6.
+    const problems = checkBoundaries(cleanTree({ "src/store/up.ts": 'import { tick } from "../scheduler/tick.js";\nexport const t = tick;\n' }));
+    assert.equal(problems.length, 1);
+    assert.match(problems[0]!, /^src\/store\/up\.ts: imports \.\.\/scheduler\/tick\.js; scheduler\/ \(floor 6\) is above store\/ \(floor 1\)$/);
+  });
+
+  test("an import sideways across rooms of one floor fails", () => {
+    // scheduler/ and gateway/ are both on floor 6.
+    const problems = checkBoundaries(cleanTree({ "src/gateway/side.ts": 'import type { tick } from "../scheduler/tick.js";\nexport type T = typeof tick;\n' }));
+    assert.equal(problems.length, 1);
+    assert.match(problems[0]!, /scheduler\/ is beside gateway\/ \(both on floor 6\)/);
+  });
+
+  test("the daemon imports only its own list, and no controller room imports the daemon", () => {
+    const problems = checkBoundaries(
+      cleanTree({
+        "src/daemon/bad.ts": 'import { now } from "../store/ports.js";\nexport const n = now;\n',
+        "src/scheduler/bad.ts": 'import { spin } from "../daemon/loop.js";\nexport const s = spin;\n',
+      }),
+    );
+    assert.equal(problems.length, 2);
+    assert.match(problems[0]!, /^src\/daemon\/bad\.ts: imports \.\.\/store\/ports\.js; daemon\/ imports only wire\//);
+    assert.match(problems[1]!, /^src\/scheduler\/bad\.ts: imports \.\.\/daemon\/loop\.js; daemon\/ is a program of its own/);
+  });
+
+  test("a room missing from the table fails", () => {
+    const problems = checkBoundaries(cleanTree({ "src/newroom/a.ts": "export const a = 1;\n" }));
+    assert.deepEqual(problems, ["src/newroom/: a room on no floor; add it to the table in scripts/check-boundaries.ts"]);
+  });
+
+  test("a raw timer or clock read in a controller room fails; the Clock file and the daemon may use them", () => {
+    for (const call of [
+      "setTimeout(() => undefined, 10)",
+      "setInterval(() => undefined, 10)",
+      "setImmediate(() => undefined)",
+      "Date.now()",
+      "performance.now()",
+    ]) {
+      const problems = checkBoundaries(cleanTree({ "src/scheduler/wait.ts": `export const wait = () => ${call};\n` }));
+      const name = call.slice(0, call.indexOf("("));
+      assert.deepEqual(problems, [`src/scheduler/wait.ts:1: raw ${name}() in a controller room; use the injected Clock (src/shared/clock.ts)`], call);
+    }
+    // A sleep of its own, even on the Clock: there is one, in src/shared/clock.ts.
+    assert.deepEqual(
+      checkBoundaries(cleanTree({ "src/scheduler/nap.ts": "export const sleep = (clock: { nowMs(): number }, ms: number) => [clock, ms];\n" })),
+      ["src/scheduler/nap.ts:1: a sleep of its own; use sleep(clock, ms) of src/shared/clock.ts"],
+    );
+    // clock.setTimeout(...) is the injected Clock, not a raw timer.
+    assert.deepEqual(
+      checkBoundaries(
+        cleanTree({
+          "src/scheduler/ok.ts": "export const wait = (clock: { setTimeout(f: () => void, ms: number): void }) => clock.setTimeout(() => undefined, 10);\n",
+        }),
+      ),
+      [],
+    );
+  });
+
+  test("an import cycle fails", () => {
+    const problems = checkBoundaries(
+      cleanTree({
+        "src/store/a.ts": 'import { b } from "./b.js";\nexport const a = () => b;\n',
+        "src/store/b.ts": 'import { a } from "./a.js";\nexport const b = () => a;\n',
+      }),
+    );
+    assert.deepEqual(problems, ["import cycle: src/store/a.ts <-> src/store/b.ts"]);
+  });
+
+  test("the repository's own tree breaks no rule but the file sizes of the files being split", () => {
+    const problems = checkBoundaries(repoRoot);
+    const others = problems.filter((problem) => !/^src\/\S+\.tsx?: \d+ lines; a file in src\/ has at most 500$/.test(problem));
+    assert.deepEqual(others, []);
+  });
+});
