@@ -88,11 +88,10 @@ export const CLOCK_FILE = "src/shared/clock.ts";
  * through the Clock). Keep it short; a new one is a review question, not a formality.
  */
 export const TIMER_EXCEPTIONS: Readonly<Record<string, string>> = {
-  // The composition root is being taken apart into wing builders; its timers (the start-up stopwatch, the
-  // credential refresh, the stop bound) move with them, the credential refresh into gateway/ on the Clock.
-  "src/controller/controller.ts": "composition root: its timers move into the wing builders",
   // Bounds on real processes and sockets: they must fire in wall time even while a test holds the
-  // injected clock still, or a stuck child, socket or grpc-js shutdown would hang the process.
+  // injected clock still, or a stuck child, socket, event handler or grpc-js shutdown would hang the process.
+  "src/controller/lifecycle.ts": "the stop's wall-time bound on event handlers, and the stopwatch of slow cleanups",
+  "src/controller/http-server.ts": "closing the HTTP connections still open after the drain bound",
   "src/controller/shutdown.ts": "the forced-exit watchdog of the controller process",
   "src/controller/local-daemon.ts": "SIGKILL after the local daemon child ignores SIGTERM",
   "src/cluster/recovery.ts": "TCP probe timeout of a peer's Raft port",

@@ -15,7 +15,7 @@ import type { MetricsService } from "../metrics/metrics.js";
 import type { InstanceMetricsService } from "../plugin-api/instance-metrics.js";
 import { loadSamplesOf, metricsReportedAtOf, playerCountsOf } from "../plugin-api/scheduler-adapters.js";
 import { SchedulerHost, type SchedulerTuning } from "../scheduler/scheduler-host.js";
-import { groupTokenCeiling, strayInstanceStop } from "../scheduler/stray-stops.js";
+import { groupTokenCeiling, strayInstanceStop } from "./stray-stops.js";
 import { tracedDaemonLink } from "../scheduler/traced-commands.js";
 import type { Clock } from "../shared/clock.js";
 import type { Tracing } from "../shared/tracing.js";

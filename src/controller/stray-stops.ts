@@ -11,8 +11,8 @@ import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
 import type { NodeService } from "../domain/nodes/node-service.js";
 import type { Logger } from "../logs/types.js";
 import type { KvStore } from "../store/ports.js";
-import type { DaemonLink } from "./scheduler-host.js";
-import { LOCAL_SCOPE_TOKEN } from "./scopes.js";
+import type { DaemonLink } from "../scheduler/scheduler-host.js";
+import { LOCAL_SCOPE_TOKEN } from "../scheduler/scopes.js";
 
 /**
  * The highest of a group's lease tokens (counter or durable mark: no token above it was ever
