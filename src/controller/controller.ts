@@ -107,7 +107,8 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const domain = buildDomain({ ...wiring, blobs, log, audit, recordLocks, players, spoolDirectory: opts.templateSpoolDirectory });
     const { metricsHistory, instanceMetrics } = buildObservability({ ...wiring, controllerId: cluster.nodeId, domain, players });
     const daemons = await buildDaemons({ ...wiring, log, auth, audit, tracing, recordLocks, domain, tuning: opts.gatewayTuning });
-    const scheduling = buildScheduling({ ...wiring, tracing, auth, domain, daemons, instanceMetrics, players, backups, tuning: opts.schedulerTuning });
+    const schedulingParts = { tracing, auth, domain, daemons, instanceMetrics, players, backups, runsNoScheduler: !components.scheduler };
+    const scheduling = buildScheduling({ ...wiring, ...schedulingParts, tuning: opts.schedulerTuning });
     const { scheduler } = scheduling;
     const plugins = await buildPlugins({ ...wiring, domain, scheduler, players });
     const eventStream = await startEventStream({ kv, bus: events, metrics, clock, logger: logs.logger("cloud.events.stream"), tuning: opts.eventStreamTuning });

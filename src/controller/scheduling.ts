@@ -42,6 +42,8 @@ export interface SchedulingOptions {
   backups: BackupsWing;
   tuning?: Partial<SchedulerTuning>;
   cleanups: Cleanups;
+  /** The scheduler is never started here (the component is off): player counts are written where reported. */
+  runsNoScheduler?: boolean;
 }
 
 export interface Scheduling {
@@ -87,6 +89,7 @@ export function buildScheduling(options: SchedulingOptions): Scheduling {
     },
     playerCounts: playerCountsOf(() => options.players.current),
     loadSamples: loadSamplesOf(instanceMetrics),
+    runsNoScheduler: options.runsNoScheduler,
   });
   scheduler.setConsole(options.daemons.consoleHub);
   capabilities.settings.onStartingPerNodeMax((value) => scheduler.setStartingPerNodeMax(value));

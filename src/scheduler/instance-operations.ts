@@ -32,11 +32,12 @@ export interface InstanceOperationsDeps {
   fencingTokenOf(group: string): number | null;
   /** One daemon command; failures come back as refused results. */
   send(nodeId: string, command: InstanceCommand): Promise<CommandResult>;
-  /** The player count on the record, in order with the instance's state writes, fenced by the scope. */
-  savePlayerCount(instanceId: string, playerCount: number): Promise<void>;
+  /** The player count on the record, in order with the instance's state writes; fenced by the scope when `fenced`. */
+  savePlayerCount(instanceId: string, playerCount: number, fenced: boolean): Promise<void>;
   /**
-   * Whether this controller writes the instance's record: only its owner (a controller that is
-   * still starting owns nothing). Elsewhere the owner follows the registry (player-count-sync.ts).
+   * Whether this controller writes the instance's record: its owner (a controller that is still
+   * starting owns nothing), or any controller that runs no scheduler at all, unfenced. Elsewhere
+   * the owner follows the registry (player-count-sync.ts).
    */
   writesRecordOf(instanceId: string): boolean;
   /** A count was written to the record (the group's aggregates changed). */
@@ -121,7 +122,7 @@ export class InstanceOperations {
     }
     // The view changes once the record did: a failed write leaves them apart, and the owner's next pass writes again.
     try {
-      await this.deps.savePlayerCount(id, playerCount);
+      await this.deps.savePlayerCount(id, playerCount, this.deps.supervised.has(id));
     } catch (err) {
       // The scope moved while the count was being written: the new owner writes it from the registry.
       if (err instanceof ScopeLostError) return;

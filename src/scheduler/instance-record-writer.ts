@@ -79,11 +79,11 @@ export class InstanceRecordWriter {
    * the group's scope like a state write ({@link ScopeLostError} when it moved: the new owner
    * writes the count).
    */
-  savePlayerCount(instanceId: string, playerCount: number): Promise<void> {
+  savePlayerCount(instanceId: string, playerCount: number, fenced = true): Promise<void> {
     return this.recordWrites.run(instanceId, () =>
       this.deps.instances.update(instanceId, async (doc) => {
         if (!doc || FINISHED_STATES.has(doc.state) || doc.playerCount === playerCount) return { next: null, result: undefined };
-        await this.deps.ensureCurrent(doc.group);
+        if (fenced) await this.deps.ensureCurrent(doc.group);
         return { next: { ...doc, playerCount }, result: undefined };
       }),
     );

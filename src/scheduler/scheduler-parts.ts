@@ -76,6 +76,11 @@ export interface SchedulerHostOptions {
   loadSamples?(instanceIds: readonly string[]): Promise<LoadSample[]>;
   /** The player registry's count of each instance (absent: none); without it the counts are only those reported here. */
   playerCounts?(instanceIds: readonly string[]): Promise<Map<string, number>>;
+  /**
+   * This controller never starts its scheduler (the component is off): nothing here is owned, so a
+   * player count is written where it is reported, unfenced. Absent: counts are written by owners only.
+   */
+  runsNoScheduler?: boolean;
   /** Whether a revision's catalog build can be started (the build mirror); without it builds are not checked. */
   buildCheck?: GroupEvaluatorDeps["buildCheck"];
 }
@@ -104,7 +109,7 @@ export interface HostContext {
   supervised: SupervisedInstances;
   view: PlacementView;
   track(work: Promise<unknown>): void;
-  /** True once the host started (before it, player counts are written where they are reported). */
+  /** True once the host started (a host that never starts writes player counts where they are reported). */
   isStarted(): boolean;
   playerCountWritten(instanceId: string, group: string): void;
   drainingAdopted(instanceId: string, group: string): void;
@@ -262,9 +267,10 @@ export function buildSchedulerParts(options: SchedulerHostOptions, host: HostCon
     logger,
     fencingTokenOf,
     send: (nodeId, command) => p.dispatch.send(nodeId, command),
-    savePlayerCount: (id, count) => p.records.savePlayerCount(id, count),
-    // Only the owner writes a count, a starting controller included: it owns nothing yet.
-    writesRecordOf: (id) => supervised.has(id),
+    savePlayerCount: (id, count, fenced) => p.records.savePlayerCount(id, count, fenced),
+    // Only the owner writes a count, a starting controller included: it owns nothing yet. A
+    // controller that never runs its scheduler shadows nobody: the count is written where reported.
+    writesRecordOf: (id) => supervised.has(id) || (options.runsNoScheduler === true && !host.isStarted()),
     playerCountWritten: (id, group) => host.playerCountWritten(id, group),
     requestStop: (id, group, kind) => p.records.requestStop(id, group, kind),
     toInstance,

@@ -178,6 +178,14 @@ describe("instance record writer", () => {
     assert.deepEqual(await fx.instances.getDoc(id), before, "the record untouched");
   });
 
+  test("an unfenced player count (a controller that runs no scheduler) is written without the scope check", async () => {
+    const before = (await fx.instances.getDoc(id))!;
+    const unowned = writer({ ensureCurrent: async () => Promise.reject(new ScopeLostError("group:lobby")) });
+    await assert.rejects(unowned.savePlayerCount(id, before.playerCount + 3), ScopeLostError, "fenced by default");
+    await unowned.savePlayerCount(id, before.playerCount + 3, false);
+    assert.equal((await fx.instances.getDoc(id))!.playerCount, before.playerCount + 3);
+  });
+
   test("an owner that stalls between its fencing check and its write never puts back a state over the new owner's", async () => {
     // The old owner's check passes, then it stalls; meanwhile the scope moves and the new owner
     // claims the record and writes STOPPED. Then the old owner resumes: its write is refused.

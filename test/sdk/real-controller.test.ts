@@ -39,8 +39,18 @@ describe("plugin SDK against the controller", { timeout: 60_000 }, () => {
     await t?.close();
   });
 
-  it("marks the instance ready", async () => {
-    await plugin.client.markReady();
+  it("marks the instance ready: with no daemon connected for its node the readiness is not delivered, a 503 the SDK surfaces", async () => {
+    // No daemon gateway runs here, so node-a's daemon cannot take mark_instance_ready: the route
+    // answers 503 READY_NOT_DELIVERED (report it again) rather than a 200 for a readiness nobody got.
+    // A readiness delivered through a real daemon: test/e2e/tracing.test.ts.
+    await assert.rejects(
+      plugin.client.markReady(),
+      (error: unknown) =>
+        error instanceof CloudApiError &&
+        error.status === 503 &&
+        error.code === "READY_NOT_DELIVERED" &&
+        /node-a.*lobby-1.*NODE_NOT_CONNECTED/.test(error.message),
+    );
   });
 
   it("reports a player joining and leaving (fire-and-forget); the controller's records follow", async () => {
