@@ -8,7 +8,7 @@ import { after, before, describe, test } from "node:test";
 import { startInProcessController, type InProcessTestController } from "../support/controller.js";
 import {} from "../gateway/harness.js";
 import { eventually } from "../support/wait.js";
-import { homeWithContext, runCli, type CliResult } from "./harness.js";
+import { homeWithContext, runCli, runOnTerminal, type CliResult } from "./harness.js";
 
 function ok(result: CliResult): CliResult {
   assert.equal(result.code, 0, `exit ${result.code}\nstdout: ${result.stdout}\nstderr: ${result.stderr}`);
@@ -108,8 +108,11 @@ describe("cloudctl cluster on a single-member controller", { timeout: 240_000 },
     const statusOf = async () =>
       (JSON.parse((await get("/api/v1/cluster/join-tokens")).text).tokens as { jti: string; status: string }[]).find((t) => t.jti === jti)?.status;
 
-    const declined = ok(await cli(["cluster", "seed", "rotate"], "n\n"));
-    assert.match(declined.stderr, /Rotate the cluster seed\?.*\n?.*cancelled/s);
+    // A No on a terminal and a pipe nobody can answer (no --yes) both exit 6 with nothing done.
+    const declined = await runOnTerminal(["cluster", "seed", "rotate"], { home, stdin: "n\n" });
+    assert.equal(declined.code, 6, declined.stdout);
+    assert.match(declined.stdout, /Rotate the cluster seed\?[\s\S]*cancelled: nothing was changed/);
+    failed(await cli(["cluster", "seed", "rotate"], "y\n"), 6, /stdin is not a terminal.*Rotate the cluster seed\?.*--yes/);
     assert.equal(await statusOf(), "ACTIVE");
 
     const rotation = JSON.parse(ok(await cli(["cluster", "seed", "rotate", "--yes", "--json"])).stdout);
@@ -122,7 +125,7 @@ describe("cloudctl cluster on a single-member controller", { timeout: 240_000 },
     const [unknownEject, selfEject, declinedEject, leave, unknownRecover, selfRecover, noEject, survivor] = await Promise.all([
       cli(["cluster", "eject", "ctl-000000000000", "--yes", "--reason", "gone"]),
       cli(["cluster", "eject", selfId, "--yes"]),
-      cli(["cluster", "eject", selfId], "no\n"),
+      runOnTerminal(["cluster", "eject", selfId], { home, stdin: "no\n" }),
       cli(["cluster", "leave", "--yes"]),
       cli(["cluster", "recover", "--eject", "ctl-000000000000", "--yes", "--reason", "lost"]),
       cli(["cluster", "recover", "--eject", `${selfId},`, "--yes"]),
@@ -131,7 +134,8 @@ describe("cloudctl cluster on a single-member controller", { timeout: 240_000 },
     ]);
     failed(unknownEject, 4, /MEMBER_NOT_FOUND, HTTP 404/);
     failed(selfEject, 1, /CANNOT_EJECT_SELF, HTTP 409/);
-    assert.match(ok(declinedEject).stderr, /cancelled/);
+    assert.equal(declinedEject.code, 6, declinedEject.stdout);
+    assert.match(declinedEject.stdout, /Eject controller[\s\S]*cancelled: nothing was changed/);
     failed(leave, 1, /LAST_MEMBER, HTTP 409/);
     failed(unknownRecover, 4, /MEMBER_NOT_FOUND, HTTP 404/);
     failed(selfRecover, 1, /CANNOT_EJECT_SELF, HTTP 409/);

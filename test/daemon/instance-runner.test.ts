@@ -298,7 +298,8 @@ describe("instance runner", { timeout: 55_000 }, () => {
     await h.runner.stop("survival-1", 1);
     assert.equal(await readFile(join(workDir, "world.dat"), "utf8"), "seed=1\nplayed=yes\n");
 
-    h.runner.start({ ...spec, port: (await simSpec("x")).port }, 1);
+    const secondPort = (await simSpec("x")).port;
+    h.runner.start({ ...spec, port: secondPort }, 1);
     await eventually(() => h.states("survival-1").filter((state) => state === "RUNNING").length === 2, "the second start to be RUNNING", 15_000);
     assert.deepEqual(
       requests.map((r) => [r.instanceId, r.freshDirectory, r.templates.map((t) => t.name)]),
@@ -307,7 +308,11 @@ describe("instance runner", { timeout: 55_000 }, () => {
         ["survival-1", false, ["base", "survival"]],
       ],
     );
-    assert.deepEqual(requests[0].variables, { motd: "Survival" });
+    // The template's variables plus the instance's own facts (README: {{instanceId}}, {{group}},
+    // {{port}}, {{memoryMb}}, {{platform}}), the port of each start.
+    const facts = { instanceId: "survival-1", group: "survival", memoryMb: String(spec.memoryMb), platform: spec.platform };
+    assert.deepEqual(requests[0].variables, { motd: "Survival", ...facts, port: String(spec.port) });
+    assert.deepEqual(requests[1].variables, { motd: "Survival", ...facts, port: String(secondPort) });
     assert.equal(await readFile(join(workDir, "world.dat"), "utf8"), "seed=1\nplayed=yes\n", "data survives a restart");
     await h.runner.stop("survival-1", 1);
     assert.ok(existsSync(workDir));
