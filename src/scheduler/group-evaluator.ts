@@ -273,6 +273,8 @@ export class GroupEvaluator {
     let todo = Array.from({ length: count }, (_, i) => slots?.[i] ?? null);
     /** Placed in this view and put in the live view, claimed or not yet: undone if anything fails. */
     const placedHere: InstanceFields[] = [];
+    /** Records left in place when recording failed (the scope's new owner claimed them). */
+    const kept = new Set<string>();
     try {
       for (let round = 0; round < claimRoundsMax && todo.length > 0 && !signal.aborted; round++) {
         const placed: InstanceFields[] = [];
@@ -323,16 +325,18 @@ export class GroupEvaluator {
           todo.push(placedSlots[i]);
         });
       }
-      await recordNewInstances(this.deps.instances, batch, () => this.deps.ensureCurrent(group.name));
+      await recordNewInstances(this.deps.instances, batch, () => this.deps.ensureCurrent(group.name), kept);
     } catch (err) {
       for (const instance of placedHere) {
         this.deps.view.unhold(instance.id);
         this.deps.live.remove(instance.id);
       }
       for (const previous of replaced.values()) this.deps.live.put(previous);
-      // Reservations claimed for records that were never written are freed now (the repair of a
-      // later reconcile round would, after its grace).
-      await Promise.all(batch.map((i) => this.deps.view.release(i.id, i.node).catch(() => undefined)));
+      // Reservations claimed for records that were never written (or withdrawn) are freed now (the
+      // repair of a later reconcile round would, after its grace). A record the new owner claimed
+      // before it could be withdrawn runs under that owner: its reservation stays.
+      const freed = batch.filter((i) => !kept.has(i.id));
+      await Promise.all(freed.map((i) => this.deps.view.release(i.id, i.node).catch(() => undefined)));
       throw err;
     }
     // Claims beaten in every round wait for the next evaluation, like full start slots.

@@ -7,6 +7,8 @@
  * slot's previous record put back. A withdrawal that finds the record written since leaves it:
  * the new owner claimed it when it adopted the scope (record-claims.ts) and supervises it now.
  * Either way no record is left that nobody supervises, and no stale owner starts an actor for one.
+ * The ids of the records left in place (claimed, or a withdrawal that failed) go to `kept`: their
+ * placement reservations are the new owner's now and must not be released by the writer.
  */
 import type { InstanceFields, InstanceService, StoredInstance } from "../domain/instances/instance-service.js";
 import { FINISHED_STATES } from "../domain/instances/instance-schemas.js";
@@ -24,12 +26,14 @@ interface Written {
 
 /**
  * Records `batch` (new instances, SCHEDULED) for the group whose scope `ensureCurrent` checks;
- * throws (after withdrawing what it wrote) when the scope moved or a write failed.
+ * throws (after withdrawing what it wrote) when the scope moved or a write failed. A record written
+ * and then not withdrawn (the new owner claimed it) has its id added to `kept`.
  */
 export async function recordNewInstances(
   instances: Pick<InstanceService, "getRevisioned" | "insertNew" | "saveIf" | "removeIf">,
   batch: readonly InstanceFields[],
   ensureCurrent: () => Promise<void>,
+  kept?: Set<string>,
 ): Promise<void> {
   if (batch.length === 0) return;
   await ensureCurrent();
@@ -43,7 +47,10 @@ export async function recordNewInstances(
     }
     await ensureCurrent();
   } catch (error) {
-    await Promise.all(written.map((entry) => withdraw(instances, entry)));
+    const withdrawn = await Promise.all(written.map((entry) => withdraw(instances, entry)));
+    written.forEach((entry, i) => {
+      if (!withdrawn[i]) kept?.add(entry.id);
+    });
     throw error;
   }
 }
@@ -61,11 +68,14 @@ async function record(instances: Pick<InstanceService, "getRevisioned" | "insert
   return { id: instance.id, rev: await instances.saveIf(instance, previous.rev), replaced: previous.doc };
 }
 
-async function withdraw(instances: Pick<InstanceService, "saveIf" | "removeIf">, { id, rev, replaced }: Written): Promise<void> {
+/** True when the record was withdrawn; false when it was left (claimed by the new owner, or the store is down). */
+async function withdraw(instances: Pick<InstanceService, "saveIf" | "removeIf">, { id, rev, replaced }: Written): Promise<boolean> {
   try {
     if (replaced) await instances.saveIf(replaced, rev);
     else await instances.removeIf(id, rev);
+    return true;
   } catch {
     // Claimed by the new owner (which supervises it now), or the store is down: nothing more to do here.
+    return false;
   }
 }

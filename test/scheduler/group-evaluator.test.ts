@@ -189,6 +189,38 @@ describe("group evaluator", () => {
     );
   });
 
+  test("a scope lost after the records were written: a record the new owner claimed keeps its reservation, the withdrawn ones' are released", async () => {
+    await fx.groups.create({ name: group, platform: "simulated", scalingMode: "DYNAMIC", minInstances: 2, maxInstances: 2, memoryMb: 256 });
+    let checks = 0;
+    let claimed = "";
+    const ev = evaluator({
+      ensureCurrent: async () => {
+        if (++checks === 1) return;
+        // Between the inserts and the second check, the new owner adopted the scope and claimed one record.
+        const found = await fx.instances.findRevisioned({ group });
+        claimed = found[0].doc.id;
+        await fx.instances.saveIf(found[0].doc, found[0].rev);
+        throw new ScopeLostError(`group:${group}`);
+      },
+    });
+    await assert.rejects(ev.evaluate(group, signal()), ScopeLostError);
+    assert.deepEqual(added, []);
+    assert.deepEqual(
+      (await fx.instances.findDocs({ group })).map((d) => d.id),
+      [claimed],
+      "only the claimed record stays",
+    );
+    await view.refresh();
+    assert.deepEqual(
+      view
+        .reservations()
+        .filter((r) => r.group === group)
+        .map((r) => r.instanceId),
+      [claimed],
+      "the claimed record's reservation stays (its port is taken); the withdrawn one's is released",
+    );
+  });
+
   test("two controllers place groups with the same port range at once: every instance placed, no port shared on a node", async () => {
     const other = `${group}-other`;
     for (const name of [group, other])

@@ -32,17 +32,24 @@ describe("new instance records", () => {
   test("the scope moved while they were written: withdrawn, except one the new owner claimed meanwhile", async () => {
     let checks = 0;
     const claimed = "lobby-b2";
+    const kept = new Set<string>();
     await assert.rejects(
-      recordNewInstances(fx.instances, [scheduled("lobby-b1"), scheduled(claimed), scheduled("lobby-b3")], async () => {
-        checks += 1;
-        if (checks === 1) return;
-        // Between the inserts and the second check, the new owner adopted the scope and claimed what it found.
-        const found = await fx.instances.getRevisioned(claimed);
-        await fx.instances.saveIf(found!.doc, found!.rev);
-        throw new ScopeLostError("group:lobby");
-      }),
+      recordNewInstances(
+        fx.instances,
+        [scheduled("lobby-b1"), scheduled(claimed), scheduled("lobby-b3")],
+        async () => {
+          checks += 1;
+          if (checks === 1) return;
+          // Between the inserts and the second check, the new owner adopted the scope and claimed what it found.
+          const found = await fx.instances.getRevisioned(claimed);
+          await fx.instances.saveIf(found!.doc, found!.rev);
+          throw new ScopeLostError("group:lobby");
+        },
+        kept,
+      ),
       ScopeLostError,
     );
+    assert.deepEqual([...kept], [claimed], "only the claimed record is reported kept (its reservation is the new owner's)");
     assert.equal(await fx.instances.getDoc("lobby-b1"), null);
     assert.equal(await fx.instances.getDoc("lobby-b3"), null);
     assert.equal((await fx.instances.getDoc(claimed))?.state, "SCHEDULED", "the new owner's claimed record stays");
