@@ -12,7 +12,7 @@ export class TtlSweeper {
     if (intervalMs > 0) {
       this.timer = clock.setInterval(
         () => {
-        // A failed sweep leaves expired documents for the next one; reads hide them meanwhile.
+          // A failed sweep leaves expired documents for the next one; reads hide them meanwhile.
           this.running = sweep().catch(() => undefined);
         },
         intervalMs,
