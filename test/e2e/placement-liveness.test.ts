@@ -220,8 +220,9 @@ describe("one placement view and liveness across controllers", { timeout: 1_500_
     const fields = { minInstances: 3, maxInstances: 3, memoryMb: 300, portRange: { start: 29780, end: 29799 } };
     const attempts: string[] = [];
     let crossOwner = false;
-    // Attempts until the two groups were scheduled by different controllers (at most 4).
-    for (let attempt = 0; attempt < 4 && !crossOwner; attempt++) {
+    // Attempts until the two groups were scheduled by different controllers (at most 10: which
+    // controller wins a group's lease is not chosen, and one often wins several in a row).
+    for (let attempt = 0; attempt < 10 && !crossOwner; attempt++) {
       const groups = [`mem${attempt}a`, `mem${attempt}b`];
       await scenario(
         () => groups,
