@@ -28,7 +28,7 @@ describe("cloudctl module against a real controller and registry", { timeout: 30
   const cli = (args: string[], stdin?: string) => runCli(args, { home: home.home, stdin });
   const route = async (path: string) => {
     const response = await fetch(`${controller.url}${path}`, { headers: { authorization: `Bearer ${controller.adminToken}` } });
-    return { status: response.status, json: await response.json() };
+    return { status: response.status, json: (await response.json()) as any };
   };
 
   before(async () => {
