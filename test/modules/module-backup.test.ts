@@ -13,6 +13,7 @@ import { KV_PARTS, MODULE_KV_PREFIX } from "../../src/backup/bundle-format.js";
 import { MODULE_KV_PREFIX as STORAGE_PREFIX, moduleKvPrefix } from "../../src/modules/host/module-storage.js";
 import { ADMIN_PASSWORD, startTestApp, type TestApp } from "../support/http-app.js";
 import { eventually } from "../support/wait.js";
+import { tamperBundle } from "../backup/bundle-tamper.js";
 import { call, uploadModule } from "./support/module-api.js";
 
 describe("a module's storage in backups", () => {
@@ -96,5 +97,33 @@ describe("a module's storage in backups", () => {
     assert.equal(await t.kv.get(expiring), "short-lived");
     const ttlMs = await t.kv.ttlMs(expiring);
     assert.ok(ttlMs !== null && ttlMs > 0 && ttlMs <= 600_000, `the restored key keeps a time to live (${ttlMs})`);
+  });
+
+  it("restores a bundle written before the module-kv part: valid, and the module keys are left as they are", async () => {
+    await t.kv.set(`${moduleKvPrefix("motd")}views`, "41");
+    const backup = await api("POST", "/api/v1/backups");
+    assert.equal(backup.status, 201, backup.text);
+    const bytes = Buffer.from(
+      await (await fetch(`${t.baseUrl}/api/v1/backups/${backup.json.id}/download`, { headers: { authorization: `Bearer ${admin}` } })).arrayBuffer(),
+    );
+    const older = await tamperBundle(bytes, (entries, manifest) => {
+      entries.splice(
+        entries.findIndex((e) => e.name === "kv/module-kv.ndjson"),
+        1,
+      );
+      manifest.kv = manifest.kv.filter((k: { part: string }) => k.part !== "module-kv");
+      manifest.id = "20261101T000000000Z-0000aaaa";
+    });
+    const uploaded = await fetch(`${t.baseUrl}/api/v1/backups/upload`, { method: "POST", headers: { authorization: `Bearer ${admin}` }, body: older });
+    assert.equal(uploaded.status, 201, await uploaded.text());
+    const verified = await api("POST", "/api/v1/backups/20261101T000000000Z-0000aaaa/verify");
+    assert.deepEqual(verified.json.missingRedisPrefixes, []);
+    await t.kv.set(`${moduleKvPrefix("motd")}views`, "42");
+    // Its manifest was rewritten, so this cluster no longer authenticates it: restored as foreign.
+    const restored = await api("POST", "/api/v1/restore", { id: "20261101T000000000Z-0000aaaa", foreign: true });
+    assert.equal(restored.status, 200, restored.text);
+    assert.ok(!restored.json.datastores.redisPrefixes.includes(MODULE_KV_PREFIX), restored.text);
+    assert.equal(await t.kv.get(`${moduleKvPrefix("motd")}views`), "42");
+    admin = await t.login("admin", ADMIN_PASSWORD);
   });
 });
