@@ -11,6 +11,8 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { buildMotdModule, type BuiltModule } from "../../examples/motd-module/build.js";
 import { packModuleDirectory } from "../../src/modules/bundle/pack.js";
+import { signBundleDigest } from "../../src/modules/bundle/signature.js";
+import { buildBundle, DEVELOPMENT_KEY_PATH, manifestOf } from "../modules/support/bundles.js";
 import { startTestController, type TestController } from "../support/controller.js";
 import { startRegistryServer, type RegistryServer } from "../modules/support/registry-server.js";
 import { homeWithContext, runCli, startFakeController, type FakeController } from "./harness.js";
@@ -205,6 +207,16 @@ describe("cloudctl module against a real controller and registry", { timeout: 30
     assert.equal(notOffered.code, 4, notOffered.stderr);
     assert.equal(foreign.code, 1, foreign.stderr);
     assert.match(foreign.stderr, /not one of the configured registries/);
+    // A module requiring the capability motd provides: --check-requires names the provider.
+    const greeter = await buildBundle(join(dir, "greeter-src"), join(dir, "greeter", "greeter-1.0.0.tgz"), {
+      "META-INF/cloud/module.yaml": manifestOf("greeter", "1.0.0", { capabilities: { requires: [{ id: "motd-text", versionRange: "^1.0.0" }] } }),
+      "backend/index.js": "export default {};",
+    });
+    writeFileSync(`${greeter}.sig`, signBundleDigest(sha256(greeter), readFileSync(DEVELOPMENT_KEY_PATH, "utf8")));
+    const requiring = await cli(["module", "install", greeter, "--check-requires"]);
+    assert.equal(requiring.code, 0, requiring.stderr);
+    assert.match(requiring.stdout, /requires motd-text \^1\.0\.0: provided by module motd \(motd-text 1\.0\.0\)/);
+    assert.equal((await cli(["module", "delete", "greeter", "--yes"])).code, 0);
     assert.equal((await cli(["module", "delete", "motd", "--yes"])).code, 0);
 
     const lone = join(dir, "lone", "motd-1.0.0.tgz");
@@ -212,11 +224,16 @@ describe("cloudctl module against a real controller and registry", { timeout: 30
     copyFileSync(v1.bundle, lone);
     const tampered = join(dir, "lone", "other-1.0.0.tgz");
     copyFileSync(v3.bundle, tampered);
-    const [unsigned, wrong, missing] = await Promise.all([
+    writeFileSync(`${lone}.cosign.bundle`, "{}");
+    const [unsigned, wrong, missing, notBundle] = await Promise.all([
       cli(["module", "install", lone]),
       cli(["module", "install", tampered, "--signature", v1.signature]),
       cli(["module", "install", join(dir, "nope.tgz")]),
+      cli(["module", "upload", `${lone}.cosign.bundle`]),
     ]);
+    assert.match(unsigned.stderr, /motd-1\.0\.0\.tgz\.cosign\.bundle: cosign bundles are not verified by the controller/);
+    assert.equal(notBundle.code, 1);
+    assert.match(notBundle.stderr, /a module bundle is a \.tgz, \.tar\.gz, \.tar, \.zip, \.jar file/);
     assert.equal(unsigned.code, 1, unsigned.stderr);
     assert.match(unsigned.stderr, /no signature sidecar/);
     assert.match(unsigned.stderr, /SIGNATURE_VERIFICATION_FAILED|PLATFORM_INSTALL_FAILED/);

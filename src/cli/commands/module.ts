@@ -85,7 +85,7 @@ async function printRequirements(rt: Runtime, client: HttpClient, moduleId: stri
   for (const r of requirements)
     print(
       r.provider
-        ? `requires ${r.capabilityId} ${r.versionRange}: provided by ${r.provider.moduleId} ${r.provider.version}${r.provider.deprecated ? " (deprecated)" : ""}`
+        ? `requires ${r.capabilityId} ${r.versionRange}: provided by module ${r.provider.moduleId} (${r.capabilityId} ${r.provider.version}${r.provider.deprecated ? ", deprecated" : ""})`
         : `requires ${r.capabilityId} ${r.versionRange}: no provider in range (the module stays UNRESOLVED until one is installed)`,
     );
 }
