@@ -12,7 +12,7 @@ import { after, before, describe, test } from "node:test";
 import { buildMotdModule, type BuiltModule } from "../../examples/motd-module/build.js";
 import { packModuleDirectory } from "../../src/modules/bundle/pack.js";
 import { signBundleDigest } from "../../src/modules/bundle/signature.js";
-import { buildBundle, DEVELOPMENT_KEY_PATH, manifestOf } from "../modules/support/bundles.js";
+import { buildBundle, DEVELOPMENT_KEY_PATH, manifestOf, rawTgz } from "../modules/support/bundles.js";
 import { startTestController, type TestController } from "../support/controller.js";
 import { startRegistryServer, type RegistryServer } from "../modules/support/registry-server.js";
 import { homeWithContext, runCli, startFakeController, type FakeController } from "./harness.js";
@@ -103,8 +103,19 @@ describe("cloudctl module against a real controller and registry", { timeout: 30
     mkdirSync(join(dir, "tampered"));
     copyFileSync(v3.bundle, tampered);
     copyFileSync(v1.signature, `${tampered}.sig`);
+    // Traversal and a link beside a valid manifest: each entry is reported, nothing is written.
+    const hostile = await rawTgz(join(dir, "hostile-1.0.0.tgz"), [
+      { name: "META-INF/cloud/module.yaml", data: readFileSync(join(import.meta.dirname, "..", "..", "examples", "motd-module", "module.yaml")) },
+      { name: "../escape.js", data: "export default {};" },
+      { name: "backend/index.js", type: "symlink", linkname: "/etc/passwd" },
+    ]);
     const key = ["--key", join(import.meta.dirname, "..", "..", "examples", "motd-module", "signing", "development-key.pub.pem")];
 
+    const hostileRun = await cli(["module", "doctor", hostile]);
+    assert.equal(hostileRun.code, 2, hostileRun.stdout + hostileRun.stderr);
+    assert.match(hostileRun.stdout, /"\.\.\/escape\.js": its path leaves the bundle/);
+    assert.match(hostileRun.stdout, /"backend\/index\.js": it is a link/);
+    assert.match(hostileRun.stdout, /backend\.controller\.entrypoint: backend\/index\.js is not in the bundle/);
     const [clean, noSig, bad, wrongSig, directory, json] = await Promise.all([
       cli(["module", "doctor", v1.bundle, ...key]),
       cli(["module", "doctor", unsigned]),
