@@ -430,7 +430,6 @@ describe("group evaluator", () => {
           if (resolveFails) throw new Error("revision store unavailable");
           return { revision: 1, memoryMb: 256, build };
         },
-        specOf: async () => null,
       },
       buildCheck: async () => check,
       compositionPlanningFailed: () => metrics.compositionPlanningFailures.inc(),
