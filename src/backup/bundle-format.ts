@@ -64,6 +64,7 @@ export const BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
   "instances",
   "maintenance",
   "metrics_history",
+  "minecraft_links",
   "node_certificate_revocations",
   "node_token_claims",
   "node_tokens",
