@@ -28,7 +28,7 @@ import { homeWithContext, runCli, runOnTerminal, spawnCli, tempHome, waitForExit
 
 /** Bound on waiting for the scheduler, the daemon or output (a loaded 2-core machine). */
 const waitMs = 90_000;
-/** Ports of this file's groups: 42100-42199. */
+/** Ports of this file's groups: 24200-24299. */
 const ports = (start: number, end: number) => ["--port-start", String(start), "--port-end", String(end)];
 
 interface Instance {
@@ -85,7 +85,7 @@ describe("an operator's day with cloudctl", { timeout: 900_000 }, () => {
   });
 
   test("a misspelled platform is refused (422 naming the platforms the cluster runs) and nothing is created", async () => {
-    const typo = await createGroup("typo", "papr", ports(42100, 42101));
+    const typo = await createGroup("typo", "papr", ports(24200, 24201));
     assert.equal(typo.code, 1, typo.stderr);
     assert.match(typo.stderr, /unknown platform "papr" \(did you mean paper\?\); the cluster runs simulated, .*paper.*\(VALIDATION_ERROR, HTTP 422\)/);
     assert.equal((await api(c, "GET", "/api/v1/groups/typo")).status, 404);
@@ -94,10 +94,10 @@ describe("an operator's day with cloudctl", { timeout: 900_000 }, () => {
   test("why a start failed reaches the crash record, crash list, group info and the instance's log", async () => {
     // Java is there but the group's jar is not; a simulated server whose port is taken cannot bind.
     const taken: Server = createServer();
-    await new Promise<void>((resolve) => taken.listen(42110, "0.0.0.0", resolve));
+    await new Promise<void>((resolve) => taken.listen(24210, "0.0.0.0", resolve));
     try {
-      ok(await createGroup("nojar", "paper", ["--scaling-mode", "MANUAL", "--min", "1", "--max", "1", ...ports(42102, 42103)]));
-      ok(await createGroup("bound", "simulated", ["--scaling-mode", "MANUAL", "--min", "1", "--max", "1", ...ports(42110, 42110)]));
+      ok(await createGroup("nojar", "paper", ["--scaling-mode", "MANUAL", "--min", "1", "--max", "1", ...ports(24202, 24203)]));
+      ok(await createGroup("bound", "simulated", ["--scaling-mode", "MANUAL", "--min", "1", "--max", "1", ...ports(24210, 24210)]));
       ok(await cli(["group", "start", "nojar"]));
       ok(await cli(["group", "start", "bound"]));
       const crashOf = (group: string) =>
@@ -108,7 +108,7 @@ describe("an operator's day with cloudctl", { timeout: 900_000 }, () => {
         );
       const [nojar, bound] = await Promise.all([crashOf("nojar"), crashOf("bound")]);
       assert.match(nojar.reason, /jarfile|java/i, "the JVM's own last line");
-      assert.match(bound.reason, /^exit 2: .*Failed to bind to 0\.0\.0\.0:42110.*EADDRINUSE/);
+      assert.match(bound.reason, /^exit 2: .*Failed to bind to 0\.0\.0\.0:24210.*EADDRINUSE/);
 
       const [list, info, shown, log] = await Promise.all([
         cli(["crash", "list", "--group", "bound"]),
@@ -127,7 +127,7 @@ describe("an operator's day with cloudctl", { timeout: 900_000 }, () => {
 
   test("logs, inst logs --tail and --follow to the end, exec with the output, and ambiguous prefixes", async () => {
     // A MANUAL group starts one instance per start.
-    ok(await createGroup("arena", "simulated", ["--scaling-mode", "MANUAL", "--min", "1", "--max", "2", ...ports(42120, 42129)]));
+    ok(await createGroup("arena", "simulated", ["--scaling-mode", "MANUAL", "--min", "1", "--max", "2", ...ports(24220, 24229)]));
     ok(await cli(["group", "start", "arena"]));
     ok(await cli(["group", "start", "arena"]));
     const [first, second] = await runningOf("arena", 2);
@@ -261,7 +261,7 @@ describe("an operator's day with cloudctl", { timeout: 900_000 }, () => {
     assert.match(ok(await cli(["template", "files", "site-copy"])).stdout, /server\.properties/);
     ok(await cli(["template", "delete", "site-copy", "--yes"]));
 
-    ok(await createGroup("placed", "simulated", ["--template", "site", "--scaling-mode", "MANUAL", "--min", "1", "--max", "1", ...ports(42130, 42131)]));
+    ok(await createGroup("placed", "simulated", ["--template", "site", "--scaling-mode", "MANUAL", "--min", "1", "--max", "1", ...ports(24230, 24231)]));
     ok(await cli(["group", "start", "placed"]));
     const [instance] = await runningOf("placed", 1);
     const properties = readFileSync(join(daemon.dir, "work", "dynamic", instance.id, "server.properties"), "utf8");
@@ -269,7 +269,7 @@ describe("an operator's day with cloudctl", { timeout: 900_000 }, () => {
   });
 
   test("confirmations: answered on a terminal, refused on a pipe, exit 6 when nothing was done", async () => {
-    ok(await createGroup("doomed", "simulated", ["--scaling-mode", "MANUAL", "--min", "0", "--max", "1", ...ports(42140, 42141)]));
+    ok(await createGroup("doomed", "simulated", ["--scaling-mode", "MANUAL", "--min", "0", "--max", "1", ...ports(24240, 24241)]));
     const piped = await cli(["group", "delete", "doomed"], "y\n");
     assert.equal(piped.code, 6, piped.stderr);
     assert.match(piped.stderr, /stdin is not a terminal.*--yes/);
@@ -286,7 +286,7 @@ describe("an operator's day with cloudctl", { timeout: 900_000 }, () => {
   });
 
   test("deploy --watch on a pipe prints each change once; deploy show reads an older revision's own history", async () => {
-    ok(await createGroup("web", "simulated", ["--scaling-mode", "MANUAL", "--min", "1", "--max", "2", ...ports(42150, 42159)]));
+    ok(await createGroup("web", "simulated", ["--scaling-mode", "MANUAL", "--min", "1", "--max", "2", ...ports(24250, 24259)]));
     ok(await cli(["group", "start", "web"]));
     const [initial] = await runningOf("web", 1);
     const watched = await cli(["deploy", "web", "--yes", "--min-healthy", "5", "--watch"]);

@@ -92,7 +92,7 @@ describe("a rollout continues after SIGKILL of the reconciler's controller", { t
       minInstances: desired,
       maxInstances: desired + 2,
       memoryMb: 128,
-      portRange: { start: 42000, end: 42100 },
+      portRange: { start: 22100, end: 22200 },
       updateStrategy: { type: "ROLLING", maxSurge: 1, maxUnavailable: 0 },
     });
     assert.equal(created.status, 201, created.text);

@@ -99,7 +99,7 @@ describe("deployments with real daemons", { timeout: 600_000 }, () => {
       minInstances: desired,
       maxInstances: 6,
       memoryMb: 128,
-      portRange: { start: 41000, end: 41100 },
+      portRange: { start: 23200, end: 23300 },
       updateStrategy: { type: "ROLLING", maxSurge: 1, maxUnavailable: 0 },
     });
     assert.equal(created.status, 201, JSON.stringify(created.json));
@@ -306,7 +306,7 @@ describe("deployments with real daemons", { timeout: 600_000 }, () => {
       scalingMode: "STATIC",
       minInstances: 2,
       memoryMb: 128,
-      portRange: { start: 41200, end: 41300 },
+      portRange: { start: 23400, end: 23500 },
     });
     assert.equal(res.status, 201, JSON.stringify(res.json));
     const slots = async () => ((await api(c, "GET", `/api/v1/services?group=${vault}`)).json as Instance[]).sort((a, b) => (a.id < b.id ? -1 : 1));
