@@ -105,7 +105,7 @@ describe("local daemon", { timeout: 120_000 }, () => {
     assert.ok(humanLines.length >= 3, humanLines.join("\n"));
     assert.match(controllerHumanLine(), HUMAN_LINE, "the controller's own HUMAN line, for comparison");
     for (const line of humanLines) assert.match(line, HUMAN_LINE, "every line of the daemon in the controller's HUMAN layout");
-    assert.ok(humanLines.some((l) => / INFO  daemon - /.test(l)));
+    assert.ok(humanLines.some((l) => / INFO {2}daemon - /.test(l)));
   });
 
   it("runs the daemon entry of its own tree: src/daemon/main.ts through tsx from source", () => {
