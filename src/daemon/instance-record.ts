@@ -25,6 +25,8 @@ export interface InstanceRecord {
   spawnedAtMs: number | null;
   readyAtMs: number | null;
   stopRequested: "graceful" | "force" | null;
+  /** Plugin readiness that arrived while the process was being spawned (its pid not yet known). */
+  readyRequested: boolean;
   /** The process has exited; lines still draining from its pipes no longer make it ready. */
   exited: boolean;
   killSentByDaemon: boolean;
@@ -50,6 +52,7 @@ export function newInstanceRecord(spec: InstanceSpec, platform: PlatformDefiniti
     spawnedAtMs: null,
     readyAtMs: null,
     stopRequested: null,
+    readyRequested: false,
     exited: false,
     killSentByDaemon: false,
     timers: new InstanceTimers(clock),

@@ -147,6 +147,11 @@ export class InstanceRunner {
   markReady(instanceId: string, fencingToken: number): void {
     const instance = this.fencedInstance(instanceId, fencingToken);
     if (instance.state === "RUNNING") return;
+    if (instance.state === "PREPARING" && instance.child !== null && !instance.exited) {
+      // The process runs and called before the launcher passed its pid over: ready once it has.
+      instance.readyRequested = true;
+      return;
+    }
     if (instance.state !== "STARTING" || instance.exited) throw new RunnerError("INVALID_STATE", `Instance ${instanceId} is ${instance.state}, not STARTING`);
     this.becomeReady(instance);
   }
@@ -324,7 +329,8 @@ export class InstanceRunner {
         return;
       }
       this.transition(instance, "STARTING");
-      if (platform.readiness.kind === "port-open") this.probePort(instance);
+      if (instance.readyRequested) this.becomeReady(instance);
+      else if (platform.readiness.kind === "port-open") this.probePort(instance);
     });
     child.once("error", (error) => {
       if (spawned || settled) return;

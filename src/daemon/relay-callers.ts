@@ -15,11 +15,20 @@
  */
 import { readdir, readFile, readlink } from "node:fs/promises";
 import type { Socket } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
 
 /** A process tree bigger than this is not searched further (a fork bomb is no caller). */
 export const callerTreeProcessesMax = 1_024;
 /** File descriptors read at once while a process is searched. */
 const fdReadsInFlightMax = 64;
+/**
+ * How long a call waits for the root pid of an instance that is being spawned. The launcher learns
+ * the pid after the process already runs (a spawner helper passes it over), so a fast process can
+ * call the relay before its pid is known; its call waits for it instead of being refused.
+ */
+export const spawningPidWaitMsDefault = 10_000;
+/** How often a waiting call looks at the runner's list again. */
+const spawningPidPollMs = 25;
 
 /** An instance the runner has started, and the pid of its root process (null before it spawned). */
 export interface RunningInstance {
@@ -103,6 +112,8 @@ export interface ProcessCallerCheckOptions {
   instances: () => Iterable<RunningInstance>;
   /** Where procfs is mounted. */
   procRoot?: string;
+  /** See {@link spawningPidWaitMsDefault}. */
+  spawningPidWaitMs?: number;
 }
 
 /**
@@ -162,21 +173,38 @@ export class ProcessCallerCheck implements RelayCallerCheck {
       if (claimed === null || claimed === known) return { ok: true, instanceId: known };
       return { ok: false, reason: `this connection belongs to instance ${known}, not ${claimed}` };
     }
-    const running = [...this.options.instances()];
-    const candidates = claimed === null ? running : running.filter((instance) => instance.instanceId === claimed);
-    if (claimed !== null && candidates.every((instance) => instance.pid === null)) {
-      return { ok: false, reason: `instance ${claimed} has no process on this node` };
+    const candidatesNow = () => {
+      const running = [...this.options.instances()];
+      return claimed === null ? running : running.filter((instance) => instance.instanceId === claimed);
+    };
+    const deadline = Date.now() + (this.options.spawningPidWaitMs ?? spawningPidWaitMsDefault);
+    let candidates = candidatesNow();
+    if (claimed !== null) {
+      // An instance being spawned may call before its pid is known (see spawningPidWaitMsDefault).
+      while (candidates.length > 0 && candidates.every((instance) => instance.pid === null) && Date.now() < deadline) {
+        await sleep(spawningPidPollMs);
+        candidates = candidatesNow();
+      }
+      if (candidates.every((instance) => instance.pid === null)) return { ok: false, reason: `instance ${claimed} has no process on this node` };
     }
     // Every read started from here on sees the connection (it was accepted before this call).
     const begun = { tcp: this.tcpTables.now(), sockets: this.socketSets.now() };
     const inode = await this.socketInode(socket, begun.tcp);
     if (inode === null) return { ok: false, reason: "the connection's socket was not found in /proc/net/tcp" };
-    for (const instance of candidates) {
-      if (instance.pid === null) continue;
-      if (await this.treeHolds(instance.pid, inode, begun.sockets)) {
-        this.owners.set(socket, instance.instanceId);
-        return { ok: true, instanceId: instance.instanceId };
+    const searched = new Set<number>();
+    for (;;) {
+      for (const instance of candidates) {
+        if (instance.pid === null || searched.has(instance.pid)) continue;
+        searched.add(instance.pid);
+        if (await this.treeHolds(instance.pid, inode, begun.sockets)) {
+          this.owners.set(socket, instance.instanceId);
+          return { ok: true, instanceId: instance.instanceId };
+        }
       }
+      // A caller without a workload token may be an instance whose pid is not known yet.
+      if (!candidates.some((instance) => instance.pid === null) || Date.now() >= deadline) break;
+      await sleep(spawningPidPollMs);
+      candidates = candidatesNow();
     }
     const whose = claimed === null ? "an instance on this node" : `instance ${claimed}`;
     return { ok: false, reason: `this connection does not come from a process of ${whose}` };

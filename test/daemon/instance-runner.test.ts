@@ -12,6 +12,7 @@ import { serve, type ServerType } from "@hono/node-server";
 import type { CrashReport, RunnerEvent, TemplateUnpackRequest } from "../../src/daemon/instance-runner.js";
 import { simulatedPlatform } from "../../src/daemon/platforms.js";
 import { RunnerError, StaleEpochError } from "../../src/daemon/runner-errors.js";
+import { SpawnerLauncher, type LaunchedProcess, type ProcessLauncher } from "../../src/daemon/process-launcher.js";
 import { RunnerHarness, SIM_TEST_ENV, isAlive, simSpec } from "./runner-harness.js";
 import { eventually } from "../support/wait.js";
 import { FakeClock } from "../support/fake-clock.js";
@@ -128,6 +129,54 @@ describe("instance runner", { timeout: 55_000 }, () => {
       assert.ok(h.consoleLines("proxy-1").some((line) => line.includes("Reported ready")) || received.length === 1);
       assert.ok(!h.consoleLines("proxy-1").some((line) => line.includes("token-proxy-1")), "the token is never printed");
       await h.runner.stop("proxy-1", 7);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it("plugin readiness that arrives before the launcher passed the pid over makes the instance RUNNING once it has", async () => {
+    let h!: RunnerHarness;
+    const refusedWhilePreparing: string[] = [];
+    const app = new Hono();
+    app.post("/api/plugin/ready", async (c) => {
+      await c.req.json();
+      // As the controller does: a daemon answering INVALID_STATE is not asked again.
+      try {
+        h.runner.markReady("early-1", 3);
+      } catch (err) {
+        if (!(err instanceof RunnerError) || err.code !== "INVALID_STATE") throw err;
+        refusedWhilePreparing.push(err.message);
+      }
+      return c.json({ ok: true });
+    });
+    const server = await new Promise<ServerType>((resolve) => {
+      const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
+    });
+    try {
+      const address = server.address();
+      const port = typeof address === "object" && address !== null ? address.port : 0;
+      const spawner = new SpawnerLauncher();
+      // The pid (and the spawn event) reach the runner well after the process runs and calls.
+      const lateSpawn: ProcessLauncher = {
+        launch: (request) => {
+          const child = spawner.launch(request);
+          const late = Object.create(child) as LaunchedProcess;
+          late.once = ((event: string, listener: (...args: unknown[]) => void) => {
+            if (event === "spawn") child.once("spawn", () => setTimeout(listener, 2_000));
+            else child.once(event as "exit", listener);
+            return late;
+          }) as LaunchedProcess["once"];
+          return late;
+        },
+        close: () => spawner.close(),
+      };
+      h = await harness({ controllerUrl: `http://127.0.0.1:${port}`, launcher: lateSpawn });
+      h.runner.start(await simSpec("early-1", { group: "proxy", platform: "simulated", workloadToken: "token-early-1" }), 3);
+      await h.waitForState("early-1", "RUNNING");
+      assert.deepEqual(refusedWhilePreparing, [], "the early readiness was kept, not refused");
+      assert.deepEqual(h.states("early-1"), ["PREPARING", "STARTING", "RUNNING"]);
+      await h.runner.stop("early-1", 3);
+      await spawner.close();
     } finally {
       await new Promise((resolve) => server.close(resolve));
     }

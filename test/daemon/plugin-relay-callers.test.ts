@@ -185,3 +185,51 @@ describe("the relay ties each call to the calling instance", { timeout: 120_000 
     assert.equal(forwarded.length, before + 1);
   });
 });
+
+describe("a call made before the runner knows the instance's pid waits for it", { timeout: 120_000 }, () => {
+  let controller: Server;
+  const forwarded: string[] = [];
+  let relay: PluginRelay;
+  let c: InstanceProcess;
+  let relayUrl: string;
+  // The launcher learns the pid after the process already runs: it starts as null here.
+  const running: { instanceId: string; pid: number | null }[] = [
+    { instanceId: "inst-c", pid: null },
+    { instanceId: "inst-never", pid: null },
+  ];
+
+  before(async () => {
+    controller = createServer((req, res) => {
+      forwarded.push(req.url ?? "");
+      req.resume();
+      req.on("end", () => res.writeHead(200, { "content-type": "application/json" }).end("{}"));
+    });
+    await new Promise<void>((resolve) => controller.listen(0, "127.0.0.1", resolve));
+    c = InstanceProcess.start();
+    relay = new PluginRelay({
+      port: 0,
+      waitMs: 5_000,
+      waitingRequestsMax: 100,
+      replayBodyBytesMax: 1024 * 1024,
+      callers: new ProcessCallerCheck({ instances: () => running, spawningPidWaitMs: 1_500 }),
+    });
+    await relay.start();
+    relay.sessionOpened(`http://127.0.0.1:${(controller.address() as { port: number }).port}`);
+    relayUrl = relay.url!;
+  });
+  after(async () => {
+    c?.stop();
+    await relay?.close();
+    await new Promise<void>((resolve) => (controller ? controller.close(() => resolve()) : resolve()));
+  });
+
+  it("is relayed once the pid is known, and refused when it never is", async () => {
+    const pending = c.call(`${relayUrl}/api/plugin/ready`, { token: tokenOf("inst-c") });
+    setTimeout(() => (running[0]!.pid = c.pid), 300);
+    assert.equal(await pending, 200, "the instance's first call, made while its pid was unknown");
+    assert.deepEqual(forwarded, ["/api/plugin/ready"]);
+    assert.equal(await strayCall(`${relayUrl}/api/plugin/ready`, tokenOf("inst-never")), 403, "an instance whose process never appears");
+    assert.equal(await strayCall(`${relayUrl}/api/plugin/ready`, tokenOf("inst-unknown")), 403, "an instance not on this node");
+    assert.deepEqual(forwarded, ["/api/plugin/ready"], "nothing else reached the controller");
+  });
+});
