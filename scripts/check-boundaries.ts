@@ -57,11 +57,19 @@ export const ROOM_RULES: Readonly<Record<string, RoomRule>> = {
     why: "the simulated game server is bundled with the SDK into one file: what it imports is what the bundle's cache key hashes",
   },
   sdk: { only: [], program: true, why: "the plugin and module SDK is published on its own (package subpath ./sdk)" },
-  cli: { only: ["shared", "wire", "config"], program: true, why: "cloudctl talks to the controller over HTTP" },
+  cli: {
+    only: ["shared", "wire", "config", "modules/manifest"],
+    program: true,
+    why: "cloudctl talks to the controller over HTTP; `module doctor` checks a manifest with the controller's own rules",
+  },
   dashboard: { only: [], program: true, why: "the dashboard runs in the browser: it talks to the controller over HTTP only" },
   modules: {
     only: ["shared", "store", "templates", "events", "logs", "sdk", "wire", "metrics", "config"],
     why: "platform modules build on the stores' ports, the templates' archive readers and the event types; the composition root wires them and http/ mounts them",
+  },
+  "modules/manifest": {
+    only: [],
+    why: "the manifest rules are pure (yaml and semver only), so cloudctl's `module doctor` can run them on the operator's machine",
   },
   "modules/worker": {
     only: ["sdk"],

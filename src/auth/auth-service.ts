@@ -17,6 +17,7 @@ import { ADMIN_ROLE } from "./permissions.js";
 import { RoleDirectory } from "./role-directory.js";
 import { loadOrCreateSigningSecret } from "./signing-key.js";
 import { UserDirectory, type UserDoc } from "./user-directory.js";
+import { MinecraftLinks } from "./minecraft-links.js";
 
 export const JWT_ISSUER = "cloud-controller";
 /** Length of a generated first-start admin password. */
@@ -84,6 +85,8 @@ export function generatePassword(length = GENERATED_PASSWORD_LENGTH): string {
 export class AuthService {
   readonly users: UserDirectory;
   readonly roles: RoleDirectory;
+  /** Minecraft accounts linked to users: in-game commands act with the user's roles. */
+  readonly links: MinecraftLinks;
   /** Verifies non-user (workload) tokens when set. */
   verifyWorkloadToken: WorkloadTokenVerifier | null = null;
   /** The shared secret imported once: jose would otherwise import the raw bytes on every call. */
@@ -96,6 +99,7 @@ export class AuthService {
     const lock = deps.directoryLock ?? new KeyedMutex();
     this.roles = new RoleDirectory(deps.documents, deps.clock, lock);
     this.users = new UserDirectory(deps.documents, this.roles, deps.clock, deps.passwordParams, deps.tokensRevoked, lock);
+    this.links = new MinecraftLinks(deps.documents, this.users, this.roles, deps.clock, lock);
   }
 
   /** Loads (or creates) the shared signing secret and creates the first admin when no user exists. */

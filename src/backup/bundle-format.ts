@@ -2,7 +2,7 @@
  * The backup bundle: one tar.gz whose entries are, in this order,
  *
  *   documents/                       documents/<collection>.ndjson   one JSON document per line, `_id` order
- *   kv/                              kv/<part>.ndjson                one {"key","value"} per line
+ *   kv/                              kv/<part>.ndjson                one {"key","value"[,"ttlMs"]} per line
  *   blobs/                           blobs/index.txt                 the hash of every blob, one per line
  *                                    blobs/<sha256>                  a template blob, named by its content
  *   manifest.json                    what the bundle holds, with the sha256 and size of every part
@@ -64,6 +64,7 @@ export const BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
   "instances",
   "maintenance",
   "metrics_history",
+  "minecraft_links",
   "node_certificate_revocations",
   "node_token_claims",
   "node_tokens",
@@ -79,7 +80,8 @@ export const BUNDLED_COLLECTIONS: ReadonlySet<string> = new Set([
 /**
  * The document collections of platform modules, one per module (`module_<id>`, see
  * src/modules/host/module-storage.ts): bundled like the listed ones. The installed bundles
- * themselves are blobs of the shared blob store, and their signatures are in `platform_modules`.
+ * themselves are blobs of the shared blob store, and their signatures are in `platform_modules`;
+ * their key-value keys are the `module-kv` part of {@link KV_PARTS}.
  */
 export const MODULE_COLLECTION_PATTERN = /^module_[a-z0-9_]{1,43}$/;
 
@@ -92,15 +94,34 @@ export const REQUIRED_COLLECTIONS: readonly string[] = ["users", "roles", "group
 /** Required collections that may not be empty: a bundle without a user would lock everyone out. */
 export const NON_EMPTY_COLLECTIONS: readonly string[] = ["users"];
 
+/** Prefix of platform modules' key-value keys (`MODULE_KV_PREFIX` of src/modules/host/module-storage.ts; a test holds the two equal). */
+export const MODULE_KV_PREFIX = "cloud:v1:module-kv:";
+
+/** One key-value part of a bundle: its keys, how a restore applies them, and whether a valid bundle must hold it. */
+export interface KvPart {
+  part: string;
+  prefix: string;
+  /**
+   * `raise`: a monotonic counter; a restore only ever raises it. `replace`: data; a restore makes the
+   * keys under the prefix exactly the bundle's (others deleted), each with the time to live it had left.
+   */
+  restore: "raise" | "replace";
+  /** False for parts added after bundles existed: a bundle without one is still valid, and its restore leaves those keys alone. */
+  required: boolean;
+}
+
 /**
- * Key-value prefixes worth keeping, each in its own part. Only monotonic counters: the fencing-token
- * counters of leases (daemons refuse a token lower than one they saw) and the event sequence
- * (clients hold positions in it). A restore only ever raises them. Leases, sessions, tickets, login
- * streaks and the event journal are moments of a running cluster, not state to bring back.
+ * Key-value prefixes worth keeping, each in its own part: the fencing-token counters of leases
+ * (daemons refuse a token lower than one they saw) and the event sequence (clients hold positions
+ * in it), which a restore only ever raises; and the platform modules' own keys (their data, like
+ * their `module_<id>` collections), which a restore puts back as they were. Leases, sessions,
+ * tickets, login streaks and the event journal are moments of a running cluster, not state to bring
+ * back.
  */
-export const KV_PARTS: readonly { part: string; prefix: string }[] = [
-  { part: "lease-tokens", prefix: "cloud:v1:lease-token:" },
-  { part: "event-sequence", prefix: "cloud:v1:events:sequence" },
+export const KV_PARTS: readonly KvPart[] = [
+  { part: "lease-tokens", prefix: "cloud:v1:lease-token:", restore: "raise", required: true },
+  { part: "event-sequence", prefix: "cloud:v1:events:sequence", restore: "raise", required: true },
+  { part: "module-kv", prefix: MODULE_KV_PREFIX, restore: "replace", required: false },
 ];
 
 /** A backup id: the UTC creation time to the millisecond and eight random hex digits (sorts by time). */

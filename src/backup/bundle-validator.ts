@@ -170,7 +170,8 @@ export async function verifyBundle(path: string, id: string | null, limits?: Bun
   }
   const groups = new Set([...bundled].map(prefixGroupOf));
   for (const group of manifest.collectionPrefixGroups) if (!groups.has(group.prefix)) report.missingMongoCollectionPrefixes.push(group.prefix);
-  for (const { part, prefix } of KV_PARTS) {
+  for (const { part, prefix, required } of KV_PARTS) {
+    if (!required) continue;
     const declared = manifest.kv.find((k) => k.part === part && k.prefix === prefix);
     if (!declared || !parts.has(declared.file)) report.missingRedisPrefixes.push(prefix);
   }
@@ -259,7 +260,8 @@ function documentIdOf(line: string): string | null {
 
 function keyValueOf(line: string): { key: string; value: string } | null {
   try {
-    const pair = JSON.parse(line) as { key?: unknown; value?: unknown };
+    const pair = JSON.parse(line) as { key?: unknown; value?: unknown; ttlMs?: unknown };
+    if (pair.ttlMs !== undefined && !(typeof pair.ttlMs === "number" && Number.isSafeInteger(pair.ttlMs) && pair.ttlMs > 0)) return null;
     return typeof pair.key === "string" && typeof pair.value === "string" ? { key: pair.key, value: pair.value } : null;
   } catch {
     return null;

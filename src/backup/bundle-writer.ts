@@ -36,6 +36,8 @@ import {
 
 /** Documents read from the snapshot per batch. */
 const EXPORT_BATCH_DOCUMENTS = 500;
+/** Key-value lines staged before they are written: a module may hold many keys. */
+const KV_LINES_PER_WRITE = 1_000;
 
 /** What {@link writeBundle} wrote: the manifest inside, and the bundle file's size and sha256. */
 export interface WrittenBundle {
@@ -123,12 +125,19 @@ export async function writeBundle(sources: BundleSources, origin: BundleOrigin, 
     }
 
     const kv: BundleManifest["kv"] = [];
-    for (const { part, prefix } of KV_PARTS) {
+    for (const { part, prefix, restore } of KV_PARTS) {
       const file = await StagingFile.create(join(stagingDir, `kv-${part}.ndjson`));
-      const lines: string[] = [];
+      let lines: string[] = [];
       for (const key of (await sources.kv.keys(prefix)).sort()) {
         const value = await sources.kv.get(key);
-        if (value !== null) lines.push(JSON.stringify({ key, value }));
+        if (value === null) continue;
+        // Data keeps the time it had left; a counter has none.
+        const ttlMs = restore === "replace" ? await sources.kv.ttlMs(key) : null;
+        lines.push(JSON.stringify(ttlMs === null ? { key, value } : { key, value, ttlMs }));
+        if (lines.length >= KV_LINES_PER_WRITE) {
+          await file.writeLines(lines);
+          lines = [];
+        }
       }
       await file.writeLines(lines);
       const staging = await file.finish();

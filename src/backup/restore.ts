@@ -4,7 +4,9 @@
  * Datastores: every bundled collection is replaced wholesale through the document store's import
  * (one transaction on PostgreSQL), users with a token version above any they had, so every token
  * issued before the restore stops verifying (see {@link restoredTokenVersion}); the key-value
- * counters are raised to the bundle's values, never lowered.
+ * counters are raised to the bundle's values, never lowered; the key-value data parts (the platform
+ * modules' keys) are replaced: under their prefix exactly the bundle's keys remain, each with the
+ * time to live it had left when the bundle was written.
  *
  * Filesystem: every blob of the bundle is stored (content-addressed, so one already there is left
  * as it is); blobs the bundle does not hold are copied under the rollback root, then removed.
@@ -26,7 +28,7 @@ import type { Clock } from "../shared/clock.js";
 import { assert, AssertionError } from "../shared/errors.js";
 import { FsBlobStore } from "../store/fs-blob-store.js";
 import type { BlobStore, Doc, DocumentImportBatch, DocumentStore, KvStore } from "../store/ports.js";
-import { isBundledCollection, prefixGroupOf, type BundleManifest } from "./bundle-format.js";
+import { isBundledCollection, KV_PARTS, prefixGroupOf, type BundleManifest } from "./bundle-format.js";
 import { linesOf, readBundle, type BundleLimits } from "./bundle-reader.js";
 import { LINE_BYTES_MAX } from "./bundle-validator.js";
 
@@ -103,6 +105,7 @@ export async function applyBundle(
   }
   const restoreMs = targets.clock.nowMs();
   const counters: { key: string; value: string }[] = [];
+  const replacements = new Map<string, KvLine[]>();
   const bundleBlobs = new Set<string>();
   let entryCount = 0;
 
@@ -131,7 +134,11 @@ export async function applyBundle(
         signal?.throwIfAborted();
         if (batch.length > 0 || !yielded) yield { collection: entry.key, documents: batch };
       } else if (entry.kind === "kv" && parts.datastores) {
-        for await (const line of linesOf(entry.body, LINE_BYTES_MAX)) counters.push(JSON.parse(line) as { key: string; value: string });
+        const part = KV_PARTS.find((p) => p.part === entry.key);
+        assert(part !== undefined, `a verified bundle holds known key-value parts only (${entry.key})`);
+        const lines: KvLine[] = part.restore === "raise" ? counters : [];
+        if (part.restore === "replace") replacements.set(part.prefix, lines);
+        for await (const line of linesOf(entry.body, LINE_BYTES_MAX)) lines.push(JSON.parse(line) as KvLine);
       } else if (entry.kind === "blob-index" && parts.filesystem) {
         for await (const line of linesOf(entry.body, 128)) bundleBlobs.add(line);
       } else if (entry.kind === "blob" && parts.filesystem) {
@@ -150,6 +157,8 @@ export async function applyBundle(
     signal?.throwIfAborted();
     await raiseCounter(targets.kv, key, value);
   }
+
+  for (const [prefix, lines] of replacements) await replaceKeys(targets.kv, prefix, lines, signal);
 
   let rolledAside = 0;
   if (parts.filesystem) {
@@ -188,6 +197,27 @@ async function restoreBlob(blobs: BlobStore, hash: string, body: AsyncIterable<B
   }
   if (digest.digest("hex") !== hash) throw new AssertionError(`restored blob ${hash} does not hash to its name`);
   if (!held) await blobs.put(Buffer.concat(chunks));
+}
+
+/** One line of a key-value part. */
+interface KvLine {
+  key: string;
+  value: string;
+  ttlMs?: number;
+}
+
+/** Makes the keys under `prefix` exactly `lines`: the others are deleted, each of these set (with its time to live). */
+async function replaceKeys(kv: KvStore, prefix: string, lines: readonly KvLine[], signal?: AbortSignal): Promise<void> {
+  const wanted = new Set(lines.map((line) => line.key));
+  for (const key of await kv.keys(prefix)) {
+    signal?.throwIfAborted();
+    if (!wanted.has(key)) await kv.delete(key);
+  }
+  for (const { key, value, ttlMs } of lines) {
+    assert(key.startsWith(prefix), `a verified bundle's ${prefix} part holds only keys under it (${key})`);
+    signal?.throwIfAborted();
+    await kv.set(key, value, typeof ttlMs === "number" && ttlMs > 0 ? { ttlMs } : undefined);
+  }
 }
 
 /** Sets `key` to `value` unless it already holds a number at least as high. */

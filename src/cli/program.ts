@@ -17,6 +17,7 @@ import { registerGroupCommands } from "./commands/group.js";
 import { registerInstanceCommands } from "./commands/instance.js";
 import { registerLogCommands } from "./commands/logs.js";
 import { registerMaintenanceCommands } from "./commands/maintenance.js";
+import { registerModuleCommands } from "./commands/module.js";
 import { registerNodeCommands } from "./commands/node.js";
 import { registerPluginCommands } from "./commands/plugin.js";
 import { registerRoleCommands } from "./commands/role.js";
@@ -90,6 +91,7 @@ export function buildProgram(io: ProcessIo): Command {
   registerDeployCommands(program, runtime);
   registerClusterCommands(program, runtime);
   registerPluginCommands(program, runtime);
+  registerModuleCommands(program, runtime);
   registerUserCommands(program, runtime);
   registerRoleCommands(program, runtime);
   registerCompletionCommand(program, runtime);

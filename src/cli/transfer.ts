@@ -16,6 +16,8 @@ export interface UploadPart {
   localPath: string;
   name: string;
   sizeBytes: number;
+  /** The form field of this part, when not the upload's `field`. */
+  field?: string;
 }
 
 function quoted(name: string): string {
@@ -27,7 +29,7 @@ export function multipartBody(field: string, parts: readonly UploadPart[]): { bo
   const boundary = `----cloudctl${randomBytes(12).toString("hex")}`;
   const heads = parts.map((part) =>
     Buffer.from(
-      `--${boundary}\r\ncontent-disposition: form-data; name="${field}"; filename="${quoted(part.name)}"\r\ncontent-type: application/octet-stream\r\n\r\n`,
+      `--${boundary}\r\ncontent-disposition: form-data; name="${part.field ?? field}"; filename="${quoted(part.name)}"\r\ncontent-type: application/octet-stream\r\n\r\n`,
     ),
   );
   const tail = Buffer.from(`--${boundary}--\r\n`);

@@ -11,7 +11,8 @@ import type { ControllerConfig } from "../config/schema.js";
 import type { KvMutex } from "../coordination/kv-mutex.js";
 import type { GroupService } from "../domain/groups/group-service.js";
 import type { InstanceService } from "../domain/instances/instance-service.js";
-import { MaintenanceService } from "../domain/maintenance/maintenance-service.js";
+import { MAINTENANCE_BYPASS_PERMISSION, MaintenanceService } from "../domain/maintenance/maintenance-service.js";
+import type { MinecraftLinks } from "../auth/minecraft-links.js";
 import { ClusterConfigAdmin } from "../cluster/cluster-config-admin.js";
 import type { ClusterService } from "../cluster/cluster-service.js";
 import { clusterConfigRoutes } from "../http/routes/cluster-config.js";
@@ -37,6 +38,8 @@ export interface CapabilityDeps {
   recordLocks: KvMutex;
   groups: GroupService;
   instances: InstanceService;
+  /** Minecraft account links: whose linked user holds `maintenance.bypass` is admitted during maintenance. */
+  links?: Pick<MinecraftLinks, "hasPermission">;
 }
 
 /** What the composition root uses of the capabilities. */
@@ -55,7 +58,9 @@ export interface Capabilities {
 export function buildCapabilities(deps: CapabilityDeps): Capabilities {
   const { documents, clock, recordLocks, groups } = deps;
   const maintenance = new MaintenanceService(documents, deps.events, clock, recordLocks.scoped("maintenance:"));
-  const admission = new PlayerAdmission({ maintenance });
+  const { links } = deps;
+  const bypasses = links ? (uuid: string) => links.hasPermission(uuid, MAINTENANCE_BYPASS_PERMISSION) : undefined;
+  const admission = new PlayerAdmission({ maintenance, bypasses });
   const catalog = new CatalogService(documents, groups, clock, recordLocks.scoped("catalog:"));
   groups.useCatalog(catalog);
   const catalogSettings = deps.config.catalog;

@@ -104,7 +104,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
     // The wings, built in dependency order; the player registry is bound when the plugin API is built.
     const players: PlayersRef = { current: null };
     const wiring = { config, cluster, documents, kv, events, metrics, clock, logs, cleanups };
-    const domain = buildDomain({ ...wiring, blobs, log, audit, recordLocks, players, spoolDirectory: opts.templateSpoolDirectory });
+    const domain = buildDomain({ ...wiring, blobs, log, audit, recordLocks, players, spoolDirectory: opts.templateSpoolDirectory, links: auth.links });
     const { metricsHistory, instanceMetrics } = buildObservability({ ...wiring, controllerId: cluster.nodeId, domain, players });
     const daemons = await buildDaemons({ ...wiring, log, auth, audit, tracing, recordLocks, domain, tuning: opts.gatewayTuning });
     const schedulingParts = { tracing, auth, domain, daemons, instanceMetrics, players, backups, runsNoScheduler: !components.scheduler };

@@ -27,6 +27,7 @@ import { ApiError } from "../shared/errors.js";
 import type { BlobStore, DocumentStore } from "../store/ports.js";
 import { TemplateService } from "../templates/template-service.js";
 import { buildCapabilities, type Capabilities } from "./capabilities.js";
+import type { MinecraftLinks } from "../auth/minecraft-links.js";
 import type { Cleanups } from "./lifecycle.js";
 
 /** The player registry, built later (plugin-api wing); its counts feed the overview and the metrics. */
@@ -48,6 +49,8 @@ export interface DomainOptions {
   players: PlayersRef;
   spoolDirectory?: string;
   cleanups: Cleanups;
+  /** Minecraft account links: a linked staff account may join during maintenance. */
+  links?: Pick<MinecraftLinks, "hasPermission">;
 }
 
 export interface Domain {
@@ -84,7 +87,20 @@ export function buildDomain(options: DomainOptions): Domain {
     spoolDirectory: options.spoolDirectory,
     writeLock: recordLocks.scoped("template:", { waitMs: 60_000 }),
   });
-  const capabilities = buildCapabilities({ config, cluster, documents, blobs, events, clock, logs, audit, recordLocks, groups, instances });
+  const capabilities = buildCapabilities({
+    config,
+    cluster,
+    documents,
+    blobs,
+    events,
+    clock,
+    logs,
+    audit,
+    recordLocks,
+    groups,
+    instances,
+    links: options.links,
+  });
   cleanups.push({ name: "capabilities", run: () => capabilities.stop() });
   const deploymentCollections = openDeploymentCollections(documents);
   const templateHash = async (name: string) => {

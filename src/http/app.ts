@@ -49,6 +49,7 @@ import { TEMPLATE_BODY_LIMIT_ROUTES } from "./routes/templates.js";
 import { BACKUP_BODY_LIMIT_ROUTES } from "./routes/backups.js";
 import { MODULE_BODY_LIMIT_ROUTES } from "./routes/modules.js";
 import { userRoutes } from "./routes/users.js";
+import { minecraftLinkRoutes } from "./routes/minecraft-links.js";
 import type { AppEnv } from "./types.js";
 
 /** The metrics service as the HTTP layer sees it: records requests and renders `/metrics`. */
@@ -128,6 +129,7 @@ export function createHttpApp(deps: HttpDeps): { app: Hono<AppEnv>; registry: Ro
     metricsRoutes({ metrics: deps.metrics }),
     authRoutes({ auth: deps.auth, throttle: new LoginThrottle({ kv: deps.kv, clock }) }),
     userRoutes({ auth: deps.auth, audit: deps.audit }),
+    minecraftLinkRoutes({ auth: deps.auth, audit: deps.audit }),
     roleRoutes({ auth: deps.auth, audit: deps.audit }),
     auditRoutes({ audit: deps.audit }),
     systemRoutes({ readiness: deps.readiness, version: deps.version, logger }),

@@ -89,6 +89,11 @@ export interface MetricsService {
   readonly schedulerTickFailures: CounterHandle;
   /** Groups paused by the crash-loop detector. */
   readonly schedulerCrashLoops: CounterHandle;
+  /**
+   * Failed composition planning: what new instances of a group are made of (the frozen revision's
+   * platform, jar, pinned template layers and catalog build) could not be settled, so none was placed.
+   */
+  readonly compositionPlanningFailures: CounterHandle;
   readonly leaseAcquisitions: CounterHandle;
   readonly leaseRenewals: CounterHandle;
   readonly leaseContentions: CounterHandle;
@@ -144,6 +149,7 @@ export function createMetrics(options: MetricsOptions): MetricsService {
       schedulerTickTotals: zeroTotals,
       schedulerTickFailures: noopCounter,
       schedulerCrashLoops: noopCounter,
+      compositionPlanningFailures: noopCounter,
       leaseAcquisitions: noopCounter,
       leaseRenewals: noopCounter,
       leaseContentions: noopCounter,
@@ -275,6 +281,10 @@ export function createMetrics(options: MetricsOptions): MetricsService {
     schedulerTickTotals: () => ({ ...ticks }),
     schedulerTickFailures: counter("cloud_scheduler_tick_failures_total", "Scheduler passes that threw"),
     schedulerCrashLoops: counter("cloud_scheduler_crash_loops_total", "Groups paused by the crash-loop detector"),
+    compositionPlanningFailures: counter(
+      "cloud_composition_planning_failures_total",
+      "Failed composition planning (revision or catalog build of new instances)",
+    ),
     leaseAcquisitions: counter("cloud_coordination_lease_acquisitions_total", "Leases acquired, excluding renewals"),
     leaseRenewals: counter("cloud_coordination_lease_renewals_total", "Lease renewals by the holder"),
     leaseContentions: counter("cloud_coordination_lease_contentions_total", "Lost lease acquisition races"),

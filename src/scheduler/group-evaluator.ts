@@ -76,7 +76,12 @@ export interface GroupEvaluatorDeps {
    * nothing is placed and the group's `schedulingIssue` says why (nothing starts, so nothing crashes).
    */
   buildCheck?(build: RevisionBuild): Promise<{ ok: true } | { ok: false; code: string; message: string }>;
+  /** Composition planning failed: the revision could not be resolved or its build cannot be started (a download under way is not a failure). */
+  compositionPlanningFailed?(): void;
 }
+
+/** Build checks that are not failures: the build is on its way. */
+const BUILD_PENDING_CODES: ReadonlySet<string> = new Set(["BUILD_DOWNLOADING"]);
 
 /** Rounds of place-and-claim in one evaluation: a round's refused claims (another controller was first) are placed again. */
 export const claimRoundsMax = 4;
@@ -246,13 +251,13 @@ export class GroupEvaluator {
       if (group.schedulingIssue) await this.clearIssue(group);
       return [];
     }
-    const pinned = this.deps.revisions
-      ? await this.deps.revisions.resolve(groupRecord, options.revision)
-      : { revision: options.revision ?? 0, memoryMb: groupRecord.memoryMb };
+    // Composition planning: what the new instances are made of (revision, layers, build).
+    const pinned = await this.resolveRevision(groupRecord, options.revision);
     if (pinned.memoryMb !== groupRecord.memoryMb) group = { ...groupRecord, memoryMb: pinned.memoryMb };
     if (pinned.build && this.deps.buildCheck) {
       const check = await this.deps.buildCheck(pinned.build);
       if (!check.ok) {
+        if (!BUILD_PENDING_CODES.has(check.code)) this.deps.compositionPlanningFailed?.();
         await this.setIssue(group, check);
         return [];
       }
@@ -380,6 +385,16 @@ export class GroupEvaluator {
     );
     for (const [id, why] of refusals) this.deps.logger.info(`Placement of ${id} beaten by another controller: ${why.message}; placing it again`);
     return refusals;
+  }
+
+  private async resolveRevision(group: StoredGroup, requested: number | undefined) {
+    if (!this.deps.revisions) return { revision: requested ?? 0, memoryMb: group.memoryMb, build: undefined };
+    try {
+      return await this.deps.revisions.resolve(group, requested);
+    } catch (err) {
+      this.deps.compositionPlanningFailed?.();
+      throw err;
+    }
   }
 
   /** Why an explicit start placed nothing when no scheduling issue says it. */

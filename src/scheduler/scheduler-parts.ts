@@ -155,6 +155,7 @@ export function buildSchedulerParts(options: SchedulerHostOptions, host: HostCon
     revisions: options.revisions,
     loadSamples: options.loadSamples,
     buildCheck: options.buildCheck,
+    compositionPlanningFailed: () => options.metrics.compositionPlanningFailures.inc(),
   });
   p.dispatch = new CommandDispatch({
     daemons: options.daemons,

@@ -45,6 +45,7 @@ export type {
   MetricsPayload,
   PlayerAdmissionResult,
   PlayerMessage,
+  PlayerPermissions,
   PlayerView,
   PluginMaintenance,
   SdkLogger,
@@ -64,4 +65,4 @@ export {
   type ProgrammaticCommand,
 } from "./plugin/commands/registry.js";
 export { CommandFailure, RED, fail, failIf, failUnless, require, stripFormatting } from "./plugin/commands/failure.js";
-export { consoleSender, type CloudCommandSender } from "./plugin/commands/sender.js";
+export { consoleSender, linkedPlayerSender, playerSender, type CloudCommandSender, type SendingPlayer } from "./plugin/commands/sender.js";

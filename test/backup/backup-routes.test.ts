@@ -140,7 +140,7 @@ describe("backup routes (embedded store)", () => {
     assert.equal(dry.json.datastores.applied, false);
     assert.ok(dry.json.datastores.mongoCollections.includes("groups"));
     assert.ok(dry.json.datastores.mongoPrefixGroups.includes("template"));
-    assert.deepEqual(dry.json.datastores.redisPrefixes, ["cloud:v1:lease-token:", "cloud:v1:events:sequence"]);
+    assert.deepEqual(dry.json.datastores.redisPrefixes, ["cloud:v1:lease-token:", "cloud:v1:events:sequence", "cloud:v1:module-kv:"]);
     assert.deepEqual(await dumpCollections(t.documents), changed, "a dry run changes nothing");
     // The diff: what the restore would add back (in the bundle, gone here), replace (other content)
     // and remove (written after the backup), per collection, against the dumps (users' tokenVersion

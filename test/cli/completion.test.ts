@@ -42,6 +42,8 @@ const cases: Case[] = [
   { words: ["cloudctl", "cluster", "join-token", ""], expected: subcommandsOf(["cluster", "join-token"]), why: "three levels deep" },
   { words: ["cloudctl", "group", "create", "--po"], expected: ["--port-end", "--port-start"], why: "a command's own flags" },
   { words: ["cloudctl", "inst", "stop", "--f"], expected: ["--force"], why: "flags under an alias" },
+  { words: ["cloudctl", "module", ""], expected: subcommandsOf(["module"]), why: "every module subcommand" },
+  { words: ["cloudctl", "module", "install", "--ch"], expected: ["--check-requires"], why: "module install's own flags" },
 ];
 
 /** Asks a shell for the completions of `words`; the completion script is at `script`. */

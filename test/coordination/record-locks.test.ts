@@ -2,11 +2,14 @@
 // two sets of services over one document store, each with its own KvMutex over one key-value store
 // (what production has: one database, one Redis, a lock per process). A password change and a role
 // change of one user through two controllers both take effect; two demotions of the last two
-// admins leave one; a lock held past its TTL by a long write is renewed, not stolen.
+// admins leave one; a Minecraft account goes to one user and a user never passes the link limit;
+// a lock held past its TTL by a long write is renewed, not stolen.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { RoleDirectory } from "../../src/auth/role-directory.js";
 import { UserDirectory } from "../../src/auth/user-directory.js";
+import { MinecraftLinks, minecraftLinksPerUserMax } from "../../src/auth/minecraft-links.js";
+import { ApiError } from "../../src/shared/errors.js";
 import { ADMIN_ROLE, OPERATOR_ROLE } from "../../src/auth/permissions.js";
 import { KvMutex, mutexKey } from "../../src/coordination/kv-mutex.js";
 import { KeyedMutex, type KeyedLock } from "../../src/domain/shared/keyed-mutex.js";
@@ -75,6 +78,29 @@ describe("record locks across controllers", () => {
     );
     const admins = (await a.list()).filter((u) => u.roles.includes(ADMIN_ROLE)).map((u) => u.username);
     assert.deepEqual(admins, ["admin-two"]);
+  });
+
+  it("Minecraft links through two controllers: one account goes to one user, a user never passes the limit", async () => {
+    const linksOn = (lock: KeyedLock) => {
+      const roles = new RoleDirectory(fx.store, fx.clock, lock);
+      const users = new UserDirectory(fx.store, roles, fx.clock, TEST_SCRYPT, () => undefined, lock);
+      return { users, links: new MinecraftLinks(fx.store, users, roles, fx.clock, lock) };
+    };
+    const [a, b] = [linksOn(new KvMutex(kv).scoped("auth:")), linksOn(new KvMutex(kv).scoped("auth:"))];
+    const account = (n: number) => `abcdef00-0000-4000-8000-${String(n).padStart(12, "0")}`;
+    const codeOf = (r: PromiseSettledResult<unknown>) =>
+      r.status === "fulfilled" ? "linked" : r.reason instanceof ApiError ? r.reason.code : String(r.reason);
+    await a.users.create({ username: "steve", password: "steve-password", roles: [OPERATOR_ROLE] });
+    await a.users.create({ username: "alex", password: "alex-password", roles: [OPERATOR_ROLE] });
+    for (let round = 0; round < 3; round++) {
+      const same = await Promise.allSettled([a.links.link("steve", account(100 + round), "steve"), b.links.link("alex", account(100 + round), "alex")]);
+      assert.deepEqual(same.map(codeOf).sort(), ["MINECRAFT_ACCOUNT_LINKED", "linked"], `round ${round}: one user holds the account`);
+    }
+    const held = (await a.links.list("steve")).length;
+    for (let n = held; n < minecraftLinksPerUserMax - 1; n++) await a.links.link("steve", account(200 + n), "steve");
+    const last = await Promise.allSettled([a.links.link("steve", account(300), "steve"), b.links.link("steve", account(301), "steve")]);
+    assert.deepEqual(last.map(codeOf).sort(), ["MINECRAFT_LINKS_MAX", "linked"], "the second sees the first");
+    assert.equal((await a.links.list("steve")).length, minecraftLinksPerUserMax);
   });
 
   it("a holder working past the TTL keeps the lock (renewed every third of it); released after", async () => {

@@ -168,6 +168,10 @@ describe("catalog builds through a daemon", { timeout: 240_000 }, () => {
     assert.equal(eventsOf(controller, "INSTANCE_CRASHED").length, 0, "no crash");
     assert.equal(eventsOf(controller, "GROUP_CRASH_LOOP").length, 0, "no crash loop");
     assert.equal(requests.get("/tampered.jar"), 1, "a failed download is not retried before retryAfterSeconds");
+    // Each of the three groups' plans failed at least once (a download under way is not counted).
+    const exposition = await (await fetch(`${controller.url}/metrics`)).text();
+    const planningFailures = Number(/^cloud_composition_planning_failures_total (\S+)$/m.exec(exposition)?.[1]);
+    assert.ok(planningFailures >= 3, `cloud_composition_planning_failures_total ${planningFailures}`);
 
     // The catalog changes 1.0.0: the running group's revision keeps the build it froze.
     const changed = await api(controller, "PATCH", "/api/v1/catalog/builds/simulated/1.0.0", {

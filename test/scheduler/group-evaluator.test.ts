@@ -14,6 +14,7 @@ import { MemoryKvStore } from "../../src/store/memory/memory-kv-store.js";
 import { FINISHED_STATES } from "../../src/domain/instances/instance-schemas.js";
 import { ScopeLostError } from "../../src/scheduler/scopes.js";
 import { openSchedulerFixture, recordingLogger, type SchedulerFixture } from "./support.js";
+import { createMetrics } from "../../src/metrics/metrics.js";
 
 describe("group evaluator", () => {
   let fx: SchedulerFixture;
@@ -413,5 +414,41 @@ describe("group evaluator", () => {
     const before = asked.length;
     await ev.evaluate(group, signal());
     assert.equal(asked.length, before);
+  });
+
+  test("composition planning: a build that cannot be started or a revision that cannot be resolved counts a failure; a download under way does not", async () => {
+    const metrics = createMetrics({ enabled: true });
+    const failures = async () => Number(/^cloud_composition_planning_failures_total (\S+)$/m.exec(await metrics.render())?.[1]);
+    assert.equal(await failures(), 0, "registered at zero");
+    await fx.groups.create({ name: group, platform: "simulated", scalingMode: "DYNAMIC", minInstances: 1, maxInstances: 2, memoryMb: 256 });
+    const build = { version: "1.0", sha256: "a".repeat(64), downloadUrl: "http://127.0.0.1:1/server.jar" };
+    let check: { ok: true } | { ok: false; code: string; message: string } = { ok: false, code: "BUILD_DOWNLOADING", message: "fetching" };
+    let resolveFails = false;
+    const ev = evaluator({
+      revisions: {
+        resolve: async () => {
+          if (resolveFails) throw new Error("revision store unavailable");
+          return { revision: 1, memoryMb: 256, build };
+        },
+      },
+      buildCheck: async () => check,
+      compositionPlanningFailed: () => metrics.compositionPlanningFailures.inc(),
+    });
+    await ev.evaluate(group, signal());
+    assert.equal(added.length, 0, "nothing placed while the build downloads");
+    assert.equal(await failures(), 0, "a download under way is not a failure");
+    check = { ok: false, code: "BUILD_HASH_MISMATCH", message: "wrong digest" };
+    await ev.evaluate(group, signal());
+    assert.equal(added.length, 0);
+    assert.equal((await fx.groups.getDoc(group))?.schedulingIssue?.code, "BUILD_HASH_MISMATCH");
+    assert.equal(await failures(), 1);
+    resolveFails = true;
+    await assert.rejects(ev.evaluate(group, signal()), /revision store unavailable/);
+    assert.equal(await failures(), 2);
+    resolveFails = false;
+    check = { ok: true };
+    await ev.evaluate(group, signal());
+    assert.equal(added.length, 1, "placed once the build can start");
+    assert.equal(await failures(), 2, "success counts nothing");
   });
 });

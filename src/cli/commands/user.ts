@@ -5,7 +5,9 @@
  * they are asked twice without echo, from a pipe the first line is the password, and `--generate`
  * makes one and prints it once. A password change revokes the user's tokens; when it is the
  * signed-in user's own, cloudctl signs in again with the new one and keeps the new token in the
- * context. Decisions: docs/decisions/cli.md ("Users and roles").
+ * context. `user minecraft|link|unlink` manage Minecraft account links: one's own through
+ * `/api/v1/auth/me/minecraft` (permission minecraft.link), another user's with `--user` (users.manage).
+ * Decisions: docs/decisions/cli.md ("Users and roles"), docs/decisions/accounts.md.
  */
 import { randomBytes } from "node:crypto";
 import type { Command } from "commander";
@@ -33,6 +35,15 @@ interface PasswordFlags {
 }
 
 const userPath = (name: string) => `/api/v1/users/${segment(name)}`;
+/** The links of `--user`, or the signed-in user's own. */
+const linksPath = (name?: string) => (name === undefined ? "/api/v1/auth/me/minecraft" : `${userPath(name)}/minecraft`);
+
+interface MinecraftLink {
+  uuid: string;
+  username: string;
+  linkedAt?: string;
+  linkedBy?: string;
+}
 
 /** Roles after `--add`, `--remove` and `--set` (`--set` replaces, then add and remove apply), without duplicates. */
 export function nextRoles(current: readonly string[], flags: { add: string[]; remove: string[]; set?: string[] }): string[] {
@@ -166,6 +177,48 @@ export function registerUserCommands(program: Command, runtime: RuntimeFactory):
       const response = await client.delete(userPath(name));
       if (rt.json) return rt.out.raw(response.raw || "{}");
       rt.out.success(`deleted user ${rt.out.accent(name)}`);
+    });
+
+  registerLinkCommands(user, runtime);
+}
+
+/** Registers `user minecraft`, `user link` and `user unlink` on `user`. */
+function registerLinkCommands(user: Command, runtime: RuntimeFactory): void {
+  user
+    .command("minecraft")
+    .alias("links")
+    .description("list the Minecraft accounts linked to you (or to --user)")
+    .option("-u, --user <username>", "another user's links (users.manage)")
+    .action(async (flags: { user?: string }, cmd: Command) => {
+      const rt = runtime(cmd);
+      const response = await rt.client().get(linksPath(flags.user));
+      if (rt.json) return rt.out.raw(response.raw);
+      rt.out.table(
+        ["UUID", "USER", "LINKED", "BY"],
+        listOf<MinecraftLink>(response.data).map((l) => [rt.out.accent(l.uuid), l.username, display(l.linkedAt), display(l.linkedBy)]),
+      );
+    });
+
+  user
+    .command("link <uuid>")
+    .description("link a Minecraft account to you (minecraft.link) or to --user (users.manage): its in-game commands act with the user's roles")
+    .option("-u, --user <username>", "link it to another user")
+    .action(async (uuid: string, flags: { user?: string }, cmd: Command) => {
+      const rt = runtime(cmd);
+      const response = await rt.client().post<MinecraftLink>(linksPath(flags.user), { uuid });
+      if (rt.json) return rt.out.raw(response.raw);
+      rt.out.success(`Minecraft account ${rt.out.accent(response.data.uuid)} is linked to ${response.data.username}`);
+    });
+
+  user
+    .command("unlink <uuid>")
+    .description("unlink a Minecraft account from you or from --user; its in-game permissions end at once")
+    .option("-u, --user <username>", "unlink it from another user")
+    .action(async (uuid: string, flags: { user?: string }, cmd: Command) => {
+      const rt = runtime(cmd);
+      const response = await rt.client().delete(`${linksPath(flags.user)}/${segment(uuid)}`);
+      if (rt.json) return rt.out.raw(response.raw || "{}");
+      rt.out.success(`Minecraft account ${rt.out.accent(uuid.toLowerCase())} unlinked`);
     });
 }
 

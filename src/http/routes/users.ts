@@ -94,7 +94,10 @@ export const userRoutes =
         successStatus: 204,
       },
       async ({ params, principal, c }) => {
+        const userId = (await users.findByUsername(params.username))?._id;
         const before = await users.delete(params.username, principal!.username);
+        // Its Minecraft accounts are free again (a link names the user's id, so none would act for a namesake anyway).
+        if (userId) await deps.auth.links.removeUser(userId);
         deps.auth.invalidate();
         await audited(deps.audit, c, { action: "user.delete", resourceType: "user", resourceId: before.username, before });
         return c.body(null, 204);

@@ -6,7 +6,17 @@
 import { CloudApiError, InvalidArgumentError } from "./errors.js";
 import { TransferResult } from "./transfer-result.js";
 import type { PluginTransport } from "./transport.js";
-import type { GroupInfo, InstanceInfo, MetricsPayload, PlayerAdmissionResult, PlayerMessage, PlayerView, PluginMaintenance, Transfer } from "./types.js";
+import type {
+  GroupInfo,
+  InstanceInfo,
+  MetricsPayload,
+  PlayerAdmissionResult,
+  PlayerMessage,
+  PlayerPermissions,
+  PlayerView,
+  PluginMaintenance,
+  Transfer,
+} from "./types.js";
 
 /** Refusal codes of `POST /api/plugin/player-join` (maintenance); the player is not let in. */
 export const ADMISSION_REFUSALS: ReadonlySet<string> = new Set(["MAINTENANCE", "GROUP_MAINTENANCE"]);
@@ -148,6 +158,35 @@ export class CloudClient {
       message: typeof raw?.message === "string" ? raw.message : null,
       groupMaintenance: raw?.groupMaintenance === true,
     };
+  }
+
+  /**
+   * The permissions of the user `uuid` is linked to, read now (`GET /api/plugin/players/{uuid}/permissions`):
+   * none, `linked: false`, for an account nobody linked. Errors throw CloudApiError.
+   */
+  async fetchPlayerPermissions(uuid: string): Promise<PlayerPermissions> {
+    const raw = await this.transport.get<{ uuid?: unknown; linked?: unknown; permissions?: unknown } | null>(
+      `/api/plugin/players/${encodeURIComponent(uuid)}/permissions`,
+    );
+    const permissions = Array.isArray(raw?.permissions) ? raw.permissions.filter((p): p is string => typeof p === "string") : [];
+    return Object.freeze({ uuid: String(raw?.uuid ?? uuid).toLowerCase(), linked: raw?.linked === true, permissions: new Set(permissions) });
+  }
+
+  /**
+   * Whether the user `uuid` is linked to holds `permission`
+   * (`GET /api/plugin/players/{uuid}/permissions/{permission}`): false for an account nobody linked,
+   * and false when the controller cannot answer (a permission is never granted on doubt).
+   */
+  async checkPermission(uuid: string, permission: string): Promise<boolean> {
+    try {
+      const raw = await this.transport.get<{ allowed?: unknown } | null>(
+        `/api/plugin/players/${encodeURIComponent(uuid)}/permissions/${encodeURIComponent(permission)}`,
+      );
+      return raw?.allowed === true;
+    } catch (error) {
+      if (error instanceof CloudApiError) return false;
+      throw error;
+    }
   }
 
   /**

@@ -80,6 +80,16 @@ export interface PluginMaintenance {
  */
 export type PlayerAdmissionResult = { readonly admitted: true } | { readonly admitted: false; readonly code: string; readonly message: string };
 
+/**
+ * What the controller grants a Minecraft account (`GET /api/plugin/players/{uuid}/permissions`):
+ * the permissions of the user it is linked to, none when it is not linked.
+ */
+export interface PlayerPermissions {
+  readonly uuid: string;
+  readonly linked: boolean;
+  readonly permissions: ReadonlySet<string>;
+}
+
 /** Where a transfer stands: waiting for the player's arrival, arrived, or given up. */
 export type TransferState = "PENDING" | "COMPLETED" | "FAILED";
 
