@@ -37,6 +37,7 @@ async function startDevDaemon(controller: RunningController, dataDir: string): P
     grpcPort: controller.grpcPort,
     nodeTokens: controller.nodeTokens,
     logger: controller.logs.logger("cloud.dev"),
+    logging: { level: controller.logs.level, format: controller.logs.format },
   });
   return () => daemon.stop();
 }

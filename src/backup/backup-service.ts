@@ -34,6 +34,7 @@ import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "./bundle-reader.js";
 import { emptyReport, requireAuthentication, verifyBundle, type Verification } from "./bundle-validator.js";
 import { writeBundle, type BundleOrigin } from "./bundle-writer.js";
 import { BackupRecords, fsyncDirectory } from "./backup-records.js";
+import { diffRestore } from "./restore-diff.js";
 import { applyBundle, plannedRestore, writeDurably, type RestoreParts } from "./restore.js";
 import { VerificationSlot } from "./verification-slot.js";
 
@@ -267,7 +268,9 @@ export class BackupService {
       const parts: RestoreParts = { datastores: options.datastores, filesystem: options.filesystem };
       if (options.dryRun || (!parts.datastores && !parts.filesystem)) {
         const planned = plannedRestore(manifest, parts);
-        return this.report(id, options.dryRun, foreign, false, planned, null, parts);
+        const report = this.report(id, options.dryRun, foreign, false, planned, null, parts);
+        if (options.dryRun) report.diff = await diffRestore(this.records.bundlePath(id), manifest, parts, this.targets(), this.limits);
+        return report;
       }
       const apply = async (signal?: AbortSignal): Promise<RestoreReport> => {
         const stamp = new Date(this.deps.clock.nowMs()).toISOString().replace(/[-:.]/g, "");
@@ -314,6 +317,7 @@ export class BackupService {
         mongoPrefixGroups: planned.prefixGroups,
         redisPrefixes: planned.kvPrefixes,
       },
+      diff: null,
     };
   }
 

@@ -211,6 +211,33 @@ export interface ValidationReport {
   authenticated: boolean;
 }
 
+/** Ids named per list of a restore diff; the count says how many there are in all. */
+export const restoreDiffIdsMax = 20;
+
+/** Some ids and how many there are in all. */
+export interface IdList {
+  count: number;
+  /** At most {@link restoreDiffIdsMax}, the first read. */
+  ids: string[];
+}
+
+/** What a restore would do to one collection. */
+export interface CollectionDiff {
+  name: string;
+  added: IdList;
+  replaced: IdList;
+  removed: IdList;
+  unchanged: number;
+}
+
+/** The dry run's diff (RestoreReport.diff). */
+export interface RestoreDiff {
+  /** The bundled collections, in the bundle's order; empty when the datastores are not restored. */
+  collections: CollectionDiff[];
+  /** Blobs (template files, by sha256) stored and set aside; null when the files are not restored. */
+  blobs: { added: IdList; removed: IdList } | null;
+}
+
 /** The restore report (spec document 2, "Backup records"). */
 export interface RestoreReport {
   id: string;
@@ -219,4 +246,6 @@ export interface RestoreReport {
   foreign: boolean;
   filesystem: { applied: boolean; entryCount: number; rollbackRoot: string | null };
   datastores: { applied: boolean; mongoCollections: string[]; mongoPrefixGroups: string[]; redisPrefixes: string[] };
+  /** A dry run's diff (restore-diff.ts); null on a restore that ran. */
+  diff: RestoreDiff | null;
 }

@@ -28,6 +28,8 @@ export interface LocalDaemonOptions {
   nodeTokens: NodeTokenService;
   logger: Logger;
   maxMemoryMb?: number;
+  /** The controller's logging level and format: the daemon's lines then read like the controller's. */
+  logging?: { level: string; format: string };
   /** Where the daemon's output goes; standard output by default. */
   output?: NodeJS.WritableStream;
 }
@@ -60,6 +62,7 @@ export async function startLocalDaemon(options: LocalDaemonOptions): Promise<Loc
     workDir: "work",
     dataDir: "data",
     maxMemoryMb: options.maxMemoryMb ?? localDaemonMemoryMbDefault,
+    ...(options.logging ? { logging: { level: options.logging.level, format: options.logging.format } } : {}),
   };
   if (!joined) {
     const created = await options.nodeTokens.create({ nodeId: "local", ttl: "10m" }, "system");

@@ -61,7 +61,8 @@ export const DaemonConfigSchema = Type.Object(
       },
       { default: {}, additionalProperties: false },
     ),
-    logging: Type.Object({ level: Type.String({ default: "INFO" }) }, { default: {}, additionalProperties: false }),
+    /** The controller's logging keys: the daemon's lines read like the controller's (HUMAN or JSON layout). */
+    logging: Type.Object({ level: Type.String({ default: "INFO" }), format: Type.String({ default: "HUMAN" }) }, { default: {}, additionalProperties: false }),
     /**
      * Tracing (spec document 2, "Tracing"): spans of the commands the daemon handles, continuing the
      * controller's trace, pushed by OTLP over HTTP. Give it the controllers' `samplerRatio`.

@@ -7,8 +7,7 @@
  * Exit status: 0 after SIGINT/SIGTERM, 78 for a configuration problem, 77 when the join is refused
  * or the controller's protocol is incompatible, 1 otherwise.
  */
-import { formatHumanLine } from "../logs/logger.js";
-import type { LogLevel } from "../logs/types.js";
+import { createLogService } from "../logs/logger.js";
 import { EXIT_USAGE, packageVersion, parseBinCommandLine } from "../shared/command-line.js";
 import { whenParentGone } from "../shared/parent-watch.js";
 import { DAEMON_CONFIG_ENV, DaemonConfigError, loadDaemonConfig, locateDaemonConfig } from "./config.js";
@@ -27,16 +26,16 @@ The first start joins with the node join token of daemon.yml (cloudctl token cre
 Exit status: 0 after SIGINT/SIGTERM, ${EXIT_USAGE} for a wrong command line, ${EXIT_CONFIG} for a configuration
 problem, ${EXIT_REFUSED} when the join is refused or the controller's protocol is incompatible, 1 otherwise.`;
 
-/** The controller's HUMAN layout (`2026-11-27 13:12:28.661 [main] INFO  daemon - …`), so both read alike side by side. */
-function lineLogger(): ClientLogger {
-  const write = (level: LogLevel, message: string) =>
-    process.stdout.write(formatHumanLine({ ts: Date.now(), thread: "main", level, logger: "cloud.daemon", message }));
-  return { info: (m) => write("INFO", m), warn: (m) => write("WARN", m), error: (m) => write("ERROR", m) };
+/**
+ * The daemon's log lines come from the controller's own log service (src/logs/logger.ts), so both
+ * read alike side by side: the HUMAN layout (`2026-11-27 13:12:28.661 [main] INFO  daemon - …`) or
+ * JSON, as daemon.yml's `logging.format` says, at `logging.level`.
+ */
+function daemonLogger(logging: { level: string; format: string }): ClientLogger {
+  return createLogService(logging).logger("cloud.daemon");
 }
 
 async function main(): Promise<void> {
-  // Replaced by the daemon's own logger once it exists: that one also mirrors to the controller.
-  let logger: ClientLogger = lineLogger();
   const line = parseBinCommandLine(
     {
       name: "cloud-daemon",
@@ -58,6 +57,8 @@ async function main(): Promise<void> {
     }
     throw err;
   }
+  // Replaced by the daemon's own logger once it exists: that one also mirrors to the controller.
+  let logger = daemonLogger(config.logging);
   // Loaded only now: --help, --version and a wrong command line answer without loading the daemon.
   const [{ createNodeDaemon }, { GatewayClientError }] = await Promise.all([import("./node-daemon.js"), import("./gateway-client.js")]);
   const daemon = await createNodeDaemon({

@@ -2,7 +2,10 @@
  * Crash records: an instance actor that ended CRASHED gets a crash record (the daemon's crash
  * report when one came, else what the actor knows), INSTANCE_CRASHED, and a count towards its
  * group's crash loop; a loop pauses the group (record `paused`, metric, GROUP_CRASH_LOOP) and the
- * group record says why: `schedulingIssue` CRASH_LOOP with the last crash's reason.
+ * group record says why: `schedulingIssue` CRASH_LOOP with the last crash's reason. A start that
+ * failed (an instance CRASHED before it was RUNNING: unknown platform, missing jar, bind failure,
+ * a start timeout) is the group's `schedulingIssue` START_FAILED, with the daemon's reason, until an
+ * instance of the group reaches RUNNING; it never replaces a crash-loop pause's issue.
  */
 import type { GroupEvent } from "../../actors/group/transitions.js";
 import type { CrashService } from "../domain/crashes/crash-service.js";
@@ -14,6 +17,8 @@ import type { Logger } from "../logs/types.js";
 import type { MetricsService } from "../metrics/metrics.js";
 import type { Clock } from "../shared/clock.js";
 import type { CrashCause, InstanceRef } from "./actor-effects.js";
+import type { InstanceStateChange } from "./instance-lifecycle.js";
+import { STARTING_STATES } from "./live-instances.js";
 import { CrashLoopDetector, type CrashLoopOptions } from "./crash-loop.js";
 import { crashReason, tailWithReason } from "./crash-reason.js";
 import type { CrashDetails } from "./daemon-report-router.js";
@@ -22,6 +27,10 @@ import type { CrashDetails } from "./daemon-report-router.js";
 const NOT_THE_GROUPS_FAULT: ReadonlySet<string> = new Set(["NODE_LOST", "LOST"]);
 /** The scheduling issue code of a crash-loop pause. */
 export const CRASH_LOOP_ISSUE = "CRASH_LOOP";
+/** The scheduling issue code of a failed start, kept until an instance of the group is RUNNING. */
+export const START_FAILED_ISSUE = "START_FAILED";
+/** Reasons of counted crashes waiting for their recorded CRASHED state; bounded because a state write may never come (scope lost). */
+export const pendingStartFailuresMax = 10_000;
 /** The last log line quoted in a crash-loop issue is cut beyond this. */
 export const crashReasonLineCharsMax = 300;
 
@@ -43,6 +52,12 @@ export class CrashRecorder {
   private readonly loops: CrashLoopDetector;
   /** The reason of each group's last counted crash, kept until its loop trips or the group resets. */
   private readonly lastCrashOf = new Map<string, string>();
+  /**
+   * Instance id → the start-failure message of its counted crash. Set by {@link record} before its
+   * first await, which runs in the actor's transition, before the CRASHED state is recorded and
+   * {@link stateChanged} hears which state the crash came from.
+   */
+  private readonly startFailureOf = new Map<string, string>();
 
   constructor(private readonly deps: CrashRecorderDeps) {
     this.loops = new CrashLoopDetector(deps.crashLoop, deps.clock);
@@ -58,6 +73,10 @@ export class CrashRecorder {
       timestampMs: this.deps.clock.nowMs(),
     };
     const reason = crashReason(cause, details.exitCode, details.logTail);
+    if (countsTowardsLoop && !NOT_THE_GROUPS_FAULT.has(details.classification)) {
+      if (this.startFailureOf.size >= pendingStartFailuresMax) this.startFailureOf.delete(this.startFailureOf.keys().next().value as string);
+      this.startFailureOf.set(ref.instanceId, `the last start failed: ${ref.instanceId} on ${ref.node}: ${details.classification}: ${reason}`);
+    }
     const crash = {
       instanceId: ref.instanceId,
       group: ref.group,
@@ -95,6 +114,29 @@ export class CrashRecorder {
       crashCount: loop.crashCount,
       windowStart: isoFromMs(loop.windowStartMs),
     } satisfies GroupCrashLoopPayload);
+  }
+
+  /**
+   * An instance's new state was recorded. CRASHED from a starting state with a counted crash: the
+   * group's issue is the start failure (a crash-loop pause's issue stays). RUNNING: a start-failure
+   * issue is cleared. Both are the group record's compare-and-set writes, decided on the issue read.
+   */
+  async stateChanged(change: InstanceStateChange): Promise<void> {
+    if (change.to === "RUNNING") {
+      await this.deps.groups.setSchedulingState(change.group, { reviseIssue: (current) => (current?.code === START_FAILED_ISSUE ? null : undefined) });
+      return;
+    }
+    if (change.to !== "CRASHED") return;
+    const message = this.startFailureOf.get(change.instanceId);
+    this.startFailureOf.delete(change.instanceId);
+    if (message === undefined || !STARTING_STATES.has(change.from)) return;
+    const nowIso = isoFromMs(this.deps.clock.nowMs());
+    await this.deps.groups.setSchedulingState(change.group, {
+      reviseIssue: (current) =>
+        current?.code === CRASH_LOOP_ISSUE
+          ? undefined
+          : { code: START_FAILED_ISSUE, message, since: current?.code === START_FAILED_ISSUE ? current.since : nowIso },
+    });
   }
 
   /** The group was resumed or deleted: its crash window starts afresh. */

@@ -21,6 +21,7 @@ import { isoFromMs } from "../domain/shared/time.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
 import { notFound } from "../shared/errors.js";
+import { START_FAILED_ISSUE } from "./crash-recorder.js";
 import type { RevisionBuild, RevisionSource, RevisionStart } from "./instance-lifecycle.js";
 import type { LiveInstance, LiveInstances } from "./live-instances.js";
 import { recordNewInstances } from "./new-instance-records.js";
@@ -247,7 +248,7 @@ export class GroupEvaluator {
       : null;
     const count = slots ? slots.length : wanted;
     if (count === 0) {
-      if (group.schedulingIssue) await this.setIssue(group, null);
+      if (group.schedulingIssue) await this.clearIssue(group);
       return [];
     }
     // Composition planning: what the new instances are made of (revision, layers, build).
@@ -352,7 +353,7 @@ export class GroupEvaluator {
     // A wait for a node that refused a start keeps the refusal as the issue.
     const waitsForRefused = waiting && nodes.some((n) => refused(n.id));
     if (failure) await this.setIssue(group, failure);
-    else if ((placed === count || (waiting && !waitsForRefused)) && group.schedulingIssue) await this.setIssue(group, null);
+    else if ((placed === count || (waiting && !waitsForRefused)) && group.schedulingIssue) await this.clearIssue(group);
     if (placed > 0) {
       const rest = waiting ? ` (${count - placed} wait for start slots)` : "";
       this.deps.logger.info(`Scheduled ${placed} instance${placed === 1 ? "" : "s"} of group ${group.name}${rest}`);
@@ -415,6 +416,15 @@ export class GroupEvaluator {
       nodes.catch(() => (this.nodeCache = null));
     }
     return this.nodeCache.nodes;
+  }
+
+  /**
+   * Placement works again: a placement issue goes. A failed start's issue stays until an instance
+   * of the group runs (crash-recorder.ts), whatever this evaluation read.
+   */
+  private async clearIssue(group: StoredGroup): Promise<void> {
+    if (group.schedulingIssue?.code === START_FAILED_ISSUE) return;
+    await this.deps.groups.setSchedulingState(group.name, { reviseIssue: (current) => (current?.code === START_FAILED_ISSUE ? undefined : null) });
   }
 
   private async setIssue(group: StoredGroup, failure: { code: string; message: string } | null): Promise<void> {

@@ -213,6 +213,7 @@ export function buildSchedulerParts(options: SchedulerHostOptions, host: HostCon
     },
     track,
   });
+  p.records.onStateChange((change) => track(p.crashes.stateChanged(change)));
   p.scopes = new ScopeLifecycle({
     groups: options.groups,
     instances: options.instances,

@@ -10,6 +10,11 @@ import { gunzipSync, gzipSync } from "node:zlib";
 import { ADMIN_PASSWORD, startTestApp, type TestApp } from "../support/http-app.js";
 import { dumpCollections, populate, SMALL_SCALE, templateVersionDigests } from "./backup-fixtures.js";
 
+interface IdList {
+  count: number;
+  ids: string[];
+}
+
 describe("backup routes (embedded store)", () => {
   let t: TestApp;
   let admin: string;
@@ -137,10 +142,39 @@ describe("backup routes (embedded store)", () => {
     assert.ok(dry.json.datastores.mongoPrefixGroups.includes("template"));
     assert.deepEqual(dry.json.datastores.redisPrefixes, ["cloud:v1:lease-token:", "cloud:v1:events:sequence", "cloud:v1:module-kv:"]);
     assert.deepEqual(await dumpCollections(t.documents), changed, "a dry run changes nothing");
+    // The diff: what the restore would add back (in the bundle, gone here), replace (other content)
+    // and remove (written after the backup), per collection, against the dumps (users' tokenVersion
+    // aside: a restore raises every one). The bundle was written before its own creation was audited.
+    const bundledDocs = structuredClone(before);
+    bundledDocs.audit_log = bundledDocs.audit_log.filter((e) => !(e.action === "backup.create" && e.resourceId === record.id));
+    const text = (name: string, doc: Record<string, unknown>) => JSON.stringify(name === "users" ? { ...doc, tokenVersion: undefined } : doc);
+    const diffs = dry.json.diff.collections as { name: string; added: IdList; replaced: IdList; removed: IdList; unchanged: number }[];
+    assert.deepEqual(diffs.map((d) => d.name).sort(), [...dry.json.datastores.mongoCollections].sort(), "one diff per bundled collection");
+    for (const diff of diffs) {
+      const inBundle = new Map((bundledDocs[diff.name] ?? []).map((d) => [d._id, text(diff.name, d)]));
+      const here = new Map((changed[diff.name] ?? []).map((d) => [d._id, text(diff.name, d)]));
+      const expected = {
+        added: [...inBundle.keys()].filter((id) => !here.has(id)),
+        replaced: [...inBundle.keys()].filter((id) => here.has(id) && here.get(id) !== inBundle.get(id)),
+        removed: [...here.keys()].filter((id) => !inBundle.has(id)),
+      };
+      for (const kind of ["added", "replaced", "removed"] as const) {
+        assert.equal(diff[kind].count, expected[kind].length, `${diff.name} ${kind}: ${JSON.stringify(diff[kind])} vs ${JSON.stringify(expected[kind])}`);
+        assert.equal(diff[kind].ids.length, Math.min(expected[kind].length, 20), `${diff.name} ${kind}: at most 20 ids`);
+        for (const id of diff[kind].ids) assert.ok(expected[kind].includes(id), `${diff.name} ${kind} ${id}`);
+      }
+      assert.equal(diff.unchanged, inBundle.size - expected.added.length - expected.replaced.length, `${diff.name} unchanged`);
+    }
+    const groupsDiff = diffs.find((d) => d.name === "groups")!;
+    assert.ok(groupsDiff.added.ids.includes("a-group-3"), "the group deleted after the backup comes back");
+    assert.ok(groupsDiff.removed.count > 0 && groupsDiff.removed.ids.every((id) => id.startsWith("b-")), "groups made after the backup go");
+    assert.ok(dry.json.diff.blobs.removed.count >= 1, "the blob written after the backup would be set aside");
+    assert.equal(dry.json.diff.blobs.added.count, 0, "every bundled blob is still here");
 
     const restored = await t.request("POST", "/api/v1/restore", { token: admin, body: { id: record.id } });
     assert.equal(restored.status, 200, restored.text);
     assert.equal(restored.json.dryRun, false);
+    assert.equal(restored.json.diff, null, "only a dry run computes a diff");
     assert.equal(restored.json.filesystem.applied, true);
     assert.equal(restored.json.datastores.applied, true);
     assert.equal(restored.json.filesystem.entryCount, record.blobs.count);

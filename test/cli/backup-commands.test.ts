@@ -9,7 +9,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { restoreParts } from "../../src/cli/commands/backup.js";
+import { restoreDiffLines, restoreParts } from "../../src/cli/commands/backup.js";
 import { startTestApp, type TestApp } from "../support/http-app.js";
 import { bodiesOf, homeWithContext, runCli, runOnTerminal, startFakeController, type FakeController } from "./harness.js";
 
@@ -47,6 +47,23 @@ describe("cloudctl backup and restore", () => {
     });
   });
   after(() => server.close());
+
+  test("a diff's lists end with … and N more past the ids the controller named", () => {
+    const ids = (n: number, count: number) => ({ count, ids: Array.from({ length: n }, (_, i) => `g-${i}`) });
+    const lines = restoreDiffLines({
+      collections: [
+        { name: "groups", added: ids(2, 2), replaced: ids(0, 0), removed: ids(20, 45), unchanged: 3 },
+        { name: "users", added: ids(0, 0), replaced: ids(0, 0), removed: ids(0, 0), unchanged: 4 },
+      ],
+      blobs: null,
+    });
+    assert.deepEqual(lines, [
+      "groups  2 added, 0 replaced, 45 removed, 3 unchanged",
+      "  add     g-0, g-1",
+      `  remove  ${ids(20, 20).ids.join(", ")}, … and 25 more`,
+      "users   0 added, 0 replaced, 0 removed, 4 unchanged",
+    ]);
+  });
 
   test("restore flags pick the parts", () => {
     const all = { files: true, data: true };
@@ -177,6 +194,21 @@ describe("cloudctl backup download and upload against a real controller", () => 
     const twice = await runCli(["backup", "upload", file], { home });
     assert.equal(twice.code, 1);
     assert.match(twice.stderr, /BACKUP_EXISTS|already exists/);
+  });
+
+  test("restore --dry-run prints what would be added, replaced and removed, in words of this store", async () => {
+    const record = await t.backups.create();
+    await t.groups.create({ name: "arena", platform: "simulated" });
+    await t.groups.update("lobby", { maxInstances: 7 });
+    await t.blobs.put(randomBytes(1024));
+    const dry = await runCli(["restore", record.id, "--dry-run"], { home });
+    assert.equal(dry.code, 0, dry.stderr);
+    assert.match(dry.stdout, /What the restore would change:/);
+    assert.match(dry.stdout, /^\s+groups\s+0 added, 1 replaced, 1 removed, 0 unchanged\n\s+replace\s+lobby\n\s+remove\s+arena$/m);
+    assert.match(dry.stdout, /template files \(blobs\)\s+0 stored, 1 set aside\n\s+set aside [0-9a-f]{64}$/m);
+    assert.doesNotMatch(dry.stdout, /mongo|redis/i, "an embedded store with an in-memory key-value store is not described as MongoDB and Redis");
+    const restoredNothing = await t.groups.get("arena");
+    assert.equal(restoredNothing.name, "arena", "a dry run changes nothing");
   });
 
   test("download refuses bytes that do not match the recorded sha256 and leaves no file", async () => {

@@ -5,6 +5,8 @@ import assert from "node:assert/strict";
 import { beforeEach, describe, test } from "node:test";
 import type { GroupEvent } from "../../actors/group/transitions.js";
 import type { CrashReport } from "../../src/domain/crashes/crash-service.js";
+import type { SchedulingIssue } from "../../src/domain/groups/group-schemas.js";
+import type { InstanceState } from "../../src/domain/instances/instance-schemas.js";
 import { classificationOfReason, CrashRecorder } from "../../src/scheduler/crash-recorder.js";
 import type { CrashDetails } from "../../src/scheduler/daemon-report-router.js";
 import { FakeClock } from "../support/fake-clock.js";
@@ -125,6 +127,54 @@ describe("crash recorder", () => {
     ]);
     assert.equal(crashLoops, 1);
     assert.deepEqual(events.ofType("GROUP_CRASH_LOOP"), [{ group: "lobby", crashCount: 3, windowStart: new Date(START_MS).toISOString() }]);
+  });
+
+  test("a failed start is the group's issue until an instance runs; a crash while running or a lost node is not; a crash-loop issue stays", async () => {
+    let issue: SchedulingIssue | null = null;
+    const starts = new CrashRecorder({
+      crashes: { record: async () => ({}) as never },
+      groups: {
+        setSchedulingState: async (_group, state) => {
+          if (state.schedulingIssue !== undefined) issue = state.schedulingIssue;
+          const revised = state.reviseIssue?.(issue);
+          if (revised !== undefined) issue = revised;
+          return true;
+        },
+      },
+      events,
+      metrics: { schedulerCrashLoops: { inc: () => {} } as never },
+      clock,
+      logger: recordingLogger(),
+      crashLoop: { crashLoopThreshold: 100, crashLoopWindowMs: 60_000 },
+      takeCrashDetails: () => undefined,
+      toGroup: () => {},
+    });
+    const change = (n: number, from: InstanceState, to: InstanceState) => ({ ...ref(n), from, to });
+    // The crash is recorded in the actor's transition, before its CRASHED state is written.
+    void starts.record(ref(1), { kind: "EXIT", exitCode: 1 });
+    await starts.stateChanged(change(1, "RUNNING", "CRASHED"));
+    void starts.record(ref(2), { kind: "FAILURE", reason: "NODE_LOST" }, false);
+    await starts.stateChanged(change(2, "STARTING", "CRASHED"));
+    assert.equal(issue, null, "a crash of a running instance and a lost node say nothing of starts");
+    void starts.record(ref(3), { kind: "FAILURE", reason: "UNKNOWN_PLATFORM: Unknown platform papr" });
+    await starts.stateChanged(change(3, "PREPARING", "CRASHED"));
+    const since = new Date(START_MS).toISOString();
+    assert.deepEqual(issue, {
+      code: "START_FAILED",
+      message: "the last start failed: lobby-3 on node-a: START_FAILED: UNKNOWN_PLATFORM: Unknown platform papr",
+      since,
+    });
+    clock.set(START_MS + 5_000);
+    void starts.record(ref(4), { kind: "EXIT", exitCode: 1 });
+    await starts.stateChanged(change(4, "STARTING", "CRASHED"));
+    assert.deepEqual(issue, { code: "START_FAILED", message: "the last start failed: lobby-4 on node-a: ERROR_EXIT: exit 1 without printing anything", since });
+    await starts.stateChanged(change(5, "STARTING", "RUNNING"));
+    assert.equal(issue, null, "an instance runs");
+    issue = { code: "CRASH_LOOP", message: "paused", since };
+    void starts.record(ref(6), { kind: "EXIT", exitCode: 1 });
+    await starts.stateChanged(change(6, "STARTING", "CRASHED"));
+    await starts.stateChanged(change(7, "STARTING", "RUNNING"));
+    assert.deepEqual(issue, { code: "CRASH_LOOP", message: "paused", since }, "the pause's issue is neither replaced nor cleared");
   });
 
   test("classification of failures without an exit", () => {

@@ -49,6 +49,46 @@ interface RestoreReport {
   foreign?: boolean;
   filesystem: { applied: boolean; entryCount: number; rollbackRoot: string | null };
   datastores: { applied: boolean; mongoCollections: string[]; mongoPrefixGroups: string[]; redisPrefixes: string[] };
+  /** A dry run's diff; absent from an older controller. */
+  diff?: RestoreDiff | null;
+}
+
+interface IdList {
+  count: number;
+  ids: string[];
+}
+
+interface RestoreDiff {
+  collections: { name: string; added: IdList; replaced: IdList; removed: IdList; unchanged: number }[];
+  blobs: { added: IdList; removed: IdList } | null;
+}
+
+/** Ids of a list as one line: the ids the controller named, then `… and N more` for the rest. */
+function idsText(list: IdList): string {
+  const more = list.count - list.ids.length;
+  return `${list.ids.join(", ")}${more > 0 ? `${list.ids.length > 0 ? ", " : ""}… and ${more} more` : ""}`;
+}
+
+/** A dry run's diff as lines: per collection what would be added, replaced and removed, then the template files. */
+export function restoreDiffLines(diff: RestoreDiff): string[] {
+  const lines: string[] = [];
+  const width = Math.max(0, ...diff.collections.map((c) => c.name.length));
+  for (const c of diff.collections) {
+    const counts = `${c.added.count} added, ${c.replaced.count} replaced, ${c.removed.count} removed, ${c.unchanged} unchanged`;
+    lines.push(`${c.name.padEnd(width)}  ${counts}`);
+    for (const [label, list] of [
+      ["add", c.added],
+      ["replace", c.replaced],
+      ["remove", c.removed],
+    ] as const)
+      if (list.count > 0) lines.push(`  ${label.padEnd(8)}${idsText(list)}`);
+  }
+  if (diff.blobs) {
+    lines.push(`template files (blobs)  ${diff.blobs.added.count} stored, ${diff.blobs.removed.count} set aside`);
+    if (diff.blobs.added.count > 0) lines.push(`  store   ${idsText(diff.blobs.added)}`);
+    if (diff.blobs.removed.count > 0) lines.push(`  set aside ${idsText(diff.blobs.removed)}`);
+  }
+  return lines;
 }
 
 /** Restore command flags as commander parses them (`--no-files` / `--no-data` default the negated ones to true). */
@@ -241,8 +281,13 @@ export function registerBackupCommands(program: Command, runtime: RuntimeFactory
         ["rollback copy", report.filesystem.rollbackRoot ?? "-"],
         ["data applied", report.datastores.applied],
         ["collections", `${report.datastores.mongoCollections.length}: ${report.datastores.mongoCollections.join(", ")}`],
-        ["key prefixes", report.datastores.redisPrefixes.join(", ")],
+        ["counters raised", report.datastores.redisPrefixes.join(", ") || "-"],
       ]);
+      if (report.diff) {
+        rt.out.line("");
+        rt.out.line("What the restore would change:");
+        for (const line of restoreDiffLines(report.diff)) rt.out.line(`  ${line}`);
+      }
       if (!dryRun && parts.datastores) rt.out.note("the users were restored: sign in again (cloudctl login)");
     });
 }

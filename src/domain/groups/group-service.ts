@@ -36,6 +36,12 @@ export const GROUPS_COLLECTION = "groups";
 export interface GroupSchedulingState {
   paused?: boolean;
   schedulingIssue?: SchedulingIssue | null;
+  /**
+   * The issue computed from the record's current one, inside the same compare-and-set (after
+   * `schedulingIssue`); undefined leaves it as it is. A start failure uses it so that it never hides
+   * a crash-loop pause's issue, and is cleared only while it is still the issue.
+   */
+  reviseIssue?: (current: SchedulingIssue | null) => SchedulingIssue | null | undefined;
   /** STATIC instances an operator stopped: their slots stay stopped until the group is started. */
   stoppedInstances?: string[];
 }
@@ -160,6 +166,8 @@ export class GroupService {
           const next: StoredGroup = { ...current };
           if (state.paused !== undefined) next.paused = state.paused;
           if (state.schedulingIssue !== undefined) next.schedulingIssue = state.schedulingIssue;
+          const revised = state.reviseIssue?.(next.schedulingIssue ?? null);
+          if (revised !== undefined) next.schedulingIssue = revised;
           // The crash-loop issue says why the group is paused: it goes with the pause.
           if (state.paused === false && next.schedulingIssue?.code === "CRASH_LOOP") next.schedulingIssue = null;
           if (state.stoppedInstances !== undefined) next.stoppedInstances = [...new Set(state.stoppedInstances)].sort();

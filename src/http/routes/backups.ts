@@ -71,12 +71,23 @@ const ValidationReportSchema = Type.Object({
   problems: Names,
   authenticated: Type.Boolean({ description: "True when this cluster authenticates the bundle's manifest; valid requires it" }),
 });
+const IdListSchema = Type.Object({
+  count: Type.Integer(),
+  ids: Type.Array(Type.String(), { description: "The first ids (at most 20); count says how many in all" }),
+});
+const RestoreDiffSchema = Type.Object({
+  collections: Type.Array(Type.Object({ name: Type.String(), added: IdListSchema, replaced: IdListSchema, removed: IdListSchema, unchanged: Type.Integer() })),
+  blobs: Type.Union([Type.Object({ added: IdListSchema, removed: IdListSchema }), Type.Null()]),
+});
 const RestoreReportSchema = Type.Object({
   id: Type.String(),
   dryRun: Type.Boolean(),
   foreign: Type.Boolean({ description: "True when the bundle is not authenticated by this cluster (taken with foreign: true)" }),
   filesystem: Type.Object({ applied: Type.Boolean(), entryCount: Type.Integer(), rollbackRoot: Type.Union([Type.String(), Type.Null()]) }),
   datastores: Type.Object({ applied: Type.Boolean(), mongoCollections: Names, mongoPrefixGroups: Names, redisPrefixes: Names }),
+  diff: Type.Union([RestoreDiffSchema, Type.Null()], {
+    description: "A dry run's diff: what the restore would add, replace and remove; null on a restore that ran",
+  }),
 });
 /** `id` is checked by the handler so that its absence is the spec's 400 VALIDATION_ERROR. */
 const RestoreBody = Type.Object({
