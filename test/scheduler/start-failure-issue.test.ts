@@ -22,7 +22,7 @@ import { eventually } from "../support/wait.js";
 /** Bound on waiting for the scheduler and the daemon (a loaded 2-core machine). */
 const waitMs = 90_000;
 /** This file's only port. */
-const port = 43_751;
+const port = 24_390;
 
 interface Issue {
   code: string;
