@@ -80,7 +80,10 @@ describe("a failed start's reason is the group's scheduling issue until an insta
         () => `a START_FAILED issue on bound\n${daemon.output().slice(-2_000)}`,
         waitMs,
       );
-      assert.match(first.message, /^the last start failed: bound-\S+ on \S+: ERROR_EXIT: exit 2: .*Failed to bind to 0\.0\.0\.0:43751.*EADDRINUSE/);
+      assert.match(
+        first.message,
+        new RegExp(`^the last start failed: bound-\\S+ on \\S+: ERROR_EXIT: exit 2: .*Failed to bind to 0\\.0\\.0\\.0:${port}.*EADDRINUSE`),
+      );
 
       // Replacements are placed and fail again: the issue stays (placing them clears nothing), its
       // `since` is the first failure's, and the crash list has the same reason.
