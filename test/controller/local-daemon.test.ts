@@ -68,7 +68,7 @@ describe("local daemon", { timeout: 120_000 }, () => {
     daemons.push(first);
     assert.match(readFileSync(join(dir, "daemon.yml"), "utf8"), /token: cnt_/, "the first start carries a join token");
     await eventually(async () => (await api(c, "GET", "/api/v1/nodes/local")).json?.state === "ONLINE", `node local ONLINE\n${output.join("")}`, waitMs);
-    await api(c, "POST", "/api/v1/groups", { name: "demo", platform: "simulated", minInstances: 1, memoryMb: 128, portRange: { start: 25000, end: 25010 } });
+    await api(c, "POST", "/api/v1/groups", { name: "demo", platform: "simulated", minInstances: 1, memoryMb: 128, portRange: { start: 25200, end: 25210 } });
     await eventually(async () => ((await api(c, "GET", "/api/v1/services?group=demo&state=RUNNING")).json as unknown[]).length === 1, "demo RUNNING", waitMs);
 
     await first.stop();

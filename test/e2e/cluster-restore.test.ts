@@ -140,9 +140,9 @@ describe("restore on three production controllers", { timeout: 600_000 }, () => 
 
   it("back up, change groups, restore through another controller: all three serve and schedule the restored state", async () => {
     const [a, b, c] = members;
-    await createGroup(kept, 1, 28300);
-    await createGroup(deleted, 1, 28360);
-    await createGroup(scaled, 1, 28420);
+    await createGroup(kept, 1, 28700);
+    await createGroup(deleted, 1, 28760);
+    await createGroup(scaled, 1, 28820);
     await converge({ [kept]: 1, [deleted]: 1, [scaled]: 1 }, "three groups of one RUNNING instance each");
     const keptBefore = (await records(a)).find((r) => r.group === kept && r.state === "RUNNING")!.id;
     const keptPid = processes().get(keptBefore)![0];
@@ -151,7 +151,7 @@ describe("restore on three production controllers", { timeout: 600_000 }, () => 
     assert.equal(backup.status, 201, backup.text);
     const id = backup.json.id as string;
 
-    await createGroup(created, 2, 28480);
+    await createGroup(created, 2, 28880);
     assert.equal((await call(b, "DELETE", `/api/v1/groups/${deleted}`)).status, 204);
     const scaledUp = await call(c, "PATCH", `/api/v1/groups/${scaled}`, { minInstances: 3 });
     assert.equal(scaledUp.status, 200, scaledUp.text);

@@ -105,7 +105,7 @@ describe("STATIC slots across a controller failover", { timeout: 600_000 }, () =
       scalingMode: "STATIC",
       minInstances: 2,
       memoryMb: 128,
-      portRange: { start: 27000, end: 27010 },
+      portRange: { start: 22500, end: 22510 },
     });
     assert.equal(created.status, 201, created.text);
     const up = await eventually(

@@ -94,7 +94,7 @@ describe("one trace across controllers: operator → controller → holding cont
       maxInstances: 1,
       memoryMb: 64,
       maxPlayers: 0,
-      portRange: { start: 28500, end: 28520 },
+      portRange: { start: 22600, end: 22620 },
     });
     assert.equal(created.status, 201, created.text);
     const running = await eventually(
