@@ -36,7 +36,7 @@ export const crashReasonLineCharsMax = 300;
 
 export interface CrashRecorderDeps {
   crashes: Pick<CrashService, "record">;
-  groups: Pick<GroupService, "setSchedulingState">;
+  groups: Pick<GroupService, "setSchedulingState" | "getDoc">;
   events: Pick<EventBus, "publish">;
   metrics: Pick<MetricsService, "schedulerCrashLoops">;
   clock: Clock;
@@ -123,6 +123,8 @@ export class CrashRecorder {
    */
   async stateChanged(change: InstanceStateChange): Promise<void> {
     if (change.to === "RUNNING") {
+      // Every start ends here: the group's write lock is taken only when there is an issue to clear.
+      if ((await this.deps.groups.getDoc(change.group))?.schedulingIssue?.code !== START_FAILED_ISSUE) return;
       await this.deps.groups.setSchedulingState(change.group, { reviseIssue: (current) => (current?.code === START_FAILED_ISSUE ? null : undefined) });
       return;
     }

@@ -36,7 +36,10 @@ describe("crash recorder", () => {
     crashLoops = 0;
     recorder = new CrashRecorder({
       crashes: { record: async (report: CrashReport) => (recorded.push(report), {} as never) },
-      groups: { setSchedulingState: async (group, state) => (schedulingStates.push(`${group} ${JSON.stringify(state)}`), true) },
+      groups: {
+        setSchedulingState: async (group, state) => (schedulingStates.push(`${group} ${JSON.stringify(state)}`), true),
+        getDoc: async () => null,
+      },
       events,
       metrics: { schedulerCrashLoops: { inc: () => void crashLoops++ } as never },
       clock,
@@ -134,6 +137,7 @@ describe("crash recorder", () => {
     const starts = new CrashRecorder({
       crashes: { record: async () => ({}) as never },
       groups: {
+        getDoc: async () => ({ schedulingIssue: issue }) as never,
         setSchedulingState: async (_group, state) => {
           if (state.schedulingIssue !== undefined) issue = state.schedulingIssue;
           const revised = state.reviseIssue?.(issue);
