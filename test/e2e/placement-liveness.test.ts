@@ -220,14 +220,27 @@ describe("one placement view and liveness across controllers", { timeout: 1_500_
     const fields = { minInstances: 3, maxInstances: 3, memoryMb: 300, portRange: { start: 29780, end: 29799 } };
     const attempts: string[] = [];
     let crossOwner = false;
-    // Attempts until the two groups were scheduled by different controllers (at most 10: which
+    // Attempts until the two groups were scheduled by different controllers (at most 30: which
     // controller wins a group's lease is not chosen, and one often wins several in a row).
-    for (let attempt = 0; attempt < 10 && !crossOwner; attempt++) {
+    for (let attempt = 0; attempt < 30 && !crossOwner; attempt++) {
       const groups = [`mem${attempt}a`, `mem${attempt}b`];
       await scenario(
         () => groups,
         async () => {
-          await Promise.all(groups.map((g, i) => createGroup(g, fields, live()[(attempt + i) % live().length])));
+          // Created idle, so each is owned before it places: two owners found, both are started at once.
+          const owners0: string[] = [];
+          for (const [i, g] of groups.entries()) {
+            // A random moment within a lease-keeper period: the controller whose tick comes first takes it.
+            await sleep(Math.floor(Math.random() * 1_000));
+            await createGroup(g, { ...fields, minInstances: 0 }, live()[(attempt + i) % live().length]);
+            owners0.push((await eventually(() => ownerOf(g), `${g} owned`, waitMs))!);
+          }
+          if (owners0[0] === owners0[1]) {
+            attempts.push(`attempt ${attempt}: both owned by ${owners0[0]} before they started`);
+            await deleteAndWait(groups);
+            return;
+          }
+          await Promise.all(groups.map(async (g) => assert.equal((await call("PATCH", `/api/v1/groups/${g}`, { minInstances: 3 })).status, 200)));
           let peakMb = 0;
           const deadline = Date.now() + 20_000;
           // Watched while both owners place: the live records never reserve more than the budget.
