@@ -56,7 +56,10 @@ async function devStart(): Promise<void> {
   if (line.kind === "exit") process.exit(line.status);
   const configPath = line.config === undefined ? undefined : resolve(line.config);
   process.chdir(ROOT_DIR);
-  // Killed through a wrapper that could not pass the signal on (npm, then a shell, then tsx): stop as on SIGTERM.
+  // Killed through a wrapper that could not pass the signal on (npm, then a shell): stop as on SIGTERM.
+  // `npm start` runs this file with `node --import tsx`, not the tsx command: tsx's signal relay
+  // kills its child with SIGKILL when the child does not acknowledge a Ctrl-C within 30 ms, which a
+  // busy controller cannot promise, and a killed controller leaves records for the next start to repair.
   whenParentGone(() => process.kill(process.pid, "SIGTERM"), { generations: startedByNpm() ? 3 : 1 });
   let config: ControllerConfig;
   try {

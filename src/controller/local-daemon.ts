@@ -73,6 +73,9 @@ export async function startLocalDaemon(options: LocalDaemonOptions): Promise<Loc
   const child = spawn(process.execPath, [...localDaemonArgs(), "--config", configPath], {
     cwd: options.rootDir,
     stdio: ["ignore", "pipe", "pipe"],
+    // Its own process group: a Ctrl-C in the terminal reaches this process, which stops the daemon
+    // in order (SIGTERM, after the controller stopped placing), not the daemon behind its back.
+    detached: true,
     // The daemon stops with this process, even when it is killed without a chance to stop the daemon.
     env: { ...process.env, CLOUD_DAEMON_CONFIG: configPath, CLOUD_DAEMON_EXIT_WITH_PARENT: "1" },
   });

@@ -56,6 +56,8 @@ export class GatewayClient {
   private addressIndex = 0;
   private attempt = 0;
   private stopped = false;
+  /** Set by {@link announceShutdown}: every later status report says so. */
+  private shuttingDown = false;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private statusTimer: NodeJS.Timeout | null = null;
   private silenceTimer: NodeJS.Timeout | null = null;
@@ -118,6 +120,15 @@ export class GatewayClient {
     if (options.background && stream.writableLength >= backgroundBufferedMessagesMax) return false;
     stream.write(message);
     return true;
+  }
+
+  /**
+   * Tells the controller at once that a graceful shutdown begins, so it places nothing new here
+   * while the instances stop (their ends would otherwise be replaced on this very node).
+   */
+  announceShutdown(): void {
+    this.shuttingDown = true;
+    if (this.stream) this.sendStatus(this.stream);
   }
 
   /** Closes the stream and stops reconnecting. */
@@ -233,7 +244,12 @@ export class GatewayClient {
   private sendStatus(stream: GatewayStream): void {
     if (this.stream !== stream) return;
     stream.write(
-      daemonMessage("node_status", { cpu_usage: this.cpu.sample(), used_memory_mb: this.usedMemoryMb(), total_memory_mb: this.options.maxMemoryMb }),
+      daemonMessage("node_status", {
+        cpu_usage: this.cpu.sample(),
+        used_memory_mb: this.usedMemoryMb(),
+        total_memory_mb: this.options.maxMemoryMb,
+        shutting_down: this.shuttingDown,
+      }),
     );
   }
 

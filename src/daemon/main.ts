@@ -10,6 +10,7 @@
 import { createLogService } from "../logs/logger.js";
 import { EXIT_USAGE, packageVersion, parseBinCommandLine } from "../shared/command-line.js";
 import { whenParentGone } from "../shared/parent-watch.js";
+import { signalCounter } from "../shared/signals.js";
 import { DAEMON_CONFIG_ENV, DaemonConfigError, loadDaemonConfig, locateDaemonConfig } from "./config.js";
 import type { ClientLogger } from "./gateway-client.js";
 
@@ -75,8 +76,11 @@ async function main(): Promise<void> {
   // Whatever ends the process, no game server may outlive the daemon.
   process.on("exit", () => daemon.killAllNow());
   let signalled = false;
+  const classify = signalCounter();
   const shutdown = (why: string) => {
-    if (signalled) {
+    const kind = classify();
+    if (kind === "echo") return; // the same interrupt, relayed by a wrapper or sent to the whole group
+    if (kind === "repeat") {
       logger.warn(`${why} again; killing every instance`);
       process.exit(0);
     }

@@ -207,6 +207,7 @@ export async function createNodeDaemon(options: NodeDaemonOptions): Promise<Node
     },
     shutdown: () => {
       shuttingDown ??= (async () => {
+        client.announceShutdown();
         let timer: NodeJS.Timeout | undefined;
         const stopped = await Promise.race([
           runner.shutdown("graceful").then(() => true),

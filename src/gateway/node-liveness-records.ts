@@ -35,6 +35,8 @@ export class NodeLivenessRecords {
   private readonly writes: NodeWriteQueue;
   /** The epoch of each open session of this controller (dropped when it ends). */
   private readonly epochs = new Map<string, number>();
+  /** Nodes whose announced shutdown was logged (once per session). */
+  private readonly shutdownAnnounced = new Set<string>();
 
   constructor(private readonly deps: NodeLivenessDeps) {
     this.writes = new NodeWriteQueue(deps.logger);
@@ -50,6 +52,7 @@ export class NodeLivenessRecords {
    * NODE_CONNECTED (with `sessionEpoch`) is published.
    */
   connected(nodeId: string, sessionId: string, hello: Hello, nowIso: string): void {
+    this.shutdownAnnounced.delete(nodeId);
     this.writes.enqueue(nodeId, "the connection", async () => {
       let sessionEpoch: number | undefined;
       try {
@@ -71,8 +74,13 @@ export class NodeLivenessRecords {
         usedMemoryMb: Math.round(status.used_memory_mb),
         totalMemoryMb: Math.round(status.total_memory_mb),
         lastHeartbeatAt: nowIso,
+        ...(status.shutting_down ? { shuttingDown: true } : {}),
       });
     });
+    if (status.shutting_down && !this.shutdownAnnounced.has(nodeId)) {
+      this.shutdownAnnounced.add(nodeId);
+      this.deps.logger.info(`Node ${nodeId} is shutting down: nothing new is placed on it until it connects again`);
+    }
     this.deps.events.publish(EventTypes.NODE_STATUS, {
       nodeId,
       cpuUsage: status.cpu_usage,

@@ -5,7 +5,8 @@
  * every placement, so one decision costs O(nodes + ports tried) and never scans the instances.
  *
  * Rules (docs/decisions/scheduler.md, "Placement"):
- * - only ONLINE nodes that are not cordoned are candidates;
+ * - only ONLINE nodes that are not cordoned and not shutting down (their daemon announced a graceful
+ *   shutdown) are candidates;
  * - free memory = totalMemoryMb − max(reserved by live instances, usedMemoryMb the daemon reports)
  *   must be at least the group's memoryMb;
  * - the port is the lowest one of the group's portRange not used by a live instance on that node;
@@ -21,7 +22,7 @@ import type { NodeRecord } from "../domain/nodes/node-schemas.js";
 export type PlacementGroup = Pick<Group, "name" | "memoryMb" | "portRange">;
 
 /** What placement needs of a node. */
-export type PlacementNode = Pick<NodeRecord, "id" | "state" | "cordoned" | "totalMemoryMb" | "usedMemoryMb">;
+export type PlacementNode = Pick<NodeRecord, "id" | "state" | "cordoned" | "shuttingDown" | "totalMemoryMb" | "usedMemoryMb">;
 
 /** What placement needs of an existing instance. */
 export type PlacementInstance = Pick<InstanceFields, "group" | "node" | "port" | "memoryMb" | "state">;
@@ -50,6 +51,7 @@ export interface Placement {
 export type PlacementFailure =
   | { ok: false; code: "NO_ONLINE_NODE"; message: string; nodesByState: Record<string, number> }
   | { ok: false; code: "ALL_CORDONED"; message: string; cordonedNodes: number }
+  | { ok: false; code: "NODES_SHUTTING_DOWN"; message: string; shuttingDownNodes: number }
   | { ok: false; code: "INSUFFICIENT_MEMORY"; message: string; neededMb: number; largestFreeMb: number; largestFreeNodeId: string }
   | { ok: false; code: "PORTS_EXHAUSTED"; message: string; portStart: number; portEnd: number; candidateNodes: number }
   | { ok: false; code: "START_SLOTS_BUSY"; message: string; busyNodes: number };
@@ -191,6 +193,7 @@ export function placeInstance(request: PlacementRequest, nodes: readonly Placeme
   const nodesByState: Record<string, number> = {};
   let online = 0;
   let cordoned = 0;
+  let shuttingDown = 0;
   let largestFreeMb = -Infinity;
   let largestFreeNodeId = "";
   // Memory-eligible candidates; usually one pass picks the best and its port is free.
@@ -201,6 +204,10 @@ export function placeInstance(request: PlacementRequest, nodes: readonly Placeme
     online++;
     if (node.cordoned) {
       cordoned++;
+      continue;
+    }
+    if (node.shuttingDown === true) {
+      shuttingDown++;
       continue;
     }
     const freeMb = freeMemoryMb(node, existing);
@@ -220,6 +227,15 @@ export function placeInstance(request: PlacementRequest, nodes: readonly Placeme
   }
   if (cordoned === online) {
     return { ok: false, code: "ALL_CORDONED", message: `every ONLINE node is cordoned (${cordoned})`, cordonedNodes: cordoned };
+  }
+  if (cordoned + shuttingDown === online) {
+    const cordonedToo = cordoned > 0 ? `, ${cordoned} cordoned` : "";
+    return {
+      ok: false,
+      code: "NODES_SHUTTING_DOWN",
+      message: `every ONLINE node is shutting down or cordoned (${shuttingDown} shutting down${cordonedToo})`,
+      shuttingDownNodes: shuttingDown,
+    };
   }
   if (candidates.length === 0) {
     return {

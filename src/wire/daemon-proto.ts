@@ -53,6 +53,8 @@ export interface NodeStatusReport {
   cpu_usage: number;
   used_memory_mb: number;
   total_memory_mb: number;
+  /** True in the report a daemon sends when its graceful shutdown begins. */
+  shutting_down?: boolean;
 }
 export interface InstanceStateReport {
   instance_id: string;

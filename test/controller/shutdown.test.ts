@@ -2,6 +2,8 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
 import { exitOnSignals } from "../../src/controller/shutdown.js";
+import { SIGNAL_ECHO_WINDOW_MS } from "../../src/shared/signals.js";
+import { FakeClock } from "../support/fake-clock.js";
 import { urlForAddress } from "../../src/controller/controller.js";
 import type { Logger } from "../../src/logs/types.js";
 
@@ -59,18 +61,32 @@ describe("exitOnSignals", () => {
     assert.ok(messages.includes("ERROR Shutdown failed"));
   });
 
-  it("exits 130 at once on a second signal", async () => {
+  it("exits 130 at once on a second signal, and ignores the echoes of the first", async () => {
     const proc = fakeProcess();
-    const { logger } = recordingLogger();
+    const { logger, messages } = recordingLogger();
+    const clock = new FakeClock(1_000_000);
     let release!: () => void;
+    let stops = 0;
     exitOnSignals(
-      () => new Promise<void>((r) => (release = r)),
+      () => {
+        stops++;
+        return new Promise<void>((r) => (release = r));
+      },
       () => logger,
       proc as unknown as NodeJS.Process,
+      clock,
     );
+    // One Ctrl-C under `npm start`: the terminal's group signal, then npm's relay, then a SIGTERM.
     proc.emit("SIGINT", "SIGINT");
+    proc.emit("SIGINT", "SIGINT");
+    clock.advance(SIGNAL_ECHO_WINDOW_MS - 1);
+    proc.emit("SIGTERM", "SIGTERM");
+    assert.deepEqual(proc.exits, [], "echoes of the first signal do not force the exit");
+    assert.equal(stops, 1);
+    clock.advance(1);
     proc.emit("SIGINT", "SIGINT");
     assert.deepEqual(proc.exits, [130]);
+    assert.deepEqual(messages, ["INFO Received SIGINT; shutting down", "WARN Received SIGINT again; exiting now"]);
     release();
     await settle();
   });

@@ -166,6 +166,7 @@ describe("README quick start, as written", { timeout: 900_000 }, () => {
     assert.match(output(" events "), /GROUP_CREATED[\s\S]*group demo created[\s\S]*INSTANCE_STATE_CHANGED/);
 
     const below = descendants(start.pid!);
+    const stopping = log.length;
     start.kill("SIGTERM");
     await eventually(() => !alive(start!.pid!), "npm start stopped", 60_000);
     await eventually(
@@ -173,5 +174,10 @@ describe("README quick start, as written", { timeout: 900_000 }, () => {
       () => `left running: ${below.filter(alive).join(", ")}`,
       30_000,
     );
+    // A graceful stop: the daemon stops its instances first (announcing it, so none is replaced on
+    // the node going away), then the controller stops; nothing is forced or killed.
+    const stop = log.slice(stopping);
+    assert.match(stop, /Node local is shutting down[\s\S]*Controller stopped/, stop);
+    assert.doesNotMatch(stop, /again; (exiting now|killing every instance)|RUNNER_SHUT_DOWN|Dispatch of/, stop);
   });
 });

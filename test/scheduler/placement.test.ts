@@ -64,6 +64,17 @@ describe("placeInstance", () => {
     assert.equal(!result.ok && result.message, "every ONLINE node is cordoned (1)");
   });
 
+  test("a node whose daemon is shutting down is skipped; with no other, the reason says so", () => {
+    const index = buildPlacementIndex([]);
+    const placed = placeInstance({ group: lobby }, [node("a", { shuttingDown: true }), node("b", { totalMemoryMb: 2048 })], index);
+    assert.deepEqual(placed, { ok: true, nodeId: "b", port: 30000, freeMemoryMb: 2048 });
+    const none = placeInstance({ group: lobby }, [node("a", { shuttingDown: true }), node("b", { cordoned: true })], index);
+    assert.equal(!none.ok && none.code, "NODES_SHUTTING_DOWN");
+    assert.equal(!none.ok && none.message, "every ONLINE node is shutting down or cordoned (1 shutting down, 1 cordoned)");
+    const alone = placeInstance({ group: lobby }, [node("local", { shuttingDown: true })], index);
+    assert.equal(!alone.ok && alone.message, "every ONLINE node is shutting down or cordoned (1 shutting down)");
+  });
+
   test("memory must fit; the reason names the largest free node", () => {
     const nodes = [node("node-a", { totalMemoryMb: 2048 }), node("node-b", { totalMemoryMb: 1024, usedMemoryMb: 900 })];
     const index = buildPlacementIndex([live("other", "node-a", 30000, 1536)]);

@@ -20,6 +20,7 @@ import { EditGroupForm } from "./group-form.js";
 const ISSUE_ADVICE: Record<string, string> = {
   NO_ONLINE_NODE: "No node is ONLINE to run its instances. Start a daemon with a join token, or undrain a node.",
   ALL_CORDONED: "Every ONLINE node is cordoned. Uncordon one on the Nodes page.",
+  NODES_SHUTTING_DOWN: "Every usable node's daemon is shutting down. The group is placed again when a node connects.",
   INSUFFICIENT_MEMORY: "No node has enough free memory for one instance. Lower the group's memory, stop other instances, or add a node.",
   PORTS_EXHAUSTED: "Every port of the group's port range is taken on the nodes that could run it. Stop instances or give the group a wider range.",
   START_SLOTS_BUSY: "The nodes are busy starting other instances; placement goes on when a start slot frees.",

@@ -28,6 +28,11 @@ export const NodeSchema = Type.Object({
   instanceCount: Type.Integer(),
   /** Excluded from placement by an operator (cordon); independent of draining. */
   cordoned: Type.Boolean(),
+  /**
+   * True from the moment the node's daemon announced a graceful shutdown until its next session:
+   * placement skips the node while its instances stop. Absent in records written before it existed.
+   */
+  shuttingDown: Type.Optional(Type.Boolean()),
   registeredAt: Type.String({ format: "date-time" }),
   connectedAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
   lastHeartbeatAt: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),

@@ -323,7 +323,9 @@ export class NodeService {
     const record = await this.upsertWith(id, update, (next) => {
       sessionEpoch = (next.sessionEpoch ?? 0) + 1;
       const back = next.state === "UNREACHABLE" || next.state === "OFFLINE";
-      return { ...next, sessionEpoch, state: back ? (next.drainRequestedAt !== null ? "DRAINING" : "ONLINE") : next.state };
+      const state = back ? (next.drainRequestedAt !== null ? "DRAINING" : "ONLINE") : next.state;
+      // A new session is a daemon that runs again: a shutdown it announced before is over.
+      return { ...next, sessionEpoch, state, shuttingDown: false };
     });
     return { record, sessionEpoch };
   }
@@ -451,6 +453,7 @@ function toRecord(doc: StoredNode, instanceCount: number, certificateRevokedAt: 
     cpuUsage: doc.cpuUsage,
     instanceCount,
     cordoned: doc.cordoned,
+    shuttingDown: doc.shuttingDown ?? false,
     registeredAt: doc.registeredAt,
     connectedAt: doc.connectedAt,
     lastHeartbeatAt: doc.lastHeartbeatAt,
