@@ -96,7 +96,8 @@ export class CrashRecorder {
     if (!countsTowardsLoop || NOT_THE_GROUPS_FAULT.has(details.classification)) return;
     const verdict = this.loops.recordCrash(ref.group);
     // Bounded like the detector's windows: one entry per group with a counted crash, dropped on reset.
-    this.lastCrashOf.set(ref.group, crashLoopQuote(ref, details));
+    // The crash's own tail: a process that never ran has the daemon's reason as its only line.
+    this.lastCrashOf.set(ref.group, crashLoopQuote(ref, { ...details, logTail: crash.logTail }));
     if (verdict.tripped) this.deps.toGroup(ref.group, { type: "CRASH_LOOP", crashCount: verdict.crashCount, windowStartMs: verdict.windowStartMs });
   }
 

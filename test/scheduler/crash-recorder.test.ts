@@ -132,6 +132,17 @@ describe("crash recorder", () => {
     assert.deepEqual(events.ofType("GROUP_CRASH_LOOP"), [{ group: "lobby", crashCount: 3, windowStart: new Date(START_MS).toISOString() }]);
   });
 
+  test("a pause after starts that never ran quotes the daemon's reason, not an empty log tail", async () => {
+    for (const n of [1, 2, 3]) await recorder.record(ref(n), { kind: "FAILURE", reason: "PREPARE_FAILED: Unknown platform papr" });
+    assert.equal(told.at(-1)?.event.type, "CRASH_LOOP");
+    await recorder.pauseGroup("lobby", { crashCount: 3, windowStartMs: START_MS });
+    const written = JSON.parse(schedulingStates.at(-1)!.slice("lobby ".length)) as { schedulingIssue: { message: string } };
+    assert.match(
+      written.schedulingIssue.message,
+      /^paused: 3 crashes within 60 s; the last: lobby-3 on node-a: PREPARE_FAILED \(exit -1\): .*Unknown platform papr/,
+    );
+  });
+
   test("a failed start is the group's issue until an instance runs; a crash while running or a lost node is not; a crash-loop issue stays", async () => {
     let issue: SchedulingIssue | null = null;
     const starts = new CrashRecorder({
