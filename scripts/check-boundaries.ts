@@ -102,12 +102,12 @@ export const TIMER_EXCEPTIONS: Readonly<Record<string, string>> = {
   "src/controller/http-server.ts": "closing the HTTP connections still open after the drain bound",
   "src/controller/shutdown.ts": "the forced-exit watchdog of the controller process",
   "src/controller/local-daemon.ts": "SIGKILL after the local daemon child ignores SIGTERM",
-  "src/cluster/recovery.ts": "TCP probe timeout of a peer's Raft port",
-  "src/cluster/grpc-transport.ts": "socket-level hold, reconnect and forced close of the Raft transport",
+  "src/cluster/membership/recovery.ts": "TCP probe timeout of a peer's Raft port",
+  "src/cluster/raft-host/grpc-transport.ts": "socket-level hold, reconnect and forced close of the Raft transport",
   "src/gateway/daemon-gateway.ts": "the grace bound of grpc-js's server shutdown",
   // Renewal against an expiry the leader's (injected) clock decides: on that clock a test's advance would
   // renew the lease it means to expire; it moves with the cluster/ split, onto the Raft host's clock.
-  "src/cluster/singleton-leases.ts": "lease renewal paced by Raft, not by the stamping clock",
+  "src/cluster/state/singleton-leases.ts": "lease renewal paced by Raft, not by the stamping clock",
 };
 
 // A call, not a method declared in a type (`setTimeout(callback: () => void, ...)`).
