@@ -63,9 +63,9 @@ export interface StartClusterServiceOptions {
   readonly logs: LogService;
   /** Called once this controller is no longer a member; the composition root stops the controller. */
   readonly onLeft: () => void;
-  /** Where CLOUD_CONFIG is read, to find controller.yml after a join (with `--config`). */
+  /** Where CLOUD_CONFIG is read, to find controller.yml after a join when `configPath` is not given. */
   readonly env?: Readonly<Record<string, string | undefined>>;
-  /** controller.yml, written after a join; by default `--config` or CLOUD_CONFIG, null for none. */
+  /** controller.yml, written after a join (the bin passes its `--config` or CLOUD_CONFIG); by default CLOUD_CONFIG of `env`, null for none. */
   readonly configPath?: string | null;
   readonly tuning?: Partial<RaftTuning>;
 }
@@ -328,12 +328,7 @@ async function completeJoin(
 }
 
 function configPathOf(env: Readonly<Record<string, string | undefined>>): string | null {
-  try {
-    return resolveConfigPath(process.argv, env) ?? null;
-  } catch {
-    // No configuration file to update: the caller logs what to set by hand instead.
-    return null;
-  }
+  return resolveConfigPath([], env) ?? null;
 }
 
 async function claimStore(documents: ClusterDocuments, clusterId: string, nowMs: number): Promise<void> {
