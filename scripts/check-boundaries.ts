@@ -117,7 +117,7 @@ export const TIMER_EXCEPTIONS: Readonly<Record<string, string>> = {
   "src/cluster/raft-host/grpc-transport.ts": "socket-level hold, reconnect and forced close of the Raft transport",
   "src/gateway/daemon-gateway.ts": "the grace bound of grpc-js's server shutdown",
   // Renewal against an expiry the leader's (injected) clock decides: on that clock a test's advance would
-  // renew the lease it means to expire; it moves with the cluster/ split, onto the Raft host's clock.
+  // renew the lease it means to expire; it goes when the renewal runs on the Raft host's clock.
   "src/cluster/state/singleton-leases.ts": "lease renewal paced by Raft, not by the stamping clock",
 };
 
