@@ -2,14 +2,16 @@
 // 1. No file in src/ over 500 lines (raft/raft.ts, outside src/, is the one exempt file).
 // 2. The rooms of src/ sit on the floors of one table (ROOMS below): a room imports only rooms on a lower
 //    floor, never one above it or beside it, and a separate program imports only the rooms it lists.
+//    A room split into sub-rooms (SUB_FLOORS) keeps a table of its own: a sub-room imports only sub-rooms below it.
 // 3. No raw timer or clock read (setTimeout, setInterval, setImmediate, Date.now, performance.now) in
 //    controller-side rooms: time goes through the injected Clock of src/shared/clock.ts.
 // 4. raft/ and actors/ import nothing from src/; raft/ stays pure (no I/O, timers, clock or randomness).
 // 5. No import cycles in src/ or actors/ (type-only imports count).
+// 6. process.argv is read only by a program's entry (a main.ts) and by cloudctl (src/cli/): the others take options.
 // `checkBoundaries(root)` runs them all on a tree (test/scripts/check-boundaries.test.ts runs it on
 // fixture trees); run as a script it checks the repository, or the directory given as its argument.
-import { readdirSync, readFileSync, statSync } from "node:fs";
-import { join, relative, resolve } from "node:path";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { basename, join, relative, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 
 /** The line limit of a file in src/. */
@@ -32,6 +34,15 @@ export const FLOORS: readonly (readonly string[])[] = [
   /* 8 */ ["http"],
   /* 9 */ ["controller"],
 ];
+
+/**
+ * Rooms split into sub-rooms, each with a table of floors of its own, lowest first: a file of a
+ * sub-room imports only sub-rooms on lower floors of its room (and its own sub-room). "." is the
+ * room's own top-level files, its face to the other rooms. A folder of the room on no floor fails.
+ */
+export const SUB_FLOORS: Readonly<Record<string, readonly (readonly string[])[]>> = {
+  cluster: [/* 0 */ ["raft-host", "identity"], /* 1 */ ["state"], /* 2 */ ["peers"], /* 3 */ ["membership"], /* 4 */ ["."]],
+};
 
 /** A room with rules of its own beyond its floor. */
 export interface RoomRule {
@@ -102,16 +113,17 @@ export const TIMER_EXCEPTIONS: Readonly<Record<string, string>> = {
   "src/controller/http-server.ts": "closing the HTTP connections still open after the drain bound",
   "src/controller/shutdown.ts": "the forced-exit watchdog of the controller process",
   "src/controller/local-daemon.ts": "SIGKILL after the local daemon child ignores SIGTERM",
-  "src/cluster/recovery.ts": "TCP probe timeout of a peer's Raft port",
-  "src/cluster/grpc-transport.ts": "socket-level hold, reconnect and forced close of the Raft transport",
+  "src/cluster/membership/recovery.ts": "TCP probe timeout of a peer's Raft port",
+  "src/cluster/raft-host/grpc-transport.ts": "socket-level hold, reconnect and forced close of the Raft transport",
   "src/gateway/daemon-gateway.ts": "the grace bound of grpc-js's server shutdown",
   // Renewal against an expiry the leader's (injected) clock decides: on that clock a test's advance would
-  // renew the lease it means to expire; it moves with the cluster/ split, onto the Raft host's clock.
-  "src/cluster/singleton-leases.ts": "lease renewal paced by Raft, not by the stamping clock",
+  // renew the lease it means to expire; it goes when the renewal runs on the Raft host's clock.
+  "src/cluster/state/singleton-leases.ts": "lease renewal paced by Raft, not by the stamping clock",
 };
 
 // A call, not a method declared in a type (`setTimeout(callback: () => void, ...)`).
 const rawTimer = /(?<![\w.$])(setTimeout|setInterval|setImmediate)\s*\((?!\s*[\w$]+\??\s*:)|\b(Date\.now|performance\.now)\s*\(/;
+const argvRead = /\bprocess\.argv\b/;
 const ownSleep = /\b(?:function|const|let)\s+sleep\b/;
 const importPattern = /(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
 const impureModules = new Set([
@@ -159,6 +171,12 @@ function roomOf(pathInSrc: string): string {
   return ROOM_RULES[sub] && parts.length > 2 ? sub : parts[0]!;
 }
 const floorOf = (room: string) => FLOORS.findIndex((floor) => floor.includes(room.split("/")[0]!));
+/** The sub-room of a path relative to src/ in a room of SUB_FLOORS ("." for the room's own files), or null. */
+const subRoomOf = (pathInSrc: string): { room: string; sub: string } | null => {
+  const parts = pathInSrc.split("/");
+  return SUB_FLOORS[parts[0]!] ? { room: parts[0]!, sub: parts.length > 2 ? parts[1]! : "." } : null;
+};
+const subFloorOf = (room: string, sub: string) => SUB_FLOORS[room]!.findIndex((floor) => floor.includes(sub));
 const within = (room: string, other: string) => room === other || room.startsWith(other + "/");
 
 /** Runs every rule on the tree at `root`; returns the problems, one line each (empty when the tree is clean). */
@@ -180,6 +198,16 @@ export function checkBoundaries(root: string): string[] {
     if (floorOf(name.name) < 0 && !ROOM_RULES[name.name]?.program)
       problems.push(`src/${name.name}/: a room on no floor; add it to the table in scripts/check-boundaries.ts`);
   }
+  for (const room of Object.keys(SUB_FLOORS)) {
+    const dir = join(src, room);
+    if (!existsSync(dir)) continue; // the room is not in this tree
+    const names = readdirSync(dir, { withFileTypes: true })
+      .filter((entry) => entry.isDirectory())
+      .map((entry) => entry.name);
+    for (const name of names.sort())
+      if (subFloorOf(room, name) < 0)
+        problems.push(`src/${room}/${name}/: a sub-room on no floor of ${room}/; add it to SUB_FLOORS in scripts/check-boundaries.ts`);
+  }
   for (const file of srcFiles) {
     const rel = relative(root, file);
     const from = roomOf(relative(src, file));
@@ -190,6 +218,21 @@ export function checkBoundaries(root: string): string[] {
       const target = relative(src, join(file, "..", spec));
       if (target.startsWith("..")) continue; // outside src/: raft/ and actors/ have rules of their own
       const to = roomOf(target);
+      const fromSub = subRoomOf(relative(src, file));
+      const toSub = subRoomOf(target);
+      if (fromSub && toSub && fromSub.room === toSub.room && fromSub.sub !== toSub.sub) {
+        const fromSubFloor = subFloorOf(fromSub.room, fromSub.sub);
+        const toSubFloor = subFloorOf(toSub.room, toSub.sub);
+        const name = (sub: string) => (sub === "." ? `${toSub.room}/` : `${toSub.room}/${sub}/`);
+        if (fromSubFloor < 0 || toSubFloor < 0) continue; // a sub-room on no floor is reported once, above
+        if (toSubFloor > fromSubFloor)
+          problems.push(
+            `${rel}: imports ${spec}; ${name(toSub.sub)} (floor ${toSubFloor} of ${toSub.room}/) is above ${name(fromSub.sub)} (floor ${fromSubFloor})`,
+          );
+        else if (toSubFloor === fromSubFloor)
+          problems.push(`${rel}: imports ${spec}; ${name(toSub.sub)} is beside ${name(fromSub.sub)} (both on floor ${fromSubFloor} of ${toSub.room}/)`);
+        continue;
+      }
       // A room may import its own sub-rooms; a sub-room (the worker, the simulated server) keeps to its own list.
       if (within(to, from)) continue;
       if (IMPORT_EXCEPTIONS.some((e) => e.file === rel && within(to, e.room))) continue;
@@ -291,6 +334,18 @@ export function checkBoundaries(root: string): string[] {
   };
   for (const file of graph.keys()) if (!order.has(file)) visit(file);
 
+  // 6. process.argv: the entries parse the command line and pass what the rooms need as options.
+  for (const file of srcFiles) {
+    const rel = relative(root, file);
+    if (basename(file) === "main.ts" || within(roomOf(relative(src, file)), "cli")) continue;
+    readFileSync(file, "utf8")
+      .split("\n")
+      .forEach((line, i) => {
+        if (argvRead.test(line) && !isComment(line))
+          problems.push(`${rel}:${i + 1}: reads process.argv; only a program's main.ts and src/cli/ read the command line, the others take an option`);
+      });
+  }
+
   return problems;
 }
 
@@ -301,5 +356,5 @@ if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1]
     console.error(problems.join("\n"));
     process.exit(1);
   }
-  console.log("house rules ok: file sizes, floors, clock, raft/ and actors/, no cycles");
+  console.log("house rules ok: file sizes, floors and sub-floors, clock, process.argv, raft/ and actors/, no cycles");
 }

@@ -84,7 +84,7 @@ async function devStart(): Promise<void> {
 
   let controller: RunningController | undefined;
   let stopDaemon: (() => Promise<void>) | null = null;
-  const starting = startController(config).then(async (started) => {
+  const starting = startController(config, { configPath }).then(async (started) => {
     controller = started;
     routeGrpcLogs(started.logs);
     routeProcessWarnings(started.logs);

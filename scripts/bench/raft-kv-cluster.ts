@@ -8,7 +8,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createClusterCa } from "../../src/cluster/ca.js";
+import { createClusterCa } from "../../src/cluster/identity/ca.js";
 import { formatMembers, type MemberAddress } from "./raft-kv-members.js";
 
 const serverPath = fileURLToPath(new URL("./raft-kv-server.ts", import.meta.url));

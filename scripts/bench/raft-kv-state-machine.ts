@@ -4,7 +4,7 @@
  * with base64 values; the whole map is the snapshot.
  */
 import type { Entry } from "../../raft/types.js";
-import type { StateMachine } from "../../src/cluster/raft-host-ports.js";
+import type { StateMachine } from "../../src/cluster/raft-host/raft-host-ports.js";
 
 export type KvCommand =
   | { readonly op: "put"; readonly key: string; readonly value: string }

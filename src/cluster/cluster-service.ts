@@ -19,12 +19,12 @@ import type { Logger } from "../logs/types.js";
 import { systemClock, sleep, nextTurn, type Clock, type Timer } from "../shared/clock.js";
 import { assert } from "../shared/errors.js";
 import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
-import { issueNodeCertificate, type CertificateAndKey } from "./ca.js";
-import type { AppliedCommand, UnstampedCommand } from "./cluster-commands.js";
-import type { ClusterDocuments } from "./cluster-documents.js";
-import { clusterNotReady } from "./cluster-errors.js";
-import type { ClusterIdentityStore, MemberIdentity, PendingBootstrap } from "./cluster-identity.js";
-import type { JoinClusterRequest, JoinClusterResponse } from "./cluster-proto.js";
+import { issueNodeCertificate, type CertificateAndKey } from "./identity/ca.js";
+import type { AppliedCommand, UnstampedCommand } from "./state/cluster-commands.js";
+import type { ClusterDocuments } from "./identity/cluster-documents.js";
+import { clusterNotReady } from "./state/cluster-errors.js";
+import type { ClusterIdentityStore, MemberIdentity, PendingBootstrap } from "./identity/cluster-identity.js";
+import type { JoinClusterRequest, JoinClusterResponse } from "./peers/cluster-proto.js";
 import type {
   ClusterRecord,
   ConfigVersionList,
@@ -35,22 +35,22 @@ import type {
   LeaveResponse,
   Member,
   SeedRotation,
-} from "./cluster-schemas.js";
-import type { ClusterMaterial, ClusterStateMachine, JoinTokenRecord, MemberRecord, SeedState } from "./cluster-state-machine.js";
-import { ClusterUpkeep } from "./cluster-upkeep.js";
-import { clusterRecordView, configVersionListView, joinTokenListView, leaseListView, memberListView } from "./cluster-views.js";
-import { JoinTokenAdmin } from "./join-token-admin.js";
-import { LeaderWrites } from "./leader-writes.js";
-import type { MemberClients } from "./member-clients.js";
-import { MemberRemoval, type RecoveryResult } from "./member-removal.js";
-import type { AdvertisedAddresses, ClusterMembershipPort, LeaderLink, MembershipRequest } from "./membership-types.js";
-import { ForwardedCommands, MemberCommandLink } from "./node-commands.js";
-import { ForwardedLogReads, MemberLogLink } from "./node-logs.js";
-import type { RaftMember, RaftTuning } from "./raft-member.js";
-import { SingletonLeases, type HeldLease } from "./singleton-leases.js";
+} from "./state/cluster-schemas.js";
+import type { ClusterMaterial, ClusterStateMachine, JoinTokenRecord, MemberRecord, SeedState } from "./state/cluster-state-machine.js";
+import { ClusterUpkeep } from "./membership/cluster-upkeep.js";
+import { clusterRecordView, configVersionListView, joinTokenListView, leaseListView, memberListView } from "./state/cluster-views.js";
+import { JoinTokenAdmin } from "./state/join-token-admin.js";
+import { LeaderWrites } from "./membership/leader-writes.js";
+import type { MemberClients } from "./peers/member-clients.js";
+import { MemberRemoval, type RecoveryResult } from "./membership/member-removal.js";
+import type { AdvertisedAddresses, ClusterMembershipPort, LeaderLink, MembershipRequest } from "./peers/membership-types.js";
+import { ForwardedCommands, MemberCommandLink } from "./peers/node-commands.js";
+import { ForwardedLogReads, MemberLogLink } from "./peers/node-logs.js";
+import type { RaftMember, RaftTuning } from "./membership/raft-member.js";
+import { SingletonLeases, type HeldLease } from "./state/singleton-leases.js";
 
-export type { HeldLease } from "./singleton-leases.js";
-export type { AdvertisedAddresses } from "./membership-types.js";
+export type { HeldLease } from "./state/singleton-leases.js";
+export type { AdvertisedAddresses } from "./peers/membership-types.js";
 
 export interface ClusterServiceOptions {
   readonly nodeId: string;

@@ -26,17 +26,17 @@ import type { ControllerConfig } from "../config/schema.js";
 import type { LogService, Logger } from "../logs/types.js";
 import { systemClock, sleep, type Clock } from "../shared/clock.js";
 import type { DocumentStore } from "../store/ports.js";
-import { createClusterCa, issueNodeCertificate } from "./ca.js";
-import { ClusterDocuments } from "./cluster-documents.js";
-import { ClusterStartupError } from "./cluster-errors.js";
-import { ClusterIdentityStore, type MemberIdentity, type NodeTls, type PendingBootstrap } from "./cluster-identity.js";
+import { createClusterCa, issueNodeCertificate } from "./identity/ca.js";
+import { ClusterDocuments } from "./identity/cluster-documents.js";
+import { ClusterStartupError } from "./state/cluster-errors.js";
+import { ClusterIdentityStore, type MemberIdentity, type NodeTls, type PendingBootstrap } from "./identity/cluster-identity.js";
 import { ClusterService } from "./cluster-service.js";
-import { ClusterStateMachine } from "./cluster-state-machine.js";
-import { writeClusterIdToConfig } from "./controller-yml.js";
-import { requestJoin } from "./join-client.js";
-import { newSeedSecret, readJoinTokenClaims } from "./join-token.js";
-import { GrpcLeaderLink, MemberClients } from "./member-clients.js";
-import { RaftMember, raftTuningDefaults, type RaftTuning } from "./raft-member.js";
+import { ClusterStateMachine } from "./state/cluster-state-machine.js";
+import { writeClusterIdToConfig } from "./identity/controller-yml.js";
+import { requestJoin } from "./membership/join-client.js";
+import { newSeedSecret, readJoinTokenClaims } from "./identity/join-token.js";
+import { GrpcLeaderLink, MemberClients } from "./peers/member-clients.js";
+import { RaftMember, raftTuningDefaults, type RaftTuning } from "./membership/raft-member.js";
 
 /** How long startup waits for the cluster meta and the CA document before going on without them. */
 export const clusterStartupWaitMs = 15_000;
@@ -63,9 +63,9 @@ export interface StartClusterServiceOptions {
   readonly logs: LogService;
   /** Called once this controller is no longer a member; the composition root stops the controller. */
   readonly onLeft: () => void;
-  /** Where CLOUD_CONFIG is read, to find controller.yml after a join (with `--config`). */
+  /** Where CLOUD_CONFIG is read, to find controller.yml after a join when `configPath` is not given. */
   readonly env?: Readonly<Record<string, string | undefined>>;
-  /** controller.yml, written after a join; by default `--config` or CLOUD_CONFIG, null for none. */
+  /** controller.yml, written after a join (the bin passes its `--config` or CLOUD_CONFIG); by default CLOUD_CONFIG of `env`, null for none. */
   readonly configPath?: string | null;
   readonly tuning?: Partial<RaftTuning>;
 }
@@ -328,12 +328,7 @@ async function completeJoin(
 }
 
 function configPathOf(env: Readonly<Record<string, string | undefined>>): string | null {
-  try {
-    return resolveConfigPath(process.argv, env) ?? null;
-  } catch {
-    // No configuration file to update: the caller logs what to set by hand instead.
-    return null;
-  }
+  return resolveConfigPath([], env) ?? null;
 }
 
 async function claimStore(documents: ClusterDocuments, clusterId: string, nowMs: number): Promise<void> {

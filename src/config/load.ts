@@ -26,6 +26,7 @@ export interface LoadControllerConfigOptions {
   /** Explicit file path; wins over `--config` and `CLOUD_CONFIG`. */
   path?: string;
   env?: Readonly<Record<string, string | undefined>>;
+  /** A command line to find `--config` in; none by default (only a program's main.ts reads process.argv). */
   argv?: readonly string[];
 }
 
@@ -75,7 +76,7 @@ export function resolveConfigPath(argv: readonly string[], env: Readonly<Record<
 /** Reads and validates the controller configuration. With no file, every key takes its default. */
 export function loadControllerConfig(options: LoadControllerConfigOptions = {}): ControllerConfig {
   const env = options.env ?? process.env;
-  const argv = options.argv ?? process.argv;
+  const argv = options.argv ?? [];
   const path = options.path ?? resolveConfigPath(argv, env);
   let raw: unknown = {};
   if (path !== undefined) {

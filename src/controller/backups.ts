@@ -9,7 +9,7 @@ import type { AuthService } from "../auth/auth-service.js";
 import { BackupService } from "../backup/backup-service.js";
 import { clusterBundleKeySource, type BundleKeySource } from "../backup/bundle-auth.js";
 import { RestoreCoordination, RESTORE_POLL_INTERVAL_MS, type RestoreHooks } from "../backup/restore-coordination.js";
-import { ClusterIdentityStore } from "../cluster/cluster-identity.js";
+import { ClusterIdentityStore } from "../cluster/identity/cluster-identity.js";
 import type { ClusterService } from "../cluster/cluster-service.js";
 import type { ControllerConfig } from "../config/schema.js";
 import type { VersionInfo } from "../http/routes/system.js";

@@ -13,7 +13,7 @@ import type { GroupService } from "../domain/groups/group-service.js";
 import type { InstanceService } from "../domain/instances/instance-service.js";
 import { MAINTENANCE_BYPASS_PERMISSION, MaintenanceService } from "../domain/maintenance/maintenance-service.js";
 import type { MinecraftLinks } from "../auth/minecraft-links.js";
-import { ClusterConfigAdmin } from "../cluster/cluster-config-admin.js";
+import { ClusterConfigAdmin } from "../cluster/state/cluster-config-admin.js";
 import type { ClusterService } from "../cluster/cluster-service.js";
 import { clusterConfigRoutes } from "../http/routes/cluster-config.js";
 import { LiveSettings } from "./live-settings.js";

@@ -69,6 +69,8 @@ export interface StartControllerOptions {
   clock?: Clock;
   /** Source of CLOUD_ADMIN_PASSWORD, CLOUD_CONFIG and CLOUD_GIT_COMMIT; process.env by default. */
   env?: Readonly<Record<string, string | undefined>>;
+  /** controller.yml this controller was started with (the bin's `--config` or CLOUD_CONFIG), where a join writes cluster.id; CLOUD_CONFIG of `env` by default, null for none. */
+  configPath?: string | null;
   /** Opens the stores; {@link openControllerStores} (the store factory) by default. */
   openStores?: (config: ControllerConfig, logs: ControllerLogService, clock: Clock) => Promise<ControllerStores>;
   /** Bounds of the event stream (keep-alive, stall, client cap, ...); tests shorten them. */

@@ -93,6 +93,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const cluster = await startClusterService({
       ...{ cluster: config.cluster, raft: config.raft, data: config.data, http: config.http, grpc: config.grpc },
       ...{ documents, audit, clock, logs, env },
+      configPath: opts.configPath,
       onLeft: () => void stopController(),
     });
     cleanups.push({ name: "cluster", run: () => cluster.stop() });

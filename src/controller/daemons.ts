@@ -7,7 +7,7 @@
  */
 import type { AuditService } from "../audit/audit-service.js";
 import type { AuthService } from "../auth/auth-service.js";
-import { clusterMembershipService } from "../cluster/cluster-grpc-service.js";
+import { clusterMembershipService } from "../cluster/peers/cluster-grpc-service.js";
 import type { ClusterService } from "../cluster/cluster-service.js";
 import type { ControllerConfig } from "../config/schema.js";
 import { DocumentFencingHighWater } from "../coordination/fencing-high-water.js";

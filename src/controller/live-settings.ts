@@ -6,7 +6,7 @@
  * share, the audit pruner reads the retention at each run, and the scheduler's start pacing is
  * set on the host. docs/decisions/cluster-config.md.
  */
-import { effectiveSettings, fileSettings, type EffectiveSetting, type SharedSettings } from "../cluster/shared-settings.js";
+import { effectiveSettings, fileSettings, type EffectiveSetting, type SharedSettings } from "../cluster/state/shared-settings.js";
 import type { ControllerConfig } from "../config/schema.js";
 import type { Logger } from "../logs/types.js";
 import type { CrashLoopOptions } from "../scheduler/crash-loop.js";

@@ -13,7 +13,7 @@ import { KvMutex } from "../coordination/kv-mutex.js";
 import type { AuditRecorder } from "../audit/types.js";
 import { loadOrCreateSigningSecret } from "../auth/signing-key.js";
 import type { ClusterService } from "../cluster/cluster-service.js";
-import { fromDaemonRecord } from "../cluster/node-logs.js";
+import { fromDaemonRecord } from "../cluster/peers/node-logs.js";
 import type { ControllerConfig } from "../config/schema.js";
 import { NodeSessionRegistry } from "../coordination/session-registry.js";
 import { Tickets } from "../coordination/tickets.js";

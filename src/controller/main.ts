@@ -6,7 +6,7 @@
  * before a file is written or a port bound. A configuration error prints one clear line to
  * standard error and exits with status 78 (EX_CONFIG).
  */
-import { CONFIG_ENV_OVERRIDES, ConfigError, loadControllerConfig } from "../config/load.js";
+import { CONFIG_ENV_OVERRIDES, ConfigError, loadControllerConfig, resolveConfigPath } from "../config/load.js";
 import type { ControllerConfig } from "../config/schema.js";
 import type { RunningController } from "./controller.js";
 import { packageVersion, parseBinCommandLine } from "../shared/command-line.js";
@@ -38,9 +38,11 @@ async function main(): Promise<void> {
     process.argv.slice(2),
   );
   if (line.kind === "exit") process.exit(line.status);
+  // The file read now is the one a join writes cluster.id into: the cluster is given its path.
+  const configPath = line.config ?? resolveConfigPath([], process.env) ?? null;
   let config: ControllerConfig;
   try {
-    config = loadControllerConfig(line.config !== undefined ? { path: line.config } : { argv: [] });
+    config = loadControllerConfig(configPath !== null ? { path: configPath } : {});
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     process.stderr.write(`cloud-controller: ${err.message}\n`);
@@ -54,7 +56,7 @@ async function main(): Promise<void> {
     import("../logs/third-party.js"),
   ]);
   let controller: RunningController | undefined;
-  const starting = startController(config).then((started) => {
+  const starting = startController(config, { configPath }).then((started) => {
     controller = started;
     // Process-wide hooks belong to the process entry, not to the (re-entrant) composition root.
     routeGrpcLogs(started.logs);

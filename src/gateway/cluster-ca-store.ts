@@ -12,7 +12,7 @@ import {
   type CertificateAndKey,
   type ClusterCa,
   type StoredClusterCa,
-} from "../cluster/ca.js";
+} from "../cluster/identity/ca.js";
 import type { Clock } from "../shared/clock.js";
 import { DuplicateKeyError, type DocumentStore } from "../store/ports.js";
 import { CONTROLLER_CERTIFICATE_NAME } from "../wire/certificate-names.js";

@@ -15,7 +15,7 @@
  * `node-liveness-records.ts` (node records and events), `report-intake.ts` (report subscribers).
  */
 import * as grpc from "@grpc/grpc-js";
-import type { ClusterCa, CertificateAndKey } from "../cluster/ca.js";
+import type { ClusterCa, CertificateAndKey } from "../cluster/identity/ca.js";
 import type { EventBus } from "../events/types.js";
 import type { Logger } from "../logs/types.js";
 import type { MetricsService } from "../metrics/metrics.js";

@@ -1,6 +1,6 @@
 /** The gateway server's TLS material as grpc-js takes it. */
 import * as grpc from "@grpc/grpc-js";
-import type { CertificateAndKey } from "../cluster/ca.js";
+import type { CertificateAndKey } from "../cluster/identity/ca.js";
 
 /**
  * A certificate provider that serves fixed PEM material (the CA and this controller's certificate).

@@ -9,7 +9,7 @@
  * a public key the controller generates the key pair and returns it (older daemons).
  */
 import { createHash, createPublicKey, randomBytes } from "node:crypto";
-import { issueNodeCertificate, issueNodeCertificateForKey, type ClusterCa } from "../cluster/ca.js";
+import { issueNodeCertificate, issueNodeCertificateForKey, type ClusterCa } from "../cluster/identity/ca.js";
 import type { TokenConsumeOptions, TokenConsumeResult, TokenRejection } from "../domain/node-tokens/node-token-service.js";
 import type { Clock } from "../shared/clock.js";
 import { CONTROLLER_CERTIFICATE_NAME } from "../wire/certificate-names.js";

@@ -4,7 +4,7 @@ import { X509Certificate, createPrivateKey } from "node:crypto";
 import { once } from "node:events";
 import tls from "node:tls";
 import type { AddressInfo } from "node:net";
-import { certificateCommonName, certificateFingerprintSha256, createClusterCa, issueNodeCertificate, verifyIssuedBy } from "../../src/cluster/ca.js";
+import { certificateCommonName, certificateFingerprintSha256, createClusterCa, issueNodeCertificate, verifyIssuedBy } from "../../src/cluster/identity/ca.js";
 import { FakeClock } from "../support/fake-clock.js";
 
 const ca = createClusterCa({ commonName: "test CA" });

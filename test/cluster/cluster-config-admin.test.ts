@@ -4,9 +4,9 @@
 // keeps losing gives up with 409 after the bound.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { ClusterConfigAdmin, configChangeAttemptsMax } from "../../src/cluster/cluster-config-admin.js";
-import { encodeCommand, type AppliedCommand, type ClusterCommand, type UnstampedCommand } from "../../src/cluster/cluster-commands.js";
-import { ClusterStateMachine } from "../../src/cluster/cluster-state-machine.js";
+import { ClusterConfigAdmin, configChangeAttemptsMax } from "../../src/cluster/state/cluster-config-admin.js";
+import { encodeCommand, type AppliedCommand, type ClusterCommand, type UnstampedCommand } from "../../src/cluster/state/cluster-commands.js";
+import { ClusterStateMachine } from "../../src/cluster/state/cluster-state-machine.js";
 import { createEventBus } from "../../src/events/bus.js";
 import type { CloudEvent } from "../../src/events/types.js";
 import { ApiError } from "../../src/shared/errors.js";

@@ -5,7 +5,7 @@
 import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
-import { createClusterCa, issueNodeCertificate } from "../../src/cluster/ca.js";
+import { createClusterCa, issueNodeCertificate } from "../../src/cluster/identity/ca.js";
 import {
   callUnary,
   controllerServerName,
@@ -13,9 +13,9 @@ import {
   loadClusterMembership,
   type ClusterMembershipClient,
   type JoinClusterRequest,
-} from "../../src/cluster/cluster-proto.js";
-import { requestJoin, JoinRefusedError } from "../../src/cluster/join-client.js";
-import { readJoinTokenClaims, signJoinToken, newSeedSecret } from "../../src/cluster/join-token.js";
+} from "../../src/cluster/peers/cluster-proto.js";
+import { requestJoin, JoinRefusedError } from "../../src/cluster/membership/join-client.js";
+import { readJoinTokenClaims, signJoinToken, newSeedSecret } from "../../src/cluster/identity/join-token.js";
 import { createLogService } from "../../src/logs/logger.js";
 import { startInProcessController, type InProcessTestController } from "../support/controller.js";
 

@@ -4,10 +4,10 @@
 // the member record update. The service over a real Raft member is cluster-service.test.ts.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { createClusterCa } from "../../src/cluster/ca.js";
-import type { AppliedCommand, UnstampedCommand } from "../../src/cluster/cluster-commands.js";
-import { addressUpdate } from "../../src/cluster/cluster-upkeep.js";
-import type { JoinTokenRecord, LeaseRecord, MemberRecord, SeedState } from "../../src/cluster/cluster-state-machine.js";
+import { createClusterCa } from "../../src/cluster/identity/ca.js";
+import type { AppliedCommand, UnstampedCommand } from "../../src/cluster/state/cluster-commands.js";
+import { addressUpdate } from "../../src/cluster/membership/cluster-upkeep.js";
+import type { JoinTokenRecord, LeaseRecord, MemberRecord, SeedState } from "../../src/cluster/state/cluster-state-machine.js";
 import {
   clusterRecordView,
   configVersionListView,
@@ -15,14 +15,14 @@ import {
   leaseListView,
   memberListView,
   type ClusterStateReader,
-} from "../../src/cluster/cluster-views.js";
-import { HostErrorCode, RaftHostError } from "../../src/cluster/host-errors.js";
-import { JoinTokenAdmin } from "../../src/cluster/join-token-admin.js";
-import { readJoinTokenClaims, verifyJoinToken } from "../../src/cluster/join-token.js";
-import { LeaderWrites } from "../../src/cluster/leader-writes.js";
-import { mostCaughtUpVoter } from "../../src/cluster/member-removal.js";
-import type { LeaderLink } from "../../src/cluster/membership-types.js";
-import type { RaftMember } from "../../src/cluster/raft-member.js";
+} from "../../src/cluster/state/cluster-views.js";
+import { HostErrorCode, RaftHostError } from "../../src/cluster/raft-host/host-errors.js";
+import { JoinTokenAdmin } from "../../src/cluster/state/join-token-admin.js";
+import { readJoinTokenClaims, verifyJoinToken } from "../../src/cluster/identity/join-token.js";
+import { LeaderWrites } from "../../src/cluster/membership/leader-writes.js";
+import { mostCaughtUpVoter } from "../../src/cluster/membership/member-removal.js";
+import type { LeaderLink } from "../../src/cluster/peers/membership-types.js";
+import type { RaftMember } from "../../src/cluster/membership/raft-member.js";
 import { FakeClock } from "../support/fake-clock.js";
 import { ApiError } from "../../src/shared/errors.js";
 

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { readJoinTokenClaims } from "../../src/cluster/join-token.js";
+import { readJoinTokenClaims } from "../../src/cluster/identity/join-token.js";
 import { startInProcessController, startTestController, type InProcessTestController } from "../support/controller.js";
 
 interface Reply {

@@ -3,8 +3,8 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import type { ConfChange, ConfState } from "../../raft/types.js";
-import { encodeCommand, encodeMembershipContext, type ClusterCommand, type MembershipContext } from "../../src/cluster/cluster-commands.js";
-import { ClusterStateMachine } from "../../src/cluster/cluster-state-machine.js";
+import { encodeCommand, encodeMembershipContext, type ClusterCommand, type MembershipContext } from "../../src/cluster/state/cluster-commands.js";
+import { ClusterStateMachine } from "../../src/cluster/state/cluster-state-machine.js";
 
 const conf = (voters: string[], learners: string[] = []): ConfState => ({ voters, learners, votersOutgoing: [], learnersNext: [], autoLeave: false });
 const hash = (c: string) => c.repeat(64);

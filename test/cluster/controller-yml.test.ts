@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { writeClusterIdToConfig } from "../../src/cluster/controller-yml.js";
+import { writeClusterIdToConfig } from "../../src/cluster/identity/controller-yml.js";
 
 const dir = mkdtempSync(join(tmpdir(), "cloud-controller-yml-"));
 after(() => rmSync(dir, { recursive: true, force: true }));

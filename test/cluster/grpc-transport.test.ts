@@ -1,8 +1,8 @@
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Message, NodeId } from "../../raft/types.js";
-import { createClusterCa, issueNodeCertificate, type ClusterCa } from "../../src/cluster/ca.js";
-import { GrpcTransport, type MessageCodec, type TransportHandler } from "../../src/cluster/grpc-transport.js";
+import { createClusterCa, issueNodeCertificate, type ClusterCa } from "../../src/cluster/identity/ca.js";
+import { GrpcTransport, type MessageCodec, type TransportHandler } from "../../src/cluster/raft-host/grpc-transport.js";
 import { freePorts } from "./support/free-ports.js";
 import { eventually } from "../support/wait.js";
 

@@ -1,7 +1,7 @@
 // Cluster join tokens: claims readable without the seed, signature checked with it, hash only stored.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { hashJoinToken, JOIN_TOKEN_PREFIX, newSeedSecret, readJoinTokenClaims, signJoinToken, verifyJoinToken } from "../../src/cluster/join-token.js";
+import { hashJoinToken, JOIN_TOKEN_PREFIX, newSeedSecret, readJoinTokenClaims, signJoinToken, verifyJoinToken } from "../../src/cluster/identity/join-token.js";
 
 const claims = { jti: "abc", cid: "cluster-1", addrs: ["10.0.0.1:9090", "10.0.0.2:9090"], exp: 1_900_000_000_000, sg: 3, caf: "ab".repeat(32) };
 

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ConfState, Entry } from "../../raft/types.js";
 import { Level } from "level";
-import { LevelStorage } from "../../src/cluster/level-storage.js";
+import { LevelStorage } from "../../src/cluster/raft-host/level-storage.js";
 import { ErrCompacted, ErrSnapOutOfDate, ErrUnavailable } from "../../raft/errors.js";
 import { runStorageContract } from "../raft/storage-contract.js";
 

@@ -12,8 +12,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { AuditService } from "../../src/audit/audit-service.js";
-import { createClusterCa, issueNodeCertificate } from "../../src/cluster/ca.js";
-import { ClusterIdentityStore } from "../../src/cluster/cluster-identity.js";
+import { createClusterCa, issueNodeCertificate } from "../../src/cluster/identity/ca.js";
+import { ClusterIdentityStore } from "../../src/cluster/identity/cluster-identity.js";
 import {
   callUnary,
   controllerServerName,
@@ -21,11 +21,11 @@ import {
   loadClusterMembership,
   type ClusterMembershipClient,
   type ForwardNodeCommandRequest,
-} from "../../src/cluster/cluster-proto.js";
+} from "../../src/cluster/peers/cluster-proto.js";
 import type { ClusterService } from "../../src/cluster/cluster-service.js";
-import { MemberClients } from "../../src/cluster/member-clients.js";
-import { forwardNodeCommandRequest } from "../../src/cluster/node-commands.js";
-import type { RaftTuning } from "../../src/cluster/raft-member.js";
+import { MemberClients } from "../../src/cluster/peers/member-clients.js";
+import { forwardNodeCommandRequest } from "../../src/cluster/peers/node-commands.js";
+import type { RaftTuning } from "../../src/cluster/membership/raft-member.js";
 import { joinTokenFilePath, startClusterService } from "../../src/cluster/start-cluster.js";
 import { parseControllerConfig } from "../../src/config/load.js";
 import { DaemonRelay, type LocalGateway } from "../../src/coordination/daemon-relay.js";

@@ -13,8 +13,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { AuditService } from "../../src/audit/audit-service.js";
-import { issueNodeCertificate } from "../../src/cluster/ca.js";
-import { ClusterIdentityStore } from "../../src/cluster/cluster-identity.js";
+import { issueNodeCertificate } from "../../src/cluster/identity/ca.js";
+import { ClusterIdentityStore } from "../../src/cluster/identity/cluster-identity.js";
 import {
   callUnary,
   controllerServerName,
@@ -22,11 +22,11 @@ import {
   loadClusterMembership,
   type ClusterMembershipClient,
   type ReadNodeLogsRequest,
-} from "../../src/cluster/cluster-proto.js";
+} from "../../src/cluster/peers/cluster-proto.js";
 import type { ClusterService } from "../../src/cluster/cluster-service.js";
-import { MemberClients } from "../../src/cluster/member-clients.js";
-import type { MemberLogLink } from "../../src/cluster/node-logs.js";
-import type { RaftTuning } from "../../src/cluster/raft-member.js";
+import { MemberClients } from "../../src/cluster/peers/member-clients.js";
+import type { MemberLogLink } from "../../src/cluster/peers/node-logs.js";
+import type { RaftTuning } from "../../src/cluster/membership/raft-member.js";
 import { joinTokenFilePath, startClusterService } from "../../src/cluster/start-cluster.js";
 import { parseControllerConfig } from "../../src/config/load.js";
 import { NodeSessionRegistry } from "../../src/coordination/session-registry.js";

@@ -1,8 +1,8 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
-import { HostErrorCode, RaftHostError } from "../../src/cluster/host-errors.js";
-import { PendingProposals, PendingReads } from "../../src/cluster/pending-requests.js";
-import { RequestFraming, stripRequestHeader } from "../../src/cluster/request-framing.js";
+import { HostErrorCode, RaftHostError } from "../../src/cluster/raft-host/host-errors.js";
+import { PendingProposals, PendingReads } from "../../src/cluster/raft-host/pending-requests.js";
+import { RequestFraming, stripRequestHeader } from "../../src/cluster/raft-host/request-framing.js";
 
 test("request framing: a host recognises its own ids only, and the payload comes back unchanged", () => {
   const mine = new RequestFraming();

@@ -4,11 +4,11 @@ import { afterEach, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { MemoryStorage, RawNode, decodeConfChange, encodeConfChange } from "../../raft/index.js";
 import type { ConfChange, ConfState, Entry, Message, NodeId, Snapshot } from "../../raft/types.js";
-import type { TransportHandler } from "../../src/cluster/grpc-transport.js";
-import { RaftHostError } from "../../src/cluster/host-errors.js";
-import type { PersistRequest } from "../../src/cluster/level-storage.js";
-import type { HostStorage, StateMachine } from "../../src/cluster/raft-host-ports.js";
-import { RaftNodeHost } from "../../src/cluster/raft-node-host.js";
+import type { TransportHandler } from "../../src/cluster/raft-host/grpc-transport.js";
+import { RaftHostError } from "../../src/cluster/raft-host/host-errors.js";
+import type { PersistRequest } from "../../src/cluster/raft-host/level-storage.js";
+import type { HostStorage, StateMachine } from "../../src/cluster/raft-host/raft-host-ports.js";
+import { RaftNodeHost } from "../../src/cluster/raft-host/raft-node-host.js";
 import { FakeClock } from "../support/fake-clock.js";
 
 /** Timers fire only when the test advances time. */

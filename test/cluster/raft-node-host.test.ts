@@ -7,12 +7,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RawNode, decodeConfChange, decodeMessage, encodeConfChange, encodeMessage } from "../../raft/index.js";
 import type { Entry, NodeId } from "../../raft/types.js";
-import { createClusterCa, issueNodeCertificate } from "../../src/cluster/ca.js";
-import { GrpcTransport } from "../../src/cluster/grpc-transport.js";
-import { RaftHostError } from "../../src/cluster/host-errors.js";
-import { LevelStorage } from "../../src/cluster/level-storage.js";
-import type { StateMachine } from "../../src/cluster/raft-host-ports.js";
-import { RaftNodeHost } from "../../src/cluster/raft-node-host.js";
+import { createClusterCa, issueNodeCertificate } from "../../src/cluster/identity/ca.js";
+import { GrpcTransport } from "../../src/cluster/raft-host/grpc-transport.js";
+import { RaftHostError } from "../../src/cluster/raft-host/host-errors.js";
+import { LevelStorage } from "../../src/cluster/raft-host/level-storage.js";
+import type { StateMachine } from "../../src/cluster/raft-host/raft-host-ports.js";
+import { RaftNodeHost } from "../../src/cluster/raft-host/raft-node-host.js";
 import { freePorts } from "./support/free-ports.js";
 import { eventually } from "../support/wait.js";
 

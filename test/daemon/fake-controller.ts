@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { stringify as toYaml } from "yaml";
-import { createClusterCa, issueNodeCertificate, type ClusterCa } from "../../src/cluster/ca.js";
+import { createClusterCa, issueNodeCertificate, type ClusterCa } from "../../src/cluster/identity/ca.js";
 import { IDENTITY_FILES } from "../../src/daemon/gateway-client.js";
 import { CONTROLLER_CERTIFICATE_NAME } from "../../src/wire/certificate-names.js";
 import {

@@ -9,7 +9,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { rmSync, writeFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
-import { newSeedSecret, signJoinToken } from "../../src/cluster/join-token.js";
+import { newSeedSecret, signJoinToken } from "../../src/cluster/identity/join-token.js";
 import { ClusterHarness, type ClusterMemberProcess } from "./cluster-harness.js";
 import { eventually } from "../support/wait.js";
 

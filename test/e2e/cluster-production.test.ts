@@ -59,7 +59,7 @@ describe("a production cluster on shared PostgreSQL and Redis", { timeout: 600_0
   });
 
   it("every controller's gRPC port serves the one cluster CA", async () => {
-    const { loadClusterMembership, callUnary, controllerServerName } = await import("../../src/cluster/cluster-proto.js");
+    const { loadClusterMembership, callUnary, controllerServerName } = await import("../../src/cluster/peers/cluster-proto.js");
     const grpc = await import("@grpc/grpc-js");
     const cas = new Set<string>();
     for (const member of [a, b, c]) {

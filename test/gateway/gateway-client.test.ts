@@ -7,7 +7,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { createClusterCa, issueNodeCertificate } from "../../src/cluster/ca.js";
+import { createClusterCa, issueNodeCertificate } from "../../src/cluster/identity/ca.js";
 import { DaemonConfigError, locateDaemonConfig, parseDaemonConfig } from "../../src/daemon/config.js";
 import { backoffDelayMs, GatewayClientError, IDENTITY_FILES } from "../../src/daemon/gateway-client.js";
 import { CONTROLLER_CERTIFICATE_NAME } from "../../src/wire/certificate-names.js";

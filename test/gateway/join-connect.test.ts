@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { certificateCommonName, verifyIssuedBy } from "../../src/cluster/ca.js";
+import { certificateCommonName, verifyIssuedBy } from "../../src/cluster/identity/ca.js";
 import { GatewayClientError, IDENTITY_FILES, readIdentity } from "../../src/daemon/gateway-client.js";
 import { daemonMessage, type ControllerMessage } from "../../src/wire/daemon-proto.js";
 import { GatewayError } from "../../src/gateway/gateway-errors.js";

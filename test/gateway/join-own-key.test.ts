@@ -10,7 +10,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { certificateCommonName, verifyIssuedBy } from "../../src/cluster/ca.js";
+import { certificateCommonName, verifyIssuedBy } from "../../src/cluster/identity/ca.js";
 import { IDENTITY_FILES, readIdentity } from "../../src/daemon/gateway-client.js";
 import type { NodeTokenService, TokenConsumeResult } from "../../src/domain/node-tokens/node-token-service.js";
 import { daemonMessage, type ControllerMessage } from "../../src/wire/daemon-proto.js";

@@ -68,6 +68,56 @@ describe("check-boundaries", () => {
     assert.match(problems[1]!, /^src\/scheduler\/bad\.ts: imports \.\.\/daemon\/loop\.js; daemon\/ is a program of its own/);
   });
 
+  test("a split room's sub-rooms import only sub-rooms below them: up, sideways and into the room's face fail", () => {
+    // cluster/: raft-host/ and identity/ on floor 0, state/ on 1, ..., the room's own files (".") on top.
+    const cluster = {
+      "src/cluster/raft-host/host.ts": "export const host = 1;\n",
+      "src/cluster/identity/ca.ts": "export const ca = 1;\n",
+      "src/cluster/state/machine.ts":
+        'import { host } from "../raft-host/host.js";\nimport { ca } from "../identity/ca.js";\nexport const machine = host + ca;\n',
+      "src/cluster/cluster-service.ts": 'import { machine } from "./state/machine.js";\nexport const service = machine;\n',
+    };
+    assert.deepEqual(checkBoundaries(cleanTree(cluster)), []);
+    const problems = checkBoundaries(
+      cleanTree({
+        ...cluster,
+        "src/cluster/raft-host/up.ts": 'import { machine } from "../state/machine.js";\nexport const up = machine;\n',
+        "src/cluster/identity/side.ts": 'import { host } from "../raft-host/host.js";\nexport const side = host;\n',
+        "src/cluster/state/face.ts": 'import type { service } from "../cluster-service.js";\nexport type Face = typeof service;\n',
+      }),
+    );
+    assert.deepEqual(problems, [
+      "src/cluster/identity/side.ts: imports ../raft-host/host.js; cluster/raft-host/ is beside cluster/identity/ (both on floor 0 of cluster/)",
+      "src/cluster/raft-host/up.ts: imports ../state/machine.js; cluster/state/ (floor 1 of cluster/) is above cluster/raft-host/ (floor 0)",
+      "src/cluster/state/face.ts: imports ../cluster-service.js; cluster/ (floor 4 of cluster/) is above cluster/state/ (floor 1)",
+    ]);
+  });
+
+  test("a sub-room missing from its room's table fails", () => {
+    const problems = checkBoundaries(cleanTree({ "src/cluster/misc/a.ts": "export const a = 1;\n" }));
+    assert.deepEqual(problems, ["src/cluster/misc/: a sub-room on no floor of cluster/; add it to SUB_FLOORS in scripts/check-boundaries.ts"]);
+  });
+
+  test("process.argv is read only in a program's main.ts and in cloudctl", () => {
+    const read = "export const args = () => process.argv.slice(2);\n";
+    assert.deepEqual(
+      checkBoundaries(
+        cleanTree({
+          "src/controller/main.ts": read,
+          "src/daemon/main.ts": read,
+          "src/cli/program.ts": read,
+          "src/scheduler/doc.ts": "// process.argv in a comment is not a read\nexport const d = 1;\n",
+        }),
+      ),
+      [],
+    );
+    const problems = checkBoundaries(cleanTree({ "src/cluster/start.ts": `export const a = 1;\n${read}`, "src/config/load.ts": read }));
+    assert.deepEqual(problems, [
+      "src/cluster/start.ts:2: reads process.argv; only a program's main.ts and src/cli/ read the command line, the others take an option",
+      "src/config/load.ts:1: reads process.argv; only a program's main.ts and src/cli/ read the command line, the others take an option",
+    ]);
+  });
+
   test("a room missing from the table fails", () => {
     const problems = checkBoundaries(cleanTree({ "src/newroom/a.ts": "export const a = 1;\n" }));
     assert.deepEqual(problems, ["src/newroom/: a room on no floor; add it to the table in scripts/check-boundaries.ts"]);

@@ -8,8 +8,8 @@
 import type { Hono } from "hono";
 import { Type } from "@sinclair/typebox";
 import type { AuditRecorder } from "../../audit/types.js";
-import type { ClusterConfigAdmin, ConfigChange } from "../../cluster/cluster-config-admin.js";
-import { SHARED_SETTING_KEYS } from "../../cluster/shared-settings.js";
+import type { ClusterConfigAdmin, ConfigChange } from "../../cluster/state/cluster-config-admin.js";
+import { SHARED_SETTING_KEYS } from "../../cluster/state/shared-settings.js";
 import { addRoute, type RouteRegistry } from "../route.js";
 import { audited } from "../audited.js";
 import type { AppEnv } from "../types.js";

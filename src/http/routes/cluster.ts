@@ -6,7 +6,7 @@
 import type { Hono } from "hono";
 import { Type } from "@sinclair/typebox";
 import type { AuditRecorder } from "../../audit/types.js";
-import { HOST_PORT_PATTERN } from "../../cluster/cluster-commands.js";
+import { HOST_PORT_PATTERN } from "../../cluster/state/cluster-commands.js";
 import {
   ClusterRecordSchema,
   ConfigVersionListSchema,
@@ -20,7 +20,7 @@ import {
   MemberListSchema,
   RecoveryResultSchema,
   SeedRotationSchema,
-} from "../../cluster/cluster-schemas.js";
+} from "../../cluster/state/cluster-schemas.js";
 import type { ClusterService } from "../../cluster/cluster-service.js";
 import { badRequest, validationError } from "../../shared/errors.js";
 import { audited } from "../audited.js";

@@ -5,9 +5,9 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import type { AuditService } from "../../../src/audit/audit-service.js";
-import { issueNodeCertificate } from "../../../src/cluster/ca.js";
-import { clusterMembershipService } from "../../../src/cluster/cluster-grpc-service.js";
-import { controllerServerName } from "../../../src/cluster/cluster-proto.js";
+import { issueNodeCertificate } from "../../../src/cluster/identity/ca.js";
+import { clusterMembershipService } from "../../../src/cluster/peers/cluster-grpc-service.js";
+import { controllerServerName } from "../../../src/cluster/peers/cluster-proto.js";
 import type { ClusterService } from "../../../src/cluster/cluster-service.js";
 import { gatewayServerCredentials } from "../../../src/gateway/gateway-tls.js";
 import type { Logger } from "../../../src/logs/types.js";

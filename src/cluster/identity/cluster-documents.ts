@@ -9,7 +9,7 @@
  */
 import type { ClusterCa } from "./ca.js";
 import { CLUSTER_CA_COLLECTION, CLUSTER_CA_DOCUMENT_ID, type StoredClusterCa } from "./ca.js";
-import { DuplicateKeyError, type Doc, type DocumentStore } from "../store/ports.js";
+import { DuplicateKeyError, type Doc, type DocumentStore } from "../../store/ports.js";
 
 export const CLUSTER_META_COLLECTION = "cluster_meta";
 export const CLUSTER_META_DOCUMENT_ID = "cluster";

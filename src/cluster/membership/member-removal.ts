@@ -2,15 +2,15 @@
  * Members leaving the cluster: another member ejected, this controller leaving on its own, and
  * recovery after the quorum is lost (this controller stays as the only member).
  */
-import { ConfChangeType } from "../../raft/types.js";
-import type { Logger } from "../logs/types.js";
-import { sleep, systemClock, type Clock } from "../shared/clock.js";
-import { conflict, notFound } from "../shared/errors.js";
-import { raftUnavailable } from "./cluster-errors.js";
-import type { Ejection, LeaveResponse } from "./cluster-schemas.js";
-import type { ClusterStateMachine } from "./cluster-state-machine.js";
-import type { MemberClients } from "./member-clients.js";
-import type { MembershipRequest } from "./membership-types.js";
+import { ConfChangeType } from "../../../raft/types.js";
+import type { Logger } from "../../logs/types.js";
+import { sleep, systemClock, type Clock } from "../../shared/clock.js";
+import { conflict, notFound } from "../../shared/errors.js";
+import { raftUnavailable } from "../state/cluster-errors.js";
+import type { Ejection, LeaveResponse } from "../state/cluster-schemas.js";
+import type { ClusterStateMachine } from "../state/cluster-state-machine.js";
+import type { MemberClients } from "../peers/member-clients.js";
+import type { MembershipRequest } from "../peers/membership-types.js";
 import type { RaftMember } from "./raft-member.js";
 import { probeMembers, rewriteLogAsSoleMember } from "./recovery.js";
 

@@ -7,13 +7,13 @@
 import * as grpc from "@grpc/grpc-js";
 import { Type } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
-import type { AuditRecorder } from "../audit/types.js";
-import type { Logger } from "../logs/types.js";
-import type { Clock } from "../shared/clock.js";
-import { ApiError } from "../shared/errors.js";
-import { SpanKind, SpanStatusCode, type Tracing } from "../shared/tracing.js";
-import { ClusterCommandSchema, HOST_PORT_PATTERN, MEMBER_ID_PATTERN, MembershipContextSchema, type UnstampedCommand } from "./cluster-commands.js";
-import { raftUnavailable } from "./cluster-errors.js";
+import type { AuditRecorder } from "../../audit/types.js";
+import type { Logger } from "../../logs/types.js";
+import type { Clock } from "../../shared/clock.js";
+import { ApiError } from "../../shared/errors.js";
+import { SpanKind, SpanStatusCode, type Tracing } from "../../shared/tracing.js";
+import { ClusterCommandSchema, HOST_PORT_PATTERN, MEMBER_ID_PATTERN, MembershipContextSchema, type UnstampedCommand } from "../state/cluster-commands.js";
+import { raftUnavailable } from "../state/cluster-errors.js";
 import {
   fromGrpcError,
   loadClusterMembership,
@@ -26,8 +26,8 @@ import {
   type ReadNodeLogsResponse,
   type StatusResponse,
 } from "./cluster-proto.js";
-import { RaftHostError } from "./host-errors.js";
-import { hashJoinToken, joinTokenCharsMax, verifyJoinToken, readJoinTokenClaims } from "./join-token.js";
+import { RaftHostError } from "../raft-host/host-errors.js";
+import { hashJoinToken, joinTokenCharsMax, verifyJoinToken, readJoinTokenClaims } from "../identity/join-token.js";
 import { relayedJoinMetadataKey } from "./member-clients.js";
 import type { ClusterMembershipPort, MembershipRequest } from "./membership-types.js";
 import { readForwardNodeCommand } from "./node-commands.js";

@@ -3,8 +3,8 @@
  * audit pruner, the deployment reconciler) runs under a lease granted through the Raft quorum.
  * Expiry is decided with the leader's clock; the fencing token is the log index of the grant.
  */
-import type { Logger } from "../logs/types.js";
-import { ApiError } from "../shared/errors.js";
+import type { Logger } from "../../logs/types.js";
+import { ApiError } from "../../shared/errors.js";
 import type { AppliedCommand, UnstampedCommand } from "./cluster-commands.js";
 import type { LeaseRecord } from "./cluster-state-machine.js";
 

@@ -4,15 +4,15 @@
  * Membership changes are applied to the state machine as they commit, and the transport's peers
  * follow the member records (a record's `raftAddr` is where that member is dialled).
  */
-import { RawNode, decodeConfChange, decodeMessage, encodeConfChange, encodeMessage } from "../../raft/index.js";
-import type { ConfState, NodeId } from "../../raft/types.js";
-import type { Logger } from "../logs/types.js";
-import type { ClusterStateMachine } from "./cluster-state-machine.js";
-import type { NodeTls } from "./cluster-identity.js";
-import { GrpcTransport } from "./grpc-transport.js";
-import { LevelStorage } from "./level-storage.js";
-import { RaftNodeHost } from "./raft-node-host.js";
-import { nextTurn } from "../shared/clock.js";
+import { RawNode, decodeConfChange, decodeMessage, encodeConfChange, encodeMessage } from "../../../raft/index.js";
+import type { ConfState, NodeId } from "../../../raft/types.js";
+import type { Logger } from "../../logs/types.js";
+import type { ClusterStateMachine } from "../state/cluster-state-machine.js";
+import type { NodeTls } from "../identity/cluster-identity.js";
+import { GrpcTransport } from "../raft-host/grpc-transport.js";
+import { LevelStorage } from "../raft-host/level-storage.js";
+import { RaftNodeHost } from "../raft-host/raft-node-host.js";
+import { nextTurn } from "../../shared/clock.js";
 
 /** Timing of the Raft member; every field has a default. */
 export interface RaftTuning {

@@ -2,7 +2,7 @@
  * The cluster records as the REST API shows them (ISO times, the spec's field names), built from
  * the replicated state's records: one record at a time, and the lists the read routes answer with.
  */
-import { certificateFingerprintSha256 } from "./ca.js";
+import { certificateFingerprintSha256 } from "../identity/ca.js";
 import type { ClusterRecord, ConfigVersionList, JoinToken, LeaseList, Member } from "./cluster-schemas.js";
 import type { ClusterMeta, ClusterStateMachine, JoinTokenRecord, LeaseRecord, MemberRecord } from "./cluster-state-machine.js";
 

@@ -7,12 +7,12 @@ import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import type { CommandPayloads, CommandResult, LogRecordMessage } from "../wire/daemon-proto.js";
-import { ApiError } from "../shared/errors.js";
-import { CONTROLLER_CERTIFICATE_NAME } from "../wire/certificate-names.js";
-import { systemClock } from "../shared/clock.js";
+import type { CommandPayloads, CommandResult, LogRecordMessage } from "../../wire/daemon-proto.js";
+import { ApiError } from "../../shared/errors.js";
+import { CONTROLLER_CERTIFICATE_NAME } from "../../wire/certificate-names.js";
+import { systemClock } from "../../shared/clock.js";
 
-export const clusterProtoPath = fileURLToPath(new URL("../../proto/cluster.proto", import.meta.url));
+export const clusterProtoPath = fileURLToPath(new URL("../../../proto/cluster.proto", import.meta.url));
 
 /** Largest message either side accepts (a join answer carries a few certificates). */
 export const clusterGrpcMessageBytesMax = 4 * 1024 * 1024;

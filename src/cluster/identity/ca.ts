@@ -7,12 +7,12 @@
  * far less variable than node-forge's pure JavaScript prime search, which blocks the event loop for
  * up to seconds) and then handed to node-forge, which builds and signs the X.509 certificates.
  */
-import type { Doc } from "../store/ports.js";
+import type { Doc } from "../../store/ports.js";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { isIP } from "node:net";
 import forge from "node-forge";
-import type { Clock } from "../shared/clock.js";
-import { systemClock } from "../shared/clock.js";
+import type { Clock } from "../../shared/clock.js";
+import { systemClock } from "../../shared/clock.js";
 
 const rsaKeyBits = 2048;
 const caValidityDaysDefault = 3650;

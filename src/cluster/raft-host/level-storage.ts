@@ -15,10 +15,10 @@
  *   `entry/<index>`    one entry, index zero-padded to 16 digits so keys sort numerically
  */
 import { Level } from "level";
-import type { ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMetadata, Storage } from "../../raft/types.js";
-import { assert } from "../shared/errors.js";
-import { ErrCompacted, ErrSnapOutOfDate, ErrUnavailable } from "../../raft/errors.js";
-import { limitSize } from "../../raft/util.js";
+import type { ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMetadata, Storage } from "../../../raft/types.js";
+import { assert } from "../../shared/errors.js";
+import { ErrCompacted, ErrSnapOutOfDate, ErrUnavailable } from "../../../raft/errors.js";
+import { limitSize } from "../../../raft/util.js";
 
 const hardStateKey = "hard-state";
 const snapshotKey = "snapshot";

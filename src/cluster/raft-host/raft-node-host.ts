@@ -13,14 +13,14 @@
  * applied index has reached a read index confirmed by a quorum. Failures are {@link RaftHostError}s
  * whose code says whether the outcome is known.
  */
-import type { ConfChange, ConfState, Entry, Message, NodeId, RaftConfig, Ready, SoftState, Status } from "../../raft/types.js";
-import { committedEntriesDurable } from "../../raft/util.js";
-import { assert } from "../shared/errors.js";
+import type { ConfChange, ConfState, Entry, Message, NodeId, RaftConfig, Ready, SoftState, Status } from "../../../raft/types.js";
+import { committedEntriesDurable } from "../../../raft/util.js";
+import { assert } from "../../shared/errors.js";
 import { HostErrorCode, notLeader, RaftHostError } from "./host-errors.js";
 import type { TransportHandler } from "./grpc-transport.js";
 import { PendingProposals, PendingReads } from "./pending-requests.js";
 import type { ConfChangeCodec, HostStorage, MessageSender, RawNodeLike, StateMachine } from "./raft-host-ports.js";
-import { nextTurn as queueTurn, systemClock, type Clock, type Timer } from "../shared/clock.js";
+import { nextTurn as queueTurn, systemClock, type Clock, type Timer } from "../../shared/clock.js";
 import { RequestFraming, stripRequestHeader } from "./request-framing.js";
 
 export interface RaftNodeHostOptions {

@@ -6,8 +6,8 @@
  * moves on to the next one.
  */
 import * as grpc from "@grpc/grpc-js";
-import type { Logger } from "../logs/types.js";
-import { ClusterStartupError } from "./cluster-errors.js";
+import type { Logger } from "../../logs/types.js";
+import { ClusterStartupError } from "../state/cluster-errors.js";
 import {
   callUnary,
   clusterGrpcMessageBytesMax,
@@ -17,9 +17,9 @@ import {
   type ClusterMembershipClient,
   type JoinClusterRequest,
   type JoinClusterResponse,
-} from "./cluster-proto.js";
-import { caFingerprint } from "./cluster-views.js";
-import type { JoinTokenClaims } from "./join-token.js";
+} from "../peers/cluster-proto.js";
+import { caFingerprint } from "../state/cluster-views.js";
+import type { JoinTokenClaims } from "../identity/join-token.js";
 
 /** A join refused by the cluster (the token): trying other addresses would not help. */
 export class JoinRefusedError extends ClusterStartupError {}

@@ -10,8 +10,8 @@
  * Member records follow the Raft configuration: {@link ClusterStateMachine.applyMembership} runs
  * for every applied membership change, so the records always name exactly the voters and learners.
  */
-import type { ConfChange, ConfState, Entry } from "../../raft/types.js";
-import type { StateMachine } from "./raft-host-ports.js";
+import type { ConfChange, ConfState, Entry } from "../../../raft/types.js";
+import type { StateMachine } from "../raft-host/raft-host-ports.js";
 import {
   CommandRefusal,
   configBytesMax,

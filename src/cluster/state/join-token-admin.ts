@@ -2,14 +2,14 @@
  * Join tokens as the cluster issues them: signed with the Raft-held seed secret, recorded in the
  * cluster state by their hash only, revoked one by one, or all at once by rotating the seed.
  */
-import type { Clock } from "../shared/clock.js";
-import { notFound } from "../shared/errors.js";
+import type { Clock } from "../../shared/clock.js";
+import { notFound } from "../../shared/errors.js";
 import type { AppliedCommand, UnstampedCommand } from "./cluster-commands.js";
 import { refusalError } from "./cluster-errors.js";
 import { joinTokenTtlSecondsDefault, type CreatedJoinToken, type JoinToken, type SeedRotation } from "./cluster-schemas.js";
 import type { ClusterStateMachine, JoinTokenRecord, SeedState } from "./cluster-state-machine.js";
 import { caFingerprint, iso, joinTokenView } from "./cluster-views.js";
-import { hashJoinToken, newJoinTokenId, newSeedSecret, signJoinToken } from "./join-token.js";
+import { hashJoinToken, newJoinTokenId, newSeedSecret, signJoinToken } from "../identity/join-token.js";
 
 /** What the token administration needs of the cluster service. */
 export interface JoinTokenAdminDeps {

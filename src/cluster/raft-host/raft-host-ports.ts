@@ -3,7 +3,7 @@
  * the library's node, the message sender and time. Production supplies LevelStorage, the gRPC
  * transport and the cluster state machine; tests supply memory and simulated versions.
  */
-import type { ConfChange, ConfState, Entry, Message, NodeId, Ready, Snapshot, Status, Storage } from "../../raft/types.js";
+import type { ConfChange, ConfState, Entry, Message, NodeId, Ready, Snapshot, Status, Storage } from "../../../raft/types.js";
 import type { PersistRequest } from "./level-storage.js";
 
 /** The replicated state machine. `apply` sees every committed normal entry once, in log order. */

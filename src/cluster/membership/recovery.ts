@@ -4,9 +4,9 @@
  */
 import { connect } from "node:net";
 import * as grpc from "@grpc/grpc-js";
-import type { ConfState } from "../../raft/types.js";
-import { LevelStorage } from "./level-storage.js";
-import type { MemberClients } from "./member-clients.js";
+import type { ConfState } from "../../../raft/types.js";
+import { LevelStorage } from "../raft-host/level-storage.js";
+import type { MemberClients } from "../peers/member-clients.js";
 
 /** What a probe needs of a member. */
 export interface ProbedMember {

@@ -5,7 +5,7 @@
  * does not set keeps each controller's controller.yml value. docs/decisions/cluster-config.md.
  */
 import { Type, type Static } from "@sinclair/typebox";
-import type { ControllerConfig } from "../config/schema.js";
+import type { ControllerConfig } from "../../config/schema.js";
 
 /** Every cluster-shared key (flat, as controller.yml spells its path) with its bounds. */
 export const SharedSettingsSchema = Type.Object(

@@ -14,9 +14,9 @@
  * | `FORWARD_FAILED` | anything else |
  */
 import * as grpc from "@grpc/grpc-js";
-import { NODE_ID_PATTERN } from "../domain/node-tokens/node-token-schemas.js";
-import type { CommandPayloads, CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
-import { ApiError, assert } from "../shared/errors.js";
+import { NODE_ID_PATTERN } from "../../domain/node-tokens/node-token-schemas.js";
+import type { CommandPayloads, CommandResult, InstanceCommand } from "../../wire/daemon-proto.js";
+import { ApiError, assert } from "../../shared/errors.js";
 import { fromGrpcError, type ForwardNodeCommandRequest } from "./cluster-proto.js";
 import type { MemberClients } from "./member-clients.js";
 

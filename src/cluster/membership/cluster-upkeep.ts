@@ -3,14 +3,14 @@
  * controller is creating, put the Raft-held CA into the gateway's CA document, keep this member's
  * record's addresses current, and (on the leader) promote learners that caught up.
  */
-import { ConfChangeType } from "../../raft/types.js";
-import type { Logger } from "../logs/types.js";
-import type { Clock } from "../shared/clock.js";
-import type { AppliedCommand, UnstampedCommand } from "./cluster-commands.js";
-import type { ClusterDocuments } from "./cluster-documents.js";
-import type { ClusterIdentityStore, PendingBootstrap } from "./cluster-identity.js";
-import type { ClusterStateMachine } from "./cluster-state-machine.js";
-import type { AdvertisedAddresses, MembershipRequest } from "./membership-types.js";
+import { ConfChangeType } from "../../../raft/types.js";
+import type { Logger } from "../../logs/types.js";
+import type { Clock } from "../../shared/clock.js";
+import type { AppliedCommand, UnstampedCommand } from "../state/cluster-commands.js";
+import type { ClusterDocuments } from "../identity/cluster-documents.js";
+import type { ClusterIdentityStore, PendingBootstrap } from "../identity/cluster-identity.js";
+import type { ClusterStateMachine } from "../state/cluster-state-machine.js";
+import type { AdvertisedAddresses, MembershipRequest } from "../peers/membership-types.js";
 import type { RaftMember } from "./raft-member.js";
 
 /** What the upkeep needs of the cluster service. */

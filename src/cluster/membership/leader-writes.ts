@@ -3,8 +3,8 @@
  * leads, otherwise handed to the leader over the {@link LeaderLink}, and retried while nothing was
  * applied, within a bound (503 RAFT_UNAVAILABLE beyond).
  */
-import { sleep, systemClock, type Clock } from "../shared/clock.js";
-import { conflict } from "../shared/errors.js";
+import { sleep, systemClock, type Clock } from "../../shared/clock.js";
+import { conflict } from "../../shared/errors.js";
 import {
   encodeCommand,
   encodeMembershipContext,
@@ -12,10 +12,10 @@ import {
   type ClusterCommand,
   type MembershipContext,
   type UnstampedCommand,
-} from "./cluster-commands.js";
-import { raftUnavailable } from "./cluster-errors.js";
-import { RaftHostError } from "./host-errors.js";
-import type { LeaderLink, MembershipRequest } from "./membership-types.js";
+} from "../state/cluster-commands.js";
+import { raftUnavailable } from "../state/cluster-errors.js";
+import { RaftHostError } from "../raft-host/host-errors.js";
+import type { LeaderLink, MembershipRequest } from "../peers/membership-types.js";
 import type { RaftMember, RaftTuning } from "./raft-member.js";
 
 /** Raft progress is polled on the system clock the Raft host ticks on; the injected clock only stamps commands (tests hold it still). */

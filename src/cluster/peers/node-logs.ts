@@ -12,13 +12,13 @@
  * Records from a peer are clamped again (`src/wire/log-records.ts`), as records from a daemon are.
  */
 import * as grpc from "@grpc/grpc-js";
-import { NODE_ID_PATTERN } from "../domain/node-tokens/node-token-schemas.js";
-import { LOG_LEVELS, type LogQuery } from "../logs/log-query.js";
-import { NODE_LOG_RECORDS_MAX, type NodeLogRead } from "../logs/node-log-buffers.js";
-import type { LogLevel, LogRecord } from "../logs/types.js";
-import { ApiError, assert } from "../shared/errors.js";
-import type { LogRecordMessage } from "../wire/daemon-proto.js";
-import { clampLogRecord, LOG_RECORD_FIELD_CHARS_MAX } from "../wire/log-records.js";
+import { NODE_ID_PATTERN } from "../../domain/node-tokens/node-token-schemas.js";
+import { LOG_LEVELS, type LogQuery } from "../../logs/log-query.js";
+import { NODE_LOG_RECORDS_MAX, type NodeLogRead } from "../../logs/node-log-buffers.js";
+import type { LogLevel, LogRecord } from "../../logs/types.js";
+import { ApiError, assert } from "../../shared/errors.js";
+import type { LogRecordMessage } from "../../wire/daemon-proto.js";
+import { clampLogRecord, LOG_RECORD_FIELD_CHARS_MAX } from "../../wire/log-records.js";
 import { fromGrpcError, type ReadNodeLogsRequest, type ReadNodeLogsResponse } from "./cluster-proto.js";
 import type { MemberClients } from "./member-clients.js";
 

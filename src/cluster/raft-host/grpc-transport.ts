@@ -19,10 +19,10 @@
 import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import type { Message, NodeId } from "../../raft/types.js";
-import { nextTurn } from "../shared/clock.js";
+import type { Message, NodeId } from "../../../raft/types.js";
+import { nextTurn } from "../../shared/clock.js";
 
-export const raftProtoPath = fileURLToPath(new URL("../../proto/raft.proto", import.meta.url));
+export const raftProtoPath = fileURLToPath(new URL("../../../proto/raft.proto", import.meta.url));
 
 /** Encodes and decodes Raft messages (the library's encodeMessage/decodeMessage). */
 export interface MessageCodec {

@@ -5,14 +5,14 @@
  * through. Kept apart so that the service, its parts, the member clients and the adapter import
  * these instead of each other.
  */
-import type { ConfChangeSingle } from "../../raft/types.js";
-import type { LogQuery } from "../logs/log-query.js";
-import type { NodeLogRead } from "../logs/node-log-buffers.js";
-import type { CommandResult, InstanceCommand } from "../wire/daemon-proto.js";
-import type { CertificateAndKey } from "./ca.js";
-import type { AppliedCommand, MembershipContext, UnstampedCommand } from "./cluster-commands.js";
+import type { ConfChangeSingle } from "../../../raft/types.js";
+import type { LogQuery } from "../../logs/log-query.js";
+import type { NodeLogRead } from "../../logs/node-log-buffers.js";
+import type { CommandResult, InstanceCommand } from "../../wire/daemon-proto.js";
+import type { CertificateAndKey } from "../identity/ca.js";
+import type { AppliedCommand, MembershipContext, UnstampedCommand } from "../state/cluster-commands.js";
 import type { JoinClusterRequest, JoinClusterResponse } from "./cluster-proto.js";
-import type { ClusterMaterial, JoinTokenRecord, MemberRecord, SeedState } from "./cluster-state-machine.js";
+import type { ClusterMaterial, JoinTokenRecord, MemberRecord, SeedState } from "../state/cluster-state-machine.js";
 
 /** Addresses this controller advertises in its member record. */
 export interface AdvertisedAddresses {

@@ -3,7 +3,7 @@
  * startup refusal {@link ClusterStartupError} (a configuration or state mismatch the operator must
  * resolve; the controller does not start).
  */
-import { ApiError, AssertionError, conflict, notFound } from "../shared/errors.js";
+import { ApiError, AssertionError, conflict, notFound } from "../../shared/errors.js";
 import { CommandRefusal } from "./cluster-commands.js";
 
 export const raftUnavailable = (detail: string) => new ApiError(503, "RAFT_UNAVAILABLE", `Raft cannot commit: ${detail}`);

@@ -3,7 +3,7 @@
  * whether it may treat the request as not having happened (true), or whether it may still be
  * applied later (false: retrying a non-idempotent write could apply it twice).
  */
-import type { NodeId } from "../../raft/types.js";
+import type { NodeId } from "../../../raft/types.js";
 
 export const HostErrorCode = {
   /** This node is not the leader; `leaderId` names the leader when known. Nothing was proposed. */

@@ -7,9 +7,9 @@
  * the daemon log records that member holds (`node-logs.ts`).
  */
 import * as grpc from "@grpc/grpc-js";
-import { HostErrorCode, RaftHostError } from "./host-errors.js";
-import type { AppliedCommand, UnstampedCommand } from "./cluster-commands.js";
-import type { NodeTls } from "./cluster-identity.js";
+import { HostErrorCode, RaftHostError } from "../raft-host/host-errors.js";
+import type { AppliedCommand, UnstampedCommand } from "../state/cluster-commands.js";
+import type { NodeTls } from "../identity/cluster-identity.js";
 import {
   callUnary,
   clusterGrpcMessageBytesMax,
@@ -26,7 +26,7 @@ import {
   type StatusResponse,
 } from "./cluster-proto.js";
 import type { LeaderLink, MembershipRequest } from "./membership-types.js";
-import { systemClock } from "../shared/clock.js";
+import { systemClock } from "../../shared/clock.js";
 
 /** Metadata key marking a join relayed by a member to the leader (relayed at most once). */
 export const relayedJoinMetadataKey = "x-cloud-relayed-join";

@@ -8,10 +8,10 @@
  * parentVersion, mutator, action}; every controller applies the new version when its Raft log
  * applies it (shared-settings.ts).
  */
-import { EventTypes, type ClusterConfigChangedPayload } from "../events/event-types.js";
-import type { EventBus } from "../events/types.js";
-import { checkSchema } from "../domain/shared/validate.js";
-import { conflict } from "../shared/errors.js";
+import { EventTypes, type ClusterConfigChangedPayload } from "../../events/event-types.js";
+import type { EventBus } from "../../events/types.js";
+import { checkSchema } from "../../domain/shared/validate.js";
+import { conflict } from "../../shared/errors.js";
 import { CommandRefusal, type AppliedCommand, type UnstampedCommand } from "./cluster-commands.js";
 import { refusalError } from "./cluster-errors.js";
 import type { ConfigVersionRecord } from "./cluster-state-machine.js";
