@@ -7,7 +7,7 @@
 // the first supervisor was left running with its own actors: its actor of the instance adopted
 // SCHEDULED dispatched it again 30 s later and wrote SCHEDULED over the RUNNING record.
 import assert from "node:assert/strict";
-import { after, before, beforeEach, describe, test } from "node:test";
+import { after, afterEach, before, beforeEach, describe, test } from "node:test";
 import type { InspectionEvent } from "xstate";
 import type { GroupEffectsPort, InstanceEffectsPort } from "../../src/scheduler/actor-effects.js";
 import { InstanceRecordWriter } from "../../src/scheduler/instance-record-writer.js";
@@ -37,6 +37,8 @@ describe("a scope acquired again with the same token during its adoption", () =>
     fx = await openSchedulerFixture("cloud-scope-readoption-");
   });
   after(() => fx.close());
+  // A failed test leaves no actor running on the shared clock.
+  afterEach(() => lifecycle.stop());
 
   beforeEach(() => {
     group = `roll${++n}`;
