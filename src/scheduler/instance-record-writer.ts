@@ -9,6 +9,11 @@
  * stalls between its check and its write (and lost the scope meanwhile) cannot put back an older
  * state over the new owner's: the new owner claimed the record when it adopted it (a write), so
  * the stale write fails, reads again, and its next check refuses it (ScopeLostError).
+ *
+ * No state write goes backwards: a state earlier in the lifecycle than the recorded one (RUNNING ->
+ * SCHEDULED), or any state over a finished record, is refused with a WARN and neither recorded nor
+ * announced; this controller's views of the instance go back to the recorded state. The actors
+ * only move forwards, so a refusal means two actors follow one instance (scope-lifecycle.ts).
  */
 import type { InspectionEvent } from "xstate";
 import type { GroupEvent } from "../../actors/group/transitions.js";
@@ -117,10 +122,11 @@ export class InstanceRecordWriter {
     const { instanceId, group, node, from, to } = change;
     const finished = FINISHED_STATES.has(to);
     try {
-      await this.recordWrites.run(instanceId, () =>
-        this.deps.instances.update(instanceId, async (doc) => {
-          if (!doc) return { next: null, result: undefined };
+      const refusedOver = await this.recordWrites.run(instanceId, () =>
+        this.deps.instances.update<InstanceState | null>(instanceId, async (doc) => {
+          if (!doc) return { next: null, result: null };
           await this.deps.ensureCurrent(group);
+          if (movesBackwards(doc.state, to)) return { next: null, result: doc.state };
           // Tests freeze the owner exactly here, between its check and its write (test-freeze.ts).
           freezePoint(`instance-record-write:${to}`);
           const nowIso = isoFromMs(this.deps.clock.nowMs());
@@ -130,9 +136,10 @@ export class InstanceRecordWriter {
             next.stoppedAt = nowIso;
             next.playerCount = 0;
           }
-          return { next, result: undefined };
+          return { next, result: null };
         }),
       );
+      if (refusedOver !== null) return this.refused(change, refusedOver);
     } catch (err) {
       // The group's lease moved to another controller, which owns the instance documents now.
       if (err instanceof ScopeLostError) return;
@@ -155,4 +162,32 @@ export class InstanceRecordWriter {
     if (finished) this.deps.instanceFinished(group, instanceId);
     if (finished || to === "RUNNING" || to === "DRAINING" || to === "STOPPING") this.deps.toGroup(group, { type: "CHANGED" });
   }
+
+  /** A backwards write was refused: said once per write, and the views that took it follow the record again. */
+  private refused({ instanceId, from, to }: InstanceStateChange, recorded: InstanceState): void {
+    this.deps.logger.warn(
+      `Refused to record ${to} (from ${from}) for instance ${instanceId} over its recorded ${recorded}: an instance record never moves backwards`,
+    );
+    if (this.deps.supervised.stateOf(instanceId) !== to) return;
+    this.deps.live.setState(instanceId, recorded);
+    if (!FINISHED_STATES.has(recorded)) this.deps.supervised.follow(instanceId, recorded);
+  }
+}
+
+/** Order of the states in an instance's life; the two finished states are last and equal. */
+const LIFECYCLE_RANK: Record<InstanceState, number> = {
+  SCHEDULED: 0,
+  PREPARING: 1,
+  STARTING: 2,
+  RUNNING: 3,
+  DRAINING: 4,
+  STOPPING: 5,
+  STOPPED: 6,
+  CRASHED: 6,
+};
+
+/** Whether writing `to` over a record in `recorded` would move it backwards (a finished record takes no state). */
+export function movesBackwards(recorded: InstanceState, to: InstanceState): boolean {
+  if (FINISHED_STATES.has(recorded)) return recorded !== to;
+  return LIFECYCLE_RANK[to] < LIFECYCLE_RANK[recorded];
 }

@@ -51,6 +51,18 @@ export interface ScopeLifecycleDeps {
 export class ScopeLifecycle {
   private readonly supervisors = new Map<string, SupervisorActor>();
   private readonly fencingTokens = new Map<string, number>();
+  /**
+   * Per scope being acquired or owned, the number of its latest acquisition (never reused; a loss
+   * removes the entry). An adoption goes on after its reads only while the number is still its
+   * own. The fencing token alone cannot tell: a scope lost and acquired again with the same token
+   * (the lease keeper gave it up at its local deadline while the store still held it) during an
+   * adoption's reads let both adoptions through, and the first supervisor was left running beside
+   * the second with its own actors and timers: its actor of an instance adopted SCHEDULED
+   * dispatched again after the dispatch timeout and wrote SCHEDULED over the RUNNING record the
+   * other actor had written.
+   */
+  private readonly generations = new Map<string, number>();
+  private lastGeneration = 0;
   private stopped = false;
 
   constructor(private readonly deps: ScopeLifecycleDeps) {}
@@ -63,6 +75,7 @@ export class ScopeLifecycle {
       existing.send({ type: "SCOPE_ACQUIRED", fencingToken, groups: [], instances: [] });
       return;
     }
+    const generation = this.nextGeneration(scope);
     const groups = await this.groupsOfScope(scope);
     // The scope of a group that no longer exists is held only while its instances live on (its
     // owner died while stopping them, or they ran on a lost node): they are adopted and stopped.
@@ -82,7 +95,15 @@ export class ScopeLifecycle {
     // Lost (or taken again with another token) while the records were read: nothing is adopted.
     // The live view and the supervised instances change only below, with no await in between, so
     // a scope lost during the reads leaves nothing behind.
-    if (this.fencingTokens.get(scope) !== fencingToken || this.stopped) return;
+    if (this.fencingTokens.get(scope) !== fencingToken || this.generations.get(scope) !== generation || this.stopped) return;
+    if (this.supervisors.has(scope)) {
+      // Cannot happen while every acquisition and loss moves the generation; if it ever does, the
+      // older supervisor's actors must not keep running beside the new ones.
+      this.deps.logger.warn(`Scope ${scope} was adopted twice: the earlier supervisor and its actors are stopped`);
+      this.lost(scope);
+      this.fencingTokens.set(scope, fencingToken);
+      this.generations.set(scope, generation);
+    }
     const adopted: ScopeInstance[] = [];
     const stops: InstanceFields[] = [];
     const draining: InstanceFields[] = [];
@@ -111,7 +132,7 @@ export class ScopeLifecycle {
         else if (doc.state === "DRAINING") draining.push(doc);
       }
     }
-    const supervisor = existing ?? this.createSupervisor(scope);
+    const supervisor = this.createSupervisor(scope);
     supervisor.send({ type: "SCOPE_ACQUIRED", fencingToken, groups: groups.map((g) => this.scopeGroup(g)), instances: adopted });
     this.deps.logger.info(`Scheduling scope ${scope} (fencing token ${fencingToken}): ${groups.length} groups, ${adopted.length} live instances adopted`);
     if (deleted !== null && adopted.length > 0) this.deps.logger.warn(`Group ${deleted} no longer exists: stopping its ${adopted.length} live instance(s)`);
@@ -125,6 +146,7 @@ export class ScopeLifecycle {
   /** The scope is no longer ours: its actors stop at once, nothing more is written for it. */
   lost(scope: string): void {
     this.fencingTokens.delete(scope);
+    this.generations.delete(scope);
     const supervisor = this.supervisors.get(scope);
     if (!supervisor) return;
     const children = { ...supervisor.getSnapshot().context.instances };
@@ -156,6 +178,9 @@ export class ScopeLifecycle {
 
   /** A new instance was recorded SCHEDULED: its actor starts (and dispatches it). */
   instanceAdded(instance: InstanceFields): void {
+    // Already adopted (an evaluation that outlived a loss of the scope recorded it before the
+    // adoption read it): the actor that runs knows a newer state than SCHEDULED.
+    if (this.deps.supervised.has(instance.id)) return;
     this.deps.live.put(instance);
     this.deps.supervised.follow(instance.id, instance.state);
     this.supervisorOf(instance.group)?.send({
@@ -214,6 +239,11 @@ export class ScopeLifecycle {
     this.stopped = true;
     for (const supervisor of this.supervisors.values()) supervisor.stop();
     this.supervisors.clear();
+  }
+
+  private nextGeneration(scope: string): number {
+    this.generations.set(scope, ++this.lastGeneration);
+    return this.lastGeneration;
   }
 
   private supervisorOf(group: string): SupervisorActor | undefined {

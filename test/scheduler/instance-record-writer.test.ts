@@ -10,7 +10,7 @@ import { isoFromMs } from "../../src/domain/shared/time.js";
 import { actorClock } from "../../src/scheduler/actor-clock.js";
 import { provideInstanceEffects, type InstanceEffectsPort } from "../../src/scheduler/actor-effects.js";
 import type { InstanceStateChange } from "../../src/scheduler/instance-lifecycle.js";
-import { InstanceRecordWriter, type InstanceRecordWriterDeps } from "../../src/scheduler/instance-record-writer.js";
+import { InstanceRecordWriter, movesBackwards, type InstanceRecordWriterDeps } from "../../src/scheduler/instance-record-writer.js";
 import { LiveInstances } from "../../src/scheduler/live-instances.js";
 import { ScopeLostError } from "../../src/scheduler/scopes.js";
 import { SupervisedInstances } from "../../src/scheduler/supervised-instances.js";
@@ -238,6 +238,51 @@ describe("instance record writer", () => {
     await fx.instances.save(instanceRecord({ id: other, group: "lobby", node: "node-a", state: "RUNNING" }));
     await assert.rejects(fenced.requestStop(other, "lobby", "STOP"), ScopeLostError);
     assert.equal((await fx.instances.getDoc(other))!.stopRequested, undefined, "nothing written without the scope");
+  });
+
+  test("a write that would move the record backwards is refused with a WARN, announced to nobody, and the views follow the record", async () => {
+    // Two actors followed one instance: this one was adopted SCHEDULED while the record went on to RUNNING.
+    const startedAt = "2026-01-15T11:00:00.000Z";
+    await fx.instances.save(instanceRecord({ id, group: "lobby", node: "node-a", state: "RUNNING", startedAt }));
+    live.setState(id, "RUNNING");
+    supervised.follow(id, "RUNNING");
+    const w = writer();
+    const changes: InstanceStateChange[] = [];
+    w.onStateChange((change) => changes.push(change));
+    const stale = followedActor(w); // enters SCHEDULED
+    await settled();
+    const record = (await fx.instances.getDoc(id))!;
+    assert.deepEqual([record.state, record.startedAt], ["RUNNING", startedAt], "the record never goes back");
+    assert.deepEqual([stateChanges(), changes, told], [[], [], []], "nothing announced, the group not told");
+    assert.match(logger.warnings.join("\n"), new RegExp(`Refused to record SCHEDULED \\(from RUNNING\\) for instance ${id} over its recorded RUNNING`));
+    assert.equal(live.get(id)?.state, "RUNNING", "the live view follows the record again");
+    assert.equal(supervised.stateOf(id), "RUNNING");
+    assert.deepEqual(logger.errors, []);
+    stale.stop();
+
+    // Any state over a finished record is refused too.
+    await fx.instances.save(instanceRecord({ id, group: "lobby", node: "node-a", state: "CRASHED", startedAt, stoppedAt: startedAt }));
+    supervised.follow(id, "SCHEDULED");
+    const late = followedActor(w);
+    late.send({ type: "DISPATCHED" });
+    await settled();
+    assert.equal((await fx.instances.getDoc(id))!.state, "CRASHED");
+    assert.deepEqual(stateChanges(), []);
+    assert.match(logger.warnings.join("\n"), /Refused to record PREPARING \(from SCHEDULED\) .* over its recorded CRASHED/);
+    late.stop();
+  });
+
+  test("movesBackwards: only earlier states, and anything over a finished record", () => {
+    assert.equal(movesBackwards("RUNNING", "SCHEDULED"), true);
+    assert.equal(movesBackwards("STARTING", "PREPARING"), true);
+    assert.equal(movesBackwards("STOPPING", "DRAINING"), true);
+    assert.equal(movesBackwards("STOPPED", "RUNNING"), true);
+    assert.equal(movesBackwards("STOPPED", "CRASHED"), true);
+    assert.equal(movesBackwards("SCHEDULED", "PREPARING"), false);
+    assert.equal(movesBackwards("PREPARING", "STOPPING"), false);
+    assert.equal(movesBackwards("RUNNING", "STOPPING"), false, "a stop may skip DRAINING");
+    assert.equal(movesBackwards("RUNNING", "CRASHED"), false);
+    assert.equal(movesBackwards("RUNNING", "RUNNING"), false);
   });
 
   test("state listeners are bounded and can leave", () => {
