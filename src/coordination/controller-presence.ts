@@ -2,12 +2,19 @@
  * The controller presence registry in the shared key-value store: which controller processes are
  * alive, and the guard against two processes running under one controller id.
  *
- * `cloud:v1:controller:<controllerId>` holds `{"nonce":…,"startedAt":…,"renewals":…,"schedules":…}`
- * with an expiry of `ttlMs` (the lease TTL, 2 × scheduler.evaluationIntervalSeconds). `nonce` is
- * random per process, so two processes of one id never write the same value; `renewals` grows on
- * every renewal (every third of the TTL), so a live holder's value changes while a dead one's stays
- * put until it expires; `schedules` tells whether the process takes group scopes (the fair share of
- * the lease keeper counts only those).
+ * `cloud:v1:controller:<controllerId>` holds
+ * `{"nonce":…,"startedAt":…,"renewals":…,"schedules":…,"ttlMs":…}` with an expiry of `ttlMs` (the
+ * lease TTL, 2 × scheduler.evaluationIntervalSeconds). `nonce` is random per process, so two
+ * processes of one id never write the same value; `renewals` grows on every renewal (every third of
+ * the TTL), so a live holder's value changes while a dead one's stays put until it expires;
+ * `schedules` tells whether the process takes group scopes (the fair share of the lease keeper
+ * counts only those).
+ *
+ * {@link ControllerPresence.liveControllers} counts an entry only while more than half of its TTL
+ * is left: a live process renews it every third, so one below half has missed a renewal. A process
+ * that died therefore stops counting at most half a TTL after its last renewal, before its leases
+ * (renewed at the same pace, expiring after a whole TTL) are free, and the others take its groups
+ * on their next tick.
  *
  * Claiming at start ({@link ControllerPresence.claim}):
  * - no entry: written with set-if-absent; the controller goes on;
@@ -38,6 +45,8 @@ export interface PresenceRecord {
   readonly renewals: number;
   /** Whether the process takes group scopes (its scheduler runs). */
   readonly schedules: boolean;
+  /** The expiry the process writes the entry with (null in an entry written without it). */
+  readonly ttlMs: number | null;
 }
 
 /** A live entry of the registry. */
@@ -45,6 +54,8 @@ export interface PresenceEntry {
   readonly controllerId: string;
   /** Null when the value is not a presence record (it still names a live process). */
   readonly record: PresenceRecord | null;
+  /** The entry's remaining time to live, null when unknown (no expiry). */
+  readonly remainingMs: number | null;
 }
 
 /** Another live process runs under this controller id: the controller must not start. */
@@ -86,24 +97,30 @@ export function parsePresence(value: string): PresenceRecord | null {
   try {
     const parsed: unknown = JSON.parse(value);
     if (typeof parsed !== "object" || parsed === null) return null;
-    const { nonce, startedAt, renewals, schedules } = parsed as Record<string, unknown>;
+    const { nonce, startedAt, renewals, schedules, ttlMs } = parsed as Record<string, unknown>;
     if (typeof nonce !== "string" || typeof startedAt !== "string" || typeof renewals !== "number") return null;
-    return { nonce, startedAt, renewals, schedules: schedules !== false };
+    return { nonce, startedAt, renewals, schedules: schedules !== false, ttlMs: typeof ttlMs === "number" && ttlMs > 0 ? ttlMs : null };
   } catch {
     return null;
   }
 }
 
-/** Every live entry of the registry (one `keys` scan, one read per entry). */
-export async function readPresence(kv: Pick<KvStore, "keys" | "get">): Promise<PresenceEntry[]> {
+/** Every entry of the registry (one `keys` scan, then a read and a TTL read per entry). */
+export async function readPresence(kv: Pick<KvStore, "keys" | "get" | "ttlMs">): Promise<PresenceEntry[]> {
   const keys = await kv.keys(CONTROLLER_PRESENCE_PREFIX);
   const entries = await Promise.all(
     keys.map(async (key): Promise<PresenceEntry | null> => {
-      const value = await kv.get(key);
-      return value === null ? null : { controllerId: key.slice(CONTROLLER_PRESENCE_PREFIX.length), record: parsePresence(value) };
+      const [value, remainingMs] = await Promise.all([kv.get(key), kv.ttlMs(key)]);
+      return value === null ? null : { controllerId: key.slice(CONTROLLER_PRESENCE_PREFIX.length), record: parsePresence(value), remainingMs };
     }),
   );
   return entries.filter((entry): entry is PresenceEntry => entry !== null);
+}
+
+/** True when an entry has half its TTL or less left: its process missed a renewal. */
+function missedRenewal(entry: PresenceEntry): boolean {
+  const ttlMs = entry.record?.ttlMs;
+  return ttlMs != null && entry.remainingMs !== null && entry.remainingMs <= ttlMs / 2;
 }
 
 /** This process's presence entry: claimed at start, renewed until {@link stop}. */
@@ -134,7 +151,7 @@ export class ControllerPresence {
     this.pollMs = options.pollMs ?? Math.max(10, Math.floor(options.ttlMs / 10));
     this.key = controllerPresenceKey(options.controllerId);
     const nonce = (options.nonce ?? (() => randomBytes(8).toString("hex")))();
-    this.record = { nonce, startedAt: new Date(this.clock.nowMs()).toISOString(), renewals: 0, schedules: options.schedules };
+    this.record = { nonce, startedAt: new Date(this.clock.nowMs()).toISOString(), renewals: 0, schedules: options.schedules, ttlMs: options.ttlMs };
   }
 
   /** The process nonce (random per process). */
@@ -211,12 +228,13 @@ export class ControllerPresence {
 
   /**
    * Ids of the live controllers that take scopes, this one included while it holds its id (the
-   * lease keeper's fair share). Throws when the registry cannot be read.
+   * lease keeper's fair share): entries with more than half their TTL left (see the module
+   * comment). Throws when the registry cannot be read.
    */
   async liveControllers(): Promise<string[]> {
     const entries = await readPresence(this.kv);
     this.observe(entries);
-    const ids = entries.filter((entry) => entry.record?.schedules !== false).map((entry) => entry.controllerId);
+    const ids = entries.filter((entry) => entry.record?.schedules !== false && !missedRenewal(entry)).map((entry) => entry.controllerId);
     return this.lost() || ids.includes(this.controllerId) ? ids : [...ids, this.controllerId];
   }
 

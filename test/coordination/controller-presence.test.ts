@@ -163,6 +163,26 @@ describeEachKv("ControllerPresence", (makeEnv) => {
       await p.presence.stop();
     }));
 
+  it("stops counting a controller whose entry missed a renewal (half its TTL or less left), before the entry expires", () =>
+    withEnv(makeEnv, async (env) => {
+      const kv = await env.connect();
+      await clearPresence(kv);
+      const [live, dead] = [env.unique("ctl-live"), env.unique("ctl-dead")];
+      const pl = presence(env, kv, live);
+      const pd = presence(env, kv, dead);
+      await pl.presence.claim();
+      await pd.presence.claim();
+      (pd.presence as unknown as { timer: { cancel(): void } }).timer.cancel(); // it dies
+      for (let passed = 0; passed < TTL_MS / 2 + RENEW_MS / 4; passed += RENEW_MS / 4) {
+        await env.expire(RENEW_MS / 4);
+        await pl.presence.idle();
+      }
+      assert.notEqual(await kv.get(controllerPresenceKey(dead)), null, "its entry is still there");
+      assert.deepEqual(await pl.presence.liveControllers(), [live]);
+      await pl.presence.stop();
+      await clearPresence(kv);
+    }));
+
   it("lists the live controllers that take scopes; a registry read finding another nonce under its id marks a takeover", () =>
     withEnv(makeEnv, async (env) => {
       const kv = await env.connect();
@@ -174,7 +194,10 @@ describeEachKv("ControllerPresence", (makeEnv) => {
       for (const p of [pa, pb, pc]) await p.presence.claim();
       assert.deepEqual((await pa.presence.liveControllers()).sort(), [a, b].sort());
       assert.deepEqual((await readPresence(kv)).map((e) => e.controllerId).sort(), [a, b, c].sort());
-      await kv.set(controllerPresenceKey(b), JSON.stringify({ nonce: "other", startedAt: "2026-06-01T00:00:00.000Z", renewals: 0, schedules: true }));
+      await kv.set(
+        controllerPresenceKey(b),
+        JSON.stringify({ nonce: "other", startedAt: "2026-06-01T00:00:00.000Z", renewals: 0, schedules: true, ttlMs: TTL_MS }),
+      );
       await pb.presence.liveControllers();
       assert.equal(pb.presence.lost(), true);
       for (const p of [pa, pb, pc]) await p.presence.stop();
