@@ -34,6 +34,7 @@ import { buildModules } from "./modules.js";
 import { buildObservability } from "./observability.js";
 import { buildPlugins } from "./plugins.js";
 import { buildScheduling } from "./scheduling.js";
+import { claimPresence } from "./presence.js";
 import { openControllerStores, type ControllerStores } from "./stores.js";
 
 export type { ControllerComponents, ControllerServices, RunningController, StartControllerOptions } from "./controller-types.js";
@@ -71,6 +72,9 @@ export async function startController(config: ControllerConfig, opts: StartContr
     // Runs after the HTTP server closed and before the stores close: handlers may still write.
     cleanups.push({ name: "event bus", run: () => flushWithin(events, EVENT_FLUSH_TIMEOUT_MS, log) });
     const { documents, kv, blobs } = stores;
+    // Production: refused when another live process runs under this controller id (a copied raft.dataDir).
+    const presence = await claimPresence({ config, kv, clock, logs, schedules: components.scheduler, onTakenOver: () => void stopController() });
+    if (presence) cleanups.push({ name: "controller presence", run: () => presence.stop() });
     // Several controllers write groups, nodes, templates, join tokens, users and roles, and
     // deployment controls: each record's read-modify-write runs under a cluster-wide lock.
     const recordLocks = new KvMutex(kv);
@@ -107,7 +111,7 @@ export async function startController(config: ControllerConfig, opts: StartContr
     const wiring = { config, cluster, documents, kv, events, metrics, clock, logs, cleanups };
     const domain = buildDomain({ ...wiring, blobs, log, audit, recordLocks, players, spoolDirectory: opts.templateSpoolDirectory, links: auth.links });
     const { metricsHistory, instanceMetrics } = buildObservability({ ...wiring, controllerId: cluster.nodeId, domain, players });
-    const daemons = await buildDaemons({ ...wiring, log, auth, audit, tracing, recordLocks, domain, tuning: opts.gatewayTuning });
+    const daemons = await buildDaemons({ ...wiring, log, auth, audit, tracing, recordLocks, domain, tuning: opts.gatewayTuning, presence });
     const schedulingParts = { tracing, auth, domain, daemons, instanceMetrics, players, backups, runsNoScheduler: !components.scheduler };
     const scheduling = buildScheduling({ ...wiring, ...schedulingParts, tuning: opts.schedulerTuning });
     const { scheduler } = scheduling;

@@ -19,7 +19,7 @@ import type { Logger } from "../logs/types.js";
 import type { MetricsService } from "../metrics/metrics.js";
 import type { Clock } from "../shared/clock.js";
 import type { DaemonLink } from "../scheduler/scheduler-host.js";
-import { LeaseScopeOwnership } from "../scheduler/lease-scopes.js";
+import { LeaseScopeOwnership, type ScopePresence } from "../scheduler/lease-scopes.js";
 import { LocalScopeOwnership, type ScopeOwnership } from "../scheduler/scopes.js";
 import type { KvStore } from "../store/ports.js";
 
@@ -47,6 +47,8 @@ export interface CoordinationOptions {
   metrics: MetricsService;
   clock: Clock;
   logger: Logger;
+  /** This controller's presence entry (production): groups are spread over the live controllers. */
+  presence?: ScopePresence | null;
 }
 
 /** Whether an event was published by this controller (not bridged from a peer). */
@@ -67,7 +69,7 @@ export function buildCoordination(options: CoordinationOptions): SchedulingCoord
   const { kv, controllerId, events, logger } = options;
   const leaseTtlMs = 2 * config.scheduler.evaluationIntervalSeconds * 1000;
   const leases = new KvLeases({ kv, controllerId, leaseTtlMs, metrics: options.metrics, highWater: options.fencingHighWater });
-  const scopes = new LeaseScopeOwnership({ leases, leaseTtlMs, clock: options.clock, logger });
+  const scopes = new LeaseScopeOwnership({ leases, leaseTtlMs, clock: options.clock, logger, presence: options.presence ?? undefined });
   const registry = new NodeSessionRegistry({ kv });
   const relay = new DaemonRelay({ controllerId, kv, registry, gateway, peers: options.cluster.memberCommandLink(), logger, clock: options.clock });
   const bridge = new EventBridge({ kv, bus: events, controllerId, logger });

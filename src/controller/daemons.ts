@@ -26,6 +26,7 @@ import { MachineCredentials, nodeCredentialTtlMs } from "../plugin-api/credentia
 import type { Clock } from "../shared/clock.js";
 import type { Tracing } from "../shared/tracing.js";
 import type { DocumentStore, KvStore } from "../store/ports.js";
+import type { ScopePresence } from "../scheduler/lease-scopes.js";
 import { buildCoordination, type SchedulingCoordination } from "./coordination.js";
 import type { Domain } from "./domain.js";
 import type { Cleanups } from "./lifecycle.js";
@@ -48,6 +49,8 @@ export interface DaemonsOptions {
   domain: Pick<Domain, "instances" | "nodes" | "nodeTokens">;
   tuning?: Partial<GatewayTuning>;
   cleanups: Cleanups;
+  /** This controller's presence entry (production): the live controllers for the fair share of groups. */
+  presence?: ScopePresence | null;
 }
 
 export interface Daemons {
@@ -113,6 +116,7 @@ export async function buildDaemons(options: DaemonsOptions): Promise<Daemons> {
     metrics,
     clock,
     logger: logs.logger("cloud.coordination"),
+    presence: options.presence,
   });
 
   return {

@@ -18,6 +18,12 @@ export const groupResource = (groupName: string): string => `group:${groupName}`
 /** `cloud:v1:session:node:<nodeId>`: which controller holds the node's daemon stream. */
 export const nodeSessionKey = (nodeId: string): string => `${KV_KEY_PREFIX}session:node:${nodeId}`;
 
+/** Prefix of the controller presence entries (`controller-presence.ts`). */
+export const CONTROLLER_PRESENCE_PREFIX = `${KV_KEY_PREFIX}controller:`;
+
+/** `cloud:v1:controller:<controllerId>`: the live process running as this controller id, renewed on a TTL. */
+export const controllerPresenceKey = (controllerId: string): string => `${CONTROLLER_PRESENCE_PREFIX}${controllerId}`;
+
 /** `cloud:v1:ticket:<ticket>`: one single-use ticket. */
 export const ticketKey = (ticket: string): string => `${KV_KEY_PREFIX}ticket:${ticket}`;
 

@@ -12,16 +12,34 @@
  * before the deadline; the margin absorbs timer lateness and clock-rate differences. A renewal
  * that cannot be confirmed by then (store unreachable, request hanging) therefore ends in
  * `onLost`, before any other controller can have acquired the lease.
+ *
+ * With a {@link KeeperShare} the keeper takes only its fair share of the free resources among the
+ * live controllers and gives one lease up now and then when another controller holds too few
+ * (fair-share.ts); when the live controllers cannot be read, it takes every free resource.
  */
 import { systemClock, type Clock, type Timer } from "../shared/clock.js";
 import { assert } from "../shared/errors.js";
 import type { Logger } from "../logs/types.js";
-import { LeaseLostError, sameLease, type Lease, type Leases } from "./lease.js";
+import { FairShare } from "./fair-share.js";
+import { LeaseLostError, sameLease, type Lease, type LeaseHolder, type Leases } from "./lease.js";
 
 /** Resources acquired, renewed or released per tick; bounds one tick's work and the leases held. */
 export const KEEPER_RESOURCES_PER_TICK_MAX = 1_000;
 /** Lease requests of one tick in flight at once. */
 export const KEEPER_REQUESTS_IN_FLIGHT_MAX = 16;
+
+/** What a keeper needs to take only its fair share (fair-share.ts). */
+export interface KeeperShare {
+  /** The live controllers that take these resources (this one may be left out); throws when they cannot be read. */
+  liveControllers(): Promise<Iterable<string>>;
+  /** The stored holder of a resource, or null when it is free; reads only. */
+  holder(resource: string): Promise<LeaseHolder | null>;
+  /**
+   * True once this keeper must hold nothing (its controller id was taken over by another process):
+   * it forgets every lease without releasing it (the store names the other process now).
+   */
+  standDown?(): boolean;
+}
 
 /** Options of {@link LeaseKeeper}. */
 export interface LeaseKeeperOptions {
@@ -38,6 +56,8 @@ export interface LeaseKeeperOptions {
   requestsInFlightMax?: number;
   onAcquired: (resource: string, lease: Lease) => void;
   onLost: (resource: string) => void;
+  /** Take only a fair share of the free resources; without it every free resource is tried. */
+  share?: KeeperShare;
   /** Time and timers (unref'd: a pending lease timer alone does not keep the process alive). */
   clock?: Clock;
   logger?: Logger;
@@ -76,6 +96,7 @@ export class LeaseKeeper {
   private stopped = false;
   private releaseOnStop = true;
   private freeCursor = 0;
+  private readonly fairShare = new FairShare();
 
   constructor(private readonly options: LeaseKeeperOptions) {
     this.leases = options.leases;
@@ -161,9 +182,11 @@ export class LeaseKeeper {
    * One pass: gives up leases of resources no longer wanted, renews held leases, then tries free
    * resources in rotation, at most `resourcesPerTickMax` of all three together. Renewals come
    * first, and an acquisition only uses what the renewals left, so the keeper never holds more
-   * leases than it can renew in one tick.
+   * leases than it can renew in one tick. With a share, the free resources are read first and
+   * only the plan's are tried (see {@link acquireShare}).
    */
   async tick(): Promise<void> {
+    if (this.standsDown()) return;
     let wanted: readonly string[] | undefined;
     try {
       wanted = await this.options.resources();
@@ -178,9 +201,71 @@ export class LeaseKeeper {
     for (const lease of releases) this.lose(lease.resource, "resource no longer wanted");
     const renewals = [...this.held.keys()].slice(0, budget);
     budget -= renewals.length;
-    const acquisitions = wanted ? this.nextFree(wanted, budget) : [];
     await forEachBounded(releases, this.requestsInFlightMax, (lease) => this.releaseQuietly(lease));
+    if (this.options.share && wanted) {
+      await forEachBounded(renewals, this.requestsInFlightMax, (resource) => this.acquireOne(resource));
+      await this.acquireShare(this.options.share, wanted, budget);
+      return;
+    }
+    const acquisitions = wanted ? this.nextFree(wanted, budget) : [];
     await forEachBounded([...renewals, ...acquisitions], this.requestsInFlightMax, (resource) => this.acquireOne(resource));
+  }
+
+  /** Forgets every lease without releasing it once the share says so; true then. */
+  private standsDown(): boolean {
+    if (!this.options.share?.standDown?.()) return false;
+    for (const resource of [...this.held.keys()]) this.lose(resource, "this controller's id was taken over by another process");
+    return true;
+  }
+
+  /**
+   * The fair-share part of a tick (after the renewals): reads the live controllers and the holders
+   * of the resources not held here (in rotation, within what the renewals left of the budget),
+   * takes what the plan says, and gives up the lease the plan names. When the live controllers
+   * cannot be read, every free resource is tried, as without a share.
+   */
+  private async acquireShare(share: KeeperShare, wanted: readonly string[], budget: number): Promise<void> {
+    let live: Set<string> | null = null;
+    try {
+      live = new Set(await share.liveControllers());
+    } catch (error) {
+      this.logger.warn("Reading the live controllers failed; trying every free resource this tick", error);
+    }
+    if (this.standsDown()) return;
+    if (!live) {
+      await forEachBounded(this.nextFree(wanted, budget), this.requestsInFlightMax, (resource) => this.acquireOne(resource));
+      return;
+    }
+    const self = this.leases.controllerId;
+    live.add(self);
+    const unique = [...new Set(wanted)];
+    const notHeld = unique.filter((resource) => !this.held.has(resource));
+    const toRead = this.nextFree(unique, budget);
+    const holders = new Map<string, string | null>();
+    let complete = toRead.length === notHeld.length;
+    await forEachBounded(toRead, this.requestsInFlightMax, async (resource) => {
+      try {
+        holders.set(resource, (await share.holder(resource))?.controllerId ?? null);
+      } catch (error) {
+        complete = false;
+        this.logger.debug(`Reading the holder of ${resource} failed`, error);
+      }
+    });
+    const held = new Set(unique.filter((resource) => this.held.has(resource)));
+    const plan = this.fairShare.plan({ self, wanted: unique, held, live, holders, complete });
+    let pending = 0;
+    const attempts = [...plan.overdue.map((resource) => ({ resource, forced: true })), ...plan.candidates.map((resource) => ({ resource, forced: false }))];
+    await forEachBounded(attempts, this.requestsInFlightMax, async ({ resource, forced }) => {
+      if (forced) return void (await this.acquireOne(resource));
+      if (this.held.size + pending >= plan.share) return;
+      pending++;
+      await this.acquireOne(resource);
+      pending--;
+    });
+    const given = plan.release && this.held.get(plan.release.resource);
+    if (!given || !plan.release) return;
+    this.lose(plan.release.resource, plan.release.reason);
+    await this.releaseQuietly(given.lease);
   }
 
   private nextFree(wanted: readonly string[], budget: number): string[] {

@@ -3,19 +3,34 @@
  * profile's {@link ScopeOwnership}. A {@link LeaseKeeper} tries to hold the lease of every known
  * group; the controller that holds a group's lease runs that group's actors, stamps its daemon
  * commands with the lease's fencing token and checks the lease before each write.
+ *
+ * With a {@link ScopePresence} (the production profile) the keeper takes only its fair share of the
+ * groups among the live controllers and hands one over now and then to a controller that joined
+ * (src/coordination/fair-share.ts); once this controller's id is taken over by another process it
+ * drops every scope and releases nothing.
  */
-import { LeaseLostError, type Leases } from "../coordination/lease.js";
+import { LeaseLostError, type LeaseHolder, type Leases } from "../coordination/lease.js";
 import { LeaseKeeper } from "../coordination/lease-keeper.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock } from "../shared/clock.js";
 import { groupScope, ScopeLostError, type ScopeListener, type ScopeOwnership } from "./scopes.js";
 
+/** The live controllers, from the presence registry (src/coordination/controller-presence.ts). */
+export interface ScopePresence {
+  /** Ids of the live controllers that take scopes; throws when the registry cannot be read. */
+  liveControllers(): Promise<string[]>;
+  /** True once another process took this controller's id over. */
+  lost(): boolean;
+}
+
 export interface LeaseScopeOptions {
-  leases: Leases & { holder(resource: string): Promise<{ fencingToken: number | null } | null> };
+  leases: Leases & { holder(resource: string): Promise<LeaseHolder | null> };
   /** 2 × scheduler.evaluationIntervalSeconds. */
   leaseTtlMs: number;
   clock: Clock;
   logger: Logger;
+  /** Fair share among the live controllers; without it every free group is taken. */
+  presence?: ScopePresence;
 }
 
 /** Scopes owned through per-group key-value leases. */
@@ -30,6 +45,7 @@ export class LeaseScopeOwnership implements ScopeOwnership {
   }
 
   async start(listener: ScopeListener): Promise<void> {
+    const { presence, leases } = this.options;
     this.keeper = new LeaseKeeper({
       leases: this.options.leases,
       resources: () => [...this.groups].map(groupScope),
@@ -38,6 +54,11 @@ export class LeaseScopeOwnership implements ScopeOwnership {
       logger: this.options.logger,
       onAcquired: (resource, lease) => listener.acquired(resource, lease.fencingToken),
       onLost: (resource) => listener.lost(resource),
+      share: presence && {
+        liveControllers: () => presence.liveControllers(),
+        holder: (resource) => leases.holder(resource),
+        standDown: () => presence.lost(),
+      },
     });
     this.keeper.start();
   }
@@ -65,8 +86,11 @@ export class LeaseScopeOwnership implements ScopeOwnership {
     }
   }
 
-  /** Releases every lease, so another controller takes the groups over at once. */
+  /**
+   * Releases every lease, so another controller takes the groups over at once; not when this
+   * controller's id was taken over (the stored leases then name the other process).
+   */
   async stop(): Promise<void> {
-    await this.keeper?.stop({ release: true });
+    await this.keeper?.stop({ release: this.options.presence?.lost() !== true });
   }
 }
