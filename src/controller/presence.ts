@@ -7,7 +7,7 @@
  * See src/coordination/controller-presence.ts for the claim and docs/decisions/coordination.md.
  */
 import { resolve } from "node:path";
-import { ClusterIdentityStore } from "../cluster/cluster-identity.js";
+import { ClusterIdentityStore } from "../cluster/identity/cluster-identity.js";
 import type { ControllerConfig } from "../config/schema.js";
 import { ControllerPresence, DuplicateControllerError } from "../coordination/controller-presence.js";
 import type { LogService } from "../logs/types.js";
