@@ -1,7 +1,31 @@
 /**
  * Built-in event types of spec document 3 ("Built-in event types and fields") with their payloads.
- * Timestamps in payloads are ISO-8601 UTC strings; `timestampMs` is epoch milliseconds.
+ * Timestamps in payloads are ISO-8601 UTC strings; `timestampMs` is epoch milliseconds. The payloads
+ * a plugin receives, INSTANCE_METRICS's and the custom type pattern are the plugin SDK's contracts
+ * (`src/sdk/contracts/`), declared there once and re-exported here for the controller's rooms.
  */
+import { CUSTOM_EVENT_TYPE_PATTERN } from "../sdk/contracts/plugin-events.js";
+import type {
+  GroupMaintenanceChangedPayload,
+  MaintenanceUpdatedPayload,
+  PlayerJourneyPayload,
+  PlayerPayload,
+  PlayerTransferPayload,
+  PluginEventPayloads,
+} from "../sdk/contracts/plugin-events.js";
+import type { InstanceMetricsPayload, WorldMetrics } from "../sdk/contracts/plugin-metrics.js";
+import type { AssertNever } from "../sdk/contracts/type-checks.js";
+
+export { CUSTOM_EVENT_TYPE_PATTERN };
+export type {
+  GroupMaintenanceChangedPayload,
+  InstanceMetricsPayload,
+  MaintenanceUpdatedPayload,
+  PlayerJourneyPayload,
+  PlayerPayload,
+  PlayerTransferPayload,
+  WorldMetrics,
+};
 
 /** Instance states of spec document 1. */
 export type InstanceState = "SCHEDULED" | "PREPARING" | "STARTING" | "RUNNING" | "DRAINING" | "STOPPING" | "STOPPED" | "CRASHED";
@@ -52,9 +76,6 @@ export const BUILT_IN_EVENT_TYPES: ReadonlySet<string> = new Set<string>(Object.
 
 export const isBuiltInEventType = (type: string): type is BuiltInEventType => BUILT_IN_EVENT_TYPES.has(type);
 
-/** Custom event types look like `MODULE:ACTION`. */
-export const CUSTOM_EVENT_TYPE_PATTERN = /^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+$/;
-
 /** Events the SSE stream never forwards (spec document 3, "Delivery paths"). */
 export const SSE_EXCLUDED_EVENT_TYPES: ReadonlySet<string> = new Set([EventTypes.INSTANCE_CONSOLE_OUTPUT]);
 
@@ -101,39 +122,12 @@ export type InstanceCrashedPayload = {
 };
 export type InstanceDrainingPayload = { instanceId: string; group: string; nodeId: string | null };
 export type InstanceConsoleOutputPayload = { instanceId: string; line: string; timestampMs: number };
-export type WorldMetrics = { name: string; environment: string; entityCount: number; chunkCount: number; playerCount: number };
-export type InstanceMetricsPayload = {
-  instanceId: string;
-  group: string;
-  tps1m: number;
-  tps5m: number;
-  tps15m: number;
-  msptAvg: number;
-  heapUsedMb: number;
-  heapMaxMb: number;
-  gcCollections: number;
-  gcTimeMs: number;
-  threadCount: number;
-  playerCount: number;
-  maxPlayers: number;
-  worldCount: number;
-  totalEntities: number;
-  totalChunks: number;
-  worlds: WorldMetrics[];
-  serverVersion: string;
-  pluginCount: number;
-};
 export type GroupChangedPayload = { groupName: string };
 export type GroupAggregatesUpdatedPayload = { groupName: string; runningInstances: number; totalPlayers: number };
-export type GroupMaintenanceChangedPayload = { groupName: string; maintenance: boolean; message: string | null };
 export type GroupCrashLoopPayload = { group: string; crashCount: number; windowStart: string };
 export type DeploymentCreatedPayload = { groupName: string; revision: number; strategy: string };
 export type DeploymentCompletedPayload = { groupName: string; revision: number; outcome: string };
-export type PlayerPayload = { uuid: string; name: string; instanceId: string; group: string };
-export type PlayerTransferPayload = { uuid: string; name: string; fromInstanceId: string; toInstanceId: string };
-export type PlayerJourneyPayload = { entry: Record<string, unknown> };
 export type TemplateUpdatedPayload = { templateName: string; oldHash: string | null; newHash: string };
-export type MaintenanceUpdatedPayload = { globalEnabled: boolean; message: string | null };
 export type ModuleLoadedPayload = { moduleName: string; hasFrontend: boolean };
 export type ModuleUnloadedPayload = { moduleName: string };
 export type ModuleFrontendReloadedPayload = { moduleName: string; contentHash: string };
@@ -183,6 +177,13 @@ export interface EventPayloads {
   CHOREOGRAPHY_OVERLAY_ACTIVATED: ChoreographyOverlayActivatedPayload;
   CHOREOGRAPHY_OVERLAY_DEACTIVATED: ChoreographyOverlayDeactivatedPayload;
 }
+
+/** Compile-time only: every event a plugin receives is a built-in type with the very payload the bus carries. */
+export type PluginPayloadsAreTheBusPayloads = AssertNever<
+  {
+    [K in keyof PluginEventPayloads]: EventPayloads[K] extends PluginEventPayloads[K] ? (PluginEventPayloads[K] extends EventPayloads[K] ? never : K) : K;
+  }[keyof PluginEventPayloads]
+>;
 
 /** Field names of every built-in type, as listed in the spec (used by tests and the SSE schema). */
 export const EVENT_FIELDS: { readonly [K in BuiltInEventType]: readonly (keyof EventPayloads[K])[] } = {

@@ -5,11 +5,12 @@
  * so a silent server shows none), readable over REST per instance and per group.
  */
 import { KV_KEY_PREFIX } from "../coordination/keys.js";
-import { EventTypes, type InstanceMetricsPayload, type WorldMetrics } from "../events/event-types.js";
+import { EventTypes } from "../events/event-types.js";
 import type { EventBus } from "../events/types.js";
 import type { Clock } from "../shared/clock.js";
 import type { KvStore } from "../store/ports.js";
 import { isoFromMs } from "../domain/shared/time.js";
+import type { InstanceMetricsPayload, MetricsPayload, WorldMetrics } from "../sdk/contracts/plugin-metrics.js";
 
 /** A snapshot not renewed within this long is dropped (servers report about every 10-30 s). */
 export const instanceMetricsTtlMs = 120_000;
@@ -17,16 +18,16 @@ export const instanceMetricsTtlMs = 120_000;
 /** `cloud:v1:instance-metrics:<instanceId>`. */
 export const instanceMetricsKey = (instanceId: string): string => `${KV_KEY_PREFIX}instance-metrics:${instanceId}`;
 
-/** What a plugin sends: every field of the spec's payload, each optional (a proxy has no TPS). */
-export type MetricsReport = Partial<Omit<InstanceMetricsPayload, "instanceId" | "group" | "worlds">> & {
+/**
+ * What a plugin sends: the payload of `src/sdk/contracts/plugin-metrics.ts`, each field optional (a
+ * proxy has no TPS) except a world's name.
+ */
+export type MetricsReport = Partial<Omit<MetricsPayload, "worlds">> & {
   worlds?: (Pick<WorldMetrics, "name"> & Partial<WorldMetrics>)[];
-  heapCommittedMb?: number;
-  daemonThreadCount?: number;
-  uptimeMs?: number;
 };
 
-/** The latest snapshot of an instance: the event's fields, the payload's others, and when it came. */
-export type InstanceMetricsSnapshot = InstanceMetricsPayload & { heapCommittedMb: number; daemonThreadCount: number; uptimeMs: number; reportedAt: string };
+/** The latest snapshot of an instance: the whole payload, whose instance and group, and when it came. */
+export type InstanceMetricsSnapshot = { instanceId: string; group: string } & MetricsPayload & { reportedAt: string };
 
 /** The aggregate over a group's latest snapshots. */
 export interface GroupMetrics {

@@ -17,29 +17,24 @@
 import type { JournalEntry } from "../events/event-journal.js";
 import type { StreamShape } from "../events/event-stream.js";
 import { sseFrame } from "../events/event-stream.js";
-import { EventTypes, isBuiltInEventType } from "../events/event-types.js";
+import { isBuiltInEventType } from "../events/event-types.js";
 import type { Logger } from "../logs/types.js";
+import { MAINTENANCE_EVENT_TYPES, PLAYER_EVENT_TYPES } from "../sdk/contracts/plugin-events.js";
+import { REGISTRY_EPOCH_FRAME } from "../sdk/contracts/plugin-stream.js";
 import type { PluginDeliveries } from "./plugin-deliveries.js";
 import type { PlayerService } from "./players.js";
 import type { TransferService } from "./transfers.js";
 
 /** Built-in types a plugin's stream carries (spec document 3: "Player events a plugin may subscribe to", and the maintenance switches). */
-export const PLUGIN_STREAM_EVENT_TYPES: ReadonlySet<string> = new Set([
-  EventTypes.PLAYER_CONNECTED,
-  EventTypes.PLAYER_DISCONNECTED,
-  EventTypes.PLAYER_TRANSFER,
-  EventTypes.PLAYER_JOURNEY,
+export const PLUGIN_STREAM_EVENT_TYPES: ReadonlySet<string> = new Set<string>([
+  ...PLAYER_EVENT_TYPES,
   // Proxies admit players by these (docs/decisions/maintenance.md).
-  EventTypes.MAINTENANCE_UPDATED,
-  EventTypes.GROUP_MAINTENANCE_CHANGED,
+  ...MAINTENANCE_EVENT_TYPES,
 ]);
 /** Frames waiting for one slow plugin stream; beyond it the oldest are dropped (pending transfers come again on reconnect). */
 export const pluginStreamQueuedFramesMax = 1_000;
 /** Message of the plugin stream's connected frame. */
 export const PLUGIN_STREAM_GREETING = "Connected to the plugin event stream";
-
-/** The frame telling an open plugin stream that the player registry's epoch changed. */
-export const REGISTRY_EPOCH_FRAME = "registry-epoch";
 
 /** Whether a journal entry goes to the plugin stream of `instanceId`. */
 export function acceptsForPlugin(entry: JournalEntry, instanceId: string): boolean {

@@ -24,6 +24,7 @@ import type { CloudEvent, EventBus, Subscription } from "../events/types.js";
 import type { Logger } from "../logs/types.js";
 import type { Clock, Timer } from "../shared/clock.js";
 import type { KvStore } from "../store/ports.js";
+import type { Transfer, TransferFailure } from "../sdk/contracts/plugin-stream.js";
 import { isoFromMs } from "../domain/shared/time.js";
 import { SingleFlight } from "../domain/shared/single-flight.js";
 import type { OnlinePlayer, PlayerService } from "./players.js";
@@ -43,27 +44,8 @@ export const transferKey = (id: string): string => `${TRANSFER_KEY_PREFIX}${id}`
 /** `cloud:v1:transfer-player:<uuid>`: the player's pending transfer id. */
 export const playerTransferKey = (uuid: string): string => `${KV_KEY_PREFIX}transfer-player:${uuid}`;
 
-/** Why a transfer failed. */
-export type TransferFailure = "TARGET_GONE" | "HOLDER_GONE" | "SUPERSEDED" | "TIMEOUT" | "PLAYER_LEFT";
-
-/** A transfer as stored and as sent on the plugin event stream. */
-export interface Transfer {
-  id: string;
-  playerUuid: string;
-  playerName: string;
-  /** The server the player was on when the transfer was asked for (null: only on a proxy). */
-  fromInstanceId: string | null;
-  targetInstanceId: string;
-  /** Set for `transfer-to-group`: the group the target was chosen from. */
-  targetGroup: string | null;
-  /** The instance that moves the player: its proxy, or the server it joined directly. */
-  holderInstanceId: string;
-  /** The instance whose plugin asked. */
-  requestedBy: string;
-  requestedAt: string;
-  state: "PENDING" | "COMPLETED" | "FAILED";
-  failureReason: TransferFailure | null;
-}
+/** A transfer and why one failed: the plugin stream's contract, declared once in the SDK. */
+export type { Transfer, TransferFailure };
 
 /** What the service needs to know of instances. */
 export interface TransferInstances {

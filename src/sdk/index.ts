@@ -53,6 +53,15 @@ export type {
   TransferState,
   WorldMetrics,
 } from "./plugin/types.js";
+export type {
+  GroupMaintenanceChangedPayload,
+  MaintenanceUpdatedPayload,
+  PlayerJourneyPayload,
+  PlayerPayload,
+  PlayerTransferPayload,
+  PluginEventPayloads,
+  PluginEventType,
+} from "./contracts/plugin-events.js";
 export { Arguments, CommandArgument, type ArgumentCompleter, type ArgumentContext, type ArgumentParser } from "./plugin/commands/arguments.js";
 export { CommandBuilder, helpPageSizeDefault, type CommandContext, type CommandHandler, type CommandNode } from "./plugin/commands/builder.js";
 export {

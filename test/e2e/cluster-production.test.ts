@@ -6,14 +6,14 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import pg from "pg";
-import { ClusterHarness, type ClusterMemberProcess } from "./cluster-harness.js";
+import type { ClusterHarness, ClusterMemberProcess } from "./cluster-harness.js";
+import { productionCluster, type ProductionCluster } from "./production-cluster.js";
 import { eventually } from "../support/wait.js";
-import { startPostgresServer, type PostgresServer } from "../support/postgres-server.js";
-import { startRedisServer, type RedisServer } from "../support/redis-server.js";
+import type { PostgresServer } from "../support/postgres-server.js";
 
 describe("a production cluster on shared PostgreSQL and Redis", { timeout: 600_000 }, () => {
+  let production: ProductionCluster;
   let postgres: PostgresServer;
-  let redis: RedisServer;
   let harness: ClusterHarness;
   let a: ClusterMemberProcess;
   let b: ClusterMemberProcess;
@@ -21,17 +21,13 @@ describe("a production cluster on shared PostgreSQL and Redis", { timeout: 600_0
   let clusterId: string;
 
   before(async () => {
-    [postgres, redis] = await Promise.all([startPostgresServer(), startRedisServer()]);
-    harness = new ClusterHarness({ runtime: { profile: "production" }, database: { uri: postgres.uri }, kvstore: { uri: redis.uri } });
-    a = await harness.start("a");
+    production = await productionCluster({ controllers: 3 });
+    ({ postgres, harness } = production);
+    [a, b, c] = production.members as [ClusterMemberProcess, ClusterMemberProcess, ClusterMemberProcess];
     clusterId = (await a.call("GET", "/api/v1/cluster")).json.clusterId;
-    b = await harness.start("b", { joinToken: await harness.joinToken(a, [a]) });
-    c = await harness.start("c", { joinToken: await harness.joinToken(b, [a, b]) });
   });
   after(async () => {
-    await harness?.close();
-    await redis?.stop();
-    await postgres?.stop();
+    await production?.stop();
   });
 
   it("all three are voters of one cluster, and the shared database names it", async () => {

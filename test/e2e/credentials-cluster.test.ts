@@ -18,16 +18,17 @@ import { MachineCredentials, workloadTokenRotationGraceMs } from "../../src/plug
 import { systemClock } from "../../src/shared/clock.js";
 import { openDocumentStore } from "../../src/store/open.js";
 import type { DocumentStore } from "../../src/store/ports.js";
-import { ClusterHarness, type ClusterMemberProcess } from "./cluster-harness.js";
-import { startPostgresServer, type PostgresServer } from "../support/postgres-server.js";
-import { startRedisServer, type RedisServer } from "../support/redis-server.js";
+import type { ClusterMemberProcess } from "./cluster-harness.js";
+import { productionCluster, type ProductionCluster } from "./production-cluster.js";
+import type { PostgresServer } from "../support/postgres-server.js";
+import type { RedisServer } from "../support/redis-server.js";
 
 const quiet = { name: "test", trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
 
 describe("machine credentials across controllers", { timeout: 600_000 }, () => {
+  let production: ProductionCluster;
   let postgres: PostgresServer;
   let redis: RedisServer;
-  let harness: ClusterHarness;
   let a: ClusterMemberProcess;
   let b: ClusterMemberProcess;
   let documents: DocumentStore;
@@ -72,10 +73,9 @@ describe("machine credentials across controllers", { timeout: 600_000 }, () => {
   };
 
   before(async () => {
-    [postgres, redis] = await Promise.all([startPostgresServer(), startRedisServer()]);
-    harness = new ClusterHarness({ runtime: { profile: "production" }, database: { uri: postgres.uri }, kvstore: { uri: redis.uri } });
-    a = await harness.start("a");
-    b = await harness.start("b", { joinToken: await harness.joinToken(a, [a]) });
+    production = await productionCluster({ controllers: 2 });
+    ({ postgres, redis } = production);
+    [a, b] = production.members as [ClusterMemberProcess, ClusterMemberProcess];
     scratch = await mkdtemp(join(tmpdir(), "cloud-credentials-e2e-"));
     documents = await openDocumentStore({ profile: "production", dataDir: scratch, uri: postgres.uri });
     instances = new InstanceService(documents, systemClock);
@@ -84,9 +84,7 @@ describe("machine credentials across controllers", { timeout: 600_000 }, () => {
   });
   after(async () => {
     await documents?.close();
-    await harness?.close();
-    await redis?.stop();
-    await postgres?.stop();
+    await production?.stop();
     if (scratch) await rm(scratch, { recursive: true, force: true });
   });
 

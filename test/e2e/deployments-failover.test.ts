@@ -8,11 +8,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { serverProcesses } from "../support/instance-processes.js";
-import { ClusterHarness, type ClusterMemberProcess } from "./cluster-harness.js";
+import type { ClusterHarness, ClusterMemberProcess } from "./cluster-harness.js";
+import { productionCluster, type ProductionCluster } from "./production-cluster.js";
 import { eventually } from "../support/wait.js";
-import { spawnDaemon, type DaemonProcess } from "../gateway/harness.js";
-import { startPostgresServer, type PostgresServer } from "../support/postgres-server.js";
-import { startRedisServer, type RedisServer } from "../support/redis-server.js";
 
 const waitMs = 120_000;
 const group = "roll";
@@ -25,11 +23,9 @@ interface Instance {
 }
 
 describe("a rollout continues after SIGKILL of the reconciler's controller", { timeout: 900_000 }, () => {
-  let postgres: PostgresServer;
-  let redis: RedisServer;
+  let production: ProductionCluster;
   let harness: ClusterHarness;
   let members: ClusterMemberProcess[] = [];
-  const daemons: DaemonProcess[] = [];
   let lastSeen = "";
 
   const alive = () => members.filter((m) => m.process !== null);
@@ -60,29 +56,21 @@ describe("a rollout continues after SIGKILL of the reconciler's controller", { t
   };
 
   before(async () => {
-    [postgres, redis] = await Promise.all([startPostgresServer(), startRedisServer()]);
-    harness = new ClusterHarness({
-      runtime: { profile: "production" },
-      database: { uri: postgres.uri },
-      kvstore: { uri: redis.uri },
-      scheduler: { evaluationIntervalSeconds: 1 },
-      deployments: { reconcileIntervalSeconds: 0.5, leaseTtlSeconds: 3 },
+    production = await productionCluster({
+      config: {
+        scheduler: { evaluationIntervalSeconds: 1 },
+        deployments: { reconcileIntervalSeconds: 0.5, leaseTtlSeconds: 3 },
+      },
+      daemons: 2,
+      daemonControllerOffset: 1,
+      daemonConfig: { maxMemoryMb: 4096 },
+      nodesOnlineWaitMs: waitMs,
     });
-    members = await harness.startThree();
-    const [a] = members;
-    const addresses = members.map((m) => m.grpcAddr);
-    for (let i = 0; i < 2; i++) {
-      const token = (await a.call("POST", "/api/v1/admin/tokens", {})).json.token as string;
-      daemons.push(spawnDaemon([...addresses.slice(i + 1), ...addresses.slice(0, i + 1)], token, { maxMemoryMb: 4096 }));
-    }
-    await eventually(async () => ((await a.call("GET", "/api/v1/nodes?state=ONLINE")).json as unknown[]).length === 2, "two nodes ONLINE", waitMs);
+    ({ harness, members } = production);
   });
 
   after(async () => {
-    for (const d of daemons) await d.stop();
-    await harness?.close();
-    await redis?.stop();
-    await postgres?.stop();
+    await production?.stop();
   });
 
   it("completes from the stored state with no instance replaced twice and no batch skipped", async () => {

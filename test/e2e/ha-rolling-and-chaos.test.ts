@@ -12,11 +12,10 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Prng } from "../raft/sim/prng.js";
 import { serverProcesses } from "../support/instance-processes.js";
-import { ClusterHarness, type ClusterMemberProcess } from "./cluster-harness.js";
+import type { ClusterHarness, ClusterMemberProcess } from "./cluster-harness.js";
+import { productionCluster, type ProductionCluster } from "./production-cluster.js";
 import { eventually } from "../support/wait.js";
-import { cleanupDirs, spawnDaemon, type DaemonProcess } from "../gateway/harness.js";
-import { startPostgresServer, type PostgresServer } from "../support/postgres-server.js";
-import { startRedisServer, type RedisServer } from "../support/redis-server.js";
+import { cleanupDirs } from "../gateway/harness.js";
 
 const waitMs = 90_000;
 /** Chaos rounds (each: a kill, a restart and a few mutations); CHAOS_ROUNDS overrides. */
@@ -28,11 +27,9 @@ function assertNoDuplicates(where: string): void {
 }
 
 describe("controller failover", { timeout: 900_000 }, () => {
-  let postgres: PostgresServer;
-  let redis: RedisServer;
+  let production: ProductionCluster;
   let harness: ClusterHarness;
   let members: ClusterMemberProcess[] = [];
-  const daemons: DaemonProcess[] = [];
 
   const live = () => members.filter((m) => m.process !== null);
   /** A call to any running controller, trying the others when one fails to answer. */
@@ -65,21 +62,15 @@ describe("controller failover", { timeout: 900_000 }, () => {
   const ready = async (m: ClusterMemberProcess) => (await m.call("GET", "/api/v1/system/ready")).status === 200;
 
   before(async () => {
-    [postgres, redis] = await Promise.all([startPostgresServer(), startRedisServer()]);
-    harness = new ClusterHarness({
-      runtime: { profile: "production" },
-      database: { uri: postgres.uri },
-      kvstore: { uri: redis.uri },
-      scheduler: { evaluationIntervalSeconds: 1 },
+    production = await productionCluster({
+      config: { scheduler: { evaluationIntervalSeconds: 1 } },
+      daemons: 2,
+      daemonControllerOffset: 1,
+      daemonConfig: { maxMemoryMb: 4096, reconnectDelayMaxMs: 1_000 },
+      nodesOnlineWaitMs: waitMs,
     });
-    members = await harness.startThree();
+    ({ harness, members } = production);
     const [a] = members;
-    const addresses = members.map((m) => m.grpcAddr);
-    for (let i = 0; i < 2; i++) {
-      const token = (await a.call("POST", "/api/v1/admin/tokens", {})).json.token as string;
-      daemons.push(spawnDaemon([...addresses.slice(i + 1), ...addresses.slice(0, i + 1)], token, { maxMemoryMb: 4096, reconnectDelayMaxMs: 1_000 }));
-    }
-    await eventually(async () => ((await a.call("GET", "/api/v1/nodes?state=ONLINE")).json as unknown[]).length === 2, "two nodes ONLINE", waitMs);
     await a.call("POST", "/api/v1/groups", {
       name: "steady",
       platform: "simulated",
@@ -92,10 +83,7 @@ describe("controller failover", { timeout: 900_000 }, () => {
   });
 
   after(async () => {
-    for (const d of daemons) await d.stop();
-    await harness?.close();
-    await redis?.stop();
-    await postgres?.stop();
+    await production?.stop();
     cleanupDirs();
   });
 

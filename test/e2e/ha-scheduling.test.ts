@@ -7,22 +7,20 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { serverProcesses } from "../support/instance-processes.js";
-import { ClusterHarness, type ClusterMemberProcess } from "./cluster-harness.js";
+import type { ClusterHarness, ClusterMemberProcess } from "./cluster-harness.js";
+import type { DaemonProcess } from "../gateway/harness.js";
+import { productionCluster, type ProductionCluster } from "./production-cluster.js";
 import { eventually } from "../support/wait.js";
-import { spawnDaemon, type DaemonProcess } from "../gateway/harness.js";
-import { startPostgresServer, type PostgresServer } from "../support/postgres-server.js";
-import { startRedisServer, type RedisServer } from "../support/redis-server.js";
 
 const evaluationIntervalSeconds = 1;
 const waitMs = 60_000;
 
 describe("scheduling across controllers", { timeout: 600_000 }, () => {
-  let postgres: PostgresServer;
-  let redis: RedisServer;
+  let production: ProductionCluster;
   let redisClient: Redis;
   let harness: ClusterHarness;
   let members: ClusterMemberProcess[] = [];
-  const daemons: DaemonProcess[] = [];
+  let daemons: DaemonProcess[] = [];
 
   const holderOf = async (group: string) => {
     const value = await redisClient.get(`cloud:v1:lease:group:${group}`);
@@ -43,31 +41,21 @@ describe("scheduling across controllers", { timeout: 600_000 }, () => {
   };
 
   before(async () => {
-    [postgres, redis] = await Promise.all([startPostgresServer(), startRedisServer()]);
-    redisClient = new Redis(redis.uri, { lazyConnect: false, maxRetriesPerRequest: 2 });
-    harness = new ClusterHarness({
-      runtime: { profile: "production" },
-      database: { uri: postgres.uri },
-      kvstore: { uri: redis.uri },
-      scheduler: { evaluationIntervalSeconds },
+    production = await productionCluster({
+      config: { scheduler: { evaluationIntervalSeconds } },
+      // Each daemon starts on a different controller (b, then c); both know all three.
+      daemons: 2,
+      daemonControllerOffset: 1,
+      daemonConfig: { maxMemoryMb: 2048 },
+      nodesOnlineWaitMs: waitMs,
     });
-    members = await harness.startThree();
-    const [a] = members;
-    const addresses = members.map((m) => m.grpcAddr);
-    for (let i = 0; i < 2; i++) {
-      const token = (await a.call("POST", "/api/v1/admin/tokens", {})).json.token as string;
-      // Each daemon starts on a different controller; both know all three.
-      daemons.push(spawnDaemon([...addresses.slice(i + 1), ...addresses.slice(0, i + 1)], token, { maxMemoryMb: 2048 }));
-    }
-    await eventually(async () => ((await a.call("GET", "/api/v1/nodes?state=ONLINE")).json as unknown[]).length === 2, "two nodes ONLINE", waitMs);
+    ({ harness, members, daemons } = production);
+    redisClient = new Redis(production.redis.uri, { lazyConnect: false, maxRetriesPerRequest: 2 });
   });
 
   after(async () => {
-    for (const d of daemons) await d.stop();
-    await harness?.close();
     redisClient?.disconnect();
-    await redis?.stop();
-    await postgres?.stop();
+    await production?.stop();
   });
 
   it("one controller holds the group's lease and its instances run once each, across nodes on other controllers", async () => {

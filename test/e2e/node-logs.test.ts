@@ -9,11 +9,10 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
-import { ClusterHarness, type ClusterMemberProcess } from "./cluster-harness.js";
+import type { ClusterHarness, ClusterMemberProcess } from "./cluster-harness.js";
+import { productionCluster, type ProductionCluster } from "./production-cluster.js";
 import { eventually } from "../support/wait.js";
-import { cleanupDirs, spawnDaemon, type DaemonProcess } from "../gateway/harness.js";
-import { startPostgresServer, type PostgresServer } from "../support/postgres-server.js";
-import { startRedisServer, type RedisServer } from "../support/redis-server.js";
+import { cleanupDirs, type DaemonProcess } from "../gateway/harness.js";
 import { frameJson, isMessage, openSse, type SseFrame, type SseStream } from "../support/sse-client.js";
 
 const waitMs = 90_000;
@@ -35,8 +34,7 @@ interface LogPage {
 }
 
 describe("a daemon's log through every controller", { timeout: 600_000 }, () => {
-  let postgres: PostgresServer;
-  let redis: RedisServer;
+  let production: ProductionCluster;
   let redisClient: Redis;
   let harness: ClusterHarness;
   let members: ClusterMemberProcess[] = [];
@@ -68,36 +66,19 @@ describe("a daemon's log through every controller", { timeout: 600_000 }, () => 
   const messages = (frames: readonly SseFrame[]) => frames.filter(isMessage).map((f) => frameJson(f) as LogRecordView);
 
   before(async () => {
-    [postgres, redis] = await Promise.all([startPostgresServer(), startRedisServer()]);
-    redisClient = new Redis(redis.uri, { lazyConnect: false, maxRetriesPerRequest: 2 });
-    harness = new ClusterHarness({ runtime: { profile: "production" }, database: { uri: postgres.uri }, kvstore: { uri: redis.uri } });
-    members = await harness.startThree();
+    production = await productionCluster({ daemons: 1, daemonConfig: { reconnectDelayMaxMs: 1_000 }, nodesOnlineWaitMs: waitMs });
+    ({ harness, members } = production);
+    daemon = production.daemons[0]!;
+    nodeId = production.nodeIds[0]!;
+    redisClient = new Redis(production.redis.uri, { lazyConnect: false, maxRetriesPerRequest: 2 });
     const view = (await members[0]!.call("GET", "/api/v1/cluster/members")).json.members as { nodeId: string; raftAddr: string }[];
     for (const m of members) ids.set(m, view.find((x) => x.raftAddr.endsWith(`:${m.raftPort}`))!.nodeId);
-    const token = (await members[0]!.call("POST", "/api/v1/admin/tokens", {})).json.token as string;
-    daemon = spawnDaemon(
-      members.map((m) => m.grpcAddr),
-      token,
-      { reconnectDelayMaxMs: 1_000 },
-    );
-    const nodes = await eventually(
-      async () => {
-        const online = (await members[0]!.call("GET", "/api/v1/nodes?state=ONLINE")).json as { id: string }[];
-        return online.length === 1 ? online : null;
-      },
-      () => `the node ONLINE${diagnostics()}`,
-      waitMs,
-    );
-    nodeId = nodes[0]!.id;
   });
 
   after(async () => {
     for (const stream of streams) stream.close();
-    await daemon?.stop();
-    await harness?.close();
     redisClient?.disconnect();
-    await redis?.stop();
-    await postgres?.stop();
+    await production?.stop();
     cleanupDirs();
   });
 

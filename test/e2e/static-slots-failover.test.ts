@@ -10,11 +10,10 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 import { serverProcesses } from "../support/instance-processes.js";
-import { ClusterHarness, type ClusterMemberProcess } from "./cluster-harness.js";
+import type { ClusterHarness, ClusterMemberProcess } from "./cluster-harness.js";
+import { productionCluster, type ProductionCluster } from "./production-cluster.js";
 import { eventually } from "../support/wait.js";
-import { spawnDaemon, type DaemonProcess } from "../gateway/harness.js";
-import { startPostgresServer, type PostgresServer } from "../support/postgres-server.js";
-import { startRedisServer, type RedisServer } from "../support/redis-server.js";
+import type { DaemonProcess } from "../gateway/harness.js";
 
 const evaluationIntervalSeconds = 1;
 const waitMs = 60_000;
@@ -28,12 +27,11 @@ interface Instance {
 }
 
 describe("STATIC slots across a controller failover", { timeout: 600_000 }, () => {
-  let postgres: PostgresServer;
-  let redis: RedisServer;
+  let production: ProductionCluster;
   let redisClient: Redis;
   let harness: ClusterHarness;
   let members: ClusterMemberProcess[] = [];
-  const daemons: DaemonProcess[] = [];
+  let daemons: DaemonProcess[] = [];
   const homes = new Map<string, string>();
   const dirOf = new Map<string, string>();
 
@@ -71,30 +69,20 @@ describe("STATIC slots across a controller failover", { timeout: 600_000 }, () =
       .join("\n")}`;
 
   before(async () => {
-    [postgres, redis] = await Promise.all([startPostgresServer(), startRedisServer()]);
-    redisClient = new Redis(redis.uri, { lazyConnect: false, maxRetriesPerRequest: 2 });
-    harness = new ClusterHarness({
-      runtime: { profile: "production" },
-      database: { uri: postgres.uri },
-      kvstore: { uri: redis.uri },
-      scheduler: { evaluationIntervalSeconds },
+    production = await productionCluster({
+      config: { scheduler: { evaluationIntervalSeconds } },
+      daemons: 2,
+      daemonControllerOffset: 1,
+      daemonConfig: { maxMemoryMb: 2048 },
+      nodesOnlineWaitMs: waitMs,
     });
-    members = await harness.startThree();
-    const [a] = members;
-    const addresses = members.map((m) => m.grpcAddr);
-    for (let i = 0; i < 2; i++) {
-      const token = (await a.call("POST", "/api/v1/admin/tokens", {})).json.token as string;
-      daemons.push(spawnDaemon([...addresses.slice(i + 1), ...addresses.slice(0, i + 1)], token, { maxMemoryMb: 2048 }));
-    }
-    await eventually(async () => ((await a.call("GET", "/api/v1/nodes?state=ONLINE")).json as unknown[]).length === 2, "two nodes ONLINE", waitMs);
+    ({ harness, members, daemons } = production);
+    redisClient = new Redis(production.redis.uri, { lazyConnect: false, maxRetriesPerRequest: 2 });
   });
 
   after(async () => {
-    for (const d of daemons) await d.stop();
-    await harness?.close();
     redisClient?.disconnect();
-    await redis?.stop();
-    await postgres?.stop();
+    await production?.stop();
   });
 
   it("an operator's stop through another controller holds the slot across a SIGKILL of the lease holder; a crash refills under the same id; a start brings the stopped slot back on its directory", async () => {

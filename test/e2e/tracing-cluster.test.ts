@@ -10,11 +10,10 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
-import { ClusterHarness, type ClusterMemberProcess } from "./cluster-harness.js";
-import { cleanupDirs, spawnDaemon, type DaemonProcess } from "../gateway/harness.js";
+import type { ClusterMemberProcess } from "./cluster-harness.js";
+import { productionCluster, type ProductionCluster } from "./production-cluster.js";
+import { cleanupDirs, type DaemonProcess } from "../gateway/harness.js";
 import { SpanKinds, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../support/otlp-receiver.js";
-import { startPostgresServer, type PostgresServer } from "../support/postgres-server.js";
-import { startRedisServer, type RedisServer } from "../support/redis-server.js";
 import { eventually } from "../support/wait.js";
 
 const waitMs = 90_000;
@@ -25,10 +24,8 @@ const { SERVER, CLIENT } = SpanKinds;
 
 describe("one trace across controllers: operator → controller → holding controller → daemon", { timeout: 600_000 }, () => {
   let receiver: OtlpReceiver;
-  let postgres: PostgresServer;
-  let redis: RedisServer;
+  let production: ProductionCluster;
   let redisClient: Redis;
-  let harness: ClusterHarness;
   let members: ClusterMemberProcess[] = [];
   let daemon: DaemonProcess | undefined;
   const ids = new Map<ClusterMemberProcess, string>();
@@ -56,35 +53,19 @@ describe("one trace across controllers: operator → controller → holding cont
   before(async () => {
     receiver = await startOtlpReceiver();
     const telemetry = { enabled: true, otlpEndpoint: receiver.url, samplerRatio: 0 };
-    [postgres, redis] = await Promise.all([startPostgresServer(), startRedisServer()]);
-    redisClient = new Redis(redis.uri, { lazyConnect: false, maxRetriesPerRequest: 2 });
-    harness = new ClusterHarness({
-      runtime: { profile: "production" },
-      database: { uri: postgres.uri },
-      kvstore: { uri: redis.uri },
-      scheduler: { evaluationIntervalSeconds: 1 },
-      telemetry,
+    production = await productionCluster({
+      config: { scheduler: { evaluationIntervalSeconds: 1 }, telemetry },
+      daemons: 1,
+      daemonConfig: { maxMemoryMb: 1024, reconnectDelayMaxMs: 1_000, telemetry },
+      nodesOnlineWaitMs: waitMs,
     });
-    members = await harness.startThree();
+    members = production.members;
+    daemon = production.daemons[0];
+    nodeId = production.nodeIds[0]!;
+    redisClient = new Redis(production.redis.uri, { lazyConnect: false, maxRetriesPerRequest: 2 });
     const view = (await members[0]!.call("GET", "/api/v1/cluster/members")).json.members as { nodeId: string; raftAddr: string }[];
     for (const m of members) ids.set(m, view.find((x) => x.raftAddr.endsWith(`:${m.raftPort}`))!.nodeId);
     assert.equal(new Set(ids.values()).size, 3, "three member ids");
-
-    const token = (await members[0]!.call("POST", "/api/v1/admin/tokens", {})).json.token as string;
-    daemon = spawnDaemon(
-      members.map((m) => m.grpcAddr),
-      token,
-      { maxMemoryMb: 1024, reconnectDelayMaxMs: 1_000, telemetry },
-    );
-    const nodes = await eventually(
-      async () => {
-        const online = (await members[0]!.call("GET", "/api/v1/nodes?state=ONLINE")).json as { id: string }[];
-        return online.length === 1 ? online : null;
-      },
-      () => `the node ONLINE${diagnostics()}`,
-      waitMs,
-    );
-    nodeId = nodes[0]!.id;
 
     const created = await members[0]!.call("POST", "/api/v1/groups", {
       name: group,
@@ -114,11 +95,8 @@ describe("one trace across controllers: operator → controller → holding cont
   });
 
   after(async () => {
-    await daemon?.stop();
-    await harness?.close();
     redisClient?.disconnect();
-    await redis?.stop();
-    await postgres?.stop();
+    await production?.stop();
     await receiver?.close();
     cleanupDirs();
   });

@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify as toYaml } from "yaml";
 import { CONFIG_ENV_OVERRIDES, parseControllerConfig } from "../../src/config/load.js";
-import type { ControllerConfig } from "../../src/config/schema.js";
+import { mergeConfig, type ConfigOverrides } from "./config-overrides.js";
 import { LISTENING_MESSAGE_PREFIX, startController, type RunningController } from "../../src/controller/controller.js";
 
 const ROOT_DIR = join(import.meta.dirname, "..", "..");
@@ -30,13 +30,7 @@ export const STOP_TIMEOUT_MS = 15_000;
 /** Captured child output kept for diagnostics (the tail is kept). */
 const OUTPUT_KEPT_CHARS_MAX = 1_000_000;
 
-type DeepPartial<T> = { [K in keyof T]?: T[K] extends readonly unknown[] ? T[K] : T[K] extends object ? DeepPartial<T[K]> : T[K] };
-
-/**
- * A partial controller.yml, deep-merged over the test defaults. Known keys are typed; any other key
- * is allowed too, so tests can write invalid or removed keys on purpose.
- */
-export type ConfigOverrides = DeepPartial<ControllerConfig> & Record<string, unknown>;
+export { mergeConfig, type ConfigOverrides };
 
 export interface TestControllerOptions {
   /** Reuse this data directory (it is then NOT removed on stop). Default: a fresh temp dir. */
@@ -66,15 +60,6 @@ export interface TestController {
   kill9(): Promise<void>;
   /** Starts a new child on the same config and data dir (the previous one must have exited). */
   restart(): Promise<TestController>;
-}
-
-const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
-
-/** Deep-merges `over` onto `base` (objects merge, everything else replaces). */
-export function mergeConfig(base: ConfigOverrides, over: ConfigOverrides = {}): ConfigOverrides {
-  const out: ConfigOverrides = { ...base };
-  for (const [k, v] of Object.entries(over)) out[k] = isPlainObject(v) && isPlainObject(out[k]) ? mergeConfig(out[k] as ConfigOverrides, v) : v;
-  return out;
 }
 
 /** controller.yml contents for a test controller in `dataDir`. */

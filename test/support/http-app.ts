@@ -18,6 +18,7 @@ import type { ClusterService } from "../../src/cluster/cluster-service.js";
 import { parseControllerConfig } from "../../src/config/load.js";
 import type { ControllerConfig } from "../../src/config/schema.js";
 import { startController, type RunningController } from "../../src/controller/controller.js";
+import { mergeConfig, type ConfigOverrides } from "./config-overrides.js";
 import { openControllerStores } from "../../src/controller/stores.js";
 import type { CrashService } from "../../src/domain/crashes/crash-service.js";
 import type { GroupService } from "../../src/domain/groups/group-service.js";
@@ -49,9 +50,6 @@ import type { ModulePlatform, ModulePlatformTuning } from "../../src/modules/mod
 export const ADMIN_PASSWORD = "admin-password-1";
 /** Cheaper scrypt cost for tests (hashes stay real scrypt hashes; only N is lower). */
 export const TEST_SCRYPT: ScryptParams = { cost: 2 ** 12, blockSize: 8, parallelization: 1 };
-
-/** Sections of controller.yml a test may override. */
-export type ConfigOverrides = { [K in keyof ControllerConfig]?: Partial<ControllerConfig[K]> };
 
 export interface TestAppOptions {
   /** Reuse a data directory (restart tests); a fresh temporary one by default. */
@@ -169,16 +167,18 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   let controller: RunningController;
   try {
     const config = parseControllerConfig(
-      {
-        ...overrides,
-        http: { host: "127.0.0.1", port: 0, ...overrides.http },
-        grpc: { port: 0, ...overrides.grpc },
-        raft: { host: "127.0.0.1", port: 0, dataDir: join(dir, "raft"), ...overrides.raft },
-        data: { dir, ...overrides.data },
-        logging: { level: "INFO", format: "JSON", ...overrides.logging },
-        auth: { adminUsername: "admin", ...overrides.auth },
-        metrics: { enabled: true, ...overrides.metrics },
-      },
+      mergeConfig(
+        {
+          http: { host: "127.0.0.1", port: 0 },
+          grpc: { port: 0 },
+          raft: { host: "127.0.0.1", port: 0, dataDir: join(dir, "raft") },
+          data: { dir },
+          logging: { level: "INFO", format: "JSON" },
+          auth: { adminUsername: "admin" },
+          metrics: { enabled: true },
+        },
+        overrides,
+      ),
       { env: {} },
     );
     controller = await startController(config, {

@@ -6,7 +6,7 @@
  * change (plugin-context.ts).
  */
 import type { Hono } from "hono";
-import { Type } from "@sinclair/typebox";
+import { Type, type Static } from "@sinclair/typebox";
 import type { GroupService } from "../../domain/groups/group-service.js";
 import type { InstanceService } from "../../domain/instances/instance-service.js";
 import type { Tickets } from "../../coordination/tickets.js";
@@ -18,6 +18,8 @@ import type { InstanceMetricsService } from "../../plugin-api/instance-metrics.j
 import { isProxyPlatform, type PlayerService } from "../../plugin-api/players.js";
 import type { SequenceGuard } from "../../plugin-api/sequence-guard.js";
 import type { PlayerAdmission } from "../../plugin-api/admission.js";
+import type { MetricsPayload, WorldMetrics } from "../../sdk/contracts/plugin-metrics.js";
+import type { AssertNever, KeysDiffer } from "../../sdk/contracts/type-checks.js";
 import { ApiError, badRequest, notFound, validationError, unauthorized } from "../../shared/errors.js";
 import { addRoute, type RouteRegistry } from "../route.js";
 import type { AppEnv } from "../types.js";
@@ -57,7 +59,7 @@ const Count = Type.Number({ minimum: 0, maximum: 1e15 });
 const Rate = Type.Number({ minimum: 0, maximum: 1e6 });
 const Int = Type.Integer({ minimum: 0, maximum: 2_147_483_647 });
 
-/** The metrics payload of spec document 3; every field optional, unknown fields ignored. */
+/** The metrics payload of spec document 3 (`src/sdk/contracts/plugin-metrics.ts`); every field optional, unknown fields ignored. */
 export const MetricsPayloadSchema = Type.Object({
   tps1m: Type.Optional(Rate),
   tps5m: Type.Optional(Rate),
@@ -91,6 +93,11 @@ export const MetricsPayloadSchema = Type.Object({
   pluginCount: Type.Optional(Int),
   uptimeMs: Type.Optional(Count),
 });
+type MetricsBody = Static<typeof MetricsPayloadSchema>;
+/** Compile-time only: the schema names exactly the fields of the payload and of its worlds. */
+export type MetricsSchemaIsThePayload = AssertNever<
+  KeysDiffer<MetricsBody, MetricsPayload> | KeysDiffer<NonNullable<MetricsBody["worlds"]>[number], WorldMetrics>
+>;
 
 /** Mounts the plugin routes of this file (and the trace-context middleware of every plugin route). */
 export function pluginRoutes(deps: PluginRouteDeps): (app: Hono<AppEnv>, registry: RouteRegistry) => void {

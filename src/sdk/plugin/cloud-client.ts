@@ -3,6 +3,7 @@
  * the CloudClient mapping of "Client rules"). Requests go through the PluginTransport, so the client
  * rules (token refresh, sequence, timeout, trace context) hold for every call.
  */
+import { CUSTOM_EVENT_TYPE_PATTERN } from "../contracts/plugin-events.js";
 import { CloudApiError, InvalidArgumentError } from "./errors.js";
 import { TransferResult } from "./transfer-result.js";
 import type { PluginTransport } from "./transport.js";
@@ -21,8 +22,7 @@ import type {
 /** Refusal codes of `POST /api/plugin/player-join` (maintenance); the player is not let in. */
 export const ADMISSION_REFUSALS: ReadonlySet<string> = new Set(["MAINTENANCE", "GROUP_MAINTENANCE"]);
 
-/** Custom event types look like `MODULE:ACTION` (spec document 3, "Bus contract"). */
-export const CUSTOM_EVENT_TYPE_PATTERN = /^[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+$/;
+export { CUSTOM_EVENT_TYPE_PATTERN };
 
 /** The answer of a plugin GET list route: a JSON array (anything else is UNEXPECTED_BODY). */
 function listOf<T>(body: unknown, key: string): T[] {

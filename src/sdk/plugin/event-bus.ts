@@ -4,6 +4,7 @@
  * Events arrive from the plugin event stream (PluginEventStream); `publish` forwards a custom event
  * to the controller, and it comes back through the stream like every other event.
  */
+import { PLAYER_EVENT_TYPES } from "../contracts/plugin-events.js";
 import type { CloudClient } from "./cloud-client.js";
 import { silentLogger, type CloudEvent, type SdkLogger } from "./types.js";
 
@@ -24,8 +25,7 @@ export interface EventFilterBuilder {
   subscribe(handler: EventHandler): Subscription;
 }
 
-/** Player events a plugin may subscribe to (spec document 3). */
-export const PLAYER_EVENT_TYPES = ["PLAYER_CONNECTED", "PLAYER_DISCONNECTED", "PLAYER_TRANSFER", "PLAYER_JOURNEY"] as const;
+export { PLAYER_EVENT_TYPES };
 /** The stream's synthetic event telling the client to fetch state again over REST. */
 export const RESYNC_REQUIRED = "RESYNC_REQUIRED";
 /** Handlers one bus holds at most (a plugin that subscribes in a loop fails loudly instead of leaking). */

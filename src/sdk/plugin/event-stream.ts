@@ -14,6 +14,7 @@
  * nothing: its players are reported as they join.
  */
 import type { IncomingMessage } from "node:http";
+import { REGISTRY_EPOCH_FRAME } from "../contracts/plugin-stream.js";
 import { RESYNC_REQUIRED, type PluginEventBus } from "./event-bus.js";
 import type { PluginTransfers } from "./transfers.js";
 import { TICKET_PATH, type PluginTransport } from "./transport.js";
@@ -27,8 +28,7 @@ export const reconnectDelayMsMax = 5_000;
 export const streamIdleTimeoutMs = 45_000;
 /** An SSE frame longer than this ends the connection (a stream that never sends a blank line). */
 export const frameCharsMax = 1024 * 1024;
-/** The frame saying the player registry's epoch changed while the stream is open. */
-export const REGISTRY_EPOCH_FRAME = "registry-epoch";
+export { REGISTRY_EPOCH_FRAME };
 
 /** Told the registry's new epoch and the one seen before it. */
 export type RegistryEpochListener = (epoch: string, previous: string) => void;

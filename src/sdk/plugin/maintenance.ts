@@ -5,12 +5,12 @@
  * loaded again after a RESYNC_REQUIRED. The controller decides each join (`CloudClient.admitPlayer`);
  * this view is for what a proxy shows (a server list's message of the day, a warning to staff).
  */
+import { MAINTENANCE_EVENT_TYPES, type GroupMaintenanceChangedPayload, type MaintenanceUpdatedPayload } from "../contracts/plugin-events.js";
 import type { CloudClient } from "./cloud-client.js";
 import { RESYNC_REQUIRED, type PluginEventBus, type Subscription } from "./event-bus.js";
 import type { CloudEvent, PluginMaintenance } from "./types.js";
 
-/** The built-in events that change a plugin's maintenance view. */
-export const MAINTENANCE_EVENT_TYPES = ["MAINTENANCE_UPDATED", "GROUP_MAINTENANCE_CHANGED"] as const;
+export { MAINTENANCE_EVENT_TYPES };
 
 /** Told the new view whenever it changed. */
 export type MaintenanceListener = (state: Readonly<PluginMaintenance>) => void;
@@ -68,13 +68,14 @@ export class MaintenanceState {
   }
 
   private onGlobal(event: CloudEvent): void {
-    const message = event.data.message;
-    this.set({ ...this.state, globalEnabled: event.data.globalEnabled === true, message: typeof message === "string" ? message : null });
+    const data = event.data as Partial<MaintenanceUpdatedPayload>;
+    this.set({ ...this.state, globalEnabled: data.globalEnabled === true, message: typeof data.message === "string" ? data.message : null });
   }
 
   private onGroup(event: CloudEvent): void {
-    if (event.data.groupName !== this.client.group()) return;
-    this.set({ ...this.state, groupMaintenance: event.data.maintenance === true });
+    const data = event.data as Partial<GroupMaintenanceChangedPayload>;
+    if (data.groupName !== this.client.group()) return;
+    this.set({ ...this.state, groupMaintenance: data.maintenance === true });
   }
 
   private set(next: PluginMaintenance): void {

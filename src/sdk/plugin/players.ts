@@ -7,6 +7,7 @@
  */
 import { normalizePlayerView, type CloudClient } from "./cloud-client.js";
 import { RESYNC_REQUIRED, type PluginEventBus, type Subscription } from "./event-bus.js";
+import type { PlayerPayload } from "../contracts/plugin-events.js";
 import type { CloudEvent, PlayerView } from "./types.js";
 
 /** How this server reaches the players connected to it (chat messages, kicks). */
@@ -169,7 +170,9 @@ export class PlayerManager {
   }
 
   private connected(event: CloudEvent): void {
-    const data = event.data as Partial<PlayerView>;
+    // The spec's payload has no proxy id or join time: a controller's are taken, else the proxy this
+    // instance knew and the event's time.
+    const data = event.data as Partial<PlayerPayload> & Partial<Pick<PlayerView, "proxyInstanceId" | "connectedAt">>;
     if (typeof data.uuid !== "string") return;
     const previous = this.byUuid.get(data.uuid.toLowerCase());
     this.remember(
@@ -182,7 +185,7 @@ export class PlayerManager {
   }
 
   private disconnected(event: CloudEvent): void {
-    const data = event.data as Partial<PlayerView>;
+    const data = event.data as Partial<PlayerPayload>;
     if (typeof data.uuid !== "string") return;
     const known = this.byUuid.get(data.uuid.toLowerCase());
     // A move publishes DISCONNECTED for the old instance: a record already on the new one stays.

@@ -6,13 +6,12 @@
  * controller sends every pending transfer again when a stream (re)connects, so delivery is at least
  * once: a transfer id already seen is not handed out again.
  */
+import { TRANSFER_FRAME_EVENTS, type TransferFrameEvent } from "../contracts/plugin-stream.js";
 import { TransferResult } from "./transfer-result.js";
 import type { Subscription } from "./event-bus.js";
 import { silentLogger, type SdkLogger, type Transfer } from "./types.js";
 
-/** Frame names of the plugin event stream that carry a Transfer. */
-export const TRANSFER_FRAME_EVENTS = ["transfer", "transfer-completed", "transfer-failed"] as const;
-export type TransferFrameEvent = (typeof TRANSFER_FRAME_EVENTS)[number];
+export { TRANSFER_FRAME_EVENTS, type TransferFrameEvent };
 /** Transfer ids remembered for de-duplication; the oldest are forgotten beyond it. */
 export const transferIdsRememberedMax = 10_000;
 /** Default wait of {@link PluginTransfers.outcomeOf}: the controller gives a transfer 60 s, plus its sweep. */

@@ -1,4 +1,6 @@
 /** Plain data of the plugin API (spec documents 1 and 3). Unknown fields from the controller are kept. */
+export type { MetricsPayload, WorldMetrics } from "../contracts/plugin-metrics.js";
+export type { Transfer, TransferState } from "../contracts/plugin-stream.js";
 
 /** An immutable view of a player (spec document 3, "Plugin-side objects"). */
 export interface PlayerView {
@@ -31,39 +33,6 @@ export interface GroupInfo {
   [field: string]: unknown;
 }
 
-/** One world of a metrics payload. */
-export interface WorldMetrics {
-  name: string;
-  environment: string;
-  entityCount: number;
-  chunkCount: number;
-  playerCount: number;
-}
-
-/** The metrics payload of spec document 3 (`POST /api/plugin/metrics`). */
-export interface MetricsPayload {
-  tps1m: number;
-  tps5m: number;
-  tps15m: number;
-  msptAvg: number;
-  heapUsedMb: number;
-  heapMaxMb: number;
-  heapCommittedMb: number;
-  gcCollections: number;
-  gcTimeMs: number;
-  threadCount: number;
-  daemonThreadCount: number;
-  playerCount: number;
-  maxPlayers: number;
-  worldCount: number;
-  totalEntities: number;
-  totalChunks: number;
-  worlds: WorldMetrics[];
-  serverVersion: string;
-  pluginCount: number;
-  uptimeMs: number;
-}
-
 /** Maintenance as `GET /api/plugin/maintenance` answers it. */
 export interface PluginMaintenance {
   globalEnabled: boolean;
@@ -88,32 +57,6 @@ export interface PlayerPermissions {
   readonly uuid: string;
   readonly linked: boolean;
   readonly permissions: ReadonlySet<string>;
-}
-
-/** Where a transfer stands: waiting for the player's arrival, arrived, or given up. */
-export type TransferState = "PENDING" | "COMPLETED" | "FAILED";
-
-/**
- * A transfer as the controller answers `transfer` / `transfer-to-group` (202) and sends it on the
- * plugin event stream (`event: transfer`, `transfer-completed`, `transfer-failed`).
- */
-export interface Transfer {
-  readonly id: string;
-  readonly playerUuid: string;
-  readonly playerName: string;
-  /** The server the player was on when the transfer was asked for; null while only on a proxy. */
-  readonly fromInstanceId: string | null;
-  readonly targetInstanceId: string;
-  /** The group the target was chosen from (`transfer-to-group`); null for a transfer to one instance. */
-  readonly targetGroup: string | null;
-  /** The instance that moves the player: its proxy, or the server it joined directly. */
-  readonly holderInstanceId: string;
-  /** The instance whose plugin asked. */
-  readonly requestedBy: string;
-  readonly requestedAt: string;
-  readonly state: TransferState;
-  /** TARGET_GONE, HOLDER_GONE, SUPERSEDED, PLAYER_LEFT or TIMEOUT when FAILED; else null. */
-  readonly failureReason: string | null;
 }
 
 /** A player-to-player message (`POST /api/plugin/message/send`). */
